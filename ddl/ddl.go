@@ -1,0 +1,85 @@
+// Package ddl holds the Cloud Spanner schema that spanmutex needs, as the .sql
+// files it was written in, embedded into the binary.
+//
+// Apply it with your usual migration tool, with `spanmutex ddl | gcloud spanner
+// databases ddl update DB --instance=INST --ddl-file=/dev/stdin`, or in tests
+// with the emulator package, which applies it for you.
+package ddl
+
+import (
+	_ "embed"
+	"fmt"
+	"regexp"
+	"strings"
+)
+
+// DefaultMutexTable is the table name used when none is configured.
+const DefaultMutexTable = "Mutexes"
+
+//go:embed mutexes.sql
+var mutexesSQL string
+
+// identifierPattern is what Spanner (GoogleSQL) accepts as an unquoted table name.
+var identifierPattern = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_]{0,127}$`)
+
+// ValidateTableName reports whether name can be used as a Spanner table name:
+// a letter followed by up to 127 letters, digits or underscores.
+func ValidateTableName(name string) error {
+	if !identifierPattern.MatchString(name) {
+		return fmt.Errorf("ddl: invalid table name %q: use a letter followed by up to 127 letters, digits or underscores", name)
+	}
+	return nil
+}
+
+// MutexTable returns the CREATE TABLE statement for the mutex table, named
+// table, with its comments. It returns an error if table is not a valid name.
+func MutexTable(table string) (string, error) {
+	if err := ValidateTableName(table); err != nil {
+		return "", err
+	}
+	return strings.Replace(mutexesSQL, "CREATE TABLE "+DefaultMutexTable+" (", "CREATE TABLE "+table+" (", 1), nil
+}
+
+// Statements returns the statements that create everything spanmutex needs,
+// with the mutex table named table, ready for UpdateDatabaseDdl or
+// CreateDatabase's ExtraStatements. Comments are stripped.
+func Statements(table string) ([]string, error) {
+	stmt, err := MutexTable(table)
+	if err != nil {
+		return nil, err
+	}
+	return []string{stripComments(stmt)}, nil
+}
+
+// stripComments removes "--" comment lines, which the admin API rejects.
+func stripComments(sql string) string {
+	var b strings.Builder
+	for _, line := range strings.Split(sql, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "--") {
+			continue
+		}
+		b.WriteString(line)
+		b.WriteByte('\n')
+	}
+	return strings.TrimSpace(b.String())
+}
+
+// MutexColumns returns the columns spanmutex reads and writes in the mutex
+// table with their Spanner types, so that a table created by other means can
+// be checked against them.
+func MutexColumns() map[string]string {
+	return map[string]string{
+		"Name":       "STRING(256)",
+		"State":      "STRING(16)",
+		"Owner":      "STRING(256)",
+		"LeaseID":    "STRING(36)",
+		"Token":      "INT64",
+		"Attempts":   "INT64",
+		"LastError":  "STRING(MAX)",
+		"CreatedAt":  "TIMESTAMP",
+		"StartedAt":  "TIMESTAMP",
+		"RenewedAt":  "TIMESTAMP",
+		"FinishedAt": "TIMESTAMP",
+		"UpdatedAt":  "TIMESTAMP",
+	}
+}

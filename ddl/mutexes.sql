@@ -1,0 +1,33 @@
+-- The table behind spanmutex. One row per named critical section.
+-- Every timestamp is a Spanner commit timestamp: ownership decisions compare
+-- them with CURRENT_TIMESTAMP() inside the deciding read-write transaction,
+-- never with a client's local clock.
+CREATE TABLE Mutexes (
+  -- The critical section's name, chosen by the caller (1-256 UTF-8 characters).
+  Name STRING(256) NOT NULL,
+  -- NEEDED, STARTED, DONE or FAILED.
+  State STRING(16) NOT NULL,
+  -- Who holds or last held the section: the Mutex's owner identity.
+  Owner STRING(256),
+  -- A random id of the acquisition that wrote Owner and Token. It tells two
+  -- acquisitions apart even when they share an owner identity, so that a commit
+  -- whose outcome is unknown is resolved by reading it back.
+  LeaseID STRING(36),
+  -- The fencing token: +1 on every acquisition or takeover, never reused.
+  Token INT64 NOT NULL,
+  -- How many times the section was started since the row was last reset.
+  Attempts INT64 NOT NULL,
+  -- The error text of the last failed attempt, or why it was abandoned.
+  LastError STRING(MAX),
+  -- When the row was first written.
+  CreatedAt TIMESTAMP NOT NULL OPTIONS (allow_commit_timestamp = true),
+  -- When the current holder acquired it (STARTED) or the last holder did.
+  StartedAt TIMESTAMP OPTIONS (allow_commit_timestamp = true),
+  -- When the holder last proved it was alive: set on acquisition and on every
+  -- lease renewal. The watermark is measured from here.
+  RenewedAt TIMESTAMP OPTIONS (allow_commit_timestamp = true),
+  -- When the section reached DONE or FAILED. Staleness is measured from here.
+  FinishedAt TIMESTAMP OPTIONS (allow_commit_timestamp = true),
+  -- When the row last changed.
+  UpdatedAt TIMESTAMP NOT NULL OPTIONS (allow_commit_timestamp = true),
+) PRIMARY KEY (Name)
