@@ -1,0 +1,117 @@
+package spanmutex
+
+import "time"
+
+// row is one read of a section's row together with Spanner's clock at the
+// moment of the read. Times are Spanner commit timestamps, zero when NULL.
+type row struct {
+	Exists     bool
+	State      State
+	Owner      string
+	LeaseID    string
+	Token      int64
+	Attempts   int64
+	LastError  string
+	StartedAt  time.Time
+	RenewedAt  time.Time
+	FinishedAt time.Time
+	UpdatedAt  time.Time
+	// Now is Spanner's CURRENT_TIMESTAMP() read with the row: in the same
+	// read-write transaction when deciding, or the same snapshot when peeking.
+	Now time.Time
+}
+
+// policy is what a decision depends on besides the row.
+type policy struct {
+	watermark   time.Duration
+	staleness   time.Duration // 0: DONE and FAILED never go stale
+	jitter      time.Duration // this contender's extra wait past the watermark
+	maxAttempts int64
+}
+
+// action is what a contender should do with a row.
+type action int
+
+const (
+	// actAcquire: nobody holds the section and it is still needed: start it.
+	actAcquire action = iota + 1
+	// actTakeOver: the holder went silent past the watermark and attempts
+	// remain: start it with the next token.
+	actTakeOver
+	// actWait: a live holder runs it; read again after decision.wait.
+	actWait
+	// actDone: it completed; do not run it.
+	actDone
+	// actExhausted: it failed on its last allowed attempt; give up.
+	actExhausted
+	// actAbandon: its holder went silent past the watermark on the last
+	// allowed attempt: record FAILED, then give up.
+	actAbandon
+)
+
+func (a action) String() string {
+	switch a {
+	case actAcquire:
+		return "acquire"
+	case actTakeOver:
+		return "take over"
+	case actWait:
+		return "wait"
+	case actDone:
+		return "done"
+	case actExhausted:
+		return "exhausted"
+	case actAbandon:
+		return "abandon"
+	}
+	return "unknown"
+}
+
+// decision is the outcome of decide.
+type decision struct {
+	action action
+	// wait, for actWait: how long until this contender may take over, by
+	// Spanner's clock as read with the row.
+	wait time.Duration
+	// fresh, for actAcquire: the acquisition starts a new generation (no row,
+	// NEEDED, or a stale DONE/FAILED), so Attempts restart at 1.
+	fresh bool
+	// retry, for actAcquire: the last attempt failed; back off first.
+	retry bool
+}
+
+// decide is the whole state machine, as a pure function of a row read with
+// Spanner's clock. It is used twice per acquisition: on a lock-free snapshot,
+// to choose what to try, and again inside the read-write transaction that
+// writes the row, on the row and CURRENT_TIMESTAMP() read there; only the
+// second decides ownership.
+func decide(r row, p policy) decision {
+	if !r.Exists || r.State == StateNeeded {
+		return decision{action: actAcquire, fresh: true}
+	}
+	switch r.State {
+	case StateDone, StateFailed:
+		if p.staleness > 0 && !r.FinishedAt.IsZero() && r.Now.Sub(r.FinishedAt) >= p.staleness {
+			return decision{action: actAcquire, fresh: true}
+		}
+		if r.State == StateDone {
+			return decision{action: actDone}
+		}
+		if r.Attempts >= p.maxAttempts {
+			return decision{action: actExhausted}
+		}
+		return decision{action: actAcquire, retry: true}
+	case StateStarted:
+		remaining := takeoverAfter(p.watermark, p.jitter) - silentFor(r)
+		if remaining > 0 {
+			return decision{action: actWait, wait: remaining}
+		}
+		if r.Attempts >= p.maxAttempts {
+			return decision{action: actAbandon}
+		}
+		return decision{action: actTakeOver}
+	}
+	// An unknown state was written by something other than spanmutex; touch
+	// nothing and let the caller report it.
+	return decision{action: actExhausted}
+}

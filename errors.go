@@ -1,0 +1,115 @@
+package spanmutex
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Sentinel errors. Test for them with errors.Is; the typed errors below carry
+// the details and match these sentinels.
+var (
+	// ErrInvalidConfig is wrapped by every error New returns for bad input:
+	// a nil client, a bad name, or an invalid option or combination.
+	ErrInvalidConfig = errors.New("spanmutex: invalid configuration")
+
+	// ErrAttemptsExhausted: the section was started MaxAttempts times since
+	// the row was last reset and never completed, or Spanner kept failing
+	// for MaxAttempts reads in a row. Returned as *ExhaustedError.
+	ErrAttemptsExhausted = errors.New("spanmutex: attempt limit reached")
+
+	// ErrLeaseLost: the row stopped being ours while the section ran (it was
+	// taken over after the watermark), so the section may have run twice.
+	// Returned as *LeaseLostError.
+	ErrLeaseLost = errors.New("spanmutex: lease lost")
+
+	// ErrSchema: the mutex table is missing or does not have the columns
+	// spanmutex needs. Returned as *SchemaError, whose message shows how to
+	// create the schema.
+	ErrSchema = errors.New("spanmutex: schema problem")
+
+	// ErrNotObtained is joined with ctx.Err() when Run's context ends before
+	// the section could be acquired. The section did not run in this call.
+	ErrNotObtained = errors.New("spanmutex: not obtained")
+)
+
+// ExhaustedError is returned by Run when it gives up. It matches
+// ErrAttemptsExhausted.
+type ExhaustedError struct {
+	Name        string // the section
+	Attempts    int64  // starts recorded in the row, or failed reads in a row
+	MaxAttempts int    // the configured limit
+	LastError   string // the last attempt's error text, if any
+	Err         error  // the Spanner error that made Run give up, if any
+}
+
+func (e *ExhaustedError) Error() string {
+	msg := fmt.Sprintf("spanmutex: section %q: gave up after %d of %d attempts", e.Name, e.Attempts, e.MaxAttempts)
+	if e.LastError != "" {
+		msg += ": last error: " + e.LastError
+	}
+	return msg
+}
+
+// Is reports whether target is ErrAttemptsExhausted.
+func (e *ExhaustedError) Is(target error) bool { return target == ErrAttemptsExhausted }
+
+// Unwrap returns the Spanner error that made Run give up, if any.
+func (e *ExhaustedError) Unwrap() error { return e.Err }
+
+// LeaseLostError is returned when a holder finds that the row is no longer
+// its own. It matches ErrLeaseLost.
+type LeaseLostError struct {
+	Name         string // the section
+	Token        int64  // the token this holder had
+	CurrentState State  // the row's state now ("" if the row is gone)
+	CurrentOwner string // who holds or last held it now
+	CurrentToken int64  // the row's token now
+}
+
+func (e *LeaseLostError) Error() string {
+	return fmt.Sprintf("spanmutex: section %q: lease lost: we held token %d but the row is now %s, owner %q, token %d; "+
+		"the section may have run more than once (raise the watermark, or keep the lease renewed)",
+		e.Name, e.Token, e.CurrentState, e.CurrentOwner, e.CurrentToken)
+}
+
+// Is reports whether target is ErrLeaseLost.
+func (e *LeaseLostError) Is(target error) bool { return target == ErrLeaseLost }
+
+// SchemaError says what is wrong with the mutex table. It matches ErrSchema.
+type SchemaError struct {
+	Table   string   // the configured table name
+	Problem string   // what is wrong, in words
+	Missing []string // columns that are absent or of the wrong type
+	Err     error    // the Spanner error that revealed it, if any
+}
+
+func (e *SchemaError) Error() string {
+	msg := fmt.Sprintf("spanmutex: table %s: %s", e.Table, e.Problem)
+	if len(e.Missing) > 0 {
+		msg += " (" + strings.Join(e.Missing, ", ") + ")"
+	}
+	return msg + fmt.Sprintf("; create the schema with: spanmutex ddl --table %s | gcloud spanner databases ddl update DATABASE --instance=INSTANCE --ddl-file=/dev/stdin", e.Table)
+}
+
+// Is reports whether target is ErrSchema.
+func (e *SchemaError) Is(target error) bool { return target == ErrSchema }
+
+// Unwrap returns the Spanner error behind the problem.
+func (e *SchemaError) Unwrap() error { return e.Err }
+
+// SectionError wraps the error returned by the section itself; the row was
+// marked FAILED with its text. errors.Is and errors.As see through it to the
+// section's error.
+type SectionError struct {
+	Name  string // the section
+	Token int64  // the fencing token it ran with
+	Err   error  // what the section returned
+}
+
+func (e *SectionError) Error() string {
+	return fmt.Sprintf("spanmutex: section %q (token %d) failed: %v", e.Name, e.Token, e.Err)
+}
+
+// Unwrap returns the section's own error.
+func (e *SectionError) Unwrap() error { return e.Err }

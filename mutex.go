@@ -1,0 +1,347 @@
+package spanmutex
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"cloud.google.com/go/spanner"
+	"github.com/cenkalti/backoff/v4"
+	"github.com/google/uuid"
+)
+
+// Mutex is a named run-once critical section backed by one row of a Cloud
+// Spanner table. Create it with New. A Mutex is safe for concurrent use; each
+// Run call is an independent contender with its own acquisition id.
+type Mutex struct {
+	name          string
+	cfg           config
+	store         store
+	schemaChecked atomic.Bool
+}
+
+// New returns a Mutex for the critical section name, stored in client's
+// database. It validates every input and option and does no I/O: problems
+// with the table are reported by the first Run. Every error it returns wraps
+// ErrInvalidConfig.
+func New(client *spanner.Client, name string, opts ...Option) (*Mutex, error) {
+	if client == nil {
+		return nil, fmt.Errorf("%w: nil *spanner.Client: open one with spanner.NewClient", ErrInvalidConfig)
+	}
+	m, err := newMutex(name, opts)
+	if err != nil {
+		return nil, err
+	}
+	m.store = &spannerStore{client: client, table: m.cfg.table}
+	return m, nil
+}
+
+func newMutex(name string, opts []Option) (*Mutex, error) {
+	if err := ValidateName(name); err != nil {
+		return nil, err
+	}
+	cfg := defaultConfig()
+	for i, opt := range opts {
+		if opt == nil {
+			return nil, fmt.Errorf("%w: option %d is nil", ErrInvalidConfig, i)
+		}
+		opt(&cfg)
+	}
+	if cfg.owner == "" {
+		cfg.owner = defaultOwner()
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	cfg.logger = cfg.logger.With("mutex", name, "owner", cfg.owner)
+	return &Mutex{name: name, cfg: cfg}, nil
+}
+
+// defaultOwner is host:pid:random, unique per Mutex.
+func defaultOwner() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "unknown-host"
+	}
+	return truncate(fmt.Sprintf("%s:%d:%s", host, os.Getpid(), uuid.NewString()[:8]), MaxNameLength-1)
+}
+
+// Name returns the section's name.
+func (m *Mutex) Name() string { return m.name }
+
+// Owner returns the owner identity this Mutex records as holder.
+func (m *Mutex) Owner() string { return m.cfg.owner }
+
+// Run runs fn as the critical section at most once across every process that
+// runs the same name against the same table, and returns how it ended:
+//
+//   - NotNeeded, nil: the Needed callback said there is nothing to do.
+//   - AlreadyDone, nil: another holder completed it (now or earlier).
+//   - Executed, nil: fn ran here, returned nil, and the row is DONE.
+//   - Executed, *SectionError: fn ran here and failed; the row is FAILED with
+//     its text and another contender may retry while attempts remain.
+//   - Executed, *LeaseLostError: fn ran here and returned, but the row had
+//     been taken over meanwhile (fn outlived the watermark).
+//   - NoOutcome, *ExhaustedError: the section failed on its last allowed
+//     attempt, or Spanner kept failing; fn did not run here.
+//   - NoOutcome, errors.Join(ErrNotObtained, ctx.Err()): ctx ended while
+//     waiting; fn did not run here.
+//
+// fn runs only after the commit that made this call the holder was
+// acknowledged by Spanner (or, if its outcome was unknown, read back). fn's
+// ctx is cancelled when Run's ctx is. While another holder runs the section,
+// Run waits with lock-free reads and takes over only after the watermark
+// plus jitter has passed by Spanner's clock.
+func (m *Mutex) Run(ctx context.Context, fn func(ctx context.Context, lease *Lease) error) (Outcome, error) {
+	if ctx == nil {
+		return NoOutcome, errNilContext
+	}
+	if fn == nil {
+		return NoOutcome, fmt.Errorf("spanmutex: Run(%q): nil section function", m.name)
+	}
+	if m.cfg.needed != nil {
+		needed, err := m.cfg.needed(ctx)
+		if err != nil {
+			return NoOutcome, fmt.Errorf("spanmutex: section %q: Needed callback: %w", m.name, err)
+		}
+		if !needed {
+			m.cfg.logger.Debug("not needed")
+			return NotNeeded, nil
+		}
+	}
+	if err := m.checkSchema(ctx); err != nil {
+		return NoOutcome, err
+	}
+	lease, outcome, err := m.obtain(ctx)
+	if lease == nil {
+		return outcome, err
+	}
+	return Executed, m.runHeld(ctx, lease, fn)
+}
+
+// checkSchema checks the table once per Mutex, so that a missing table or
+// column is reported by name before anything is written.
+func (m *Mutex) checkSchema(ctx context.Context) error {
+	if m.schemaChecked.Load() {
+		return nil
+	}
+	if err := m.store.checkSchema(ctx); err != nil {
+		return err
+	}
+	m.schemaChecked.Store(true)
+	return nil
+}
+
+// obtain loops until this call holds the section (lease non-nil) or knows
+// how Run ends without running it.
+func (m *Mutex) obtain(ctx context.Context) (*Lease, Outcome, error) {
+	log := m.cfg.logger
+	pol := policy{
+		watermark:   m.cfg.watermark,
+		staleness:   m.cfg.staleness,
+		jitter:      drawJitter(m.cfg.watermark, m.cfg.jitter),
+		maxAttempts: int64(m.cfg.maxAttempts),
+	}
+	bo := m.cfg.newBackOff()
+	// unresolved holds the ids of acquisitions whose commit outcome is
+	// unknown. If a later read finds the row STARTED under one of them, that
+	// commit did happen and the section is ours.
+	unresolved := map[string]bool{}
+	failedReads := 0
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, NoOutcome, m.notObtained(ctx, unresolved)
+		}
+		r, err := m.store.read(ctx, m.name)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, NoOutcome, m.notObtained(ctx, unresolved)
+			}
+			if !isTransient(err) {
+				return nil, NoOutcome, err
+			}
+			failedReads++
+			if failedReads >= m.cfg.maxAttempts {
+				return nil, NoOutcome, &ExhaustedError{Name: m.name, Attempts: int64(failedReads), MaxAttempts: m.cfg.maxAttempts, LastError: err.Error(), Err: err}
+			}
+			log.Warn("read failed; backing off", "err", err)
+			if err := m.pause(ctx, bo, 0); err != nil {
+				return nil, NoOutcome, m.notObtained(ctx, unresolved)
+			}
+			continue
+		}
+		failedReads = 0
+		if r.State == StateStarted && unresolved[r.LeaseID] {
+			log.Info("commit of unknown outcome read back as ours", "token", r.Token)
+			return m.adopt(r), NoOutcome, nil
+		}
+		d := decide(r, pol)
+		switch d.action {
+		case actDone:
+			log.Debug("already done", "token", r.Token)
+			return nil, AlreadyDone, nil
+		case actExhausted:
+			return nil, NoOutcome, &ExhaustedError{Name: m.name, Attempts: r.Attempts, MaxAttempts: m.cfg.maxAttempts, LastError: r.LastError}
+		case actWait:
+			log.Debug("held elsewhere; waiting", "holder", r.Owner, "token", r.Token, "takeover_in", d.wait)
+			if err := m.pause(ctx, bo, d.wait); err != nil {
+				return nil, NoOutcome, m.notObtained(ctx, unresolved)
+			}
+			continue
+		case actAcquire:
+			if d.retry {
+				log.Info("last attempt failed; backing off before a retry", "attempts", r.Attempts, "last_error", r.LastError)
+				if err := m.pause(ctx, bo, 0); err != nil {
+					return nil, NoOutcome, m.notObtained(ctx, unresolved)
+				}
+			}
+		}
+		// actAcquire, actTakeOver, actAbandon: decide again inside a
+		// read-write transaction, on Spanner's clock, and write.
+		c := claim{owner: m.cfg.owner, leaseID: uuid.NewString()}
+		d2, lease, err := m.store.acquire(ctx, m.name, pol, c)
+		if err != nil {
+			if !isTransient(err) && !isUnknownOutcome(err) && ctx.Err() == nil {
+				return nil, NoOutcome, err
+			}
+			unresolved[c.leaseID] = true
+			log.Warn("acquire failed or its outcome is unknown; reading the row again", "err", err)
+			if l := m.resolve(ctx, c.leaseID); l != nil {
+				return l, NoOutcome, nil
+			}
+			if err := m.pause(ctx, bo, 0); err != nil {
+				return nil, NoOutcome, m.notObtained(ctx, unresolved)
+			}
+			continue
+		}
+		if lease != nil {
+			log.Info("acquired", "token", lease.token, "takeover", lease.takeover)
+			return lease, NoOutcome, nil
+		}
+		if d2.action == actAbandon {
+			log.Warn("holder abandoned the last allowed attempt; recorded FAILED", "holder", r.Owner, "token", r.Token)
+			return nil, NoOutcome, &ExhaustedError{Name: m.name, Attempts: r.Attempts, MaxAttempts: m.cfg.maxAttempts,
+				LastError: "holder " + r.Owner + " went silent past the watermark"}
+		}
+		// Someone else changed the row between our snapshot and our
+		// transaction; the next read shows what happened.
+	}
+}
+
+// resolve reads the row to settle an acquisition whose commit outcome is
+// unknown. It returns the lease if the row shows that the commit happened.
+// It reads even if ctx is done, within the finish timeout: a lease we hold
+// without knowing it would block everyone until the watermark.
+func (m *Mutex) resolve(ctx context.Context, leaseID string) *Lease {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.finishTimeout)
+	defer cancel()
+	r, err := m.store.read(rctx, m.name)
+	if err != nil || r.State != StateStarted || r.LeaseID != leaseID {
+		return nil
+	}
+	return m.adopt(r)
+}
+
+func (m *Mutex) adopt(r row) *Lease {
+	return &Lease{name: m.name, owner: r.Owner, id: r.LeaseID, token: r.Token, acquiredAt: r.StartedAt}
+}
+
+// notObtained ends a wait cut short by ctx. If an acquisition's outcome is
+// still unknown it is settled first, and given back if it did commit, so
+// that nobody waits a watermark for a holder that left.
+func (m *Mutex) notObtained(ctx context.Context, unresolved map[string]bool) error {
+	for id := range unresolved {
+		if l := m.resolve(ctx, id); l != nil {
+			m.giveBack(ctx, l)
+		}
+	}
+	return errors.Join(ErrNotObtained, ctx.Err())
+}
+
+// giveBack releases a lease whose section never ran.
+func (m *Mutex) giveBack(ctx context.Context, l *Lease) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.finishTimeout)
+	defer cancel()
+	if err := m.store.release(rctx, l); err != nil {
+		m.cfg.logger.Warn("could not give back an unused lease; others wait for the watermark", "token", l.token, "err", err)
+	}
+}
+
+// pause waits for the next backoff interval, capped at limit when limit > 0.
+// It uses the local clock only to pace reads; it decides nothing.
+func (m *Mutex) pause(ctx context.Context, bo backoff.BackOff, limit time.Duration) error {
+	d := bo.NextBackOff()
+	if d == backoff.Stop {
+		return fmt.Errorf("%w: the backoff policy stopped", ErrAttemptsExhausted)
+	}
+	if limit > 0 && d > limit {
+		d = limit
+	}
+	c, stop := m.cfg.clock.NewTimer(d)
+	defer stop()
+	select {
+	case <-c:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// runHeld runs fn as the holder of lease and records how it ended.
+func (m *Mutex) runHeld(ctx context.Context, lease *Lease, fn func(context.Context, *Lease) error) (err error) {
+	if ctx.Err() != nil {
+		m.giveBack(ctx, lease)
+		return errors.Join(ErrNotObtained, ctx.Err())
+	}
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.finishTimeout)
+	defer cancel()
+	defer func() {
+		if p := recover(); p != nil {
+			// Record the failure, then let the panic go on: it is the
+			// caller's bug, not ours to hide.
+			_ = m.finish(fctx, lease, StateFailed, fmt.Sprintf("panic: %v", p))
+			panic(p)
+		}
+	}()
+	runErr := fn(ctx, lease)
+	if runErr != nil {
+		secErr := &SectionError{Name: m.name, Token: lease.token, Err: runErr}
+		if err := m.finish(fctx, lease, StateFailed, runErr.Error()); err != nil {
+			return errors.Join(secErr, err)
+		}
+		m.cfg.logger.Info("section failed; recorded FAILED", "token", lease.token, "err", runErr)
+		return secErr
+	}
+	if err := m.finish(fctx, lease, StateDone, ""); err != nil {
+		return err
+	}
+	m.cfg.logger.Info("section done", "token", lease.token)
+	return nil
+}
+
+// finish records DONE or FAILED, fenced on the lease. A commit whose outcome
+// is unknown is settled by reading the row: if it shows our lease in the
+// target state, it committed; if still STARTED under our lease, try again.
+func (m *Mutex) finish(ctx context.Context, lease *Lease, to State, lastError string) error {
+	bo := m.cfg.newBackOff()
+	for {
+		err := m.store.finish(ctx, lease, to, lastError)
+		if err == nil || errors.Is(err, ErrLeaseLost) {
+			return err
+		}
+		r, rerr := m.store.read(ctx, m.name)
+		if rerr == nil && r.LeaseID == lease.id && r.State == to {
+			return nil
+		}
+		if rerr == nil && (r.LeaseID != lease.id || r.State != StateStarted) {
+			return &LeaseLostError{Name: m.name, Token: lease.token, CurrentState: r.State, CurrentOwner: r.Owner, CurrentToken: r.Token}
+		}
+		m.cfg.logger.Warn("recording the end of the section failed; retrying", "state", to, "err", err)
+		if perr := m.pause(ctx, bo, 0); perr != nil {
+			return fmt.Errorf("spanmutex: section %q (token %d): could not record %s: %w", m.name, lease.token, to, err)
+		}
+	}
+}

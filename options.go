@@ -1,0 +1,159 @@
+package spanmutex
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+
+	"github.com/spanmutex/spanmutex/ddl"
+)
+
+// Defaults of the options.
+const (
+	// DefaultTable is the mutex table's name.
+	DefaultTable = ddl.DefaultMutexTable
+	// DefaultWatermark is how long a STARTED row may go without its holder
+	// renewing it before another contender may take it over.
+	DefaultWatermark = 10 * time.Minute
+	// DefaultMaxAttempts is how many times a section may be started (across
+	// all processes) before it is given up as FAILED.
+	DefaultMaxAttempts = 3
+	// DefaultJitter is the fraction of the watermark, drawn at random per
+	// Run call, that a contender waits past the watermark before a takeover,
+	// so that contenders do not all take over at the same moment.
+	DefaultJitter = 0.2
+	// DefaultInitialBackOff and DefaultMaxBackOff bound the waits between
+	// reads while another holder runs the section or after a failure.
+	DefaultInitialBackOff = 100 * time.Millisecond
+	DefaultMaxBackOff     = 5 * time.Second
+	// DefaultFinishTimeout bounds how long Run keeps trying to record DONE
+	// or FAILED after the section returned, even if ctx was cancelled.
+	DefaultFinishTimeout = 30 * time.Second
+)
+
+// MaxNameLength is the longest section name, in characters (the Name column
+// is STRING(256)).
+const MaxNameLength = 256
+
+// Option configures a Mutex. Options are validated together by New.
+type Option func(*config)
+
+type config struct {
+	table         string
+	owner         string
+	watermark     time.Duration
+	staleness     time.Duration
+	maxAttempts   int
+	jitter        float64
+	newBackOff    func() backoff.BackOff
+	needed        func(context.Context) (bool, error)
+	logger        *slog.Logger
+	finishTimeout time.Duration
+	clock         clock
+}
+
+func defaultConfig() config {
+	return config{
+		table:         DefaultTable,
+		watermark:     DefaultWatermark,
+		maxAttempts:   DefaultMaxAttempts,
+		jitter:        DefaultJitter,
+		newBackOff:    defaultBackOff,
+		logger:        slog.New(slog.NewTextHandler(io.Discard, nil)),
+		finishTimeout: DefaultFinishTimeout,
+		clock:         realClock{},
+	}
+}
+
+func defaultBackOff() backoff.BackOff {
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval = DefaultInitialBackOff
+	b.MaxInterval = DefaultMaxBackOff
+	b.Multiplier = 1.6
+	b.RandomizationFactor = 0.5
+	b.MaxElapsedTime = 0 // Run's ctx and MaxAttempts bound the waiting
+	return b
+}
+
+// WithTable sets the mutex table's name (default DefaultTable).
+func WithTable(name string) Option { return func(c *config) { c.table = name } }
+
+// WithOwner sets the identity recorded as the holder (default: host name,
+// process id and a random suffix, unique per Mutex). At most 256 characters.
+func WithOwner(id string) Option { return func(c *config) { c.owner = id } }
+
+// WithWatermark sets how long a STARTED row may go unrenewed, by Spanner's
+// clock, before a contender may take it over (default DefaultWatermark). Set
+// it above the longest time the section can take.
+func WithWatermark(d time.Duration) Option { return func(c *config) { c.watermark = d } }
+
+// WithStaleness makes a DONE or FAILED row that finished longer ago than d, by
+// Spanner's clock, count as NEEDED again, so the section runs again (default
+// 0: never). It must be above the watermark.
+func WithStaleness(d time.Duration) Option { return func(c *config) { c.staleness = d } }
+
+// WithMaxAttempts sets how many times the section may be started across all
+// processes since the row was last reset, and how many failed Spanner reads
+// in a row Run tolerates (default DefaultMaxAttempts, at least 1).
+func WithMaxAttempts(n int) Option { return func(c *config) { c.maxAttempts = n } }
+
+// WithJitter sets the fraction of the watermark, in [0, 1), from which each
+// Run call draws the extra wait it adds before a takeover (default
+// DefaultJitter).
+func WithJitter(fraction float64) Option { return func(c *config) { c.jitter = fraction } }
+
+// WithBackOff sets how waits between reads grow; newBackOff is called once per
+// Run (default: exponential from DefaultInitialBackOff to DefaultMaxBackOff,
+// randomised by half). A backoff.Stop from it ends Run with ErrAttemptsExhausted.
+func WithBackOff(newBackOff func() backoff.BackOff) Option {
+	return func(c *config) { c.newBackOff = newBackOff }
+}
+
+// WithNeeded sets a callback Run calls first: when it returns false, Run
+// returns NotNeeded without touching the row. Use it for work that may have
+// nothing to do, such as a migration with no pending change.
+func WithNeeded(needed func(ctx context.Context) (bool, error)) Option {
+	return func(c *config) { c.needed = needed }
+}
+
+// WithLogger sets where the Mutex logs its decisions (default: nowhere).
+func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
+
+// WithFinishTimeout bounds how long Run tries to record DONE or FAILED after
+// the section returned, even when ctx was cancelled (default DefaultFinishTimeout).
+func WithFinishTimeout(d time.Duration) Option { return func(c *config) { c.finishTimeout = d } }
+
+func (c *config) validate() error {
+	if err := ddl.ValidateTableName(c.table); err != nil {
+		return fmt.Errorf("%w: WithTable: %v", ErrInvalidConfig, err)
+	}
+	if err := validateText("owner", c.owner, MaxNameLength); err != nil {
+		return fmt.Errorf("%w: WithOwner: %v", ErrInvalidConfig, err)
+	}
+	if c.watermark <= 0 {
+		return fmt.Errorf("%w: WithWatermark(%v): the watermark must be positive; set it above the longest time the section takes", ErrInvalidConfig, c.watermark)
+	}
+	if c.staleness < 0 || (c.staleness > 0 && c.staleness <= c.watermark) {
+		return fmt.Errorf("%w: WithStaleness(%v): staleness must be 0 (never) or above the watermark (%v), or a running section could be restarted", ErrInvalidConfig, c.staleness, c.watermark)
+	}
+	if c.maxAttempts < 1 {
+		return fmt.Errorf("%w: WithMaxAttempts(%d): at least 1 attempt is needed", ErrInvalidConfig, c.maxAttempts)
+	}
+	if !(c.jitter >= 0 && c.jitter < 1) { // also rejects NaN
+		return fmt.Errorf("%w: WithJitter(%v): the jitter fraction must be in [0, 1)", ErrInvalidConfig, c.jitter)
+	}
+	if c.newBackOff == nil {
+		return fmt.Errorf("%w: WithBackOff(nil): give a function that returns a backoff.BackOff", ErrInvalidConfig)
+	}
+	if c.logger == nil {
+		return fmt.Errorf("%w: WithLogger(nil): give a logger, or leave the option out to log nowhere", ErrInvalidConfig)
+	}
+	if c.finishTimeout <= 0 {
+		return fmt.Errorf("%w: WithFinishTimeout(%v): must be positive", ErrInvalidConfig, c.finishTimeout)
+	}
+	return nil
+}

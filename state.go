@@ -1,0 +1,34 @@
+package spanmutex
+
+// State is the state of a critical section's row in the mutex table.
+//
+//	(no row) ──acquire──▶ STARTED ──fn ok──▶ DONE
+//	NEEDED   ──acquire──▶ STARTED ──fn err─▶ FAILED ──retry──▶ STARTED
+//	STARTED (holder silent past the watermark) ──takeover──▶ STARTED (token+1)
+//	DONE/FAILED older than the staleness threshold ──acquire──▶ STARTED
+type State string
+
+// The states a row can be in.
+const (
+	// StateNeeded: the section must run and nobody holds it. Rows are created
+	// directly in STARTED; NEEDED is written by Reset, and a row that is
+	// absent counts as NEEDED.
+	StateNeeded State = "NEEDED"
+	// StateStarted: a holder acquired the section and is running it.
+	StateStarted State = "STARTED"
+	// StateDone: the section ran to completion. Final, unless a staleness
+	// threshold is set and passes, or Reset is called.
+	StateDone State = "DONE"
+	// StateFailed: the last attempt returned an error, or its holder
+	// vanished after the last allowed attempt. Retried while attempts remain.
+	StateFailed State = "FAILED"
+)
+
+// Valid reports whether s is one of the four states.
+func (s State) Valid() bool {
+	switch s {
+	case StateNeeded, StateStarted, StateDone, StateFailed:
+		return true
+	}
+	return false
+}

@@ -1,0 +1,78 @@
+package spanmutex
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"cloud.google.com/go/spanner"
+
+	"github.com/spanmutex/spanmutex/ddl"
+)
+
+// Status is one row of the mutex table, as Inspect reports it.
+type Status struct {
+	Name       string
+	State      State
+	Owner      string
+	Token      int64
+	Attempts   int64
+	LastError  string
+	StartedAt  time.Time // zero if never started
+	RenewedAt  time.Time // zero if never started
+	FinishedAt time.Time // zero unless DONE or FAILED
+	UpdatedAt  time.Time
+	// Age is how long ago, by Spanner's clock at the read, the row last
+	// changed (UpdatedAt).
+	Age time.Duration
+}
+
+// Inspect reads the rows of table (empty: DefaultTable) from one strong
+// snapshot, ordered by name: all of them if name is empty, else that one
+// (none if it does not exist). It is read-only and takes no locks.
+func Inspect(ctx context.Context, client *spanner.Client, table, name string) ([]Status, error) {
+	if ctx == nil {
+		return nil, errNilContext
+	}
+	if client == nil {
+		return nil, fmt.Errorf("%w: nil *spanner.Client", ErrInvalidConfig)
+	}
+	if table == "" {
+		table = DefaultTable
+	}
+	if err := ddl.ValidateTableName(table); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
+	}
+	st := &spannerStore{client: client, table: table}
+	if err := st.checkSchema(ctx); err != nil {
+		return nil, err
+	}
+	sql := fmt.Sprintf("SELECT CURRENT_TIMESTAMP(), Name, State, Owner, Token, Attempts, LastError, StartedAt, RenewedAt, FinishedAt, UpdatedAt FROM `%s`", table)
+	params := map[string]any{}
+	if name != "" {
+		sql += " WHERE Name = @name"
+		params["name"] = name
+	}
+	sql += " ORDER BY Name"
+	var out []Status
+	err := client.Single().Query(ctx, spanner.Statement{SQL: sql, Params: params}).Do(func(r *spanner.Row) error {
+		var (
+			now                                 time.Time
+			s                                   Status
+			state, owner, lastErr               spanner.NullString
+			started, renewed, finished, updated spanner.NullTime
+		)
+		if err := r.Columns(&now, &s.Name, &state, &owner, &s.Token, &s.Attempts, &lastErr, &started, &renewed, &finished, &updated); err != nil {
+			return err
+		}
+		s.State, s.Owner, s.LastError = State(state.StringVal), owner.StringVal, lastErr.StringVal
+		s.StartedAt, s.RenewedAt, s.FinishedAt, s.UpdatedAt = nullTime(started), nullTime(renewed), nullTime(finished), nullTime(updated)
+		s.Age = now.Sub(s.UpdatedAt)
+		out = append(out, s)
+		return nil
+	})
+	if err != nil {
+		return nil, st.explainOther(err)
+	}
+	return out, nil
+}

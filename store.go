@@ -1,0 +1,316 @@
+package spanmutex
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"cloud.google.com/go/spanner"
+	"google.golang.org/grpc/codes"
+
+	"github.com/spanmutex/spanmutex/ddl"
+)
+
+// store is the narrow interface between Run's loop and Spanner. The decision
+// logic stays in decide, a pure function; the store reads rows with Spanner's
+// clock and writes them in read-write transactions that decide again.
+type store interface {
+	// read returns the row and Spanner's clock from one strong, lock-free
+	// snapshot.
+	read(ctx context.Context, name string) (row, error)
+	// acquire re-reads the row in a read-write transaction, decides with p,
+	// and writes STARTED (acquire, take over) or FAILED (abandon) if that is
+	// the decision. The returned lease is non-nil only if it committed.
+	acquire(ctx context.Context, name string, p policy, c claim) (decision, *Lease, error)
+	// finish moves our STARTED row to DONE or FAILED, fenced on the lease.
+	finish(ctx context.Context, l *Lease, to State, lastError string) error
+	// release gives back a lease whose section never ran: NEEDED, one
+	// attempt fewer.
+	release(ctx context.Context, l *Lease) error
+	// checkSchema returns a *SchemaError if the table is missing or lacks a
+	// column spanmutex needs.
+	checkSchema(ctx context.Context) error
+}
+
+// claim is who is trying to acquire: the owner identity and a fresh random
+// id for this acquisition, by which a commit of unknown outcome is recognised.
+type claim struct {
+	owner   string
+	leaseID string
+}
+
+// spannerStore is the store on a Cloud Spanner table.
+type spannerStore struct {
+	client *spanner.Client
+	table  string
+}
+
+var rowColumns = []string{"State", "Owner", "LeaseID", "Token", "Attempts", "LastError",
+	"StartedAt", "RenewedAt", "FinishedAt", "UpdatedAt"}
+
+// readSQL reads the row and CURRENT_TIMESTAMP() in one statement. The LEFT
+// JOIN on a one-row UNNEST returns Spanner's clock even when the row is absent.
+func (s *spannerStore) readSQL() string {
+	cols := make([]string, len(rowColumns))
+	for i, c := range rowColumns {
+		cols[i] = "m." + c
+	}
+	return fmt.Sprintf("SELECT CURRENT_TIMESTAMP(), m.Name IS NOT NULL, %s FROM UNNEST([1]) AS one LEFT JOIN `%s` AS m ON m.Name = @name",
+		strings.Join(cols, ", "), s.table)
+}
+
+type querier interface {
+	Query(ctx context.Context, stmt spanner.Statement) *spanner.RowIterator
+}
+
+func (s *spannerStore) queryRow(ctx context.Context, q querier, name string) (row, error) {
+	it := q.Query(ctx, spanner.Statement{SQL: s.readSQL(), Params: map[string]any{"name": name}})
+	defer it.Stop()
+	r, err := it.Next()
+	if err != nil {
+		return row{}, err
+	}
+	var (
+		out                                      row
+		state, owner, leaseID, lastErr           spanner.NullString
+		token, attempts                          spanner.NullInt64
+		started, renewed, finished, updated, now spanner.NullTime
+		exists                                   bool
+	)
+	if err := r.Columns(&now, &exists, &state, &owner, &leaseID, &token, &attempts, &lastErr,
+		&started, &renewed, &finished, &updated); err != nil {
+		return row{}, fmt.Errorf("spanmutex: decode row %q of %s: %w", name, s.table, err)
+	}
+	out = row{
+		Exists: exists, State: State(state.StringVal), Owner: owner.StringVal, LeaseID: leaseID.StringVal,
+		Token: token.Int64, Attempts: attempts.Int64, LastError: lastErr.StringVal,
+		StartedAt: nullTime(started), RenewedAt: nullTime(renewed), FinishedAt: nullTime(finished),
+		UpdatedAt: nullTime(updated), Now: now.Time,
+	}
+	if exists && !out.State.Valid() {
+		return row{}, fmt.Errorf("spanmutex: row %q of %s has unknown state %q, written by something other than spanmutex; fix or delete the row", name, s.table, out.State)
+	}
+	return out, nil
+}
+
+func nullTime(t spanner.NullTime) time.Time {
+	if !t.Valid {
+		return time.Time{}
+	}
+	return t.Time
+}
+
+func (s *spannerStore) read(ctx context.Context, name string) (row, error) {
+	r, err := s.queryRow(ctx, s.client.Single(), name)
+	if err != nil {
+		return row{}, s.explain(ctx, err)
+	}
+	return r, nil
+}
+
+func (s *spannerStore) acquire(ctx context.Context, name string, p policy, c claim) (decision, *Lease, error) {
+	var (
+		d     decision
+		lease *Lease
+	)
+	commitTS, err := s.client.ReadWriteTransaction(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
+		// The closure may run more than once: everything it reports is
+		// reassigned on every run.
+		d, lease = decision{}, nil
+		r, err := s.queryRow(ctx, tx, name)
+		if err != nil {
+			return err
+		}
+		d = decide(r, p) // Spanner's clock: r.Now is CURRENT_TIMESTAMP() of this transaction.
+		switch d.action {
+		case actAcquire, actTakeOver:
+			lease = &Lease{name: name, owner: c.owner, id: c.leaseID, token: r.Token + 1, takeover: d.action == actTakeOver}
+			attempts := r.Attempts + 1
+			if d.fresh {
+				attempts = 1
+			}
+			cols := []string{"Name", "State", "Owner", "LeaseID", "Token", "Attempts", "StartedAt", "RenewedAt", "FinishedAt", "UpdatedAt"}
+			vals := []any{name, string(StateStarted), c.owner, c.leaseID, lease.token, attempts,
+				spanner.CommitTimestamp, spanner.CommitTimestamp, nil, spanner.CommitTimestamp}
+			if !r.Exists {
+				cols = append(cols, "CreatedAt")
+				vals = append(vals, spanner.CommitTimestamp)
+				return tx.BufferWrite([]*spanner.Mutation{spanner.Insert(s.table, cols, vals)})
+			}
+			return tx.BufferWrite([]*spanner.Mutation{spanner.Update(s.table, cols, vals)})
+		case actAbandon:
+			msg := fmt.Sprintf("abandoned: holder %q (token %d) did not renew or finish within the watermark of %v on attempt %d of %d",
+				r.Owner, r.Token, p.watermark, r.Attempts, p.maxAttempts)
+			return tx.BufferWrite([]*spanner.Mutation{spanner.Update(s.table,
+				[]string{"Name", "State", "LastError", "FinishedAt", "UpdatedAt"},
+				[]any{name, string(StateFailed), msg, spanner.CommitTimestamp, spanner.CommitTimestamp})})
+		}
+		return nil
+	})
+	if err != nil {
+		return decision{}, nil, s.explain(ctx, err)
+	}
+	if lease != nil {
+		lease.acquiredAt = commitTS
+	}
+	return d, lease, nil
+}
+
+// fencedUpdate runs a read-write transaction that applies cols/vals to our
+// row only if it is still STARTED under our lease, and returns a
+// *LeaseLostError if it is not.
+func (s *spannerStore) fencedUpdate(ctx context.Context, l *Lease, cols []string, vals []any) error {
+	_, err := s.client.ReadWriteTransaction(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
+		r, err := tx.ReadRow(ctx, s.table, spanner.Key{l.name}, []string{"State", "Owner", "LeaseID", "Token"})
+		if spanner.ErrCode(err) == codes.NotFound {
+			return &LeaseLostError{Name: l.name, Token: l.token}
+		}
+		if err != nil {
+			return err
+		}
+		var state, owner, leaseID spanner.NullString
+		var token int64
+		if err := r.Columns(&state, &owner, &leaseID, &token); err != nil {
+			return err
+		}
+		if State(state.StringVal) != StateStarted || leaseID.StringVal != l.id || token != l.token {
+			return &LeaseLostError{Name: l.name, Token: l.token, CurrentState: State(state.StringVal),
+				CurrentOwner: owner.StringVal, CurrentToken: token}
+		}
+		return tx.BufferWrite([]*spanner.Mutation{spanner.Update(s.table, append([]string{"Name"}, cols...), append([]any{l.name}, vals...))})
+	})
+	var lost *LeaseLostError
+	if errors.As(err, &lost) {
+		return lost
+	}
+	if err != nil {
+		return s.explain(ctx, err)
+	}
+	return nil
+}
+
+// maxErrorText bounds the error text stored in LastError.
+const maxErrorText = 8 << 10
+
+func (s *spannerStore) finish(ctx context.Context, l *Lease, to State, lastError string) error {
+	var errText any
+	if to == StateFailed {
+		errText = truncate(lastError, maxErrorText)
+	}
+	return s.fencedUpdate(ctx, l, []string{"State", "LastError", "FinishedAt", "UpdatedAt"},
+		[]any{string(to), errText, spanner.CommitTimestamp, spanner.CommitTimestamp})
+}
+
+func (s *spannerStore) release(ctx context.Context, l *Lease) error {
+	_, err := s.client.ReadWriteTransaction(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
+		r, err := tx.ReadRow(ctx, s.table, spanner.Key{l.name}, []string{"State", "LeaseID", "Attempts"})
+		if err != nil {
+			return err
+		}
+		var state, leaseID spanner.NullString
+		var attempts int64
+		if err := r.Columns(&state, &leaseID, &attempts); err != nil {
+			return err
+		}
+		if State(state.StringVal) != StateStarted || leaseID.StringVal != l.id {
+			return nil // no longer ours: nothing to give back
+		}
+		return tx.BufferWrite([]*spanner.Mutation{spanner.Update(s.table,
+			[]string{"Name", "State", "Attempts", "UpdatedAt"},
+			[]any{l.name, string(StateNeeded), max(attempts-1, 0), spanner.CommitTimestamp})})
+	})
+	if err != nil {
+		return s.explain(ctx, err)
+	}
+	return nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	// Cut on a rune boundary so that the STRING column gets valid UTF-8.
+	for n > 0 && !utf8RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
+
+func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }
+
+// explain turns Spanner errors that mean a setup problem into errors that
+// say what to do; others are wrapped as they are.
+func (s *spannerStore) explain(ctx context.Context, err error) error {
+	code, msg := spanner.ErrCode(err), err.Error()
+	if (code == codes.NotFound || code == codes.InvalidArgument) &&
+		(strings.Contains(msg, "Table not found") || strings.Contains(msg, "Column not found") || strings.Contains(msg, "Unrecognized name")) {
+		return s.schemaError(ctx, err)
+	}
+	return s.explainOther(err)
+}
+
+// explainOther explains database and instance errors, without looking at the
+// schema.
+func (s *spannerStore) explainOther(err error) error {
+	code, msg := spanner.ErrCode(err), err.Error()
+	switch {
+	case code == codes.NotFound && strings.Contains(msg, "Database not found"):
+		return fmt.Errorf("spanmutex: database %s does not exist: create it, or check --database / SPANMUTEX_DATABASE: %w", s.client.DatabaseName(), err)
+	case code == codes.NotFound && strings.Contains(msg, "Instance not found"):
+		return fmt.Errorf("spanmutex: the instance of database %s does not exist: %w", s.client.DatabaseName(), err)
+	}
+	return fmt.Errorf("spanmutex: table %s: %w", s.table, err)
+}
+
+// schemaError reads INFORMATION_SCHEMA to name exactly what is wrong with
+// the table.
+func (s *spannerStore) schemaError(ctx context.Context, cause error) error {
+	if err := s.checkSchema(ctx); err != nil {
+		var se *SchemaError
+		if errors.As(err, &se) {
+			se.Err = cause
+		}
+		return err
+	}
+	return fmt.Errorf("spanmutex: table %s: %w", s.table, cause)
+}
+
+// checkSchema reads INFORMATION_SCHEMA and returns a *SchemaError naming
+// what is missing or mistyped, or nil if the table has every column.
+func (s *spannerStore) checkSchema(ctx context.Context) error {
+	stmt := spanner.Statement{
+		SQL:    "SELECT COLUMN_NAME, SPANNER_TYPE FROM INFORMATION_SCHEMA.COLUMNS WHERE TABLE_SCHEMA = '' AND TABLE_NAME = @t",
+		Params: map[string]any{"t": s.table},
+	}
+	have := map[string]string{}
+	err := s.client.Single().Query(ctx, stmt).Do(func(r *spanner.Row) error {
+		var name, typ string
+		if err := r.Columns(&name, &typ); err != nil {
+			return err
+		}
+		have[name] = typ
+		return nil
+	})
+	if err != nil {
+		return s.explainOther(err)
+	}
+	if len(have) == 0 {
+		return &SchemaError{Table: s.table, Problem: "does not exist in database " + s.client.DatabaseName()}
+	}
+	var missing []string
+	for name, typ := range ddl.MutexColumns() {
+		if got, ok := have[name]; !ok {
+			missing = append(missing, name+" "+typ+" missing")
+		} else if got != typ {
+			missing = append(missing, fmt.Sprintf("%s is %s, want %s", name, got, typ))
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	slices.Sort(missing)
+	return &SchemaError{Table: s.table, Problem: "does not have the columns spanmutex needs", Missing: missing}
+}
