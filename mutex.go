@@ -119,7 +119,7 @@ func (m *Mutex) Run(ctx context.Context, fn func(ctx context.Context, lease *Lea
 	if lease == nil {
 		return outcome, err
 	}
-	return Executed, m.runHeld(ctx, lease, fn)
+	return m.runHeld(ctx, lease, fn)
 }
 
 // checkSchema checks the table once per Mutex, so that a missing table or
@@ -291,10 +291,10 @@ func (m *Mutex) pause(ctx context.Context, bo backoff.BackOff, limit time.Durati
 }
 
 // runHeld runs fn as the holder of lease and records how it ended.
-func (m *Mutex) runHeld(ctx context.Context, lease *Lease, fn func(context.Context, *Lease) error) (err error) {
+func (m *Mutex) runHeld(ctx context.Context, lease *Lease, fn func(context.Context, *Lease) error) (Outcome, error) {
 	if ctx.Err() != nil {
 		m.giveBack(ctx, lease)
-		return errors.Join(ErrNotObtained, ctx.Err())
+		return NoOutcome, errors.Join(ErrNotObtained, ctx.Err())
 	}
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.finishTimeout)
 	defer cancel()
@@ -310,16 +310,16 @@ func (m *Mutex) runHeld(ctx context.Context, lease *Lease, fn func(context.Conte
 	if runErr != nil {
 		secErr := &SectionError{Name: m.name, Token: lease.token, Err: runErr}
 		if err := m.finish(fctx, lease, StateFailed, runErr.Error()); err != nil {
-			return errors.Join(secErr, err)
+			return Executed, errors.Join(secErr, err)
 		}
 		m.cfg.logger.Info("section failed; recorded FAILED", "token", lease.token, "err", runErr)
-		return secErr
+		return Executed, secErr
 	}
 	if err := m.finish(fctx, lease, StateDone, ""); err != nil {
-		return err
+		return Executed, err
 	}
 	m.cfg.logger.Info("section done", "token", lease.token)
-	return nil
+	return Executed, nil
 }
 
 // finish records DONE or FAILED, fenced on the lease. A commit whose outcome

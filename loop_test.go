@@ -1,0 +1,255 @@
+package spanmutex
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// memStore is an in-memory store for unit tests of Run's loop: how it reacts
+// to commits of unknown outcome and failed reads. It is not a model of
+// Spanner; the integration tests run against the real emulator.
+type memStore struct {
+	mu  sync.Mutex
+	r   row
+	now time.Time
+	// acquireFault, if set, is called before an acquisition commits and
+	// returns whether to commit and the error to report.
+	acquireFault func(n int) (commit bool, err error)
+	acquires     int
+	readFault    func(n int) error
+	reads        int
+	finishFault  func(n int) (commit bool, err error)
+	finishes     int
+}
+
+func (s *memStore) checkSchema(context.Context) error { return nil }
+
+func (s *memStore) read(ctx context.Context, name string) (row, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.reads++
+	if s.readFault != nil {
+		if err := s.readFault(s.reads); err != nil {
+			return row{}, err
+		}
+	}
+	r := s.r
+	r.Now = s.now
+	return r, nil
+}
+
+func (s *memStore) acquire(ctx context.Context, name string, p policy, c claim) (decision, *Lease, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.acquires++
+	r := s.r
+	r.Now = s.now
+	d := decide(r, p)
+	if d.action != actAcquire && d.action != actTakeOver {
+		return d, nil, nil
+	}
+	commit, err := true, error(nil)
+	if s.acquireFault != nil {
+		commit, err = s.acquireFault(s.acquires)
+	}
+	if commit {
+		s.r = row{Exists: true, State: StateStarted, Owner: c.owner, LeaseID: c.leaseID, Token: r.Token + 1,
+			Attempts: r.Attempts + 1, StartedAt: s.now, RenewedAt: s.now, UpdatedAt: s.now}
+	}
+	if err != nil {
+		return decision{}, nil, err
+	}
+	return d, &Lease{name: name, owner: c.owner, id: c.leaseID, token: r.Token + 1}, nil
+}
+
+func (s *memStore) finish(ctx context.Context, l *Lease, to State, lastError string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.finishes++
+	if s.r.State != StateStarted || s.r.LeaseID != l.id {
+		return &LeaseLostError{Name: l.name, Token: l.token, CurrentState: s.r.State, CurrentToken: s.r.Token}
+	}
+	commit, err := true, error(nil)
+	if s.finishFault != nil {
+		commit, err = s.finishFault(s.finishes)
+	}
+	if commit {
+		s.r.State, s.r.LastError, s.r.FinishedAt = to, lastError, s.now
+	}
+	return err
+}
+
+func (s *memStore) release(ctx context.Context, l *Lease) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.r.State == StateStarted && s.r.LeaseID == l.id {
+		s.r.State, s.r.Attempts = StateNeeded, s.r.Attempts-1
+	}
+	return nil
+}
+
+func newTestMutex(t *testing.T, st store, opts ...Option) *Mutex {
+	t.Helper()
+	opts = append([]Option{WithBackOff(func() backoff.BackOff { return &backoff.ZeroBackOff{} })}, opts...)
+	m, err := newMutex("section", opts)
+	require.NoError(t, err)
+	m.store = st
+	return m
+}
+
+var unavailable = status.Error(codes.Unavailable, "connection reset during Commit")
+
+// A commit that succeeded but whose answer was lost is read back as ours:
+// the section runs exactly once, here.
+func TestRunResolvesCommittedUnknownOutcome(t *testing.T) {
+	st := &memStore{now: time.Unix(1000, 0), acquireFault: func(n int) (bool, error) {
+		return true, unavailable // committed, answer lost
+	}}
+	m := newTestMutex(t, st)
+	var runs atomic.Int32
+	out, err := m.Run(context.Background(), func(ctx context.Context, l *Lease) error {
+		runs.Add(1)
+		assert.Equal(t, int64(1), l.Token())
+		return nil
+	})
+	require.NoError(t, err)
+	assert.Equal(t, Executed, out)
+	assert.Equal(t, int32(1), runs.Load())
+	assert.Equal(t, 1, st.acquires, "the outcome was settled by a read, not by acquiring again")
+	assert.Equal(t, StateDone, st.r.State)
+}
+
+// A commit that did not happen and whose answer was lost is read back as not
+// ours: the loop tries again and runs the section once.
+func TestRunResolvesUncommittedUnknownOutcome(t *testing.T) {
+	st := &memStore{now: time.Unix(1000, 0), acquireFault: func(n int) (bool, error) {
+		if n == 1 {
+			return false, unavailable
+		}
+		return true, nil
+	}}
+	m := newTestMutex(t, st)
+	var runs atomic.Int32
+	out, err := m.Run(context.Background(), func(ctx context.Context, l *Lease) error { runs.Add(1); return nil })
+	require.NoError(t, err)
+	assert.Equal(t, Executed, out)
+	assert.Equal(t, int32(1), runs.Load())
+	assert.Equal(t, 2, st.acquires)
+	assert.Equal(t, int64(1), st.r.Token)
+}
+
+// When even the read that should settle an unknown outcome fails, the next
+// successful read recognises the acquisition by its lease id.
+func TestRunRecognisesUnresolvedAcquisitionOnALaterRead(t *testing.T) {
+	st := &memStore{now: time.Unix(1000, 0)}
+	st.acquireFault = func(n int) (bool, error) { return true, unavailable }
+	st.readFault = func(n int) error {
+		if n == 2 { // the read that settles the outcome
+			return unavailable
+		}
+		return nil
+	}
+	m := newTestMutex(t, st)
+	var runs atomic.Int32
+	out, err := m.Run(context.Background(), func(ctx context.Context, l *Lease) error { runs.Add(1); return nil })
+	require.NoError(t, err)
+	assert.Equal(t, Executed, out)
+	assert.Equal(t, int32(1), runs.Load())
+	assert.Equal(t, 1, st.acquires)
+}
+
+// A context cancelled while an acquisition's outcome is unknown gives the
+// acquisition back if it committed, so nobody waits a watermark for nothing.
+func TestRunGivesBackAnAcquisitionItCannotUse(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	st := &memStore{now: time.Unix(1000, 0)}
+	st.acquireFault = func(n int) (bool, error) { cancel(); return true, context.Canceled }
+	m := newTestMutex(t, st)
+	out, err := m.Run(ctx, func(ctx context.Context, l *Lease) error {
+		t.Error("the section must not run after ctx was cancelled")
+		return nil
+	})
+	assert.Equal(t, NoOutcome, out)
+	assert.ErrorIs(t, err, ErrNotObtained)
+	assert.ErrorIs(t, err, context.Canceled)
+	assert.Equal(t, StateNeeded, st.r.State)
+	assert.Equal(t, int64(0), st.r.Attempts)
+	assert.Equal(t, int64(1), st.r.Token, "the token was used and is never handed out again")
+}
+
+// A DONE whose commit answer was lost is read back as done, not reported as
+// a failure and not retried into a lease-lost error.
+func TestFinishResolvesUnknownOutcome(t *testing.T) {
+	st := &memStore{now: time.Unix(1000, 0), finishFault: func(n int) (bool, error) { return true, unavailable }}
+	m := newTestMutex(t, st)
+	out, err := m.Run(context.Background(), func(ctx context.Context, l *Lease) error { return nil })
+	require.NoError(t, err)
+	assert.Equal(t, Executed, out)
+	assert.Equal(t, 1, st.finishes)
+	assert.Equal(t, StateDone, st.r.State)
+}
+
+// A DONE that did not commit is tried again.
+func TestFinishRetriesWhenNotCommitted(t *testing.T) {
+	st := &memStore{now: time.Unix(1000, 0), finishFault: func(n int) (bool, error) {
+		if n == 1 {
+			return false, unavailable
+		}
+		return true, nil
+	}}
+	m := newTestMutex(t, st)
+	_, err := m.Run(context.Background(), func(ctx context.Context, l *Lease) error { return nil })
+	require.NoError(t, err)
+	assert.Equal(t, 2, st.finishes)
+	assert.Equal(t, StateDone, st.r.State)
+}
+
+// Reads that keep failing end in ErrAttemptsExhausted after MaxAttempts.
+func TestRunGivesUpAfterFailedReads(t *testing.T) {
+	st := &memStore{now: time.Unix(1000, 0), readFault: func(int) error { return unavailable }}
+	m := newTestMutex(t, st, WithMaxAttempts(4))
+	out, err := m.Run(context.Background(), func(ctx context.Context, l *Lease) error { return nil })
+	assert.Equal(t, NoOutcome, out)
+	assert.ErrorIs(t, err, ErrAttemptsExhausted)
+	assert.Equal(t, 4, st.reads)
+}
+
+// A backoff policy that says Stop ends the wait.
+func TestRunStopsWhenBackOffStops(t *testing.T) {
+	st := &memStore{now: time.Unix(1000, 0)}
+	st.r = row{Exists: true, State: StateStarted, Owner: "other", LeaseID: "x", Token: 4, Attempts: 1, RenewedAt: st.now}
+	m := newTestMutex(t, st, WithBackOff(func() backoff.BackOff { return &backoff.StopBackOff{} }))
+	out, err := m.Run(context.Background(), func(ctx context.Context, l *Lease) error { return nil })
+	assert.Equal(t, NoOutcome, out)
+	assert.ErrorIs(t, err, ErrNotObtained)
+}
+
+// A panicking section is recorded FAILED and the panic goes on.
+func TestRunRecordsPanicAsFailed(t *testing.T) {
+	st := &memStore{now: time.Unix(1000, 0)}
+	m := newTestMutex(t, st)
+	assert.PanicsWithValue(t, "boom", func() {
+		_, _ = m.Run(context.Background(), func(ctx context.Context, l *Lease) error { panic("boom") })
+	})
+	assert.Equal(t, StateFailed, st.r.State)
+	assert.Equal(t, "panic: boom", st.r.LastError)
+}
+
+// The Needed callback runs first; false means the row is not touched.
+func TestRunNotNeededTouchesNothing(t *testing.T) {
+	st := &memStore{now: time.Unix(1000, 0)}
+	m := newTestMutex(t, st, WithNeeded(func(context.Context) (bool, error) { return false, nil }))
+	out, err := m.Run(context.Background(), func(ctx context.Context, l *Lease) error { t.Error("ran"); return nil })
+	require.NoError(t, err)
+	assert.Equal(t, NotNeeded, out)
+	assert.Zero(t, st.reads+st.acquires)
+}

@@ -1,0 +1,96 @@
+package spanmutex
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/spanner"
+	"github.com/stretchr/testify/require"
+
+	"github.com/spanmutex/spanmutex/emulator"
+)
+
+// emu is the emulator shared by this package's integration tests; nil with
+// -short.
+var emu *emulator.Emulator
+
+// TestMain starts the real Cloud Spanner emulator once for the package. If it
+// cannot be found the run fails, saying how to install it; -short skips the
+// integration tests instead.
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if !testing.Short() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		var err error
+		emu, err = emulator.Start(ctx)
+		cancel()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "integration tests need the Cloud Spanner emulator (run with -short to skip them): %v\n", err)
+			os.Exit(1)
+		}
+	}
+	code := m.Run()
+	if emu != nil {
+		if err := emu.Close(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+		}
+	}
+	os.Exit(code)
+}
+
+// needEmulator skips the test under -short.
+func needEmulator(t *testing.T) {
+	t.Helper()
+	if emu == nil {
+		t.Skip("integration test: needs the emulator (skipped with -short)")
+	}
+}
+
+// freshDatabase creates a database of its own for the test, with the
+// spanmutex schema and any extra statements, and returns its path.
+func freshDatabase(t *testing.T, extra ...string) string {
+	t.Helper()
+	needEmulator(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	db, err := emu.NewDatabase(ctx, extra...)
+	require.NoError(t, err)
+	return db
+}
+
+// newClient opens a client of db, as a separate service instance would, and
+// closes it when the test ends.
+func newClient(t *testing.T, db string) *spanner.Client {
+	t.Helper()
+	c, err := emu.NewClient(context.Background(), db)
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	return c
+}
+
+// inspectOne reads one row; it fails the test if the row is absent.
+func inspectOne(t *testing.T, c *spanner.Client, name string) Status {
+	t.Helper()
+	rows, err := Inspect(context.Background(), c, "", name)
+	require.NoError(t, err)
+	require.Len(t, rows, 1, "row %q", name)
+	return rows[0]
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		<-tick.C
+	}
+}

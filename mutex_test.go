@@ -1,0 +1,469 @@
+package spanmutex
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/spanner"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/spanmutex/spanmutex/emulator"
+)
+
+// raceResult is what one round of an exactly-once race produced.
+type raceResult struct {
+	executions int64
+	outcomes   map[Outcome]int
+	errs       []error
+}
+
+// raceOnce starts contenders goroutines at once, spread over clients, each
+// with a Mutex of its own for name, and counts how often the section ran.
+func raceOnce(t *testing.T, clients []*spanner.Client, contenders int, name string, opts ...Option) raceResult {
+	t.Helper()
+	var (
+		executions atomic.Int64
+		mu         sync.Mutex
+		res        = raceResult{outcomes: map[Outcome]int{}}
+		wg         sync.WaitGroup
+		start      = make(chan struct{})
+	)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for i := 0; i < contenders; i++ {
+		m, err := New(clients[i%len(clients)], name, append([]Option{WithOwner(fmt.Sprintf("contender-%d", i))}, opts...)...)
+		require.NoError(t, err)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			out, err := m.Run(ctx, func(ctx context.Context, l *Lease) error {
+				executions.Add(1)
+				return nil
+			})
+			mu.Lock()
+			defer mu.Unlock()
+			res.outcomes[out]++
+			if err != nil {
+				res.errs = append(res.errs, err)
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	res.executions = executions.Load()
+	return res
+}
+
+// exactlyOnce runs the race for rounds fresh names and checks every round.
+func exactlyOnce(t *testing.T, clients []*spanner.Client, rounds, contenders int) {
+	t.Helper()
+	for round := 0; round < rounds; round++ {
+		name := fmt.Sprintf("%s/round-%d", t.Name(), round)
+		res := raceOnce(t, clients, contenders, name)
+		require.Empty(t, res.errs, "round %d", round)
+		require.Equal(t, int64(1), res.executions, "round %d: the section must run exactly once", round)
+		require.Equal(t, map[Outcome]int{Executed: 1, AlreadyDone: contenders - 1}, res.outcomes, "round %d", round)
+		st := inspectOne(t, clients[0], name)
+		require.Equal(t, StateDone, st.State)
+		require.Equal(t, int64(1), st.Token)
+		require.Equal(t, int64(1), st.Attempts)
+	}
+}
+
+// 32 goroutines over 4 separate clients race on one name, 20 rounds: the
+// section runs exactly once per round and everyone else gets AlreadyDone.
+func TestExactlyOnce(t *testing.T) {
+	db := freshDatabase(t)
+	clients := []*spanner.Client{newClient(t, db), newClient(t, db), newClient(t, db), newClient(t, db)}
+	exactlyOnce(t, clients, 20, 32)
+}
+
+// The same race against an emulator that aborts commits at random.
+func TestExactlyOnceUnderFaultInjection(t *testing.T) {
+	needEmulator(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	faulty, err := emulator.Start(ctx, emulator.WithFaultInjection())
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, faulty.Close()) })
+	clients := make([]*spanner.Client, 4)
+	for i := range clients {
+		c, err := faulty.NewClient(ctx, faulty.Database())
+		require.NoError(t, err)
+		t.Cleanup(c.Close)
+		clients[i] = c
+	}
+	exactlyOnce(t, clients, 20, 32)
+}
+
+// holder acquires name and blocks inside the section until release is
+// closed, then returns what Run returned on out.
+type holder struct {
+	lease   chan *Lease
+	release chan struct{}
+	done    chan runResult
+}
+
+type runResult struct {
+	outcome Outcome
+	err     error
+}
+
+func startHolder(t *testing.T, m *Mutex) *holder {
+	t.Helper()
+	h := &holder{lease: make(chan *Lease, 1), release: make(chan struct{}), done: make(chan runResult, 1)}
+	go func() {
+		out, err := m.Run(context.Background(), func(ctx context.Context, l *Lease) error {
+			h.lease <- l
+			<-h.release
+			return nil
+		})
+		h.done <- runResult{out, err}
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-h.release:
+		default:
+			close(h.release)
+		}
+	})
+	return h
+}
+
+func (h *holder) acquired(t *testing.T) *Lease {
+	t.Helper()
+	select {
+	case l := <-h.lease:
+		return l
+	case r := <-h.done:
+		t.Fatalf("holder ended before acquiring: %v %v", r.outcome, r.err)
+	case <-time.After(time.Minute):
+		t.Fatal("holder did not acquire within a minute")
+	}
+	return nil
+}
+
+// A holder that goes silent is taken over only after the watermark, by
+// Spanner's clock, with a higher token; when it comes back, it learns that
+// its lease was lost instead of marking the section DONE.
+func TestTakeoverOnlyAfterWatermark(t *testing.T) {
+	db := freshDatabase(t)
+	const watermark = 2 * time.Second
+	a, err := New(newClient(t, db), "takeover", WithOwner("a"), WithWatermark(watermark), WithJitter(0))
+	require.NoError(t, err)
+	b, err := New(newClient(t, db), "takeover", WithOwner("b"), WithWatermark(watermark), WithJitter(0))
+	require.NoError(t, err)
+
+	ha := startHolder(t, a)
+	la := ha.acquired(t)
+	hb := startHolder(t, b)
+	lb := hb.acquired(t)
+
+	assert.True(t, lb.TookOver())
+	assert.Greater(t, lb.Token(), la.Token())
+	assert.GreaterOrEqual(t, lb.AcquiredAt().Sub(la.AcquiredAt()), watermark,
+		"takeover at %v, acquisition at %v (Spanner commit timestamps)", lb.AcquiredAt(), la.AcquiredAt())
+
+	close(ha.release) // the old holder comes back
+	ra := <-ha.done
+	assert.Equal(t, Executed, ra.outcome)
+	var lost *LeaseLostError
+	require.ErrorAs(t, ra.err, &lost)
+	assert.Equal(t, la.Token(), lost.Token)
+	assert.Equal(t, lb.Token(), lost.CurrentToken)
+	assert.Equal(t, "b", lost.CurrentOwner)
+
+	close(hb.release)
+	rb := <-hb.done
+	assert.NoError(t, rb.err)
+	st := inspectOne(t, newClient(t, db), "takeover")
+	assert.Equal(t, StateDone, st.State)
+	assert.Equal(t, lb.Token(), st.Token)
+	assert.Equal(t, int64(2), st.Attempts)
+}
+
+// skewedClock is a local clock that is far off and whose timers fire at
+// once: a contender using it polls as fast as it can and believes it is
+// hours ahead or behind. Neither may change a decision.
+type skewedClock struct{ offset time.Duration }
+
+func (c skewedClock) Now() time.Time { return time.Now().Add(c.offset) }
+func (c skewedClock) NewTimer(time.Duration) (<-chan time.Time, func() bool) {
+	ch := make(chan time.Time, 1)
+	ch <- c.Now()
+	return ch, func() bool { return false }
+}
+
+func withClock(c clock) Option { return func(cfg *config) { cfg.clock = c } }
+
+func TestLocalClockChangesNoDecision(t *testing.T) {
+	for _, offset := range []time.Duration{10 * time.Hour, -10 * time.Hour, 365 * 24 * time.Hour} {
+		t.Run(offset.String(), func(t *testing.T) {
+			db := freshDatabase(t)
+			const watermark = 2 * time.Second
+			a, err := New(newClient(t, db), "skew", WithOwner("a"), WithWatermark(watermark), WithJitter(0))
+			require.NoError(t, err)
+			b, err := New(newClient(t, db), "skew", WithOwner("b"), WithWatermark(watermark), WithJitter(0),
+				withClock(skewedClock{offset: offset}))
+			require.NoError(t, err)
+			ha := startHolder(t, a)
+			la := ha.acquired(t)
+			hb := startHolder(t, b)
+			lb := hb.acquired(t)
+			assert.GreaterOrEqual(t, lb.AcquiredAt().Sub(la.AcquiredAt()), watermark)
+			assert.Equal(t, la.Token()+1, lb.Token())
+		})
+	}
+}
+
+// A failing section is recorded FAILED with its error; later calls retry it
+// until the attempt limit, then give up without running it.
+func TestFailuresAreRetriedUpToTheLimit(t *testing.T) {
+	db := freshDatabase(t)
+	c := newClient(t, db)
+	m, err := New(c, "flaky", WithMaxAttempts(2))
+	require.NoError(t, err)
+	boom := errors.New("boom")
+	runs := 0
+	fail := func(ctx context.Context, l *Lease) error { runs++; return fmt.Errorf("attempt %d: %w", runs, boom) }
+	ctx := context.Background()
+
+	out, err := m.Run(ctx, fail)
+	assert.Equal(t, Executed, out)
+	assert.ErrorIs(t, err, boom)
+	var se *SectionError
+	require.ErrorAs(t, err, &se)
+	assert.Equal(t, int64(1), se.Token)
+	st := inspectOne(t, c, "flaky")
+	assert.Equal(t, StateFailed, st.State)
+	assert.Equal(t, "attempt 1: boom", st.LastError)
+	assert.Equal(t, int64(1), st.Attempts)
+
+	out, err = m.Run(ctx, fail)
+	assert.Equal(t, Executed, out)
+	assert.ErrorIs(t, err, boom)
+	assert.Equal(t, int64(2), inspectOne(t, c, "flaky").Token)
+
+	out, err = m.Run(ctx, fail)
+	assert.Equal(t, NoOutcome, out)
+	var ex *ExhaustedError
+	require.ErrorAs(t, err, &ex)
+	assert.Equal(t, int64(2), ex.Attempts)
+	assert.Equal(t, "attempt 2: boom", ex.LastError)
+	assert.Equal(t, 2, runs)
+}
+
+// Contenders waiting on a holder that fails retry the section: exactly one
+// of them runs it next.
+func TestWaitersRetryAFailedSection(t *testing.T) {
+	db := freshDatabase(t)
+	c := newClient(t, db)
+	first, err := New(c, "retry-by-waiters")
+	require.NoError(t, err)
+	started, fail := make(chan struct{}), make(chan struct{})
+	firstDone := make(chan error, 1)
+	go func() {
+		_, err := first.Run(context.Background(), func(ctx context.Context, l *Lease) error {
+			close(started)
+			<-fail
+			return errors.New("transient")
+		})
+		firstDone <- err
+	}()
+	<-started
+
+	var runs atomic.Int32
+	var wg sync.WaitGroup
+	outcomes := make(chan Outcome, 5)
+	for i := 0; i < 5; i++ {
+		m, err := New(newClient(t, db), "retry-by-waiters")
+		require.NoError(t, err)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out, err := m.Run(context.Background(), func(ctx context.Context, l *Lease) error {
+				runs.Add(1)
+				return nil
+			})
+			assert.NoError(t, err)
+			outcomes <- out
+		}()
+	}
+	// Whether a waiter reads the row before or after the failure is
+	// recorded, it must see STARTED then FAILED, or FAILED: either way
+	// exactly one of them may run the retry.
+	close(fail)
+	assert.Error(t, <-firstDone)
+	wg.Wait()
+	close(outcomes)
+	counts := map[Outcome]int{}
+	for o := range outcomes {
+		counts[o]++
+	}
+	assert.Equal(t, int32(1), runs.Load())
+	assert.Equal(t, map[Outcome]int{Executed: 1, AlreadyDone: 4}, counts)
+	st := inspectOne(t, c, "retry-by-waiters")
+	assert.Equal(t, StateDone, st.State)
+	assert.Equal(t, int64(2), st.Attempts)
+}
+
+// A holder that goes silent on the last allowed attempt is recorded FAILED
+// as abandoned, and nobody runs the section again.
+func TestAbandonedLastAttemptIsRecordedFailed(t *testing.T) {
+	db := freshDatabase(t)
+	opts := []Option{WithWatermark(time.Second), WithJitter(0), WithMaxAttempts(1)}
+	a, err := New(newClient(t, db), "abandoned", append(opts, WithOwner("a"))...)
+	require.NoError(t, err)
+	b, err := New(newClient(t, db), "abandoned", append(opts, WithOwner("b"))...)
+	require.NoError(t, err)
+	ha := startHolder(t, a)
+	ha.acquired(t)
+	out, err := b.Run(context.Background(), func(ctx context.Context, l *Lease) error {
+		t.Error("must not run after the last attempt was abandoned")
+		return nil
+	})
+	assert.Equal(t, NoOutcome, out)
+	assert.ErrorIs(t, err, ErrAttemptsExhausted)
+	st := inspectOne(t, newClient(t, db), "abandoned")
+	assert.Equal(t, StateFailed, st.State)
+	assert.Contains(t, st.LastError, `abandoned: holder "a" (token 1)`)
+}
+
+// A DONE section older than the staleness threshold, by Spanner's clock,
+// runs again, with the next token.
+func TestStaleDoneRunsAgain(t *testing.T) {
+	db := freshDatabase(t)
+	c := newClient(t, db)
+	m, err := New(c, "stale", WithWatermark(500*time.Millisecond), WithStaleness(time.Second))
+	require.NoError(t, err)
+	ran := func(ctx context.Context, l *Lease) error { return nil }
+	out, err := m.Run(context.Background(), ran)
+	require.NoError(t, err)
+	assert.Equal(t, Executed, out)
+	out, err = m.Run(context.Background(), ran)
+	require.NoError(t, err)
+	assert.Equal(t, AlreadyDone, out)
+
+	waitFor(t, 30*time.Second, "the DONE row to be a second old by Spanner's clock", func() bool {
+		return inspectOne(t, c, "stale").Age >= time.Second
+	})
+	out, err = m.Run(context.Background(), ran)
+	require.NoError(t, err)
+	assert.Equal(t, Executed, out)
+	st := inspectOne(t, c, "stale")
+	assert.Equal(t, int64(2), st.Token)
+	assert.Equal(t, int64(1), st.Attempts, "a stale row starts a new generation")
+}
+
+// The Needed callback can say there is nothing to do: no row is written.
+func TestNotNeededWritesNothing(t *testing.T) {
+	db := freshDatabase(t)
+	c := newClient(t, db)
+	m, err := New(c, "unneeded", WithNeeded(func(context.Context) (bool, error) { return false, nil }))
+	require.NoError(t, err)
+	out, err := m.Run(context.Background(), func(context.Context, *Lease) error { return nil })
+	require.NoError(t, err)
+	assert.Equal(t, NotNeeded, out)
+	rows, err := Inspect(context.Background(), c, "", "")
+	require.NoError(t, err)
+	assert.Empty(t, rows)
+
+	broken := errors.New("cannot tell")
+	m, err = New(c, "unneeded", WithNeeded(func(context.Context) (bool, error) { return false, broken }))
+	require.NoError(t, err)
+	_, err = m.Run(context.Background(), func(context.Context, *Lease) error { return nil })
+	assert.ErrorIs(t, err, broken)
+}
+
+// A waiter whose ctx ends returns ErrNotObtained joined with ctx.Err(), and
+// the section does not run there.
+func TestWaiterHonoursContext(t *testing.T) {
+	db := freshDatabase(t)
+	a, err := New(newClient(t, db), "ctx")
+	require.NoError(t, err)
+	startHolder(t, a).acquired(t)
+	b, err := New(newClient(t, db), "ctx")
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	out, err := b.Run(ctx, func(context.Context, *Lease) error { t.Error("ran"); return nil })
+	assert.Equal(t, NoOutcome, out)
+	assert.ErrorIs(t, err, ErrNotObtained)
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+}
+
+// A missing table, a table without our columns, a wrong table name and a
+// database that does not exist each give an error that names the problem,
+// and nothing is written.
+func TestSchemaAndDatabaseProblems(t *testing.T) {
+	needEmulator(t)
+	ctx := context.Background()
+	empty, err := emu.CreateDatabase(ctx)
+	require.NoError(t, err)
+	partial, err := emu.CreateDatabase(ctx, "CREATE TABLE Mutexes (Name STRING(256) NOT NULL, State STRING(16) NOT NULL, Token STRING(10)) PRIMARY KEY (Name)")
+	require.NoError(t, err)
+	good := freshDatabase(t)
+	missing := emu.Instance() + "/databases/never-created"
+
+	tests := []struct {
+		name string
+		db   string
+		opts []Option
+		is   error
+		want []string
+	}{
+		{"no table", empty, nil, ErrSchema, []string{"table Mutexes: does not exist", "spanmutex ddl --table Mutexes"}},
+		{"wrong table name", good, []Option{WithTable("Locks")}, ErrSchema, []string{"table Locks: does not exist", "spanmutex ddl --table Locks"}},
+		{"missing and mistyped columns", partial, nil, ErrSchema, []string{"does not have the columns", "LeaseID STRING(36) missing", "Token is STRING(10), want INT64"}},
+		{"no database", missing, nil, nil, []string{"database " + missing + " does not exist"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newClient(t, tt.db)
+			m, err := New(c, "x", tt.opts...)
+			require.NoError(t, err)
+			out, err := m.Run(ctx, func(context.Context, *Lease) error { t.Error("ran"); return nil })
+			assert.Equal(t, NoOutcome, out)
+			require.Error(t, err)
+			if tt.is != nil {
+				assert.ErrorIs(t, err, tt.is)
+			}
+			for _, w := range tt.want {
+				assert.Contains(t, err.Error(), w)
+			}
+		})
+	}
+	rows, err := Inspect(ctx, newClient(t, good), "", "")
+	require.NoError(t, err)
+	assert.Empty(t, rows, "nothing was written")
+}
+
+// Tokens grow strictly over every kind of acquisition of one name: fresh,
+// retry after failure, takeover, and a new generation after staleness.
+func TestTokensStrictlyIncrease(t *testing.T) {
+	db := freshDatabase(t)
+	c := newClient(t, db)
+	opts := []Option{WithWatermark(time.Second), WithStaleness(1500 * time.Millisecond), WithJitter(0), WithMaxAttempts(5)}
+	var tokens []int64
+	record := func(err error) func(context.Context, *Lease) error {
+		return func(ctx context.Context, l *Lease) error { tokens = append(tokens, l.Token()); return err }
+	}
+	m, err := New(c, "tokens", opts...)
+	require.NoError(t, err)
+	_, _ = m.Run(context.Background(), record(errors.New("fail once"))) // fresh: 1, FAILED
+	ha := startHolder(t, m)                                            // retry: 2, then silent
+	tokens = append(tokens, ha.acquired(t).Token())
+	_, err = m.Run(context.Background(), record(nil)) // takeover: 3, DONE
+	require.NoError(t, err)
+	waitFor(t, 30*time.Second, "staleness", func() bool { return inspectOne(t, c, "tokens").Age >= 1500*time.Millisecond })
+	_, err = m.Run(context.Background(), record(nil)) // new generation: 4
+	require.NoError(t, err)
+	assert.Equal(t, []int64{1, 2, 3, 4}, tokens)
+}

@@ -1,0 +1,132 @@
+package spanmutex
+
+import (
+	"context"
+	"errors"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/spanner"
+	"github.com/cenkalti/backoff/v4"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Every bad input to New is an error wrapping ErrInvalidConfig that names
+// the problem; none panics.
+func TestNewRejectsBadInput(t *testing.T) {
+	client := &spanner.Client{} // never used: New does no I/O
+	tests := []struct {
+		name    string
+		section string
+		opts    []Option
+		want    string
+	}{
+		{"empty name", "", nil, "name is empty"},
+		{"oversized name", strings.Repeat("x", 257), nil, "257 characters long"},
+		{"non-UTF-8 name", "bad\xffname", nil, "not valid UTF-8"},
+		{"control character in name", "a\x00b", nil, "control character"},
+		{"newline in name", "a\nb", nil, "control character"},
+		{"empty table", "s", []Option{WithTable("")}, "invalid table name"},
+		{"table with a dash", "s", []Option{WithTable("my-table")}, "invalid table name"},
+		{"table with SQL", "s", []Option{WithTable("T; DROP TABLE X")}, "invalid table name"},
+		{"empty owner", "s", []Option{WithOwner("")}, ""}, // empty means default: valid
+		{"oversized owner", "s", []Option{WithOwner(strings.Repeat("o", 300))}, "owner is 300 characters"},
+		{"non-UTF-8 owner", "s", []Option{WithOwner("\xfe")}, "owner"},
+		{"zero watermark", "s", []Option{WithWatermark(0)}, "watermark must be positive"},
+		{"negative watermark", "s", []Option{WithWatermark(-time.Second)}, "watermark must be positive"},
+		{"staleness equal to watermark", "s", []Option{WithWatermark(time.Minute), WithStaleness(time.Minute)}, "above the watermark"},
+		{"staleness below watermark", "s", []Option{WithWatermark(time.Minute), WithStaleness(time.Second)}, "above the watermark"},
+		{"negative staleness", "s", []Option{WithStaleness(-time.Hour)}, "above the watermark"},
+		{"zero attempts", "s", []Option{WithMaxAttempts(0)}, "at least 1 attempt"},
+		{"negative attempts", "s", []Option{WithMaxAttempts(-3)}, "at least 1 attempt"},
+		{"jitter 1", "s", []Option{WithJitter(1)}, "[0, 1)"},
+		{"negative jitter", "s", []Option{WithJitter(-0.1)}, "[0, 1)"},
+		{"NaN jitter", "s", []Option{WithJitter(math.NaN())}, "[0, 1)"},
+		{"nil backoff", "s", []Option{WithBackOff(nil)}, "WithBackOff(nil)"},
+		{"nil logger", "s", []Option{WithLogger(nil)}, "WithLogger(nil)"},
+		{"zero finish timeout", "s", []Option{WithFinishTimeout(0)}, "WithFinishTimeout"},
+		{"nil option", "s", []Option{nil}, "option 0 is nil"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m, err := New(client, tt.section, tt.opts...)
+			if tt.want == "" {
+				require.NoError(t, err)
+				assert.NotEmpty(t, m.Owner())
+				return
+			}
+			require.Error(t, err)
+			assert.Nil(t, m)
+			assert.ErrorIs(t, err, ErrInvalidConfig)
+			assert.Contains(t, err.Error(), tt.want)
+		})
+	}
+}
+
+func TestNewRejectsNilClient(t *testing.T) {
+	m, err := New(nil, "s")
+	assert.Nil(t, m)
+	assert.ErrorIs(t, err, ErrInvalidConfig)
+	assert.Contains(t, err.Error(), "nil *spanner.Client")
+}
+
+func TestNewAcceptsGoodInput(t *testing.T) {
+	m, err := New(&spanner.Client{}, "migrations/2030-01-01 add index ✓",
+		WithTable("My_Locks2"), WithOwner("svc-a"), WithWatermark(time.Second),
+		WithStaleness(2*time.Second), WithMaxAttempts(1), WithJitter(0.99),
+		WithBackOff(func() backoff.BackOff { return &backoff.ZeroBackOff{} }))
+	require.NoError(t, err)
+	assert.Equal(t, "svc-a", m.Owner())
+	assert.Equal(t, "migrations/2030-01-01 add index ✓", m.Name())
+	longest := strings.Repeat("é", MaxNameLength) // 256 characters, 512 bytes
+	_, err = New(&spanner.Client{}, longest)
+	assert.NoError(t, err)
+}
+
+func TestDefaultOwnersDiffer(t *testing.T) {
+	a, err := New(&spanner.Client{}, "s")
+	require.NoError(t, err)
+	b, err := New(&spanner.Client{}, "s")
+	require.NoError(t, err)
+	assert.NotEqual(t, a.Owner(), b.Owner())
+}
+
+func TestRunRejectsNilArguments(t *testing.T) {
+	m, err := New(&spanner.Client{}, "s")
+	require.NoError(t, err)
+	//lint:ignore SA1012 checking that a nil context is refused, not panicked on
+	out, err := m.Run(nil, func(context.Context, *Lease) error { return nil }) //nolint:staticcheck
+	assert.Equal(t, NoOutcome, out)
+	assert.ErrorContains(t, err, "nil context")
+	out, err = m.Run(context.Background(), nil)
+	assert.Equal(t, NoOutcome, out)
+	assert.ErrorContains(t, err, "nil section function")
+}
+
+func TestErrorsMatchTheirSentinels(t *testing.T) {
+	cause := errors.New("disk full")
+	assert.ErrorIs(t, &ExhaustedError{Name: "n", Err: cause}, ErrAttemptsExhausted)
+	assert.ErrorIs(t, &ExhaustedError{Name: "n", Err: cause}, cause)
+	assert.ErrorIs(t, &LeaseLostError{Name: "n"}, ErrLeaseLost)
+	assert.ErrorIs(t, &SchemaError{Table: "T"}, ErrSchema)
+	assert.ErrorIs(t, &SectionError{Name: "n", Err: cause}, cause)
+	assert.Contains(t, (&SchemaError{Table: "T", Problem: "does not exist"}).Error(), "spanmutex ddl --table T")
+	assert.Contains(t, (&ExhaustedError{Name: "n", Attempts: 3, MaxAttempts: 3, LastError: "boom"}).Error(), "gave up after 3 of 3 attempts: last error: boom")
+}
+
+func TestOutcomeStrings(t *testing.T) {
+	assert.Equal(t, "Executed", Executed.String())
+	assert.Equal(t, "AlreadyDone", AlreadyDone.String())
+	assert.Equal(t, "NotNeeded", NotNeeded.String())
+	assert.Equal(t, "NoOutcome", NoOutcome.String())
+}
+
+func TestTruncateKeepsUTF8(t *testing.T) {
+	s := strings.Repeat("é", 10) // 20 bytes
+	got := truncate(s, 5)
+	assert.Equal(t, "éé…", got)
+	assert.Equal(t, "short", truncate("short", 10))
+}
