@@ -32,6 +32,12 @@ func TestMain(m *testing.M) {
 			fmt.Fprintf(os.Stderr, "integration tests need the Cloud Spanner emulator (run with -short to skip them): %v\n", err)
 			os.Exit(1)
 		}
+		// The testable examples call emulator.Start as a user would; this
+		// makes them attach to the emulator already running, with a fresh
+		// database each.
+		if os.Getenv(emulator.HostEnv) == "" {
+			os.Setenv(emulator.HostEnv, emu.Host())
+		}
 	}
 	code := m.Run()
 	if emu != nil {

@@ -1,0 +1,125 @@
+package spanmutex_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"time"
+
+	"github.com/spanmutex/spanmutex"
+	"github.com/spanmutex/spanmutex/emulator"
+)
+
+// Run a schema migration exactly once across every replica of a service.
+// Each replica runs the same code; one runs the section, the others get
+// AlreadyDone.
+func Example() {
+	ctx := context.Background()
+	// In production: client, err := spanner.NewClient(ctx, "projects/P/instances/I/databases/D")
+	emu, err := emulator.Start(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer emu.Close()
+
+	for replica := 1; replica <= 3; replica++ {
+		m, err := spanmutex.New(emu.Client(), "migrations/0042-add-orders-index")
+		if err != nil {
+			log.Fatal(err)
+		}
+		out, err := m.Run(ctx, func(ctx context.Context, lease *spanmutex.Lease) error {
+			fmt.Printf("replica %d migrates, fencing token %d\n", replica, lease.Token())
+			return nil // apply the migration here
+		})
+		fmt.Printf("replica %d: %v %v\n", replica, out, err)
+	}
+	// Output:
+	// replica 1 migrates, fencing token 1
+	// replica 1: Executed <nil>
+	// replica 2: AlreadyDone <nil>
+	// replica 3: AlreadyDone <nil>
+}
+
+// A section that fails is recorded FAILED with its error and retried by the
+// next caller, until the attempt limit.
+func ExampleMutex_Run_failure() {
+	ctx := context.Background()
+	emu, err := emulator.Start(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer emu.Close()
+
+	m, err := spanmutex.New(emu.Client(), "backfill", spanmutex.WithMaxAttempts(2))
+	if err != nil {
+		log.Fatal(err)
+	}
+	flaky := func(ctx context.Context, lease *spanmutex.Lease) error {
+		return fmt.Errorf("attempt with token %d: quota exceeded", lease.Token())
+	}
+	for i := 0; i < 3; i++ {
+		out, err := m.Run(ctx, flaky)
+		var sectionErr *spanmutex.SectionError
+		switch {
+		case errors.As(err, &sectionErr):
+			fmt.Println(out, "- the section failed:", sectionErr.Err)
+		case errors.Is(err, spanmutex.ErrAttemptsExhausted):
+			fmt.Println(out, "- gave up:", err)
+		}
+	}
+	// Output:
+	// Executed - the section failed: attempt with token 1: quota exceeded
+	// Executed - the section failed: attempt with token 2: quota exceeded
+	// NoOutcome - gave up: spanmutex: section "backfill": gave up after 2 of 2 attempts: last error: attempt with token 2: quota exceeded
+}
+
+// WithNeeded skips the section, without touching Spanner's row, when there is
+// nothing to do.
+func ExampleWithNeeded() {
+	ctx := context.Background()
+	emu, err := emulator.Start(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer emu.Close()
+
+	pendingMigrations := 0
+	m, err := spanmutex.New(emu.Client(), "migrations",
+		spanmutex.WithNeeded(func(ctx context.Context) (bool, error) { return pendingMigrations > 0, nil }),
+		spanmutex.WithWatermark(30*time.Minute))
+	if err != nil {
+		log.Fatal(err)
+	}
+	out, err := m.Run(ctx, func(ctx context.Context, lease *spanmutex.Lease) error { return nil })
+	fmt.Println(out, err)
+	// Output:
+	// NotNeeded <nil>
+}
+
+// Inspect shows every section's row, as `spanmutex status` does.
+func ExampleInspect() {
+	ctx := context.Background()
+	emu, err := emulator.Start(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer emu.Close()
+
+	m, err := spanmutex.New(emu.Client(), "nightly-report", spanmutex.WithOwner("reporter-7"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	if _, err := m.Run(ctx, func(ctx context.Context, lease *spanmutex.Lease) error { return nil }); err != nil {
+		log.Fatal(err)
+	}
+	rows, err := spanmutex.Inspect(ctx, emu.Client(), "", "")
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, r := range rows {
+		fmt.Println(r.Name, r.State, r.Owner, r.Token, r.Attempts)
+	}
+	// Output:
+	// nightly-report DONE reporter-7 1 1
+}
