@@ -458,7 +458,7 @@ func TestTokensStrictlyIncrease(t *testing.T) {
 	m, err := New(c, "tokens", opts...)
 	require.NoError(t, err)
 	_, _ = m.Run(context.Background(), record(errors.New("fail once"))) // fresh: 1, FAILED
-	ha := startHolder(t, m)                                            // retry: 2, then silent
+	ha := startHolder(t, m)                                             // retry: 2, then silent
 	tokens = append(tokens, ha.acquired(t).Token())
 	_, err = m.Run(context.Background(), record(nil)) // takeover: 3, DONE
 	require.NoError(t, err)
