@@ -1,0 +1,44 @@
+package ddl
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestMutexTableRenames(t *testing.T) {
+	stmt, err := MutexTable("Locks_2")
+	require.NoError(t, err)
+	assert.Contains(t, stmt, "CREATE TABLE Locks_2 (")
+	assert.NotContains(t, stmt, "CREATE TABLE Mutexes")
+	for col, typ := range MutexColumns() {
+		assert.Contains(t, stmt, col+" "+typ, "the DDL and MutexColumns agree")
+	}
+}
+
+func TestStatementsHaveNoComments(t *testing.T) {
+	stmts, err := Statements(DefaultMutexTable)
+	require.NoError(t, err)
+	require.Len(t, stmts, 1)
+	assert.NotContains(t, stmts[0], "--")
+	assert.True(t, strings.HasPrefix(stmts[0], "CREATE TABLE Mutexes ("))
+}
+
+func TestValidateTableName(t *testing.T) {
+	for _, ok := range []string{"Mutexes", "a", "A_1", strings.Repeat("x", 128)} {
+		assert.NoError(t, ValidateTableName(ok), ok)
+	}
+	for _, bad := range []string{"", "1abc", "_x", "a-b", "a b", "a;DROP", "`a`", strings.Repeat("x", 129), "é"} {
+		err := ValidateTableName(bad)
+		assert.Error(t, err, bad)
+		if err != nil {
+			assert.Contains(t, err.Error(), "use a letter followed by")
+		}
+	}
+	_, err := MutexTable("bad-name")
+	assert.Error(t, err)
+	_, err = Statements("bad-name")
+	assert.Error(t, err)
+}
