@@ -74,7 +74,7 @@ type decision struct {
 	// Spanner's clock as read with the row.
 	wait time.Duration
 	// fresh, for actAcquire: the acquisition starts a new generation (no row,
-	// NEEDED, or a stale DONE/FAILED), so Attempts restart at 1.
+	// or a stale DONE/FAILED), so Attempts restart at 1.
 	fresh bool
 	// retry, for actAcquire: the last attempt failed; back off first.
 	retry bool
@@ -86,10 +86,17 @@ type decision struct {
 // writes the row, on the row and CURRENT_TIMESTAMP() read there; only the
 // second decides ownership.
 func decide(r row, p policy) decision {
-	if !r.Exists || r.State == StateNeeded {
+	if !r.Exists {
 		return decision{action: actAcquire, fresh: true}
 	}
 	switch r.State {
+	case StateNeeded:
+		// Written when an acquisition is given back unused: the attempt it
+		// counted was returned, and the generation goes on.
+		if r.Attempts >= p.maxAttempts {
+			return decision{action: actExhausted}
+		}
+		return decision{action: actAcquire}
 	case StateDone, StateFailed:
 		if p.staleness > 0 && !r.FinishedAt.IsZero() && r.Now.Sub(r.FinishedAt) >= p.staleness {
 			return decision{action: actAcquire, fresh: true}

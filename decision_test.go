@@ -22,7 +22,8 @@ func TestDecide(t *testing.T) {
 		want decision
 	}{
 		{"absent row: acquire fresh", row{Now: now}, pol, decision{action: actAcquire, fresh: true}},
-		{"NEEDED: acquire fresh", row{Exists: true, State: StateNeeded, Attempts: 2, Now: now}, pol, decision{action: actAcquire, fresh: true}},
+		{"NEEDED (given back): acquire, same generation", row{Exists: true, State: StateNeeded, Attempts: 2, Now: now}, pol, decision{action: actAcquire}},
+		{"NEEDED with no attempts left: exhausted", row{Exists: true, State: StateNeeded, Attempts: 3, Now: now}, pol, decision{action: actExhausted}},
 		{"STARTED just now: wait the whole watermark+jitter", row{Exists: true, State: StateStarted, Attempts: 1, RenewedAt: now, Now: now}, pol, decision{action: actWait, wait: 70 * time.Second}},
 		{"STARTED within watermark: wait the rest", row{Exists: true, State: StateStarted, Attempts: 1, RenewedAt: ago(30 * time.Second), Now: now}, pol, decision{action: actWait, wait: 40 * time.Second}},
 		{"STARTED past watermark, within jitter: wait", row{Exists: true, State: StateStarted, Attempts: 1, RenewedAt: ago(65 * time.Second), Now: now}, pol, decision{action: actWait, wait: 5 * time.Second}},

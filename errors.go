@@ -65,11 +65,20 @@ type LeaseLostError struct {
 	CurrentState State  // the row's state now ("" if the row is gone)
 	CurrentOwner string // who holds or last held it now
 	CurrentToken int64  // the row's token now
+	// Reason, when set, says how the lease was lost in words: renewals kept
+	// failing until another holder could take over, or the section was
+	// recorded as abandoned.
+	Reason string
+
+	currentLeaseID string // the acquisition id now in the row
 }
 
 func (e *LeaseLostError) Error() string {
-	return fmt.Sprintf("spanmutex: section %q: lease lost: we held token %d but the row is now %s, owner %q, token %d; "+
-		"the section may have run more than once (raise the watermark, or keep the lease renewed)",
+	if e.Reason != "" {
+		return fmt.Sprintf("spanmutex: %q: lease with token %d lost: %s", e.Name, e.Token, e.Reason)
+	}
+	return fmt.Sprintf("spanmutex: %q: lease lost: we held token %d but the row is now %s, owner %q, token %d; "+
+		"writes fenced with our token are rejected, and work done after the takeover may be done twice",
 		e.Name, e.Token, e.CurrentState, e.CurrentOwner, e.CurrentToken)
 }
 

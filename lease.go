@@ -1,11 +1,24 @@
 package spanmutex
 
-import "time"
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
 
-// Lease is a holder's claim on a section, handed to the section while it
-// runs. Its token fences the holder's writes elsewhere: pass it along with
-// every write the section makes, and have the receiver reject tokens lower
-// than the highest it has seen.
+	"cloud.google.com/go/spanner"
+	"google.golang.org/grpc/codes"
+)
+
+// Lease is a holder's claim on a section or lock, handed to the section while
+// it runs (or returned by Lock). While it is held it is renewed in the
+// background; when it is lost, Done closes, Err says why, and the context
+// given to the section is cancelled with that cause.
+//
+// Its token fences the holder's writes elsewhere: pass it with every write
+// the section makes, and have the receiver reject tokens lower than the
+// highest it has seen (see Fence), or call Guard inside your own Spanner
+// transaction.
 type Lease struct {
 	name       string
 	owner      string
@@ -13,6 +26,19 @@ type Lease struct {
 	token      int64
 	acquiredAt time.Time
 	takeover   bool
+	table      string
+	// anchor is the local time just before the request that last set
+	// RenewedAt was sent (see keepAlive).
+	anchor time.Time
+
+	done     chan struct{}
+	lostOnce sync.Once
+	mu       sync.Mutex
+	err      error
+}
+
+func newLease(name, owner, id string, token int64, takeover bool, table string) *Lease {
+	return &Lease{name: name, owner: owner, id: id, token: token, takeover: takeover, table: table, done: make(chan struct{})}
 }
 
 // Name returns the section's name.
@@ -32,3 +58,75 @@ func (l *Lease) AcquiredAt() time.Time { return l.acquiredAt }
 // TookOver reports whether this acquisition took the section over from a
 // holder that went silent past the watermark.
 func (l *Lease) TookOver() bool { return l.takeover }
+
+// Done returns a channel that is closed when the lease is lost: a renewal
+// found the row taken over, or renewals kept failing until the watermark
+// could have passed. It is not closed by a normal end of the section.
+func (l *Lease) Done() <-chan struct{} { return l.done }
+
+// Err returns nil while the lease is held, and a *LeaseLostError (matching
+// ErrLeaseLost) once Done is closed.
+func (l *Lease) Err() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err
+}
+
+// lose records why the lease was lost and closes Done, once.
+func (l *Lease) lose(err error) {
+	l.lostOnce.Do(func() {
+		l.mu.Lock()
+		l.err = err
+		l.mu.Unlock()
+		close(l.done)
+	})
+}
+
+// Guard checks, inside the caller's own read-write transaction, that the
+// lease is still held: the row is STARTED under this acquisition's id and
+// token. It returns a *LeaseLostError if not, and the caller should then
+// return it to make the transaction roll back.
+//
+// This is the strongest fence there is: Guard's read and the caller's writes
+// commit in one serializable transaction, so they commit only if no takeover
+// committed before them; a takeover that comes later is ordered after them.
+//
+//	_, err := client.ReadWriteTransaction(ctx, func(ctx context.Context, txn *spanner.ReadWriteTransaction) error {
+//		if err := lease.Guard(ctx, txn); err != nil {
+//			return err
+//		}
+//		return txn.BufferWrite(myWrites)
+//	})
+func (l *Lease) Guard(ctx context.Context, txn *spanner.ReadWriteTransaction) error {
+	if txn == nil {
+		return fmt.Errorf("spanmutex: Guard: nil transaction")
+	}
+	r, err := txn.ReadRow(ctx, l.table, spanner.Key{l.name}, []string{"State", "Owner", "LeaseID", "Token"})
+	if spanner.ErrCode(err) == codes.NotFound {
+		return &LeaseLostError{Name: l.name, Token: l.token}
+	}
+	if err != nil {
+		return fmt.Errorf("spanmutex: Guard %q: %w", l.name, err)
+	}
+	return l.checkHeld(r)
+}
+
+// checkHeld returns a *LeaseLostError unless r (State, Owner, LeaseID,
+// Token) shows this lease holding the row.
+func (l *Lease) checkHeld(r *spanner.Row) error {
+	var state, owner, leaseID spanner.NullString
+	var token int64
+	if err := r.Columns(&state, &owner, &leaseID, &token); err != nil {
+		return fmt.Errorf("spanmutex: decode row %q: %w", l.name, err)
+	}
+	if State(state.StringVal) == StateStarted && leaseID.StringVal == l.id && token == l.token {
+		return nil
+	}
+	lost := &LeaseLostError{Name: l.name, Token: l.token, CurrentState: State(state.StringVal),
+		CurrentOwner: owner.StringVal, CurrentToken: token, currentLeaseID: leaseID.StringVal}
+	if token == l.token && leaseID.StringVal != l.id && State(state.StringVal) == StateFailed {
+		lost.Reason = "another contender recorded the section FAILED as abandoned: " +
+			"this holder did not renew within the watermark on the last allowed attempt"
+	}
+	return lost
+}

@@ -2,6 +2,7 @@ package spanmutex
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -29,6 +30,8 @@ type memStore struct {
 	reads        int
 	finishFault  func(n int) (commit bool, err error)
 	finishes     int
+	renewFault   func(n int) error
+	renewals     int
 }
 
 func (s *memStore) checkSchema(context.Context) error { return nil }
@@ -68,7 +71,7 @@ func (s *memStore) acquire(ctx context.Context, name string, p policy, c claim) 
 	if err != nil {
 		return decision{}, nil, err
 	}
-	return d, &Lease{name: name, owner: c.owner, id: c.leaseID, token: r.Token + 1}, nil
+	return d, newLease(name, c.owner, c.leaseID, r.Token+1, d.action == actTakeOver, "T"), nil
 }
 
 func (s *memStore) finish(ctx context.Context, l *Lease, to State, lastError string) error {
@@ -86,6 +89,22 @@ func (s *memStore) finish(ctx context.Context, l *Lease, to State, lastError str
 		s.r.State, s.r.LastError, s.r.FinishedAt = to, lastError, s.now
 	}
 	return err
+}
+
+func (s *memStore) renew(ctx context.Context, l *Lease) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.renewals++
+	if s.renewFault != nil {
+		if err := s.renewFault(s.renewals); err != nil {
+			return err
+		}
+	}
+	if s.r.State != StateStarted || s.r.LeaseID != l.id {
+		return &LeaseLostError{Name: l.name, Token: l.token, CurrentState: s.r.State, CurrentToken: s.r.Token}
+	}
+	s.r.RenewedAt = s.now
+	return nil
 }
 
 func (s *memStore) release(ctx context.Context, l *Lease) error {
@@ -230,7 +249,81 @@ func TestRunStopsWhenBackOffStops(t *testing.T) {
 	m := newTestMutex(t, st, WithBackOff(func() backoff.BackOff { return &backoff.StopBackOff{} }))
 	out, err := m.Run(context.Background(), func(ctx context.Context, l *Lease) error { return nil })
 	assert.Equal(t, NoOutcome, out)
-	assert.ErrorIs(t, err, ErrNotObtained)
+	assert.ErrorIs(t, err, ErrAttemptsExhausted)
+	assert.ErrorContains(t, err, "the backoff policy stopped")
+}
+
+// Acquisitions that keep failing are bounded by MaxAttempts too.
+func TestRunGivesUpAfterFailedAcquisitions(t *testing.T) {
+	st := &memStore{now: time.Unix(1000, 0), acquireFault: func(n int) (bool, error) { return false, unavailable }}
+	m := newTestMutex(t, st, WithMaxAttempts(3))
+	out, err := m.Run(context.Background(), func(ctx context.Context, l *Lease) error { t.Error("ran"); return nil })
+	assert.Equal(t, NoOutcome, out)
+	assert.ErrorIs(t, err, ErrAttemptsExhausted)
+	assert.Equal(t, 3, st.acquires)
+}
+
+// An acquisition given back unused returns its attempt, and the generation
+// goes on: the attempt limit still holds across give-backs.
+func TestGivenBackAttemptKeepsTheLimit(t *testing.T) {
+	st := &memStore{now: time.Unix(1000, 0)}
+	ctx, cancel := context.WithCancel(context.Background())
+	st.acquireFault = func(n int) (bool, error) {
+		if n == 1 {
+			cancel()
+			return true, context.Canceled
+		}
+		return true, nil
+	}
+	m := newTestMutex(t, st, WithMaxAttempts(1))
+	_, err := m.Run(ctx, func(context.Context, *Lease) error { t.Error("ran"); return nil })
+	require.ErrorIs(t, err, ErrNotObtained)
+	require.Equal(t, StateNeeded, st.r.State)
+
+	runs := 0
+	fail := func(context.Context, *Lease) error { runs++; return errors.New("boom") }
+	_, err = m.Run(context.Background(), fail)
+	assert.ErrorContains(t, err, "boom")
+	_, err = m.Run(context.Background(), fail)
+	assert.ErrorIs(t, err, ErrAttemptsExhausted)
+	assert.Equal(t, 1, runs, "MaxAttempts(1): one start in all")
+}
+
+// A lease whose renewals fail for a whole watermark is declared lost and the
+// section's ctx is cancelled with that cause, before anyone could take over.
+func TestRenewalFailuresCancelTheSection(t *testing.T) {
+	st := &memStore{now: time.Unix(1000, 0), renewFault: func(int) error { return unavailable }}
+	m := newTestMutex(t, st, WithWatermark(300*time.Millisecond), WithRenewInterval(50*time.Millisecond))
+	var cause error
+	out, err := m.Run(context.Background(), func(ctx context.Context, l *Lease) error {
+		<-ctx.Done()
+		cause = context.Cause(ctx)
+		assert.ErrorIs(t, l.Err(), ErrLeaseLost)
+		return ctx.Err()
+	})
+	assert.Equal(t, Executed, out)
+	assert.ErrorIs(t, cause, ErrLeaseLost)
+	assert.ErrorContains(t, cause, "renewals failed for a whole watermark")
+	assert.ErrorIs(t, err, context.Canceled, "the section's own error is returned")
+	assert.GreaterOrEqual(t, st.renewals, 2)
+}
+
+// A renewal that finds the row taken over cancels the section at once.
+func TestRenewalSeesTakeover(t *testing.T) {
+	st := &memStore{now: time.Unix(1000, 0)}
+	m := newTestMutex(t, st, WithWatermark(time.Minute), WithRenewInterval(10*time.Millisecond))
+	out, err := m.Run(context.Background(), func(ctx context.Context, l *Lease) error {
+		st.mu.Lock()
+		st.r.LeaseID, st.r.Token, st.r.Owner = "someone-else", st.r.Token+1, "thief"
+		st.mu.Unlock()
+		<-ctx.Done()
+		var lost *LeaseLostError
+		require.ErrorAs(t, context.Cause(ctx), &lost)
+		assert.Equal(t, l.Token()+1, lost.CurrentToken)
+		return nil
+	})
+	assert.Equal(t, Executed, out)
+	assert.ErrorIs(t, err, ErrLeaseLost, "DONE is not written over the new holder")
 }
 
 // A panicking section is recorded FAILED and the panic goes on.

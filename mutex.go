@@ -147,84 +147,114 @@ func (m *Mutex) obtain(ctx context.Context) (*Lease, Outcome, error) {
 	}
 	bo := m.cfg.newBackOff()
 	// unresolved holds the ids of acquisitions whose commit outcome is
-	// unknown. If a later read finds the row STARTED under one of them, that
-	// commit did happen and the section is ours.
-	unresolved := map[string]bool{}
-	failedReads := 0
+	// unknown, with the local time each was sent. If a later read finds the
+	// row STARTED under one of them, that commit did happen and the section
+	// is ours; if Run ends first, they are settled and given back.
+	unresolved := map[string]time.Time{}
+	giveUp := func(err error) (*Lease, Outcome, error) {
+		m.settle(ctx, unresolved)
+		return nil, NoOutcome, err
+	}
+	// waitOrGiveUp pauses; if ctx ends or the backoff policy stops, it
+	// returns the error Run ends with.
+	waitOrGiveUp := func(limit time.Duration) error {
+		err := m.pause(ctx, bo, limit)
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, errBackOffStopped):
+			return &ExhaustedError{Name: m.name, MaxAttempts: m.cfg.maxAttempts, LastError: "the backoff policy stopped", Err: err}
+		}
+		return errors.Join(ErrNotObtained, ctx.Err())
+	}
+	// Failed Spanner calls in a row, of each kind; MaxAttempts bounds both.
+	failedReads, failedAcquires := 0, 0
+	exhausted := func(n int, err error) error {
+		return &ExhaustedError{Name: m.name, Attempts: int64(n), MaxAttempts: m.cfg.maxAttempts, LastError: err.Error(), Err: err}
+	}
 	for {
-		if err := ctx.Err(); err != nil {
-			return nil, NoOutcome, m.notObtained(ctx, unresolved)
+		if ctx.Err() != nil {
+			return giveUp(errors.Join(ErrNotObtained, ctx.Err()))
 		}
 		r, err := m.store.read(ctx, m.name)
 		if err != nil {
-			if ctx.Err() != nil {
-				return nil, NoOutcome, m.notObtained(ctx, unresolved)
+			switch {
+			case ctx.Err() != nil:
+				return giveUp(errors.Join(ErrNotObtained, ctx.Err()))
+			case !isTransient(err):
+				return giveUp(err)
 			}
-			if !isTransient(err) {
-				return nil, NoOutcome, err
-			}
-			failedReads++
-			if failedReads >= m.cfg.maxAttempts {
-				return nil, NoOutcome, &ExhaustedError{Name: m.name, Attempts: int64(failedReads), MaxAttempts: m.cfg.maxAttempts, LastError: err.Error(), Err: err}
+			if failedReads++; failedReads >= m.cfg.maxAttempts {
+				return giveUp(exhausted(failedReads, err))
 			}
 			log.Warn("read failed; backing off", "err", err)
-			if err := m.pause(ctx, bo, 0); err != nil {
-				return nil, NoOutcome, m.notObtained(ctx, unresolved)
+			if err := waitOrGiveUp(0); err != nil {
+				return giveUp(err)
 			}
 			continue
 		}
 		failedReads = 0
-		if r.State == StateStarted && unresolved[r.LeaseID] {
+		if sent, ok := unresolved[r.LeaseID]; ok && r.State == StateStarted {
 			log.Info("commit of unknown outcome read back as ours", "token", r.Token)
-			return m.adopt(r), NoOutcome, nil
+			return m.adopt(r, sent), NoOutcome, nil
 		}
 		d := decide(r, pol)
 		switch d.action {
 		case actDone:
 			log.Debug("already done", "token", r.Token)
+			m.settle(ctx, unresolved)
 			return nil, AlreadyDone, nil
 		case actExhausted:
-			return nil, NoOutcome, &ExhaustedError{Name: m.name, Attempts: r.Attempts, MaxAttempts: m.cfg.maxAttempts, LastError: r.LastError}
+			return giveUp(&ExhaustedError{Name: m.name, Attempts: r.Attempts, MaxAttempts: m.cfg.maxAttempts, LastError: r.LastError})
 		case actWait:
 			log.Debug("held elsewhere; waiting", "holder", r.Owner, "token", r.Token, "takeover_in", d.wait)
-			if err := m.pause(ctx, bo, d.wait); err != nil {
-				return nil, NoOutcome, m.notObtained(ctx, unresolved)
+			if err := waitOrGiveUp(d.wait); err != nil {
+				return giveUp(err)
 			}
 			continue
 		case actAcquire:
 			if d.retry {
 				log.Info("last attempt failed; backing off before a retry", "attempts", r.Attempts, "last_error", r.LastError)
-				if err := m.pause(ctx, bo, 0); err != nil {
-					return nil, NoOutcome, m.notObtained(ctx, unresolved)
+				if err := waitOrGiveUp(0); err != nil {
+					return giveUp(err)
 				}
 			}
 		}
 		// actAcquire, actTakeOver, actAbandon: decide again inside a
 		// read-write transaction, on Spanner's clock, and write.
 		c := claim{owner: m.cfg.owner, leaseID: uuid.NewString()}
+		sent := m.cfg.clock.Now()
 		d2, lease, err := m.store.acquire(ctx, m.name, pol, c)
 		if err != nil {
 			if !isTransient(err) && !isUnknownOutcome(err) && ctx.Err() == nil {
-				return nil, NoOutcome, err
+				return giveUp(err)
 			}
-			unresolved[c.leaseID] = true
+			unresolved[c.leaseID] = sent
 			log.Warn("acquire failed or its outcome is unknown; reading the row again", "err", err)
-			if l := m.resolve(ctx, c.leaseID); l != nil {
+			if l := m.resolve(ctx, c.leaseID, sent); l != nil {
+				delete(unresolved, c.leaseID)
+				m.settle(ctx, unresolved)
 				return l, NoOutcome, nil
 			}
-			if err := m.pause(ctx, bo, 0); err != nil {
-				return nil, NoOutcome, m.notObtained(ctx, unresolved)
+			if failedAcquires++; failedAcquires >= m.cfg.maxAttempts {
+				return giveUp(exhausted(failedAcquires, err))
+			}
+			if err := waitOrGiveUp(0); err != nil {
+				return giveUp(err)
 			}
 			continue
 		}
+		failedAcquires = 0
 		if lease != nil {
+			lease.anchor = sent
 			log.Info("acquired", "token", lease.token, "takeover", lease.takeover)
+			m.settle(ctx, unresolved)
 			return lease, NoOutcome, nil
 		}
 		if d2.action == actAbandon {
 			log.Warn("holder abandoned the last allowed attempt; recorded FAILED", "holder", r.Owner, "token", r.Token)
-			return nil, NoOutcome, &ExhaustedError{Name: m.name, Attempts: r.Attempts, MaxAttempts: m.cfg.maxAttempts,
-				LastError: "holder " + r.Owner + " went silent past the watermark"}
+			return giveUp(&ExhaustedError{Name: m.name, Attempts: int64(m.cfg.maxAttempts), MaxAttempts: m.cfg.maxAttempts,
+				LastError: "holder " + r.Owner + " went silent past the watermark on the last attempt"})
 		}
 		// Someone else changed the row between our snapshot and our
 		// transaction; the next read shows what happened.
@@ -235,30 +265,34 @@ func (m *Mutex) obtain(ctx context.Context) (*Lease, Outcome, error) {
 // unknown. It returns the lease if the row shows that the commit happened.
 // It reads even if ctx is done, within the finish timeout: a lease we hold
 // without knowing it would block everyone until the watermark.
-func (m *Mutex) resolve(ctx context.Context, leaseID string) *Lease {
+func (m *Mutex) resolve(ctx context.Context, leaseID string, sent time.Time) *Lease {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.finishTimeout)
 	defer cancel()
 	r, err := m.store.read(rctx, m.name)
 	if err != nil || r.State != StateStarted || r.LeaseID != leaseID {
 		return nil
 	}
-	return m.adopt(r)
+	return m.adopt(r, sent)
 }
 
-func (m *Mutex) adopt(r row) *Lease {
-	return &Lease{name: m.name, owner: r.Owner, id: r.LeaseID, token: r.Token, acquiredAt: r.StartedAt}
+// adopt makes a lease of a row read back as ours; sent is when the request
+// that acquired it was sent, the anchor of its renewals.
+func (m *Mutex) adopt(r row, sent time.Time) *Lease {
+	l := newLease(m.name, r.Owner, r.LeaseID, r.Token, false, m.cfg.table)
+	l.acquiredAt, l.anchor = r.StartedAt, sent
+	return l
 }
 
-// notObtained ends a wait cut short by ctx. If an acquisition's outcome is
-// still unknown it is settled first, and given back if it did commit, so
-// that nobody waits a watermark for a holder that left.
-func (m *Mutex) notObtained(ctx context.Context, unresolved map[string]bool) error {
-	for id := range unresolved {
-		if l := m.resolve(ctx, id); l != nil {
+// settle reads back the acquisitions whose commit outcome is still unknown
+// and gives back any that did commit, so that nobody waits a watermark for
+// a holder that has left. It runs even if ctx is done.
+func (m *Mutex) settle(ctx context.Context, unresolved map[string]time.Time) {
+	for id, sent := range unresolved {
+		if l := m.resolve(ctx, id, sent); l != nil {
 			m.giveBack(ctx, l)
 		}
+		delete(unresolved, id)
 	}
-	return errors.Join(ErrNotObtained, ctx.Err())
 }
 
 // giveBack releases a lease whose section never ran.
@@ -270,12 +304,15 @@ func (m *Mutex) giveBack(ctx context.Context, l *Lease) {
 	}
 }
 
+// errBackOffStopped is returned by pause when the backoff policy says Stop.
+var errBackOffStopped = errors.New("spanmutex: the backoff policy stopped")
+
 // pause waits for the next backoff interval, capped at limit when limit > 0.
 // It uses the local clock only to pace reads; it decides nothing.
 func (m *Mutex) pause(ctx context.Context, bo backoff.BackOff, limit time.Duration) error {
 	d := bo.NextBackOff()
 	if d == backoff.Stop {
-		return fmt.Errorf("%w: the backoff policy stopped", ErrAttemptsExhausted)
+		return errBackOffStopped
 	}
 	if limit > 0 && d > limit {
 		d = limit
@@ -296,26 +333,35 @@ func (m *Mutex) runHeld(ctx context.Context, lease *Lease, fn func(context.Conte
 		m.giveBack(ctx, lease)
 		return NoOutcome, errors.Join(ErrNotObtained, ctx.Err())
 	}
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.finishTimeout)
-	defer cancel()
+	// The section's ctx ends with the caller's, or when the lease is lost,
+	// with the *LeaseLostError as its cause.
+	sctx, cancelSection := context.WithCancelCause(ctx)
+	defer cancelSection(nil)
+	stopRenewing := m.keepAlive(lease, lease.anchor, func(err error) {
+		lease.lose(err)
+		cancelSection(err)
+	})
+	defer stopRenewing()
 	defer func() {
 		if p := recover(); p != nil {
 			// Record the failure, then let the panic go on: it is the
 			// caller's bug, not ours to hide.
-			_ = m.finish(fctx, lease, StateFailed, fmt.Sprintf("panic: %v", p))
+			stopRenewing()
+			_ = m.finish(ctx, lease, StateFailed, fmt.Sprintf("panic: %v", p))
 			panic(p)
 		}
 	}()
-	runErr := fn(ctx, lease)
+	runErr := fn(sctx, lease)
+	stopRenewing()
 	if runErr != nil {
 		secErr := &SectionError{Name: m.name, Token: lease.token, Err: runErr}
-		if err := m.finish(fctx, lease, StateFailed, runErr.Error()); err != nil {
+		if err := m.finish(ctx, lease, StateFailed, runErr.Error()); err != nil {
 			return Executed, errors.Join(secErr, err)
 		}
 		m.cfg.logger.Info("section failed; recorded FAILED", "token", lease.token, "err", runErr)
 		return Executed, secErr
 	}
-	if err := m.finish(fctx, lease, StateDone, ""); err != nil {
+	if err := m.finish(ctx, lease, StateDone, ""); err != nil {
 		return Executed, err
 	}
 	m.cfg.logger.Info("section done", "token", lease.token)
@@ -325,7 +371,12 @@ func (m *Mutex) runHeld(ctx context.Context, lease *Lease, fn func(context.Conte
 // finish records DONE or FAILED, fenced on the lease. A commit whose outcome
 // is unknown is settled by reading the row: if it shows our lease in the
 // target state, it committed; if still STARTED under our lease, try again.
+//
+// It runs even if ctx was cancelled (a section stopped by SIGTERM still
+// records FAILED), for at most the finish timeout from when it is called.
 func (m *Mutex) finish(ctx context.Context, lease *Lease, to State, lastError string) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.finishTimeout)
+	defer cancel()
 	bo := m.cfg.newBackOff()
 	for {
 		err := m.store.finish(ctx, lease, to, lastError)

@@ -103,10 +103,11 @@ func TestExactlyOnceUnderFaultInjection(t *testing.T) {
 	exactlyOnce(t, clients, 20, 32)
 }
 
-// holder acquires name and blocks inside the section until release is
-// closed, then returns what Run returned on out.
+// holder acquires a section and blocks inside it until release is closed.
+// If the section's ctx ends first, its cause is sent on lost.
 type holder struct {
 	lease   chan *Lease
+	lost    chan error
 	release chan struct{}
 	done    chan runResult
 }
@@ -118,23 +119,34 @@ type runResult struct {
 
 func startHolder(t *testing.T, m *Mutex) *holder {
 	t.Helper()
-	h := &holder{lease: make(chan *Lease, 1), release: make(chan struct{}), done: make(chan runResult, 1)}
+	h := &holder{lease: make(chan *Lease, 1), lost: make(chan error, 1), release: make(chan struct{}), done: make(chan runResult, 1)}
 	go func() {
 		out, err := m.Run(context.Background(), func(ctx context.Context, l *Lease) error {
 			h.lease <- l
-			<-h.release
+			select {
+			case <-h.release:
+			case <-ctx.Done():
+				h.lost <- context.Cause(ctx)
+				<-h.release
+			}
 			return nil
 		})
 		h.done <- runResult{out, err}
 	}()
 	t.Cleanup(func() {
-		select {
-		case <-h.release:
-		default:
-			close(h.release)
-		}
+		h.stop()
+		<-h.done
 	})
 	return h
+}
+
+// stop lets the section return.
+func (h *holder) stop() {
+	select {
+	case <-h.release:
+	default:
+		close(h.release)
+	}
 }
 
 func (h *holder) acquired(t *testing.T) *Lease {
@@ -150,19 +162,36 @@ func (h *holder) acquired(t *testing.T) *Lease {
 	return nil
 }
 
-// A holder that goes silent is taken over only after the watermark, by
-// Spanner's clock, with a higher token; when it comes back, it learns that
-// its lease was lost instead of marking the section DONE.
+func (h *holder) result(t *testing.T) runResult {
+	t.Helper()
+	h.stop()
+	select {
+	case r := <-h.done:
+		h.done <- r // for the cleanup
+		return r
+	case <-time.After(time.Minute):
+		t.Fatal("holder did not return within a minute")
+	}
+	return runResult{}
+}
+
+// A holder whose renewals stop reaching Spanner (a paused process, a dropped
+// network) has its section's ctx cancelled with ErrLeaseLost and is taken
+// over only after the watermark, by Spanner's clock, with a higher token;
+// when it comes back it learns that its lease was lost instead of marking
+// the section DONE.
 func TestTakeoverOnlyAfterWatermark(t *testing.T) {
 	db := freshDatabase(t)
 	const watermark = 2 * time.Second
-	a, err := New(newClient(t, db), "takeover", WithOwner("a"), WithWatermark(watermark), WithJitter(0))
+	ca, silenceA := silenceableClient(t, db)
+	a, err := New(ca, "takeover", WithOwner("a"), WithWatermark(watermark), WithJitter(0))
 	require.NoError(t, err)
 	b, err := New(newClient(t, db), "takeover", WithOwner("b"), WithWatermark(watermark), WithJitter(0))
 	require.NoError(t, err)
 
 	ha := startHolder(t, a)
 	la := ha.acquired(t)
+	silenceA.Store(true)
 	hb := startHolder(t, b)
 	lb := hb.acquired(t)
 
@@ -171,8 +200,21 @@ func TestTakeoverOnlyAfterWatermark(t *testing.T) {
 	assert.GreaterOrEqual(t, lb.AcquiredAt().Sub(la.AcquiredAt()), watermark,
 		"takeover at %v, acquisition at %v (Spanner commit timestamps)", lb.AcquiredAt(), la.AcquiredAt())
 
-	close(ha.release) // the old holder comes back
-	ra := <-ha.done
+	select {
+	case cause := <-ha.lost:
+		assert.ErrorIs(t, cause, ErrLeaseLost, "the old holder's ctx is cancelled with a lease-lost cause")
+	case <-time.After(time.Minute):
+		t.Fatal("the old holder's ctx was not cancelled")
+	}
+	assert.ErrorIs(t, la.Err(), ErrLeaseLost)
+	select {
+	case <-la.Done():
+	default:
+		t.Error("Done of a lost lease is closed")
+	}
+
+	silenceA.Store(false) // the old holder comes back
+	ra := ha.result(t)
 	assert.Equal(t, Executed, ra.outcome)
 	var lost *LeaseLostError
 	require.ErrorAs(t, ra.err, &lost)
@@ -180,25 +222,97 @@ func TestTakeoverOnlyAfterWatermark(t *testing.T) {
 	assert.Equal(t, lb.Token(), lost.CurrentToken)
 	assert.Equal(t, "b", lost.CurrentOwner)
 
-	close(hb.release)
-	rb := <-hb.done
+	rb := hb.result(t)
 	assert.NoError(t, rb.err)
+	assert.NoError(t, lb.Err())
 	st := inspectOne(t, newClient(t, db), "takeover")
 	assert.Equal(t, StateDone, st.State)
 	assert.Equal(t, lb.Token(), st.Token)
 	assert.Equal(t, int64(2), st.Attempts)
 }
 
-// skewedClock is a local clock that is far off and whose timers fire at
-// once: a contender using it polls as fast as it can and believes it is
-// hours ahead or behind. Neither may change a decision.
+// A live holder renews its lease: a section that runs five watermarks long
+// is not taken over, and its waiters get AlreadyDone.
+func TestRenewalKeepsALongSectionAlive(t *testing.T) {
+	db := freshDatabase(t)
+	const watermark = time.Second
+	a, err := New(newClient(t, db), "long", WithOwner("a"), WithWatermark(watermark), WithJitter(0))
+	require.NoError(t, err)
+	b, err := New(newClient(t, db), "long", WithOwner("b"), WithWatermark(watermark), WithJitter(0))
+	require.NoError(t, err)
+	ha := startHolder(t, a)
+	la := ha.acquired(t)
+
+	waiter := make(chan runResult, 1)
+	go func() {
+		out, err := b.Run(context.Background(), func(context.Context, *Lease) error {
+			t.Error("the waiter must not take over a live holder")
+			return nil
+		})
+		waiter <- runResult{out, err}
+	}()
+	c := newClient(t, db)
+	waitFor(t, time.Minute, "the section to have run for five watermarks by Spanner's clock", func() bool {
+		st := inspectOne(t, c, "long")
+		require.Equal(t, la.Token(), st.Token, "no takeover")
+		return st.RenewedAt.Sub(st.StartedAt) >= 5*watermark
+	})
+	assert.NoError(t, la.Err())
+	r := ha.result(t)
+	require.NoError(t, r.err)
+	assert.Equal(t, Executed, r.outcome)
+	w := <-waiter
+	assert.NoError(t, w.err)
+	assert.Equal(t, AlreadyDone, w.outcome)
+}
+
+// Guard, in the holder's own transaction, lets its writes commit while it
+// holds the lease and rejects them, rolling back, once it was taken over.
+func TestGuardFencesTheHoldersOwnWrites(t *testing.T) {
+	db := freshDatabase(t, "CREATE TABLE Sheets (ID STRING(64) NOT NULL, Writer INT64) PRIMARY KEY (ID)")
+	const watermark = time.Second
+	ca, silenceA := silenceableClient(t, db)
+	a, err := New(ca, "sheet-1", WithOwner("a"), WithWatermark(watermark), WithJitter(0))
+	require.NoError(t, err)
+	b, err := New(newClient(t, db), "sheet-1", WithOwner("b"), WithWatermark(watermark), WithJitter(0))
+	require.NoError(t, err)
+	write := func(c *spanner.Client, l *Lease) error {
+		_, err := c.ReadWriteTransaction(context.Background(), func(ctx context.Context, txn *spanner.ReadWriteTransaction) error {
+			if err := l.Guard(ctx, txn); err != nil {
+				return err
+			}
+			return txn.BufferWrite([]*spanner.Mutation{spanner.InsertOrUpdate("Sheets", []string{"ID", "Writer"}, []any{"sheet-1", l.Token()})})
+		})
+		return err
+	}
+	ha := startHolder(t, a)
+	la := ha.acquired(t)
+	require.NoError(t, write(ca, la), "the holder's guarded write commits")
+
+	silenceA.Store(true)
+	hb := startHolder(t, b)
+	lb := hb.acquired(t)
+	require.NoError(t, write(newClient(t, db), lb))
+	silenceA.Store(false)
+
+	err = write(ca, la)
+	assert.ErrorIs(t, err, ErrLeaseLost, "the stale holder's guarded write is rejected")
+	r, err := newClient(t, db).Single().ReadRow(context.Background(), "Sheets", spanner.Key{"sheet-1"}, []string{"Writer"})
+	require.NoError(t, err)
+	var writer int64
+	require.NoError(t, r.Columns(&writer))
+	assert.Equal(t, lb.Token(), writer, "the new holder's write stands")
+}
+
+// skewedClock is a local clock that is far off and whose timers run a
+// hundred times fast: a contender using it polls far too often and believes
+// it is hours ahead or behind. Neither may change a decision.
 type skewedClock struct{ offset time.Duration }
 
 func (c skewedClock) Now() time.Time { return time.Now().Add(c.offset) }
-func (c skewedClock) NewTimer(time.Duration) (<-chan time.Time, func() bool) {
-	ch := make(chan time.Time, 1)
-	ch <- c.Now()
-	return ch, func() bool { return false }
+func (c skewedClock) NewTimer(d time.Duration) (<-chan time.Time, func() bool) {
+	t := time.NewTimer(d / 100)
+	return t.C, t.Stop
 }
 
 func withClock(c clock) Option { return func(cfg *config) { cfg.clock = c } }
@@ -208,15 +322,18 @@ func TestLocalClockChangesNoDecision(t *testing.T) {
 		t.Run(offset.String(), func(t *testing.T) {
 			db := freshDatabase(t)
 			const watermark = 2 * time.Second
-			a, err := New(newClient(t, db), "skew", WithOwner("a"), WithWatermark(watermark), WithJitter(0))
+			ca, silenceA := silenceableClient(t, db)
+			a, err := New(ca, "skew", WithOwner("a"), WithWatermark(watermark), WithJitter(0))
 			require.NoError(t, err)
 			b, err := New(newClient(t, db), "skew", WithOwner("b"), WithWatermark(watermark), WithJitter(0),
 				withClock(skewedClock{offset: offset}))
 			require.NoError(t, err)
 			ha := startHolder(t, a)
 			la := ha.acquired(t)
+			silenceA.Store(true)
 			hb := startHolder(t, b)
 			lb := hb.acquired(t)
+			silenceA.Store(false)
 			assert.GreaterOrEqual(t, lb.AcquiredAt().Sub(la.AcquiredAt()), watermark)
 			assert.Equal(t, la.Token()+1, lb.Token())
 		})
@@ -319,12 +436,14 @@ func TestWaitersRetryAFailedSection(t *testing.T) {
 func TestAbandonedLastAttemptIsRecordedFailed(t *testing.T) {
 	db := freshDatabase(t)
 	opts := []Option{WithWatermark(time.Second), WithJitter(0), WithMaxAttempts(1)}
-	a, err := New(newClient(t, db), "abandoned", append(opts, WithOwner("a"))...)
+	ca, silenceA := silenceableClient(t, db)
+	a, err := New(ca, "abandoned", append(opts, WithOwner("a"))...)
 	require.NoError(t, err)
 	b, err := New(newClient(t, db), "abandoned", append(opts, WithOwner("b"))...)
 	require.NoError(t, err)
 	ha := startHolder(t, a)
 	ha.acquired(t)
+	silenceA.Store(true)
 	out, err := b.Run(context.Background(), func(ctx context.Context, l *Lease) error {
 		t.Error("must not run after the last attempt was abandoned")
 		return nil
@@ -334,6 +453,13 @@ func TestAbandonedLastAttemptIsRecordedFailed(t *testing.T) {
 	st := inspectOne(t, newClient(t, db), "abandoned")
 	assert.Equal(t, StateFailed, st.State)
 	assert.Contains(t, st.LastError, `abandoned: holder "a" (token 1)`)
+
+	silenceA.Store(false) // the holder comes back and learns what happened
+	r := ha.result(t)
+	var lost *LeaseLostError
+	require.ErrorAs(t, r.err, &lost)
+	assert.Contains(t, lost.Error(), "recorded the section FAILED as abandoned")
+	assert.Equal(t, StateFailed, inspectOne(t, newClient(t, db), "abandoned").State, "the holder did not overwrite FAILED")
 }
 
 // A DONE section older than the staleness threshold, by Spanner's clock,
@@ -458,10 +584,15 @@ func TestTokensStrictlyIncrease(t *testing.T) {
 	m, err := New(c, "tokens", opts...)
 	require.NoError(t, err)
 	_, _ = m.Run(context.Background(), record(errors.New("fail once"))) // fresh: 1, FAILED
-	ha := startHolder(t, m)                                             // retry: 2, then silent
+	cs, silence := silenceableClient(t, db)
+	silent, err := New(cs, "tokens", opts...)
+	require.NoError(t, err)
+	ha := startHolder(t, silent) // retry: 2, then silent
 	tokens = append(tokens, ha.acquired(t).Token())
+	silence.Store(true)
 	_, err = m.Run(context.Background(), record(nil)) // takeover: 3, DONE
 	require.NoError(t, err)
+	silence.Store(false)
 	waitFor(t, 30*time.Second, "staleness", func() bool { return inspectOne(t, c, "tokens").Age >= 1500*time.Millisecond })
 	_, err = m.Run(context.Background(), record(nil)) // new generation: 4
 	require.NoError(t, err)

@@ -17,8 +17,10 @@ const (
 	// DefaultTable is the mutex table's name.
 	DefaultTable = ddl.DefaultMutexTable
 	// DefaultWatermark is how long a STARTED row may go without its holder
-	// renewing it before another contender may take it over.
-	DefaultWatermark = 10 * time.Minute
+	// renewing it before another contender may take it over. Holders renew
+	// every third of it while the section runs, so it bounds how long a
+	// crashed holder blocks others, not how long a section may take.
+	DefaultWatermark = 30 * time.Second
 	// DefaultMaxAttempts is how many times a section may be started (across
 	// all processes) before it is given up as FAILED.
 	DefaultMaxAttempts = 3
@@ -53,6 +55,7 @@ type config struct {
 	needed        func(context.Context) (bool, error)
 	logger        *slog.Logger
 	finishTimeout time.Duration
+	renewInterval time.Duration // 0: a third of the watermark
 	clock         clock
 }
 
@@ -87,8 +90,9 @@ func WithTable(name string) Option { return func(c *config) { c.table = name } }
 func WithOwner(id string) Option { return func(c *config) { c.owner = id } }
 
 // WithWatermark sets how long a STARTED row may go unrenewed, by Spanner's
-// clock, before a contender may take it over (default DefaultWatermark). Set
-// it above the longest time the section can take.
+// clock, before a contender may take it over (default DefaultWatermark). The
+// holder renews it while the section runs; set it above the longest pause
+// (GC, preemption, network) a live holder may suffer.
 func WithWatermark(d time.Duration) Option { return func(c *config) { c.watermark = d } }
 
 // WithStaleness makes a DONE or FAILED row that finished longer ago than d, by
@@ -123,6 +127,10 @@ func WithNeeded(needed func(ctx context.Context) (bool, error)) Option {
 // WithLogger sets where the Mutex logs its decisions (default: nowhere).
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
 
+// WithRenewInterval sets how often a held lease is renewed while the section
+// runs (default: a third of the watermark). It must be below the watermark.
+func WithRenewInterval(d time.Duration) Option { return func(c *config) { c.renewInterval = d } }
+
 // WithFinishTimeout bounds how long Run tries to record DONE or FAILED after
 // the section returned, even when ctx was cancelled (default DefaultFinishTimeout).
 func WithFinishTimeout(d time.Duration) Option { return func(c *config) { c.finishTimeout = d } }
@@ -151,6 +159,9 @@ func (c *config) validate() error {
 	}
 	if c.logger == nil {
 		return fmt.Errorf("%w: WithLogger(nil): give a logger, or leave the option out to log nowhere", ErrInvalidConfig)
+	}
+	if c.renewInterval < 0 || c.renewInterval >= c.watermark {
+		return fmt.Errorf("%w: WithRenewInterval(%v): must be positive and below the watermark (%v), or the lease expires between renewals", ErrInvalidConfig, c.renewInterval, c.watermark)
 	}
 	if c.finishTimeout <= 0 {
 		return fmt.Errorf("%w: WithFinishTimeout(%v): must be positive", ErrInvalidConfig, c.finishTimeout)

@@ -6,6 +6,7 @@ import (
 
 	"cloud.google.com/go/spanner"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // isTransient reports whether err is worth another try after a backoff: the
@@ -30,6 +31,11 @@ func isTransient(err error) bool {
 func isUnknownOutcome(err error) bool {
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 		return true
+	}
+	if _, ok := status.FromError(err); !ok {
+		// Not an RPC error (spanner.ErrCode calls those Unknown too): it
+		// came from our own code before any commit was sent.
+		return false
 	}
 	switch spanner.ErrCode(err) {
 	case codes.DeadlineExceeded, codes.Canceled, codes.Unavailable, codes.Unknown, codes.Internal:

@@ -4,6 +4,7 @@ package spanmutex
 //
 //	(no row) ──acquire──▶ STARTED ──fn ok──▶ DONE
 //	NEEDED   ──acquire──▶ STARTED ──fn err─▶ FAILED ──retry──▶ STARTED
+//	STARTED ──given back unused──▶ NEEDED
 //	STARTED (holder silent past the watermark) ──takeover──▶ STARTED (token+1)
 //	DONE/FAILED older than the staleness threshold ──acquire──▶ STARTED
 type State string
@@ -11,13 +12,15 @@ type State string
 // The states a row can be in.
 const (
 	// StateNeeded: the section must run and nobody holds it. Rows are created
-	// directly in STARTED; NEEDED is written by Reset, and a row that is
-	// absent counts as NEEDED.
+	// directly in STARTED, and a row that is absent counts as NEEDED; NEEDED
+	// is written when an acquisition is given back unused (its caller's ctx
+	// ended before the section could start), returning the attempt it
+	// counted.
 	StateNeeded State = "NEEDED"
 	// StateStarted: a holder acquired the section and is running it.
 	StateStarted State = "STARTED"
 	// StateDone: the section ran to completion. Final, unless a staleness
-	// threshold is set and passes, or Reset is called.
+	// threshold is set and passes.
 	StateDone State = "DONE"
 	// StateFailed: the last attempt returned an error, or its holder
 	// vanished after the last allowed attempt. Retried while attempts remain.

@@ -27,6 +27,8 @@ type store interface {
 	acquire(ctx context.Context, name string, p policy, c claim) (decision, *Lease, error)
 	// finish moves our STARTED row to DONE or FAILED, fenced on the lease.
 	finish(ctx context.Context, l *Lease, to State, lastError string) error
+	// renew sets RenewedAt to the commit timestamp, fenced on the lease.
+	renew(ctx context.Context, l *Lease) error
 	// release gives back a lease whose section never ran: NEEDED, one
 	// attempt fewer.
 	release(ctx context.Context, l *Lease) error
@@ -127,7 +129,7 @@ func (s *spannerStore) acquire(ctx context.Context, name string, p policy, c cla
 		d = decide(r, p) // Spanner's clock: r.Now is CURRENT_TIMESTAMP() of this transaction.
 		switch d.action {
 		case actAcquire, actTakeOver:
-			lease = &Lease{name: name, owner: c.owner, id: c.leaseID, token: r.Token + 1, takeover: d.action == actTakeOver}
+			lease = newLease(name, c.owner, c.leaseID, r.Token+1, d.action == actTakeOver, s.table)
 			attempts := r.Attempts + 1
 			if d.fresh {
 				attempts = 1
@@ -144,9 +146,11 @@ func (s *spannerStore) acquire(ctx context.Context, name string, p policy, c cla
 		case actAbandon:
 			msg := fmt.Sprintf("abandoned: holder %q (token %d) did not renew or finish within the watermark of %v on attempt %d of %d",
 				r.Owner, r.Token, p.watermark, r.Attempts, p.maxAttempts)
+			// The abandoning contender's claim id replaces the holder's, so
+			// that the holder, should it come back, finds its lease gone.
 			return tx.BufferWrite([]*spanner.Mutation{spanner.Update(s.table,
-				[]string{"Name", "State", "LastError", "FinishedAt", "UpdatedAt"},
-				[]any{name, string(StateFailed), msg, spanner.CommitTimestamp, spanner.CommitTimestamp})})
+				[]string{"Name", "State", "LeaseID", "LastError", "FinishedAt", "UpdatedAt"},
+				[]any{name, string(StateFailed), c.leaseID, msg, spanner.CommitTimestamp, spanner.CommitTimestamp})})
 		}
 		return nil
 	})
@@ -162,23 +166,18 @@ func (s *spannerStore) acquire(ctx context.Context, name string, p policy, c cla
 // fencedUpdate runs a read-write transaction that applies cols/vals to our
 // row only if it is still STARTED under our lease, and returns a
 // *LeaseLostError if it is not.
-func (s *spannerStore) fencedUpdate(ctx context.Context, l *Lease, cols []string, vals []any) error {
+//
+// If already is not empty and the row is in that state under our lease, the
+// update is taken as done: an earlier try whose answer was lost committed it.
+func (s *spannerStore) fencedUpdate(ctx context.Context, l *Lease, cols []string, vals []any, already State) error {
 	_, err := s.client.ReadWriteTransaction(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
-		r, err := tx.ReadRow(ctx, s.table, spanner.Key{l.name}, []string{"State", "Owner", "LeaseID", "Token"})
-		if spanner.ErrCode(err) == codes.NotFound {
-			return &LeaseLostError{Name: l.name, Token: l.token}
+		err := l.Guard(ctx, tx)
+		var lost *LeaseLostError
+		if already != "" && errors.As(err, &lost) && lost.CurrentState == already && lost.currentLeaseID == l.id {
+			return nil
 		}
 		if err != nil {
 			return err
-		}
-		var state, owner, leaseID spanner.NullString
-		var token int64
-		if err := r.Columns(&state, &owner, &leaseID, &token); err != nil {
-			return err
-		}
-		if State(state.StringVal) != StateStarted || leaseID.StringVal != l.id || token != l.token {
-			return &LeaseLostError{Name: l.name, Token: l.token, CurrentState: State(state.StringVal),
-				CurrentOwner: owner.StringVal, CurrentToken: token}
 		}
 		return tx.BufferWrite([]*spanner.Mutation{spanner.Update(s.table, append([]string{"Name"}, cols...), append([]any{l.name}, vals...))})
 	})
@@ -201,7 +200,11 @@ func (s *spannerStore) finish(ctx context.Context, l *Lease, to State, lastError
 		errText = truncate(lastError, maxErrorText)
 	}
 	return s.fencedUpdate(ctx, l, []string{"State", "LastError", "FinishedAt", "UpdatedAt"},
-		[]any{string(to), errText, spanner.CommitTimestamp, spanner.CommitTimestamp})
+		[]any{string(to), errText, spanner.CommitTimestamp, spanner.CommitTimestamp}, to)
+}
+
+func (s *spannerStore) renew(ctx context.Context, l *Lease) error {
+	return s.fencedUpdate(ctx, l, []string{"RenewedAt"}, []any{spanner.CommitTimestamp}, "")
 }
 
 func (s *spannerStore) release(ctx context.Context, l *Lease) error {

@@ -1,0 +1,94 @@
+package spanmutex
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+)
+
+// renewInterval is how often a held lease is renewed: the configured
+// interval, or a third of the watermark, so that two renewals in a row may
+// fail before the lease is at risk.
+func (c *config) renewEvery() time.Duration {
+	if c.renewInterval > 0 {
+		return c.renewInterval
+	}
+	return c.watermark / 3
+}
+
+// keepAlive renews l in the background until the returned stop is called or
+// the lease is lost; onLost is called at most once, with a *LeaseLostError.
+//
+// anchor is the local time just before the request whose commit last set
+// RenewedAt was sent. Spanner's commit timestamp of that request is later
+// than anchor, so the time since anchor, measured on the local monotonic
+// clock, bounds from above how long Spanner has seen the row unrenewed. A
+// contender may take over once that reaches the watermark (plus its jitter,
+// which may be zero); so when renewals have failed until the local time since
+// anchor reaches the watermark, the lease is declared lost no later than the
+// earliest moment another holder could start. This measures a duration on the
+// local clock, never compares its wall time with Spanner's.
+func (m *Mutex) keepAlive(l *Lease, anchor time.Time, onLost func(error)) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		m.renewLoop(ctx, l, anchor, onLost)
+	}()
+	return func() {
+		cancel()
+		wg.Wait()
+	}
+}
+
+func (m *Mutex) renewLoop(ctx context.Context, l *Lease, anchor time.Time, onLost func(error)) {
+	clk, watermark, interval := m.cfg.clock, m.cfg.watermark, m.cfg.renewEvery()
+	log := m.cfg.logger.With("token", l.token)
+	expired := func() bool {
+		if clk.Now().Sub(anchor) < watermark {
+			return false
+		}
+		onLost(&LeaseLostError{Name: l.name, Token: l.token,
+			Reason: "renewals failed for a whole watermark (" + watermark.String() + "); another holder may take over"})
+		return true
+	}
+	next := interval
+	for {
+		left := watermark - clk.Now().Sub(anchor)
+		if expired() {
+			return
+		}
+		c, stopTimer := clk.NewTimer(min(next, left))
+		select {
+		case <-ctx.Done():
+			stopTimer()
+			return
+		case <-c:
+		}
+		if expired() {
+			return
+		}
+		sent := clk.Now()
+		rctx, cancel := context.WithTimeout(ctx, watermark-sent.Sub(anchor))
+		err := m.store.renew(rctx, l)
+		cancel()
+		switch {
+		case err == nil:
+			anchor, next = sent, interval
+			log.Debug("lease renewed")
+		case errors.Is(err, ErrLeaseLost):
+			log.Warn("lease lost: the row was taken over", "err", err)
+			onLost(err)
+			return
+		case ctx.Err() != nil:
+			return
+		default:
+			// A renewal of unknown outcome keeps the old anchor: only an
+			// acknowledged renewal moves it.
+			log.Warn("lease renewal failed; retrying", "err", err)
+			next = max(interval/4, time.Millisecond)
+		}
+	}
+}
