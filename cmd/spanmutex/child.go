@@ -1,0 +1,108 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"syscall"
+
+	"github.com/spanmutex/spanmutex"
+)
+
+// child runs COMMAND as the body of the critical section and routes SIGINT
+// and SIGTERM: to COMMAND while it runs, and to the wait for the lease before
+// it starts. Its methods are safe for concurrent use.
+type child struct {
+	argv      []string
+	s         streams
+	stopWait  context.CancelFunc // ends Run's wait for the lease
+	mu        sync.Mutex
+	proc      *os.Process      // COMMAND, once started
+	lease     *spanmutex.Lease // the lease COMMAND runs under, once acquired
+	interrupt os.Signal        // the first signal received before COMMAND started
+}
+
+// section is the critical section handed to Mutex.Run: it runs COMMAND with
+// the lease in its environment and returns how COMMAND ended.
+func (c *child) section(ctx context.Context, lease *spanmutex.Lease) error {
+	cmd, err := c.start(ctx, lease)
+	if err != nil {
+		return err
+	}
+	stopWatch := c.terminateOnCancel(ctx, cmd.Process)
+	err = cmd.Wait()
+	if cause := stopWatch(); cause != nil {
+		fmt.Fprintf(c.s.stderr, "spanmutex: sent COMMAND SIGTERM: %v\n", cause)
+	}
+	return err
+}
+
+// start starts COMMAND under the lock, so that a signal is either seen here
+// (and COMMAND never starts) or forwarded to the started COMMAND.
+func (c *child) start(ctx context.Context, lease *spanmutex.Lease) (*exec.Cmd, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.lease = lease
+	if c.interrupt != nil {
+		return nil, fmt.Errorf("interrupted by %s before COMMAND started", signalName(c.interrupt))
+	}
+	if ctx.Err() != nil {
+		return nil, fmt.Errorf("interrupted before COMMAND started: %w", context.Cause(ctx))
+	}
+	cmd := exec.Command(c.argv[0], c.argv[1:]...)
+	cmd.Env = append(os.Environ(),
+		"SPANMUTEX_NAME="+lease.Name(),
+		"SPANMUTEX_TOKEN="+strconv.FormatInt(lease.Token(), 10),
+		"SPANMUTEX_OWNER="+lease.Owner(),
+	)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, c.s.stdout, c.s.stderr
+	if err := cmd.Start(); err != nil {
+		return nil, &startError{argv0: c.argv[0], err: err}
+	}
+	c.proc = cmd.Process
+	return cmd, nil
+}
+
+// terminateOnCancel sends proc SIGTERM if ctx ends while it runs: Run
+// cancels the section's context when the lease is lost, and another process
+// may then take over and run COMMAND too. The returned stop ends the watch
+// and returns why COMMAND was terminated, or nil.
+func (c *child) terminateOnCancel(ctx context.Context, proc *os.Process) (stop func() error) {
+	done := make(chan struct{})
+	var (
+		wg    sync.WaitGroup
+		cause error
+	)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		select {
+		case <-ctx.Done():
+			cause = context.Cause(ctx)
+			_ = proc.Signal(syscall.SIGTERM)
+		case <-done:
+		}
+	}()
+	return func() error {
+		close(done)
+		wg.Wait()
+		return cause
+	}
+}
+
+// acquired returns the lease COMMAND ran under, or nil if it never did.
+func (c *child) acquired() *spanmutex.Lease {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lease
+}
+
+// interruptedBy returns the signal that stopped the wait, or nil.
+func (c *child) interruptedBy() os.Signal {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.interrupt
+}

@@ -1,0 +1,43 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/spanmutex/spanmutex"
+	"github.com/spanmutex/spanmutex/ddl"
+)
+
+// ddlHelp is the help of "spanmutex ddl".
+var ddlHelp = helpText{
+	usage: "spanmutex ddl [--table TABLE]",
+	about: `Prints the CREATE TABLE statement of the mutex table, with comments that
+explain each column. Apply it with your migration tool, or with gcloud.`,
+	after: `Examples:
+  spanmutex ddl
+  spanmutex ddl --table JobLocks > mutexes.sql
+  spanmutex ddl | gcloud spanner databases ddl update DATABASE --instance=INSTANCE --ddl-file=/dev/stdin`,
+}
+
+// cmdDDL is "spanmutex ddl [--table TABLE]".
+func cmdDDL(_ context.Context, s streams, args []string) int {
+	fs := newFlagSet("ddl")
+	table := fs.String("table", spanmutex.DefaultTable, "the mutex table's name")
+	positional, code, done := parseFlags(s, "ddl", fs, ddlHelp, args)
+	if done {
+		return code
+	}
+	if len(positional) > 0 {
+		return reportUsage(s, &usageError{cmd: "ddl", msg: fmt.Sprintf("unexpected argument %q; ddl takes only --table", positional[0])})
+	}
+	if err := validateTable("ddl", *table); err != nil {
+		return reportError(s, err, exitUsage)
+	}
+	stmt, err := ddl.MutexTable(*table)
+	if err != nil {
+		return reportError(s, err, exitError)
+	}
+	fmt.Fprintln(s.stdout, strings.TrimRight(stmt, "\n"))
+	return exitOK
+}

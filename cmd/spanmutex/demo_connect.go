@@ -1,0 +1,66 @@
+package main
+
+import (
+	"context"
+
+	"cloud.google.com/go/spanner"
+	"google.golang.org/api/option"
+
+	"github.com/spanmutex/spanmutex/emulator"
+)
+
+// connect opens one client per instance, on the embedded emulator or on
+// --database, and returns a function that closes everything it opened.
+func (d *demo) connect(ctx context.Context) (func(), error) {
+	var (
+		db        string
+		newClient func(context.Context, ...option.ClientOption) (*spanner.Client, error)
+		closeAll  = func() {}
+	)
+	if d.opts.database != "" {
+		db = d.opts.database
+		d.out.printf("Using database %s (%s).\n", db, connectionHint())
+		newClient = func(ctx context.Context, opts ...option.ClientOption) (*spanner.Client, error) {
+			return openClient(ctx, db, opts...)
+		}
+	} else {
+		emu, err := emulator.Start(ctx)
+		if err != nil {
+			return nil, err
+		}
+		closeAll = func() { _ = emu.Close() }
+		db = emu.Database()
+		if emu.Started() {
+			d.out.printf("Started the Cloud Spanner emulator at %s (pid %d).\n", emu.Host(), emu.PID())
+		} else {
+			d.out.printf("Using the Cloud Spanner emulator at %s=%s.\n", emulatorHostEnv, emu.Host())
+		}
+		d.out.printf("Created database %s with the mutex table.\n", db)
+		newClient = func(ctx context.Context, opts ...option.ClientOption) (*spanner.Client, error) {
+			return emu.NewClient(ctx, db, opts...)
+		}
+	}
+	for range d.opts.instances {
+		p := &partition{}
+		c, err := newClient(ctx, p.clientOption()...)
+		if err != nil {
+			d.closeClients()
+			closeAll()
+			return nil, err
+		}
+		d.clients = append(d.clients, c)
+		d.partitions = append(d.partitions, p)
+	}
+	d.out.printf("Opened %d Spanner clients, one per simulated service instance.\n", len(d.clients))
+	return func() {
+		d.closeClients()
+		closeAll()
+	}, nil
+}
+
+// closeClients closes the instances' clients.
+func (d *demo) closeClients() {
+	for _, c := range d.clients {
+		c.Close()
+	}
+}

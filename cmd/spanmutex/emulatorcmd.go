@@ -1,0 +1,93 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spanmutex/spanmutex"
+	"github.com/spanmutex/spanmutex/ddl"
+	"github.com/spanmutex/spanmutex/emulator"
+)
+
+// emulatorHelp is the help of "spanmutex emulator".
+var emulatorHelp = helpText{
+	usage: "spanmutex emulator [flags]",
+	about: `Starts the Cloud Spanner emulator in the foreground, creates an instance and a
+database that holds the mutex table, and prints on stdout the lines that point
+spanmutex (and any Spanner client) at it:
+
+  export SPANNER_EMULATOR_HOST=127.0.0.1:PORT
+  export SPANMUTEX_DATABASE=projects/P/instances/I/databases/D
+
+It always starts an emulator of its own, even when SPANNER_EMULATOR_HOST is
+set. It runs until SIGINT (Ctrl-C) or SIGTERM, then stops the emulator; all
+data is lost. The emulator binary (emulator_main) is looked up in
+$SPANNER_EMULATOR_BIN, $PATH and the gcloud SDK.`,
+	after: `Exit status: 0 after a clean stop, 2 on a usage error, 1 if the emulator could
+not be started (stderr says how to install it).
+
+Examples:
+  spanmutex emulator
+  spanmutex emulator --fault-injection   # commits abort at random; spanmutex retries`,
+}
+
+// cmdEmulator is "spanmutex emulator [flags]".
+func cmdEmulator(ctx context.Context, s streams, args []string) int {
+	fs := newFlagSet("emulator")
+	faults := fs.Bool("fault-injection", false, "make the emulator abort commits at random, to exercise retries")
+	table := fs.String("table", spanmutex.DefaultTable, "the mutex table to create (the default table is always created)")
+	verbose := fs.Bool("verbose", false, "copy the emulator's own log to stderr")
+	positional, code, done := parseFlags(s, "emulator", fs, emulatorHelp, args)
+	if done {
+		return code
+	}
+	if len(positional) > 0 {
+		return reportUsage(s, &usageError{cmd: "emulator", msg: fmt.Sprintf("unexpected argument %q", positional[0])})
+	}
+	if err := validateTable("emulator", *table); err != nil {
+		return reportError(s, err, exitUsage)
+	}
+
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	bin, err := emulator.FindBinary()
+	if err != nil {
+		return reportError(s, err, exitError)
+	}
+	if host := os.Getenv(emulatorHostEnv); host != "" {
+		fmt.Fprintf(s.stderr, "spanmutex: %s=%s is set; starting a separate emulator anyway\n", emulatorHostEnv, host)
+	}
+	// WithBinary makes Start launch its own emulator even when
+	// SPANNER_EMULATOR_HOST is set.
+	opts := []emulator.Option{emulator.WithBinary(bin)}
+	if *faults {
+		opts = append(opts, emulator.WithFaultInjection())
+	}
+	if *verbose {
+		opts = append(opts, emulator.WithLog(s.stderr))
+	}
+	if *table != spanmutex.DefaultTable {
+		stmts, err := ddl.Statements(*table)
+		if err != nil {
+			return reportError(s, err, exitUsage)
+		}
+		opts = append(opts, emulator.WithDDL(stmts...))
+	}
+	emu, err := emulator.Start(ctx, opts...)
+	if err != nil {
+		return reportError(s, err, exitError)
+	}
+	fmt.Fprintf(s.stdout, "export %s=%s\nexport %s=%s\n", emulatorHostEnv, emu.Host(), databaseEnv, emu.Database())
+	fmt.Fprintf(s.stderr, "spanmutex: emulator %s running (pid %d, fault injection %v); press Ctrl-C to stop it\n",
+		emu.Host(), emu.PID(), *faults)
+
+	<-ctx.Done()
+	if err := emu.Close(); err != nil {
+		return reportError(s, fmt.Errorf("stop the emulator: %w", err), exitError)
+	}
+	fmt.Fprintln(s.stderr, "spanmutex: emulator stopped")
+	return exitOK
+}

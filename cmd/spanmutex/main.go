@@ -1,0 +1,63 @@
+// Command spanmutex runs a command, or a block of code, at most once across
+// every process that shares a Cloud Spanner database, using the spanmutex
+// library. It also shows the mutex table, prints its schema, starts a local
+// emulator, and demonstrates the library against it.
+//
+// Run "spanmutex help" for the subcommands.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+)
+
+// main runs the command line and exits with its status.
+func main() {
+	os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// subcommand is one of spanmutex's subcommands.
+type subcommand struct {
+	name    string
+	summary string
+	run     func(ctx context.Context, s streams, args []string) int
+}
+
+// subcommands returns the subcommands in the order help lists them.
+func subcommands() []subcommand {
+	return []subcommand{
+		{"run", "run COMMAND as critical section NAME, at most once across all processes", cmdRun},
+		{"status", "show the mutex table: state, owner, token, attempts, age", cmdStatus},
+		{"ddl", "print the schema of the mutex table", cmdDDL},
+		{"emulator", "start a local Cloud Spanner emulator with the schema applied", cmdEmulator},
+		{"demo", "race simulated service instances on one mutex, with a takeover", cmdDemo},
+		{"help", "show the help of spanmutex or of a subcommand", cmdHelp},
+	}
+}
+
+// run is the whole command line: it dispatches args to a subcommand and
+// returns the exit status. It writes only to stdout and stderr, so tests can
+// call it in-process.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	s := streams{stdout: stdout, stderr: stderr}
+	if len(args) == 0 {
+		return reportUsage(s, &usageError{msg: "no subcommand given; want one of run, status, ddl, emulator, demo, help"})
+	}
+	switch args[0] {
+	case "-h", "-help", "--help":
+		printTopHelp(stdout)
+		return exitOK
+	}
+	for _, c := range subcommands() {
+		if c.name == args[0] {
+			return c.run(ctx, s, args[1:])
+		}
+	}
+	if strings.HasPrefix(args[0], "-") {
+		return reportUsage(s, &usageError{msg: fmt.Sprintf("unknown flag %s: flags go after the subcommand, as in 'spanmutex run --table T NAME -- COMMAND'", args[0])})
+	}
+	return reportUsage(s, &usageError{msg: fmt.Sprintf("unknown subcommand %q; want one of run, status, ddl, emulator, demo, help", args[0])})
+}

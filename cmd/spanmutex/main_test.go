@@ -1,0 +1,178 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spanmutex/spanmutex"
+	"github.com/spanmutex/spanmutex/emulator"
+)
+
+// Shared by the integration tests; both stay unset under -short.
+var (
+	emu    *emulator.Emulator // the emulator of this test run
+	binary string             // the spanmutex binary built from this package
+)
+
+// TestMain starts the emulator and builds the binary once, unless -short.
+func TestMain(m *testing.M) {
+	flag.Parse()
+	os.Exit(testMain(m))
+}
+
+// testMain is TestMain's body, so that deferred clean-ups run before exit.
+func testMain(m *testing.M) int {
+	if testing.Short() {
+		return m.Run()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var err error
+	emu, err = emulator.Start(ctx)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err) // it says how to install the emulator
+		return 1
+	}
+	defer emu.Close()
+	dir, err := os.MkdirTemp("", "spanmutex-cli-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	binary = filepath.Join(dir, "spanmutex")
+	build := exec.CommandContext(ctx, goTool(), "build", "-o", binary, ".")
+	if out, err := build.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
+		return 1
+	}
+	return m.Run()
+}
+
+// goTool returns the go command of the toolchain running the tests: go test
+// puts its GOROOT/bin first on $PATH.
+func goTool() string {
+	if p, err := exec.LookPath("go"); err == nil {
+		return p
+	}
+	return filepath.Join(runtime.GOROOT(), "bin", "go")
+}
+
+// noLeak fails the test if, within a few seconds of its end, goroutines
+// started by this package's code are still running. (Counting goroutines
+// would not do: os/signal starts one of its own on first use, for good.)
+func noLeak(t *testing.T) {
+	t.Helper()
+	t.Cleanup(func() {
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			buf := make([]byte, 1<<20)
+			stacks := string(buf[:runtime.Stack(buf, true)])
+			if !strings.Contains(stacks, "main.(*child)") && !strings.Contains(stacks, "main.(*demo)") {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("goroutines of this package are still running:\n%s", stacks)
+				return
+			}
+			runtime.Gosched()
+		}
+	})
+}
+
+// needEmulator skips integration tests under -short.
+func needEmulator(t *testing.T) {
+	t.Helper()
+	if emu == nil {
+		t.Skip("-short: skipping a test that needs the Cloud Spanner emulator")
+	}
+}
+
+// needBinary skips a test that starts an emulator of its own when there is
+// no emulator binary (the tests may be attached to $SPANNER_EMULATOR_HOST).
+func needBinary(t *testing.T) {
+	t.Helper()
+	needEmulator(t)
+	if _, err := emulator.FindBinary(); err != nil {
+		t.Skip(err)
+	}
+}
+
+// newDatabase creates a fresh database holding the mutex table.
+func newDatabase(t *testing.T) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	db, err := emu.NewDatabase(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db
+}
+
+// cli runs the command line in-process and returns its exit status and output.
+func cli(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code = run(context.Background(), args, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+// inspect returns name's row in db, or fails the test if there is none.
+func inspect(t *testing.T, db, name string) spanmutex.Status {
+	t.Helper()
+	rows := inspectAll(t, db, name)
+	if len(rows) != 1 {
+		t.Fatalf("want one row for %q in %s, got %d", name, db, len(rows))
+	}
+	return rows[0]
+}
+
+// inspectAll returns the rows of db's mutex table for name ("" for all).
+func inspectAll(t *testing.T, db, name string) []spanmutex.Status {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	client, err := emu.NewClient(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	rows, err := spanmutex.Inspect(ctx, client, "", name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rows
+}
+
+// readLines returns the lines of a file, or none if it does not exist.
+func readLines(t *testing.T, path string) []string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.TrimRight(string(b), "\n")
+	if text == "" {
+		return nil
+	}
+	return strings.Split(text, "\n")
+}
+
+// uniqueName returns a mutex name no other test uses.
+func uniqueName(t *testing.T) string {
+	t.Helper()
+	return strings.NewReplacer("/", "-", " ", "_").Replace(t.Name()) + "-" + fmt.Sprint(time.Now().UnixNano())
+}

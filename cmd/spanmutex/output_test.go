@@ -1,0 +1,92 @@
+package main
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/spanmutex/spanmutex"
+)
+
+// TestStatus shows a DONE row with its name, state and token, and a row
+// that does not exist as an empty table.
+func TestStatus(t *testing.T) {
+	needEmulator(t)
+	t.Setenv(emulatorHostEnv, emu.Host())
+	db, name := newDatabase(t), uniqueName(t)
+	if code, _, stderr := cli(t, "run", "--database", db, "--owner", "status-test", name, "--", "true"); code != 0 {
+		t.Fatalf("run: exit %d; stderr:\n%s", code, stderr)
+	}
+
+	code, stdout, stderr := cli(t, "status", "--database", db)
+	if code != 0 {
+		t.Fatalf("status: exit %d; stderr:\n%s", code, stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	if len(lines) != 2 || !strings.HasPrefix(lines[0], "NAME") {
+		t.Fatalf("want a header and one row, got:\n%s", stdout)
+	}
+	row := regexp.MustCompile(`^` + regexp.QuoteMeta(name) + `\s+DONE\s+status-test\s+1\s+1\s+\d+\.\ds\s+-$`)
+	if !row.MatchString(lines[1]) {
+		t.Errorf("row %q does not match %v", lines[1], row)
+	}
+
+	t.Setenv(databaseEnv, db) // the default for --database
+	code, stdout, stderr = cli(t, "status", "no-such-name")
+	if code != 0 || strings.Count(stdout, "\n") != 1 || !strings.Contains(stderr, "never been started") {
+		t.Errorf("status of a missing name: exit %d, stdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+}
+
+// TestDDL prints the schema, under the default and under another name.
+func TestDDL(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "CREATE TABLE Mutexes ("},
+		{[]string{"--table", "JobLocks"}, "CREATE TABLE JobLocks ("},
+	} {
+		code, stdout, stderr := cli(t, append([]string{"ddl"}, tc.args...)...)
+		if code != 0 || !strings.Contains(stdout, tc.want) || !strings.Contains(stdout, "PRIMARY KEY (Name)") || stderr != "" {
+			t.Errorf("ddl %v: exit %d, stdout:\n%s\nstderr:\n%s", tc.args, code, stdout, stderr)
+		}
+	}
+}
+
+// TestHelp checks that every way of asking for help works, on stdout with
+// exit 0, and that the help is complete.
+func TestHelp(t *testing.T) {
+	for _, args := range [][]string{{"--help"}, {"-h"}, {"help"}} {
+		code, stdout, stderr := cli(t, args...)
+		if code != 0 || stderr != "" {
+			t.Errorf("%v: exit %d, stderr:\n%s", args, code, stderr)
+		}
+		for _, c := range subcommands() {
+			if !strings.Contains(stdout, "\n  "+c.name+" ") {
+				t.Errorf("%v does not list subcommand %q:\n%s", args, c.name, stdout)
+			}
+		}
+	}
+	wants := map[string][]string{
+		"run":      {"Usage: spanmutex run [flags] NAME -- COMMAND [ARGS...]", "--watermark duration", "(default " + spanmutex.DefaultWatermark.String() + ")", "--max-attempts int", "--database string", "--table string", "--owner string", "--staleness duration", "--verbose", "Exit status:", "75", "SPANMUTEX_TOKEN", "Examples:"},
+		"status":   {"Usage: spanmutex status [flags] [NAME]", "--database string", "--table string", "Examples:"},
+		"ddl":      {"Usage: spanmutex ddl [--table TABLE]", `(default "Mutexes")`, "Examples:"},
+		"emulator": {"Usage: spanmutex emulator [flags]", "--fault-injection", "export SPANNER_EMULATOR_HOST", "Examples:"},
+		"demo":     {"Usage: spanmutex demo [flags]", "--instances int", "(default 8)", "--watermark duration", "Examples:"},
+		"help":     {"Usage: spanmutex help [SUBCOMMAND]"},
+	}
+	for _, c := range subcommands() {
+		for _, args := range [][]string{{c.name, "--help"}, {c.name, "-h"}, {"help", c.name}} {
+			code, stdout, stderr := cli(t, args...)
+			if code != 0 || stderr != "" {
+				t.Errorf("%v: exit %d, stderr:\n%s", args, code, stderr)
+			}
+			for _, want := range wants[c.name] {
+				if !strings.Contains(stdout, want) {
+					t.Errorf("%v does not contain %q:\n%s", args, want, stdout)
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,199 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/spanmutex/spanmutex"
+)
+
+// runHelp is the help of "spanmutex run".
+var runHelp = helpText{
+	usage: "spanmutex run [flags] NAME -- COMMAND [ARGS...]",
+	about: `Runs COMMAND as the critical section NAME, at most once across every process
+that runs NAME against the same database and table. The first process to
+acquire NAME runs COMMAND; the others wait until it is DONE and exit 0
+without running it. If COMMAND fails, NAME is recorded FAILED and the next
+run of NAME retries it, until --max-attempts runs have failed.
+
+While COMMAND runs, its lease is renewed. A holder that stops renewing (it
+crashed, froze, or lost its connection) for --watermark, by Spanner's clock,
+is taken over by another process, with a higher fencing token. If this
+process finds that it lost its lease while COMMAND runs, it sends COMMAND
+SIGTERM, since another process may now be running it.
+
+COMMAND runs with stdin, stdout and stderr inherited, and with these
+environment variables added:
+  SPANMUTEX_NAME   NAME
+  SPANMUTEX_TOKEN  the fencing token of this run: pass it with every write
+                   COMMAND makes, so that writes of a taken-over holder can
+                   be rejected
+  SPANMUTEX_OWNER  the owner identity recorded in the row
+SIGINT and SIGTERM received while COMMAND runs are forwarded to it, and its
+exit status is recorded. Received while waiting, they stop the wait.
+
+Flags go before NAME or between NAME and "--".`,
+	after: `Exit status:
+  0    COMMAND ran here and succeeded, or NAME was already done elsewhere
+       (stderr says which)
+  N    COMMAND failed with exit status N (128+signal if a signal killed it;
+       127 if it was not found, 126 if it could not be started); NAME is FAILED
+  75   gave up: NAME failed on its last allowed attempt (--max-attempts)
+  2    usage error
+  1    any other error, stated on stderr; among them: interrupted while
+       waiting (COMMAND did not run), and a lease lost while COMMAND ran
+       (COMMAND was sent SIGTERM; nothing was recorded)
+
+Environment:
+  SPANMUTEX_DATABASE     default for --database
+  SPANNER_EMULATOR_HOST  connect to the Cloud Spanner emulator at host:port
+
+Examples:
+  spanmutex run migrate-v42 -- ./migrate --to 42
+  spanmutex run --watermark 30m --max-attempts 5 backfill-2024 -- ./backfill.sh
+  SPANMUTEX_DATABASE=projects/my-project/instances/my-instance/databases/my-db spanmutex run seed -- make seed`,
+}
+
+// runOptions are the flags of "spanmutex run".
+type runOptions struct {
+	database    string
+	table       string
+	owner       string
+	watermark   time.Duration
+	staleness   time.Duration
+	maxAttempts int
+	verbose     bool
+}
+
+// runFlags defines the flags of "spanmutex run" on a new flag set.
+func runFlags() (*flag.FlagSet, *runOptions) {
+	o := &runOptions{}
+	fs := newFlagSet("run")
+	fs.StringVar(&o.database, "database", "", databaseFlagUsage)
+	fs.StringVar(&o.table, "table", spanmutex.DefaultTable, "the mutex table")
+	fs.StringVar(&o.owner, "owner", "", "the owner identity recorded in the row (default host:pid:random)")
+	fs.DurationVar(&o.watermark, "watermark", spanmutex.DefaultWatermark,
+		"how long a holder may go without renewing its lease, by Spanner's clock, before another process takes over")
+	fs.DurationVar(&o.staleness, "staleness", 0,
+		"run NAME again once its DONE or FAILED row is older than this (0: never); must be above --watermark")
+	fs.IntVar(&o.maxAttempts, "max-attempts", spanmutex.DefaultMaxAttempts,
+		"give up (exit 75) once NAME has been started this many times without success")
+	fs.BoolVar(&o.verbose, "verbose", false, "log the mutex's decisions to stderr")
+	return fs, o
+}
+
+// cmdRun is "spanmutex run [flags] NAME -- COMMAND [ARGS...]".
+func cmdRun(ctx context.Context, s streams, args []string) int {
+	fs, o := runFlags()
+	flagArgs, command, hasDash := splitCommand(args)
+	positional, code, done := parseFlags(s, "run", fs, runHelp, flagArgs)
+	if done {
+		return code
+	}
+	name, err := checkRunArgs(positional, command, hasDash)
+	if err == nil {
+		o.database, err = resolveDatabase("run", fs, o.database)
+	}
+	if err == nil {
+		err = o.validate()
+	}
+	if err != nil {
+		return reportError(s, err, exitError)
+	}
+	return runSection(ctx, s, o, name, command)
+}
+
+// splitCommand splits args at the first "--" into the part with the flags
+// and NAME, and COMMAND with its arguments.
+func splitCommand(args []string) (flagArgs, command []string, hasDash bool) {
+	i := slices.Index(args, "--")
+	if i < 0 {
+		return args, nil, false
+	}
+	return args[:i], args[i+1:], true
+}
+
+// checkRunArgs checks the positional arguments of "run" and returns NAME.
+func checkRunArgs(positional, command []string, hasDash bool) (string, error) {
+	switch {
+	case len(positional) == 0:
+		return "", usagef("run", "missing NAME: want 'spanmutex run [flags] NAME -- COMMAND [ARGS...]'")
+	case len(positional) > 1 && !hasDash:
+		return "", usagef("run", "missing \"--\" between NAME and COMMAND: want 'spanmutex run [flags] %s -- %s'", positional[0], positional[1])
+	case len(positional) > 1:
+		return "", usagef("run", "more than one NAME (%q): put COMMAND after \"--\"", positional)
+	case !hasDash:
+		return "", usagef("run", "missing \"-- COMMAND\": want 'spanmutex run [flags] NAME -- COMMAND [ARGS...]'")
+	case len(command) == 0:
+		return "", usagef("run", "missing COMMAND after \"--\"")
+	case command[0] == "":
+		return "", usagef("run", "COMMAND is empty")
+	}
+	name := positional[0]
+	if err := spanmutex.ValidateName(name); err != nil {
+		return "", usagef("run", "bad NAME: %s", strings.TrimPrefix(err.Error(), spanmutex.ErrInvalidConfig.Error()+": "))
+	}
+	return name, nil
+}
+
+// validate checks the flags before anything connects, so that a bad command
+// line never touches the database. New checks them again.
+func (o *runOptions) validate() error {
+	if err := validateTable("run", o.table); err != nil {
+		return err
+	}
+	if o.watermark <= 0 {
+		return usagef("run", "--watermark %v: must be positive", o.watermark)
+	}
+	if o.staleness < 0 || (o.staleness > 0 && o.staleness <= o.watermark) {
+		return usagef("run", "--staleness %v: must be 0 (never) or above --watermark (%v)", o.staleness, o.watermark)
+	}
+	if o.maxAttempts < 1 {
+		return usagef("run", "--max-attempts %d: must be at least 1", o.maxAttempts)
+	}
+	if o.owner != "" {
+		if err := validateOwner(o.owner); err != nil {
+			return usagef("run", "--owner: %v", err)
+		}
+	}
+	return nil
+}
+
+// validateOwner applies the rules the library applies to owner identities:
+// valid UTF-8, at most spanmutex.MaxNameLength characters, no control characters.
+func validateOwner(owner string) error {
+	if !utf8.ValidString(owner) {
+		return fmt.Errorf("%q is not valid UTF-8", owner)
+	}
+	if n := utf8.RuneCountInString(owner); n > spanmutex.MaxNameLength {
+		return fmt.Errorf("%d characters long; at most %d are allowed", n, spanmutex.MaxNameLength)
+	}
+	if i := slices.IndexFunc([]rune(owner), unicode.IsControl); i >= 0 {
+		return fmt.Errorf("%q has a control character", owner)
+	}
+	return nil
+}
+
+// mutexOptions turns the flags into library options.
+func (o *runOptions) mutexOptions(s streams) []spanmutex.Option {
+	opts := []spanmutex.Option{
+		spanmutex.WithTable(o.table),
+		spanmutex.WithWatermark(o.watermark),
+		spanmutex.WithStaleness(o.staleness),
+		spanmutex.WithMaxAttempts(o.maxAttempts),
+	}
+	if o.owner != "" {
+		opts = append(opts, spanmutex.WithOwner(o.owner))
+	}
+	if o.verbose {
+		opts = append(opts, spanmutex.WithLogger(slog.New(slog.NewTextHandler(s.stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))))
+	}
+	return opts
+}

@@ -1,0 +1,212 @@
+//go:build unix
+
+package main
+
+import (
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/spanmutex/spanmutex"
+)
+
+// TestRunAcrossProcesses races 8 spanmutex processes on one name: COMMAND
+// runs in exactly one of them and the other 7 report it already done.
+func TestRunAcrossProcesses(t *testing.T) {
+	needEmulator(t)
+	t.Parallel()
+	db, name := newDatabase(t), uniqueName(t)
+	file := filepath.Join(t.TempDir(), "ran")
+	const n = 8
+	procs := make([]*process, n)
+	for i := range procs {
+		// The sleep is COMMAND's work, so that the others find it running.
+		procs[i] = startProcess(t, []string{"FILE=" + file},
+			"run", "--database", db, name, "--", "sh", "-c", `echo "$SPANMUTEX_TOKEN $SPANMUTEX_NAME" >> "$FILE"; sleep 0.3`)
+	}
+	ranHere, alreadyDone := 0, 0
+	for i, p := range procs {
+		if code := p.wait(t, 60*time.Second); code != 0 {
+			t.Errorf("process %d exited %d; stderr:\n%s", i, code, p.stderr.String())
+		}
+		switch stderr := p.stderr.String(); {
+		case strings.Contains(stderr, "ran here"):
+			ranHere++
+		case strings.Contains(stderr, "already done"):
+			alreadyDone++
+		default:
+			t.Errorf("process %d says neither 'ran here' nor 'already done':\n%s", i, stderr)
+		}
+	}
+	if ranHere != 1 || alreadyDone != n-1 {
+		t.Errorf("%d processes ran COMMAND and %d found it already done; want 1 and %d", ranHere, alreadyDone, n-1)
+	}
+	if lines := readLines(t, file); len(lines) != 1 || lines[0] != "1 "+name {
+		t.Errorf("COMMAND wrote %q; want exactly one line %q", lines, "1 "+name)
+	}
+	if r := inspect(t, db, name); r.State != spanmutex.StateDone || r.Token != 1 {
+		t.Errorf("row is %s with token %d; want DONE with token 1", r.State, r.Token)
+	}
+}
+
+// TestRunTakeover kills a holder with SIGKILL mid-COMMAND: a second process,
+// started right away, takes over only after the watermark by Spanner's
+// clock, with a higher token, and runs COMMAND.
+func TestRunTakeover(t *testing.T) {
+	needEmulator(t)
+	t.Parallel()
+	db, name, dir := newDatabase(t), uniqueName(t), t.TempDir()
+	ready, file := filepath.Join(dir, "READY"), filepath.Join(dir, "ran")
+	const watermark = 3 * time.Second
+
+	holder := startProcess(t, []string{"READY=" + ready},
+		"run", "--database", db, "--watermark", watermark.String(), name, "--", "sh", "-c", `touch "$READY"; exec sleep 60`)
+	waitForFile(t, holder, ready, 30*time.Second)
+	holder.killGroup()
+	if code := holder.wait(t, 10*time.Second); code != -1 {
+		t.Fatalf("killed holder exited %d; want death by signal", code)
+	}
+	second := startProcess(t, []string{"FILE=" + file},
+		"run", "--database", db, "--watermark", watermark.String(), name, "--", "sh", "-c", `echo ran >> "$FILE"`)
+	// The holder renewed its lease until it died: read its last renewal
+	// now that it can write no more.
+	before := inspect(t, db, name)
+	if before.State != spanmutex.StateStarted {
+		t.Fatalf("the dead holder's row is %s; want STARTED (no takeover yet)", before.State)
+	}
+
+	if code := second.wait(t, 60*time.Second); code != 0 {
+		t.Fatalf("second process exited %d; stderr:\n%s", code, second.stderr.String())
+	}
+	if !strings.Contains(second.stderr.String(), "ran here") {
+		t.Errorf("second process's stderr does not say it ran here:\n%s", second.stderr.String())
+	}
+	if lines := readLines(t, file); len(lines) != 1 || lines[0] != "ran" {
+		t.Errorf("COMMAND wrote %q; want one line \"ran\"", lines)
+	}
+	after := inspect(t, db, name)
+	if after.State != spanmutex.StateDone || after.Token <= before.Token {
+		t.Errorf("row is %s with token %d; want DONE with a token above %d", after.State, after.Token, before.Token)
+	}
+	// Spanner's clock: the takeover's commit timestamp against the dead
+	// holder's last renewal. The second process started right after the
+	// kill, so this also shows that it waited.
+	if gap := after.StartedAt.Sub(before.RenewedAt); gap < watermark {
+		t.Errorf("takeover at %v, %v after the holder's renewal at %v; want at least the %v watermark",
+			after.StartedAt, gap, before.RenewedAt, watermark)
+	}
+}
+
+// TestRunExitStatus checks the exit statuses of run: COMMAND's own when it
+// fails, 75 once the attempts are used up, 0 when already done.
+func TestRunExitStatus(t *testing.T) {
+	needEmulator(t)
+	t.Parallel()
+	db := newDatabase(t)
+
+	failing := uniqueName(t) + "-failing"
+	steps := []struct {
+		flags      []string
+		want       int
+		wantState  spanmutex.State
+		attempts   int64
+		wantStderr string
+	}{
+		{nil, 7, spanmutex.StateFailed, 1, "exit status 7"},
+		{[]string{"--max-attempts", "2"}, 7, spanmutex.StateFailed, 2, "exit status 7"},
+		{[]string{"--max-attempts", "2"}, exitExhausted, spanmutex.StateFailed, 2, "gave up after 2 of 2 attempts"},
+	}
+	for i, st := range steps {
+		args := append(append([]string{"run", "--database", db}, st.flags...), failing, "--", "sh", "-c", "exit 7")
+		p := startProcess(t, nil, args...)
+		if code := p.wait(t, 60*time.Second); code != st.want {
+			t.Fatalf("step %d: exit %d, want %d; stderr:\n%s", i, code, st.want, p.stderr.String())
+		}
+		if !strings.Contains(p.stderr.String(), st.wantStderr) {
+			t.Errorf("step %d: stderr does not say %q:\n%s", i, st.wantStderr, p.stderr.String())
+		}
+		if r := inspect(t, db, failing); r.State != st.wantState || r.Attempts != st.attempts {
+			t.Errorf("step %d: row is %s after %d attempts; want %s after %d", i, r.State, r.Attempts, st.wantState, st.attempts)
+		}
+	}
+
+	done := uniqueName(t) + "-done"
+	for i, want := range []string{"ran here", "already done"} {
+		p := startProcess(t, nil, "run", "--database", db, done, "--", "true")
+		if code := p.wait(t, 60*time.Second); code != 0 {
+			t.Fatalf("run %d of %q: exit %d; stderr:\n%s", i, done, code, p.stderr.String())
+		}
+		if !strings.Contains(p.stderr.String(), want) {
+			t.Errorf("run %d of %q: stderr does not say %q:\n%s", i, done, want, p.stderr.String())
+		}
+	}
+}
+
+// TestRunForwardsSignals sends SIGTERM to spanmutex while COMMAND runs:
+// COMMAND receives it, and its exit status is spanmutex's and is recorded.
+func TestRunForwardsSignals(t *testing.T) {
+	needEmulator(t)
+	t.Parallel()
+	db, name, dir := newDatabase(t), uniqueName(t), t.TempDir()
+	ready, file := filepath.Join(dir, "READY"), filepath.Join(dir, "got")
+	p := startProcess(t, []string{"READY=" + ready, "FILE=" + file},
+		"run", "--database", db, name, "--", "sh", "-c",
+		`trap 'echo got-term >> "$FILE"; exit 3' TERM; touch "$READY"; while :; do sleep 0.1; done`)
+	waitForFile(t, p, ready, 30*time.Second)
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.wait(t, 30*time.Second); code != 3 {
+		t.Fatalf("exit %d, want COMMAND's 3; stderr:\n%s", code, p.stderr.String())
+	}
+	if lines := readLines(t, file); len(lines) != 1 || lines[0] != "got-term" {
+		t.Errorf("COMMAND wrote %q; want \"got-term\"", lines)
+	}
+	if r := inspect(t, db, name); r.State != spanmutex.StateFailed || !strings.Contains(r.LastError, "exit status 3") {
+		t.Errorf("row is %s with last error %q; want FAILED with exit status 3", r.State, r.LastError)
+	}
+}
+
+// TestRunLeaseLost freezes a holder (SIGSTOP) past the watermark, so that
+// another process takes over; when it resumes, it finds its lease lost,
+// sends COMMAND SIGTERM, records nothing and exits 1.
+func TestRunLeaseLost(t *testing.T) {
+	needEmulator(t)
+	t.Parallel()
+	db, name, dir := newDatabase(t), uniqueName(t), t.TempDir()
+	ready, got, ran := filepath.Join(dir, "READY"), filepath.Join(dir, "got"), filepath.Join(dir, "ran")
+	holder := startProcess(t, []string{"READY=" + ready, "FILE=" + got},
+		"run", "--database", db, "--watermark", "2s", name, "--", "sh", "-c",
+		`trap 'echo got-term >> "$FILE"; exit 3' TERM; touch "$READY"; while :; do sleep 0.1; done`)
+	waitForFile(t, holder, ready, 30*time.Second)
+	pid := holder.cmd.Process.Pid
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil { // spanmutex only: COMMAND runs on
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT) })
+
+	second := startProcess(t, []string{"FILE=" + ran},
+		"run", "--database", db, "--watermark", "2s", name, "--", "sh", "-c", `echo ran >> "$FILE"`)
+	if code := second.wait(t, 60*time.Second); code != 0 || !strings.Contains(second.stderr.String(), "ran here") {
+		t.Fatalf("second process: exit %d; stderr:\n%s", code, second.stderr.String())
+	}
+	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	if code := holder.wait(t, 30*time.Second); code != exitError {
+		t.Errorf("resumed holder exited %d, want %d; stderr:\n%s", code, exitError, holder.stderr.String())
+	}
+	for _, want := range []string{"sent COMMAND SIGTERM", "was lost meanwhile, so nothing was recorded"} {
+		if !strings.Contains(holder.stderr.String(), want) {
+			t.Errorf("holder's stderr does not say %q:\n%s", want, holder.stderr.String())
+		}
+	}
+	if lines := readLines(t, got); len(lines) != 1 || lines[0] != "got-term" {
+		t.Errorf("the holder's COMMAND wrote %q; want \"got-term\"", lines)
+	}
+	if r := inspect(t, db, name); r.State != spanmutex.StateDone || r.Token != 2 {
+		t.Errorf("row is %s with token %d; want the takeover's DONE with token 2", r.State, r.Token)
+	}
+}

@@ -1,0 +1,86 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/spanmutex/spanmutex"
+)
+
+// runSection runs command as the critical section name and returns the exit
+// status that "spanmutex run" documents.
+func runSection(ctx context.Context, s streams, o *runOptions, name string, command []string) int {
+	client, err := openClient(ctx, o.database)
+	if err != nil {
+		return reportError(s, err, exitError)
+	}
+	defer client.Close()
+	m, err := spanmutex.New(client, name, o.mutexOptions(s)...)
+	if errors.Is(err, spanmutex.ErrInvalidConfig) {
+		return reportUsage(s, &usageError{cmd: "run", msg: err.Error()})
+	}
+	if err != nil {
+		return reportError(s, err, exitError)
+	}
+
+	waitCtx, stopWait := context.WithCancel(ctx)
+	defer stopWait()
+	c := &child{argv: command, s: s, stopWait: stopWait}
+	stop := c.forwardSignals()
+	outcome, err := m.Run(waitCtx, c.section)
+	stop()
+	return report(s, name, c, outcome, err)
+}
+
+// report tells on stderr how the run ended and returns the exit status.
+func report(s streams, name string, c *child, outcome spanmutex.Outcome, err error) int {
+	if err == nil {
+		switch outcome {
+		case spanmutex.Executed:
+			l := c.acquired()
+			fmt.Fprintf(s.stderr, "spanmutex: %q ran here (token %d, owner %s) and is DONE\n", name, l.Token(), l.Owner())
+		case spanmutex.AlreadyDone:
+			fmt.Fprintf(s.stderr, "spanmutex: %q was already done elsewhere; COMMAND did not run here\n", name)
+		default:
+			fmt.Fprintf(s.stderr, "spanmutex: %q: %v; COMMAND did not run here\n", name, outcome)
+		}
+		return exitOK
+	}
+	if errors.Is(err, spanmutex.ErrLeaseLost) {
+		// Whatever COMMAND did, another process may have taken over:
+		// nothing was recorded for this run.
+		how := "succeeded"
+		if code, failed := commandStatus(err); failed {
+			how = fmt.Sprintf("failed (exit status %d)", code)
+		}
+		fmt.Fprintf(s.stderr, "spanmutex: COMMAND %s, but the lease on %q was lost meanwhile, so nothing was recorded\n%s\n", how, name, errorLine(err))
+		return exitError
+	}
+	if code, failed := commandStatus(err); failed {
+		how := fmt.Sprintf("COMMAND failed (exit status %d)", code)
+		var se *startError
+		if errors.As(err, &se) {
+			how = fmt.Sprintf("could not %v (exit status %d)", se, code)
+		}
+		fmt.Fprintf(s.stderr, "spanmutex: %s; %q is recorded FAILED and a later run retries it while attempts remain\n", how, name)
+		if _, only := err.(*spanmutex.SectionError); !only {
+			// More went wrong than COMMAND's failure, such as recording it.
+			fmt.Fprintln(s.stderr, errorLine(err))
+		}
+		return code
+	}
+	switch {
+	case errors.Is(err, spanmutex.ErrAttemptsExhausted):
+		fmt.Fprintf(s.stderr, "%s\nspanmutex: not running COMMAND again; reset the row or raise --max-attempts to retry\n", errorLine(err))
+		return exitExhausted
+	case errors.Is(err, spanmutex.ErrNotObtained):
+		why := "stopped"
+		if sig := c.interruptedBy(); sig != nil {
+			why = "interrupted by " + signalName(sig)
+		}
+		fmt.Fprintf(s.stderr, "spanmutex: %s while waiting for %q; COMMAND did not run\n", why, name)
+		return exitError
+	}
+	return reportError(s, explainConnection(err), exitError)
+}

@@ -1,0 +1,62 @@
+package main
+
+import (
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+)
+
+// forwardSignals routes SIGINT and SIGTERM to deliver until the returned stop
+// function is called; stop returns once the routing goroutine has ended.
+func (c *child) forwardSignals() (stop func()) {
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case sig := <-sigs:
+				c.deliver(sig)
+			case <-done:
+				return
+			}
+		}
+	}()
+	return func() {
+		signal.Stop(sigs)
+		close(done)
+		wg.Wait()
+	}
+}
+
+// deliver sends sig to COMMAND if it has started, so that COMMAND decides how
+// to end and its exit status is recorded; before that, it stops the wait for
+// the lease. (A Ctrl-C on a terminal reaches COMMAND directly too, as it is
+// in our process group; most programs treat a second SIGINT like the first.)
+func (c *child) deliver(sig os.Signal) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.proc != nil {
+		_ = c.proc.Signal(sig) // fails only if COMMAND has already exited
+		return
+	}
+	if c.interrupt == nil {
+		c.interrupt = sig
+	}
+	c.stopWait()
+}
+
+// signalName names the signals run handles as a shell user writes them.
+func signalName(sig os.Signal) string {
+	switch sig {
+	case os.Interrupt:
+		return "SIGINT"
+	case syscall.SIGTERM:
+		return "SIGTERM"
+	}
+	return sig.String()
+}

@@ -1,0 +1,118 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode/utf8"
+
+	"github.com/spanmutex/spanmutex"
+)
+
+// statusHelp is the help of "spanmutex status".
+var statusHelp = helpText{
+	usage: "spanmutex status [flags] [NAME]",
+	about: `Shows the rows of the mutex table, or only NAME's: state (NEEDED, STARTED,
+DONE, FAILED), the owner that holds or last held it, the fencing token,
+how many attempts were made since the row was last reset, how long ago the row
+last changed (by Spanner's clock), and the last error, truncated. It reads one
+consistent snapshot and takes no locks.`,
+	after: `Exit status: 0 on success (also when there are no rows), 2 on a usage error,
+1 on any other error.
+
+Examples:
+  spanmutex status
+  spanmutex status --database projects/my-project/instances/my-instance/databases/my-db migrate-v42`,
+}
+
+// maxLastError is how much of a row's last error status shows.
+const maxLastError = 60
+
+// cmdStatus is "spanmutex status [flags] [NAME]".
+func cmdStatus(ctx context.Context, s streams, args []string) int {
+	fs := newFlagSet("status")
+	database := addDatabaseFlag(fs)
+	table := fs.String("table", spanmutex.DefaultTable, "the mutex table")
+	positional, code, done := parseFlags(s, "status", fs, statusHelp, args)
+	if done {
+		return code
+	}
+	var name string
+	switch len(positional) {
+	case 0:
+	case 1:
+		name = positional[0]
+		if err := spanmutex.ValidateName(name); err != nil {
+			return reportUsage(s, &usageError{cmd: "status", msg: "bad NAME: " + strings.TrimPrefix(err.Error(), spanmutex.ErrInvalidConfig.Error()+": ")})
+		}
+	default:
+		return reportUsage(s, &usageError{cmd: "status", msg: fmt.Sprintf("too many arguments %q; want at most one NAME", positional)})
+	}
+	db, err := resolveDatabase("status", fs, *database)
+	if err == nil {
+		err = validateTable("status", *table)
+	}
+	if err != nil {
+		return reportError(s, err, exitError)
+	}
+
+	client, err := openClient(ctx, db)
+	if err != nil {
+		return reportError(s, err, exitError)
+	}
+	defer client.Close()
+	rows, err := spanmutex.Inspect(ctx, client, *table, name)
+	if err != nil {
+		return reportError(s, explainConnection(err), exitError)
+	}
+	if len(rows) == 0 {
+		if name != "" {
+			fmt.Fprintf(s.stderr, "spanmutex: no row for %q in table %s: it has never been started\n", name, *table)
+		} else {
+			fmt.Fprintf(s.stderr, "spanmutex: table %s has no rows\n", *table)
+		}
+	}
+	writeStatus(s.stdout, rows)
+	return exitOK
+}
+
+// writeStatus writes rows as an aligned table.
+func writeStatus(w io.Writer, rows []spanmutex.Status) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tSTATE\tOWNER\tTOKEN\tATTEMPTS\tAGE\tLAST ERROR")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\n",
+			r.Name, r.State, dash(r.Owner), r.Token, r.Attempts, formatAge(r.Age), dash(oneLine(r.LastError, maxLastError)))
+	}
+	_ = tw.Flush()
+}
+
+// formatAge rounds an age for reading: tenths of a second under a minute,
+// whole seconds above.
+func formatAge(d time.Duration) string {
+	if d < time.Minute {
+		return strconv.FormatFloat(d.Seconds(), 'f', 1, 64) + "s"
+	}
+	return d.Round(time.Second).String()
+}
+
+// oneLine flattens text onto one line and cuts it to at most n characters.
+func oneLine(text string, n int) string {
+	text = strings.Join(strings.Fields(text), " ")
+	if utf8.RuneCountInString(text) <= n {
+		return text
+	}
+	return string([]rune(text)[:n-1]) + "…"
+}
+
+// dash stands in for an empty cell.
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

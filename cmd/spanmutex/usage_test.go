@@ -1,0 +1,97 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestUsageErrors feeds bad command lines to run in-process: each exits 2,
+// writes nothing on stdout, and names the problem on stderr. None of them
+// connects anywhere: validation comes first.
+func TestUsageErrors(t *testing.T) {
+	const db = "projects/spanmutex-test/instances/spanmutex/databases/exists"
+	long := strings.Repeat("a", 257)
+	cases := []struct {
+		name string
+		env  string // $SPANMUTEX_DATABASE
+		args []string
+		want string // in stderr
+	}{
+		{"no subcommand", db, nil, "no subcommand"},
+		{"unknown subcommand", db, []string{"frobnicate"}, `unknown subcommand "frobnicate"`},
+		{"top-level flag", db, []string{"--verbose"}, "unknown flag --verbose"},
+		{"help of unknown", db, []string{"help", "frobnicate"}, `unknown subcommand "frobnicate"`},
+		{"run without NAME", db, []string{"run"}, "missing NAME"},
+		{"run without NAME before --", db, []string{"run", "--", "true"}, "missing NAME"},
+		{"run without --", db, []string{"run", "x"}, `missing "-- COMMAND"`},
+		{"run with COMMAND but no --", db, []string{"run", "x", "true"}, `missing "--" between NAME and COMMAND`},
+		{"run without COMMAND", db, []string{"run", "x", "--"}, "missing COMMAND"},
+		{"run with two names", db, []string{"run", "x", "y", "--", "true"}, "more than one NAME"},
+		{"empty database", "", []string{"run", "x", "--", "true"}, "no database given"},
+		{"empty database flag", db, []string{"run", "--database", "", "x", "--", "true"}, "no database given"},
+		{"malformed database", db, []string{"run", "--database", "foo/bar", "x", "--", "true"}, `--database "foo/bar" is malformed`},
+		{"malformed database env", "projects/p/instances/i/databases/d", []string{"run", "x", "--", "true"}, "$SPANMUTEX_DATABASE"},
+		{"bad instance id", db, []string{"run", "--database", "projects/my-project/instances/I/databases/d1", "x", "--", "true"}, `instance id "I"`},
+		{"zero watermark", db, []string{"run", "--watermark", "0", "x", "--", "true"}, "--watermark 0s: must be positive"},
+		{"negative watermark", db, []string{"run", "--watermark", "-1s", "x", "--", "true"}, "--watermark -1s: must be positive"},
+		{"unparsable watermark", db, []string{"run", "--watermark", "abc", "x", "--", "true"}, `invalid value "abc" for flag -watermark`},
+		{"zero max attempts", db, []string{"run", "--max-attempts", "0", "x", "--", "true"}, "--max-attempts 0"},
+		{"staleness below watermark", db, []string{"run", "--staleness", "1s", "x", "--", "true"}, "--staleness 1s"},
+		{"invalid table", db, []string{"run", "--table", "bad-name", "x", "--", "true"}, `--table: invalid table name "bad-name"`},
+		{"invalid UTF-8 name", db, []string{"run", "\xff", "--", "true"}, "not valid UTF-8"},
+		{"name too long", db, []string{"run", long, "--", "true"}, "257 characters long"},
+		{"control character in owner", db, []string{"run", "--owner", "a\nb", "x", "--", "true"}, "--owner"},
+		{"unknown flag", db, []string{"run", "--frob", "x", "--", "true"}, "flag provided but not defined: -frob"},
+		{"status with two names", db, []string{"status", "a", "b"}, "too many arguments"},
+		{"status with bad table", db, []string{"status", "--table", "1x"}, "invalid table name"},
+		{"ddl with bad table", db, []string{"ddl", "--table", "x y"}, "invalid table name"},
+		{"ddl with an argument", db, []string{"ddl", "Mutexes"}, `unexpected argument "Mutexes"`},
+		{"demo with too few instances", db, []string{"demo", "--instances", "2"}, "--instances 2"},
+		{"demo with slow work", db, []string{"demo", "--work", "5s"}, "--work 5s"},
+		{"demo with malformed database", db, []string{"demo", "--database", "x"}, `--database "x" is malformed`},
+		{"emulator with an argument", db, []string{"emulator", "now"}, `unexpected argument "now"`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv(databaseEnv, tc.env)
+			code, stdout, stderr := cli(t, tc.args...)
+			if code != exitUsage {
+				t.Errorf("exit %d, want %d; stderr:\n%s", code, exitUsage, stderr)
+			}
+			if !strings.Contains(stderr, tc.want) {
+				t.Errorf("stderr does not name the problem %q:\n%s", tc.want, stderr)
+			}
+			if !strings.Contains(stderr, "--help' for usage") {
+				t.Errorf("stderr does not point at the help:\n%s", stderr)
+			}
+			if stdout != "" {
+				t.Errorf("stdout is not empty:\n%s", stdout)
+			}
+		})
+	}
+}
+
+// TestRunMissingDatabase points run at a database that does not exist on
+// the emulator: exit 1, a message that says so, COMMAND not run, no row.
+func TestRunMissingDatabase(t *testing.T) {
+	needEmulator(t)
+	t.Setenv(emulatorHostEnv, emu.Host())
+	name := uniqueName(t)
+	file := filepath.Join(t.TempDir(), "ran")
+	missing := emu.Instance() + "/databases/never-created"
+	code, _, stderr := cli(t, "run", "--database", missing, name, "--", "touch", file)
+	if code != exitError {
+		t.Errorf("exit %d, want %d; stderr:\n%s", code, exitError, stderr)
+	}
+	if !strings.Contains(stderr, "does not exist") || !strings.Contains(stderr, missing) {
+		t.Errorf("stderr does not say that %s does not exist:\n%s", missing, stderr)
+	}
+	if _, err := os.Stat(file); err == nil {
+		t.Error("COMMAND ran")
+	}
+	if rows := inspectAll(t, emu.Database(), name); len(rows) != 0 {
+		t.Errorf("a row was written to the default database: %+v", rows)
+	}
+}
