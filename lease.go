@@ -2,12 +2,12 @@ package spanmutex
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
 
 	"cloud.google.com/go/spanner"
-	"google.golang.org/grpc/codes"
 )
 
 // Lease is a holder's claim on a section or lock, handed to the section while
@@ -102,8 +102,8 @@ func (l *Lease) Guard(ctx context.Context, txn *spanner.ReadWriteTransaction) er
 		return fmt.Errorf("spanmutex: Guard: nil transaction")
 	}
 	r, err := txn.ReadRow(ctx, l.table, spanner.Key{l.name}, []string{"State", "Owner", "LeaseID", "Token"})
-	if spanner.ErrCode(err) == codes.NotFound {
-		return &LeaseLostError{Name: l.name, Token: l.token}
+	if errors.Is(err, spanner.ErrRowNotFound) {
+		return &LeaseLostError{Name: l.name, Token: l.token, Reason: "the row was deleted"}
 	}
 	if err != nil {
 		return fmt.Errorf("spanmutex: Guard %q: %w", l.name, err)

@@ -35,7 +35,7 @@ func New(client *spanner.Client, name string, opts ...Option) (*Mutex, error) {
 	if err != nil {
 		return nil, err
 	}
-	m.store = &spannerStore{client: client, table: m.cfg.table}
+	m.store = newSpannerStore(client, m.cfg.table)
 	return m, nil
 }
 
@@ -74,6 +74,14 @@ func (m *Mutex) Name() string { return m.name }
 
 // Owner returns the owner identity this Mutex records as holder.
 func (m *Mutex) Owner() string { return m.cfg.owner }
+
+// Stats returns the Spanner operations this Mutex has made so far.
+func (m *Mutex) Stats() Stats {
+	if st, ok := m.store.(*spannerStore); ok {
+		return st.stats.snapshot()
+	}
+	return Stats{}
+}
 
 // Run runs fn as the critical section at most once across every process that
 // runs the same name against the same table, and returns how it ended:
@@ -308,8 +316,14 @@ func (m *Mutex) giveBack(ctx context.Context, l *Lease) {
 var errBackOffStopped = errors.New("spanmutex: the backoff policy stopped")
 
 // pause waits for the next backoff interval, capped at limit when limit > 0.
-// It uses the local clock only to pace reads; it decides nothing.
 func (m *Mutex) pause(ctx context.Context, bo backoff.BackOff, limit time.Duration) error {
+	return pauseWith(ctx, m.cfg.clock, bo, limit)
+}
+
+// pauseWith waits on clk for bo's next interval, capped at limit when limit >
+// 0, or until ctx ends. It uses the local clock only to pace reads; it
+// decides nothing.
+func pauseWith(ctx context.Context, clk clock, bo backoff.BackOff, limit time.Duration) error {
 	d := bo.NextBackOff()
 	if d == backoff.Stop {
 		return errBackOffStopped
@@ -317,7 +331,12 @@ func (m *Mutex) pause(ctx context.Context, bo backoff.BackOff, limit time.Durati
 	if limit > 0 && d > limit {
 		d = limit
 	}
-	c, stop := m.cfg.clock.NewTimer(d)
+	return sleep(ctx, clk, d)
+}
+
+// sleep waits d on clk, or until ctx ends.
+func sleep(ctx context.Context, clk clock, d time.Duration) error {
+	c, stop := clk.NewTimer(d)
 	defer stop()
 	select {
 	case <-c:
@@ -337,7 +356,7 @@ func (m *Mutex) runHeld(ctx context.Context, lease *Lease, fn func(context.Conte
 	// with the *LeaseLostError as its cause.
 	sctx, cancelSection := context.WithCancelCause(ctx)
 	defer cancelSection(nil)
-	stopRenewing := m.keepAlive(lease, lease.anchor, func(err error) {
+	stopRenewing := keepAlive(m.store, &m.cfg, lease, lease.anchor, func(err error) {
 		lease.lose(err)
 		cancelSection(err)
 	})

@@ -31,7 +31,7 @@ const (
 	// DefaultInitialBackOff and DefaultMaxBackOff bound the waits between
 	// reads while another holder runs the section or after a failure.
 	DefaultInitialBackOff = 100 * time.Millisecond
-	DefaultMaxBackOff     = 5 * time.Second
+	DefaultMaxBackOff     = 2 * time.Second
 	// DefaultFinishTimeout bounds how long Run keeps trying to record DONE
 	// or FAILED after the section returned, even if ctx was cancelled.
 	DefaultFinishTimeout = 30 * time.Second

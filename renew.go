@@ -29,13 +29,13 @@ func (c *config) renewEvery() time.Duration {
 // anchor reaches the watermark, the lease is declared lost no later than the
 // earliest moment another holder could start. This measures a duration on the
 // local clock, never compares its wall time with Spanner's.
-func (m *Mutex) keepAlive(l *Lease, anchor time.Time, onLost func(error)) (stop func()) {
+func keepAlive(st store, cfg *config, l *Lease, anchor time.Time, onLost func(error)) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		m.renewLoop(ctx, l, anchor, onLost)
+		renewLoop(ctx, st, cfg, l, anchor, onLost)
 	}()
 	return func() {
 		cancel()
@@ -43,9 +43,9 @@ func (m *Mutex) keepAlive(l *Lease, anchor time.Time, onLost func(error)) (stop 
 	}
 }
 
-func (m *Mutex) renewLoop(ctx context.Context, l *Lease, anchor time.Time, onLost func(error)) {
-	clk, watermark, interval := m.cfg.clock, m.cfg.watermark, m.cfg.renewEvery()
-	log := m.cfg.logger.With("token", l.token)
+func renewLoop(ctx context.Context, st store, cfg *config, l *Lease, anchor time.Time, onLost func(error)) {
+	clk, watermark, interval := cfg.clock, cfg.watermark, cfg.renewEvery()
+	log := cfg.logger.With("token", l.token)
 	expired := func() bool {
 		if clk.Now().Sub(anchor) < watermark {
 			return false
@@ -72,7 +72,7 @@ func (m *Mutex) renewLoop(ctx context.Context, l *Lease, anchor time.Time, onLos
 		}
 		sent := clk.Now()
 		rctx, cancel := context.WithTimeout(ctx, watermark-sent.Sub(anchor))
-		err := m.store.renew(rctx, l)
+		err := st.renew(rctx, l)
 		cancel()
 		switch {
 		case err == nil:

@@ -43,7 +43,7 @@ func Inspect(ctx context.Context, client *spanner.Client, table, name string) ([
 	if err := ddl.ValidateTableName(table); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
 	}
-	st := &spannerStore{client: client, table: table}
+	st := newSpannerStore(client, table)
 	if err := st.checkSchema(ctx); err != nil {
 		return nil, err
 	}

@@ -48,6 +48,11 @@ type claim struct {
 type spannerStore struct {
 	client *spanner.Client
 	table  string
+	stats  *storeStats
+}
+
+func newSpannerStore(client *spanner.Client, table string) *spannerStore {
+	return &spannerStore{client: client, table: table, stats: &storeStats{}}
 }
 
 var rowColumns = []string{"State", "Owner", "LeaseID", "Token", "Attempts", "LastError",
@@ -106,6 +111,7 @@ func nullTime(t spanner.NullTime) time.Time {
 }
 
 func (s *spannerStore) read(ctx context.Context, name string) (row, error) {
+	s.stats.reads.Add(1)
 	r, err := s.queryRow(ctx, s.client.Single(), name)
 	if err != nil {
 		return row{}, s.explain(ctx, err)
@@ -119,6 +125,7 @@ func (s *spannerStore) acquire(ctx context.Context, name string, p policy, c cla
 		lease *Lease
 	)
 	commitTS, err := s.client.ReadWriteTransaction(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
+		s.stats.rwAttempts.Add(1)
 		// The closure may run more than once: everything it reports is
 		// reassigned on every run.
 		d, lease = decision{}, nil
@@ -171,6 +178,7 @@ func (s *spannerStore) acquire(ctx context.Context, name string, p policy, c cla
 // update is taken as done: an earlier try whose answer was lost committed it.
 func (s *spannerStore) fencedUpdate(ctx context.Context, l *Lease, cols []string, vals []any, already State) error {
 	_, err := s.client.ReadWriteTransaction(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
+		s.stats.rwAttempts.Add(1)
 		err := l.Guard(ctx, tx)
 		var lost *LeaseLostError
 		if already != "" && errors.As(err, &lost) && lost.CurrentState == already && lost.currentLeaseID == l.id {
@@ -209,6 +217,7 @@ func (s *spannerStore) renew(ctx context.Context, l *Lease) error {
 
 func (s *spannerStore) release(ctx context.Context, l *Lease) error {
 	_, err := s.client.ReadWriteTransaction(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
+		s.stats.rwAttempts.Add(1)
 		r, err := tx.ReadRow(ctx, s.table, spanner.Key{l.name}, []string{"State", "LeaseID", "Attempts"})
 		if err != nil {
 			return err

@@ -16,19 +16,69 @@ import (
 // DefaultMutexTable is the table name used when none is configured.
 const DefaultMutexTable = "Mutexes"
 
+// DefaultFenceTable is the table of spanmutex.Fence when none is configured.
+const DefaultFenceTable = "Fences"
+
+// QueueSuffix is appended to the mutex table's name to name the table of
+// the waiters of reusable locks.
+const QueueSuffix = "Queue"
+
 //go:embed mutexes.sql
 var mutexesSQL string
 
-// identifierPattern is what Spanner (GoogleSQL) accepts as an unquoted table name.
-var identifierPattern = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_]{0,127}$`)
+//go:embed queue.sql
+var queueSQL string
 
-// ValidateTableName reports whether name can be used as a Spanner table name:
-// a letter followed by up to 127 letters, digits or underscores.
+//go:embed fences.sql
+var fencesSQL string
+
+// identifierPattern is what Spanner (GoogleSQL) accepts as an unquoted table
+// name, less room for QueueSuffix.
+var identifierPattern = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_]{0,122}$`)
+
+// ValidateTableName reports whether name can be used as a spanmutex table
+// name: a letter followed by up to 122 letters, digits or underscores (so
+// that name+QueueSuffix fits Spanner's 128).
 func ValidateTableName(name string) error {
 	if !identifierPattern.MatchString(name) {
-		return fmt.Errorf("ddl: invalid table name %q: use a letter followed by up to 127 letters, digits or underscores", name)
+		return fmt.Errorf("ddl: invalid table name %q: use a letter followed by up to 122 letters, digits or underscores", name)
 	}
 	return nil
+}
+
+// QueueTable returns the CREATE TABLE statement for the waiters' queue of
+// the mutex table named table (the queue is named table+QueueSuffix).
+func QueueTable(table string) (string, error) {
+	if err := ValidateTableName(table); err != nil {
+		return "", err
+	}
+	return strings.Replace(queueSQL, "CREATE TABLE "+DefaultMutexTable+QueueSuffix+" (", "CREATE TABLE "+table+QueueSuffix+" (", 1), nil
+}
+
+// FenceTable returns the CREATE TABLE statement for the fence table named table.
+func FenceTable(table string) (string, error) {
+	if err := ValidateTableName(table); err != nil {
+		return "", err
+	}
+	return strings.Replace(fencesSQL, "CREATE TABLE "+DefaultFenceTable+" (", "CREATE TABLE "+table+" (", 1), nil
+}
+
+// Schema returns every statement of the schema, with comments, for a mutex
+// table named table (and its queue) and a fence table named fenceTable.
+func Schema(table, fenceTable string) ([]string, error) {
+	var out []string
+	for _, f := range []func() (string, error){
+		func() (string, error) { return MutexTable(table) },
+		func() (string, error) { return QueueTable(table) },
+		func() (string, error) { return FenceTable(fenceTable) },
+	} {
+		stmt, err := f()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, stmt)
+	}
+	return out, nil
 }
 
 // MutexTable returns the CREATE TABLE statement for the mutex table, named
@@ -41,14 +91,18 @@ func MutexTable(table string) (string, error) {
 }
 
 // Statements returns the statements that create everything spanmutex needs,
-// with the mutex table named table, ready for UpdateDatabaseDdl or
+// with the mutex table named table (its queue named table+QueueSuffix) and
+// the fence table named DefaultFenceTable, ready for UpdateDatabaseDdl or
 // CreateDatabase's ExtraStatements. Comments are stripped.
 func Statements(table string) ([]string, error) {
-	stmt, err := MutexTable(table)
+	stmts, err := Schema(table, DefaultFenceTable)
 	if err != nil {
 		return nil, err
 	}
-	return []string{stripComments(stmt)}, nil
+	for i, s := range stmts {
+		stmts[i] = stripComments(s)
+	}
+	return stmts, nil
 }
 
 // stripComments removes "--" comment lines, which the admin API rejects.

@@ -21,16 +21,23 @@ func TestMutexTableRenames(t *testing.T) {
 func TestStatementsHaveNoComments(t *testing.T) {
 	stmts, err := Statements(DefaultMutexTable)
 	require.NoError(t, err)
-	require.Len(t, stmts, 1)
-	assert.NotContains(t, stmts[0], "--")
+	require.Len(t, stmts, 3)
+	for _, s := range stmts {
+		assert.NotContains(t, s, "--")
+	}
 	assert.True(t, strings.HasPrefix(stmts[0], "CREATE TABLE Mutexes ("))
+	assert.True(t, strings.HasPrefix(stmts[1], "CREATE TABLE MutexesQueue ("))
+	assert.True(t, strings.HasPrefix(stmts[2], "CREATE TABLE Fences ("))
+	renamed, err := Statements("Locks")
+	require.NoError(t, err)
+	assert.True(t, strings.HasPrefix(renamed[1], "CREATE TABLE LocksQueue ("))
 }
 
 func TestValidateTableName(t *testing.T) {
-	for _, ok := range []string{"Mutexes", "a", "A_1", strings.Repeat("x", 128)} {
+	for _, ok := range []string{"Mutexes", "a", "A_1", strings.Repeat("x", 123)} {
 		assert.NoError(t, ValidateTableName(ok), ok)
 	}
-	for _, bad := range []string{"", "1abc", "_x", "a-b", "a b", "a;DROP", "`a`", strings.Repeat("x", 129), "é"} {
+	for _, bad := range []string{"", "1abc", "_x", "a-b", "a b", "a;DROP", "`a`", strings.Repeat("x", 124), "é"} {
 		err := ValidateTableName(bad)
 		assert.Error(t, err, bad)
 		if err != nil {

@@ -1,0 +1,112 @@
+package spanmutex
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"cloud.google.com/go/spanner"
+
+	"github.com/spanmutex/spanmutex/ddl"
+)
+
+// ErrStaleToken is matched by the *StaleTokenError a Fence returns for an
+// operation that carries a token lower than one the resource already
+// accepted: its holder lost the lock to a newer one.
+var ErrStaleToken = errors.New("spanmutex: stale fencing token")
+
+// StaleTokenError says which resource rejected which token. It matches
+// ErrStaleToken.
+type StaleTokenError struct {
+	Resource string
+	Token    int64 // the token the operation carried
+	Highest  int64 // the highest token the resource has accepted
+}
+
+func (e *StaleTokenError) Error() string {
+	return fmt.Sprintf("spanmutex: resource %q rejected fencing token %d: it already accepted token %d from a newer holder", e.Resource, e.Token, e.Highest)
+}
+
+// Is reports whether target is ErrStaleToken.
+func (e *StaleTokenError) Is(target error) bool { return target == ErrStaleToken }
+
+// Fence guards a resource outside the lock, such as a file in object storage
+// or a spreadsheet behind an API, with fencing tokens: it records in Spanner,
+// per resource, the highest token it has accepted, and rejects an operation
+// that carries a lower one. A holder that paused past its watermark and comes
+// back with an old token is thus refused, even though it still believes it
+// holds the lock.
+//
+// The resource's side calls Admit before applying each operation (or AdmitTx
+// inside the transaction that applies it, when the resource lives in the same
+// Spanner database). Equal tokens are admitted: one holder may make many
+// operations. Tokens of different lock names are not comparable, so a
+// resource is bound to the first lock name it sees and refuses others.
+// A Fence is safe for concurrent use.
+type Fence struct {
+	client *spanner.Client
+	table  string
+}
+
+// NewFence returns a Fence stored in client's database, in table (empty:
+// ddl.DefaultFenceTable).
+func NewFence(client *spanner.Client, table string) (*Fence, error) {
+	if client == nil {
+		return nil, fmt.Errorf("%w: NewFence: nil *spanner.Client", ErrInvalidConfig)
+	}
+	if table == "" {
+		table = ddl.DefaultFenceTable
+	}
+	if err := ddl.ValidateTableName(table); err != nil {
+		return nil, fmt.Errorf("%w: NewFence: %v", ErrInvalidConfig, err)
+	}
+	return &Fence{client: client, table: table}, nil
+}
+
+// Admit records token as accepted for resource and returns nil, or returns a
+// *StaleTokenError (and records nothing) if the resource already accepted a
+// higher token of lockName. Apply the operation only after Admit returned
+// nil; and only if the operation itself cannot be delayed past a later
+// Admit, which is what AdmitTx is for.
+func (f *Fence) Admit(ctx context.Context, resource, lockName string, token int64) error {
+	_, err := f.client.ReadWriteTransaction(ctx, func(ctx context.Context, txn *spanner.ReadWriteTransaction) error {
+		return f.AdmitTx(ctx, txn, resource, lockName, token)
+	})
+	return err
+}
+
+// AdmitTx is Admit inside the caller's read-write transaction, so that the
+// operation's own writes commit only together with the token check.
+func (f *Fence) AdmitTx(ctx context.Context, txn *spanner.ReadWriteTransaction, resource, lockName string, token int64) error {
+	if resource == "" || len(resource) > 1024 {
+		return fmt.Errorf("%w: Fence: resource must be 1 to 1024 bytes", ErrInvalidConfig)
+	}
+	if err := ValidateName(lockName); err != nil {
+		return err
+	}
+	r, err := txn.ReadRow(ctx, f.table, spanner.Key{resource}, []string{"LockName", "Token"})
+	switch {
+	case errors.Is(err, spanner.ErrRowNotFound):
+		// Not seen before: accept.
+	case err != nil:
+		return fmt.Errorf("spanmutex: fence %s: %w", f.table, err)
+	default:
+		var name string
+		var highest int64
+		if err := r.Columns(&name, &highest); err != nil {
+			return fmt.Errorf("spanmutex: fence %s: %w", f.table, err)
+		}
+		if name != lockName {
+			return fmt.Errorf("%w: resource %q is fenced by lock %q, not %q: tokens of different locks are not comparable", ErrInvalidConfig, resource, name, lockName)
+		}
+		if token < highest {
+			return &StaleTokenError{Resource: resource, Token: token, Highest: highest}
+		}
+		if token == highest {
+			return nil
+		}
+	}
+	return txn.BufferWrite([]*spanner.Mutation{spanner.InsertOrUpdate(f.table,
+		[]string{"Resource", "LockName", "Token", "UpdatedAt"},
+		[]any{resource, lockName, token, spanner.CommitTimestamp})})
+}

@@ -1,0 +1,207 @@
+package spanmutex
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"cloud.google.com/go/spanner"
+	"github.com/google/uuid"
+)
+
+// Polling of queued waiters. A waiter with k live waiters before it
+// expects its turn in about k hand-offs; it measures how long a hand-off
+// takes from how fast its place moves, and reads the lock again when half
+// of the time to its turn has passed, at least LockPollInterval and at most
+// MaxLockPollInterval apart. The head of the queue so learns of a hand-off
+// within about LockPollInterval, and a waiter far back costs a few reads.
+const (
+	LockPollInterval    = 20 * time.Millisecond
+	MaxLockPollInterval = 5 * time.Second
+)
+
+// waiterTTLFactor: a queued waiter proves it is alive every watermark and is
+// skipped by hand-offs once it has not for waiterTTLFactor watermarks. A
+// dead waiter that is handed the lock before that costs one watermark, as a
+// crashed holder does; renewing more often would cost blind writes from
+// every waiter all the time.
+const waiterTTLFactor = 4
+
+// ErrHeld is matched by the *HeldError TryLock returns when the lock is held
+// or others are queued for it.
+var ErrHeld = errors.New("spanmutex: lock is held")
+
+// HeldError says who holds the lock TryLock could not take. It matches ErrHeld.
+type HeldError struct {
+	Name    string
+	Holder  string // the holder's owner identity, "" if the lock is free but waiters are queued
+	Token   int64  // the holder's token
+	Waiters int    // live waiters queued (counted up to 64)
+}
+
+func (e *HeldError) Error() string {
+	if e.Holder == "" {
+		return fmt.Sprintf("spanmutex: lock %q is free but %d waiter(s) are queued before you; use Lock to wait your turn", e.Name, e.Waiters)
+	}
+	return fmt.Sprintf("spanmutex: lock %q is held by %q (token %d), %d waiter(s) queued", e.Name, e.Holder, e.Token, e.Waiters)
+}
+
+// Is reports whether target is ErrHeld.
+func (e *HeldError) Is(target error) bool { return target == ErrHeld }
+
+// Lock is a reusable distributed lock, held by one holder at a time, on the
+// same table and row as the run-once Mutex: NEEDED (or no row) is free and
+// STARTED is held; it never writes DONE or FAILED, and refuses a name that a
+// Mutex has completed.
+//
+// Contenders wait in a FIFO queue instead of retrying the lock's row: joining
+// costs one blind insert that contends with nobody, waiting costs lock-free
+// reads, and Unlock hands the lock to the oldest live waiter in the same
+// read-write transaction that releases it, with the next token. While held,
+// the lease is renewed in the background; Lease.Done closes if it is lost.
+//
+// A Lock value stands for one contender: it holds at most one lease at a
+// time, and its methods may be called from any goroutine, but a Lock call
+// while this Lock holds or is waiting returns an error. Use one Lock per
+// contender.
+type Lock struct {
+	name  string
+	cfg   config
+	store *spannerStore
+
+	mu      sync.Mutex
+	busy    bool   // a Lock or TryLock call is under way, or the lock is held
+	held    *Lease // the lease while held
+	stopRen func() // stops its renewals
+}
+
+// NewLock returns a reusable lock named name, stored in client's database. It
+// takes the same options as New (WithStaleness and WithNeeded do not apply
+// to a lock; WithMaxAttempts bounds failed Spanner calls in a row); queued
+// waiters prove they are alive every watermark, and Unlock skips waiters
+// that have not for four watermarks. Every error wraps ErrInvalidConfig.
+func NewLock(client *spanner.Client, name string, opts ...Option) (*Lock, error) {
+	if client == nil {
+		return nil, fmt.Errorf("%w: nil *spanner.Client: open one with spanner.NewClient", ErrInvalidConfig)
+	}
+	m, err := newMutex(name, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &Lock{name: name, cfg: m.cfg, store: newSpannerStore(client, m.cfg.table)}, nil
+}
+
+// Name returns the lock's name.
+func (l *Lock) Name() string { return l.name }
+
+// Owner returns the owner identity this Lock records as holder.
+func (l *Lock) Owner() string { return l.cfg.owner }
+
+// waiterTTL is how long a queue entry stays live without a renewal, by
+// Spanner's clock.
+func (l *Lock) waiterTTL() time.Duration { return waiterTTLFactor * l.cfg.watermark }
+
+// Stats returns the Spanner operations this Lock has made so far.
+func (l *Lock) Stats() Stats { return l.store.stats.snapshot() }
+
+// Lock blocks until this contender holds the lock, and returns its lease. It
+// returns errors.Join(ErrNotObtained, ctx.Err()) if ctx ends first, having
+// left the queue (and passed the lock on if it was handed over meanwhile).
+func (l *Lock) Lock(ctx context.Context) (*Lease, error) {
+	return l.lock(ctx, true)
+}
+
+// TryLock takes the lock if it is free and nobody is queued for it, and
+// returns at once otherwise, with a *HeldError that says who holds it. It
+// never joins the queue.
+func (l *Lock) TryLock(ctx context.Context) (*Lease, error) {
+	return l.lock(ctx, false)
+}
+
+func (l *Lock) lock(ctx context.Context, wait bool) (*Lease, error) {
+	if ctx == nil {
+		return nil, errNilContext
+	}
+	l.mu.Lock()
+	if l.busy {
+		l.mu.Unlock()
+		return nil, fmt.Errorf("spanmutex: lock %q: this Lock already holds or is acquiring the lock; Unlock first, or use one Lock per contender", l.name)
+	}
+	l.busy = true
+	l.mu.Unlock()
+
+	lease, err := l.acquire(ctx, wait)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err != nil {
+		l.busy = false
+		return nil, err
+	}
+	l.held = lease
+	l.stopRen = keepAlive(l.store, &l.cfg, lease, lease.anchor, lease.lose)
+	return lease, nil
+}
+
+// Unlock releases the lock, handing it to the oldest live waiter. It is
+// fenced: if the lease was lost (taken over after the watermark), it returns
+// a *LeaseLostError and leaves the new holder's lock alone.
+func (l *Lock) Unlock(ctx context.Context) error {
+	if ctx == nil {
+		return errNilContext
+	}
+	l.mu.Lock()
+	lease, stop := l.held, l.stopRen
+	if lease == nil {
+		l.mu.Unlock()
+		return fmt.Errorf("spanmutex: Unlock of lock %q, which this Lock does not hold", l.name)
+	}
+	l.held, l.stopRen = nil, nil
+	l.mu.Unlock()
+	defer func() {
+		l.mu.Lock()
+		l.busy = false
+		l.mu.Unlock()
+	}()
+	stop()
+	return l.release(ctx, lease)
+}
+
+// release unlocks lease, settling a commit of unknown outcome by reading the
+// row: if the lock has moved on from our lease, there is nothing left to do.
+func (l *Lock) release(ctx context.Context, lease *Lease) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.finishTimeout)
+	defer cancel()
+	bo := l.cfg.newBackOff()
+	for {
+		to, err := l.store.unlock(ctx, lease, l.waiterTTL())
+		if err == nil {
+			l.cfg.logger.Debug("unlocked", "token", lease.token, "handed_to", to)
+			return nil
+		}
+		if errors.Is(err, ErrLeaseLost) {
+			return err
+		}
+		v, rerr := l.store.readLock(ctx, l.name, endOfQueue, l.waiterTTL())
+		if rerr == nil && !(v.State == StateStarted && v.LeaseID == lease.id) {
+			return nil // our unlock committed; its answer was lost
+		}
+		l.cfg.logger.Warn("unlock failed; retrying", "err", err)
+		if perr := pauseWith(ctx, l.cfg.clock, bo, 0); perr != nil {
+			return fmt.Errorf("spanmutex: unlock %q (token %d): %w", l.name, lease.token, err)
+		}
+	}
+}
+
+// acquire runs the contender's loop: take the lock if free, or join the
+// queue and wait to be handed the lock.
+func (l *Lock) acquire(ctx context.Context, wait bool) (*Lease, error) {
+	w := &waiter{lock: l, id: uuid.NewString(), key: endOfQueue}
+	pol := policy{watermark: l.cfg.watermark, jitter: drawJitter(l.cfg.watermark, l.cfg.jitter)}
+	lease, err := w.run(ctx, pol, wait)
+	if err != nil {
+		w.abandon(ctx)
+	}
+	return lease, err
+}

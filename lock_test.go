@@ -1,0 +1,338 @@
+package spanmutex
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/spanner"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// queued returns the owners of the queue entries of name, oldest first.
+func queued(t *testing.T, c *spanner.Client, name string) []string {
+	t.Helper()
+	var owners []string
+	stmt := spanner.Statement{SQL: "SELECT Owner FROM MutexesQueue WHERE Name = @n ORDER BY EnqueuedAt, WaiterID", Params: map[string]any{"n": name}}
+	require.NoError(t, c.Single().Query(context.Background(), stmt).Do(func(r *spanner.Row) error {
+		var o string
+		owners = append(owners, o)
+		return r.Columns(&owners[len(owners)-1])
+	}))
+	return owners
+}
+
+// Uncontended, a lock costs one read-write transaction to acquire and one to
+// release; TryLock on a held lock says who holds it.
+func TestLockUncontended(t *testing.T) {
+	db := freshDatabase(t)
+	c := newClient(t, db)
+	l, err := NewLock(c, "uncontended", WithOwner("a"))
+	require.NoError(t, err)
+	ctx := context.Background()
+	for i := 1; i <= 3; i++ {
+		lease, err := l.Lock(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, int64(i), lease.Token())
+		require.NoError(t, l.Unlock(ctx))
+	}
+	st := l.Stats()
+	assert.Equal(t, int64(6), st.ReadWriteAttempts, "2 read-write transactions per acquire+release")
+	assert.Zero(t, st.BlindWrites, "nobody queued")
+
+	lease, err := l.Lock(ctx)
+	require.NoError(t, err)
+	other, err := NewLock(c, "uncontended", WithOwner("b"))
+	require.NoError(t, err)
+	_, err = other.TryLock(ctx)
+	var held *HeldError
+	require.ErrorAs(t, err, &held)
+	assert.ErrorIs(t, err, ErrHeld)
+	assert.Equal(t, "a", held.Holder)
+	assert.Equal(t, lease.Token(), held.Token)
+	assert.Empty(t, queued(t, c, "uncontended"), "TryLock never queues")
+
+	_, err = l.Lock(ctx)
+	assert.ErrorContains(t, err, "already holds")
+	assert.ErrorContains(t, other.Unlock(ctx), "does not hold")
+	require.NoError(t, l.Unlock(ctx))
+	lease, err = other.TryLock(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, int64(5), lease.Token())
+	require.NoError(t, other.Unlock(ctx))
+}
+
+// A lock refuses a name that a run-once Mutex completed.
+func TestLockRefusesARunOnceRow(t *testing.T) {
+	db := freshDatabase(t)
+	c := newClient(t, db)
+	m, err := New(c, "shared-name")
+	require.NoError(t, err)
+	_, err = m.Run(context.Background(), func(context.Context, *Lease) error { return nil })
+	require.NoError(t, err)
+	l, err := NewLock(c, "shared-name")
+	require.NoError(t, err)
+	_, err = l.Lock(context.Background())
+	assert.ErrorContains(t, err, "written by a run-once Mutex")
+}
+
+// lockHolder holds l until release is closed.
+func lockAndHold(t *testing.T, l *Lock) *Lease {
+	t.Helper()
+	lease, err := l.Lock(context.Background())
+	require.NoError(t, err)
+	return lease
+}
+
+// 100 waiters queued behind a holder get the lock in the order they joined
+// the queue, each with the next token.
+func TestLockFIFO(t *testing.T) {
+	db := freshDatabase(t)
+	clients := []*spanner.Client{newClient(t, db), newClient(t, db), newClient(t, db), newClient(t, db)}
+	first, err := NewLock(clients[0], "fifo", WithOwner("first"))
+	require.NoError(t, err)
+	lease0 := lockAndHold(t, first)
+
+	const n = 100
+	var (
+		mu    sync.Mutex
+		order []string // owners in the order they got the lock
+		toks  []int64
+		wg    sync.WaitGroup
+	)
+	for i := 0; i < n; i++ {
+		l, err := NewLock(clients[i%len(clients)], "fifo", WithOwner(fmt.Sprintf("w%03d", i)))
+		require.NoError(t, err)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			lease, err := l.Lock(context.Background())
+			if !assert.NoError(t, err) {
+				return
+			}
+			mu.Lock()
+			order = append(order, lease.Owner())
+			toks = append(toks, lease.Token())
+			mu.Unlock()
+			assert.NoError(t, l.Unlock(context.Background()))
+		}()
+	}
+	var joined []string
+	waitFor(t, time.Minute, "100 waiters to join the queue", func() bool {
+		joined = queued(t, clients[0], "fifo")
+		return len(joined) == n
+	})
+	require.NoError(t, first.Unlock(context.Background()))
+	wg.Wait()
+	assert.Equal(t, joined, order, "the lock went to the waiters in the order they joined")
+	for i, tok := range toks {
+		assert.Equal(t, lease0.Token()+int64(i)+1, tok)
+	}
+}
+
+// A waiter whose ctx is cancelled leaves the queue; the others are not held
+// up by it.
+func TestLockCancelledWaiterLeavesTheQueue(t *testing.T) {
+	db := freshDatabase(t)
+	c := newClient(t, db)
+	holder, err := NewLock(c, "cancel", WithOwner("holder"))
+	require.NoError(t, err)
+	lockAndHold(t, holder)
+
+	quitter, err := NewLock(newClient(t, db), "cancel", WithOwner("quitter"))
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	quit := make(chan error, 1)
+	go func() { _, err := quitter.Lock(ctx); quit <- err }()
+	waitFor(t, time.Minute, "the quitter to queue", func() bool { return len(queued(t, c, "cancel")) == 1 })
+
+	stayer, err := NewLock(newClient(t, db), "cancel", WithOwner("stayer"))
+	require.NoError(t, err)
+	got := make(chan *Lease, 1)
+	go func() { l, err := stayer.Lock(context.Background()); assert.NoError(t, err); got <- l }()
+	waitFor(t, time.Minute, "the stayer to queue", func() bool { return len(queued(t, c, "cancel")) == 2 })
+
+	cancel()
+	err = <-quit
+	assert.ErrorIs(t, err, ErrNotObtained)
+	assert.ErrorIs(t, err, context.Canceled)
+	assert.Equal(t, []string{"stayer"}, queued(t, c, "cancel"))
+
+	require.NoError(t, holder.Unlock(context.Background()))
+	lease := <-got
+	assert.Equal(t, "stayer", lease.Owner())
+	require.NoError(t, stayer.Unlock(context.Background()))
+	assert.Empty(t, queued(t, c, "cancel"))
+}
+
+// A waiter that stopped proving it is alive is skipped by the hand-off; when
+// it comes back it joins again at the back and still gets the lock.
+func TestLockSkipsDeadWaiters(t *testing.T) {
+	db := freshDatabase(t)
+	c := newClient(t, db)
+	opts := []Option{WithWatermark(time.Second), WithJitter(0)}
+	holder, err := NewLock(c, "dead", append(opts, WithOwner("holder"))...)
+	require.NoError(t, err)
+	lockAndHold(t, holder)
+
+	cz, silenceZ := silenceableClient(t, db)
+	zombie, err := NewLock(cz, "dead", append(opts, WithOwner("zombie"))...)
+	require.NoError(t, err)
+	zgot := make(chan *Lease, 1)
+	go func() { l, err := zombie.Lock(context.Background()); assert.NoError(t, err); zgot <- l }()
+	waitFor(t, time.Minute, "the zombie to queue", func() bool { return len(queued(t, c, "dead")) == 1 })
+	silenceZ.Store(true)
+
+	live, err := NewLock(newClient(t, db), "dead", append(opts, WithOwner("live"))...)
+	require.NoError(t, err)
+	got := make(chan *Lease, 1)
+	go func() { l, err := live.Lock(context.Background()); assert.NoError(t, err); got <- l }()
+	waitFor(t, time.Minute, "the live waiter to queue", func() bool { return len(queued(t, c, "dead")) == 2 })
+
+	// Wait until the zombie's entry is older than the watermark by Spanner's clock.
+	waitFor(t, time.Minute, "the zombie's entry to expire", func() bool {
+		var stale int64
+		stmt := spanner.Statement{SQL: "SELECT COUNT(*) FROM MutexesQueue WHERE Owner = 'zombie' AND RenewedAt < TIMESTAMP_SUB(CURRENT_TIMESTAMP(), INTERVAL 1 SECOND)"}
+		require.NoError(t, c.Single().Query(context.Background(), stmt).Do(func(r *spanner.Row) error { return r.Columns(&stale) }))
+		return stale == 1
+	})
+	require.NoError(t, holder.Unlock(context.Background()))
+	lease := <-got
+	assert.Equal(t, "live", lease.Owner(), "the hand-off skipped the dead waiter")
+
+	silenceZ.Store(false)
+	require.NoError(t, live.Unlock(context.Background()))
+	zl := <-zgot
+	assert.Equal(t, "zombie", zl.Owner())
+	assert.Greater(t, zl.Token(), lease.Token())
+	require.NoError(t, zombie.Unlock(context.Background()))
+}
+
+// A holder whose lease was lost (taken over after the watermark) cannot
+// unlock the new holder's lock, and its fenced operations are rejected: both
+// the Guard-ed write in its own transaction and the external operation
+// through a Fence.
+func TestLockUnlockAfterLossLeavesTheNewHolder(t *testing.T) {
+	db := freshDatabase(t)
+	opts := []Option{WithWatermark(time.Second), WithJitter(0)}
+	ca, silenceA := silenceableClient(t, db)
+	a, err := NewLock(ca, "lost", append(opts, WithOwner("a"))...)
+	require.NoError(t, err)
+	cb := newClient(t, db)
+	b, err := NewLock(cb, "lost", append(opts, WithOwner("b"))...)
+	require.NoError(t, err)
+	fence, err := NewFence(cb, "")
+	require.NoError(t, err)
+	ctx := context.Background()
+
+	la := lockAndHold(t, a)
+	require.NoError(t, fence.Admit(ctx, "sheets/1", "lost", la.Token()))
+	silenceA.Store(true)
+	lb := lockAndHold(t, b) // queues, then takes over after the watermark
+	assert.True(t, lb.TookOver())
+	assert.Greater(t, lb.Token(), la.Token())
+	assert.GreaterOrEqual(t, lb.AcquiredAt().Sub(la.AcquiredAt()), time.Second)
+	require.NoError(t, fence.Admit(ctx, "sheets/1", "lost", lb.Token()))
+
+	waitFor(t, time.Minute, "the old holder to notice", func() bool { return la.Err() != nil })
+	assert.ErrorIs(t, la.Err(), ErrLeaseLost)
+	silenceA.Store(false)
+
+	var stale *StaleTokenError
+	err = fence.Admit(ctx, "sheets/1", "lost", la.Token())
+	require.ErrorAs(t, err, &stale, "the old holder's external operation is rejected")
+	assert.Equal(t, lb.Token(), stale.Highest)
+	_, err = ca.ReadWriteTransaction(ctx, func(ctx context.Context, txn *spanner.ReadWriteTransaction) error {
+		return la.Guard(ctx, txn)
+	})
+	assert.ErrorIs(t, err, ErrLeaseLost, "the old holder's guarded write is rejected")
+
+	err = a.Unlock(ctx)
+	assert.ErrorIs(t, err, ErrLeaseLost)
+	rows, err := Inspect(ctx, cb, "", "lost")
+	require.NoError(t, err)
+	assert.Equal(t, StateStarted, rows[0].State, "the new holder still holds the lock")
+	assert.Equal(t, lb.Token(), rows[0].Token)
+	require.NoError(t, b.Unlock(ctx))
+}
+
+// A Fence admits equal and higher tokens, rejects lower ones, and refuses
+// tokens of another lock.
+func TestFence(t *testing.T) {
+	db := freshDatabase(t)
+	c := newClient(t, db)
+	f, err := NewFence(c, "")
+	require.NoError(t, err)
+	ctx := context.Background()
+	require.NoError(t, f.Admit(ctx, "r", "lock", 5))
+	require.NoError(t, f.Admit(ctx, "r", "lock", 5))
+	require.NoError(t, f.Admit(ctx, "r", "lock", 7))
+	assert.ErrorIs(t, f.Admit(ctx, "r", "lock", 6), ErrStaleToken)
+	assert.ErrorIs(t, f.Admit(ctx, "r", "other-lock", 100), ErrInvalidConfig)
+	assert.ErrorIs(t, f.Admit(ctx, "", "lock", 1), ErrInvalidConfig)
+	_, err = NewFence(nil, "")
+	assert.ErrorIs(t, err, ErrInvalidConfig)
+	_, err = NewFence(c, "bad-name")
+	assert.ErrorIs(t, err, ErrInvalidConfig)
+}
+
+// 1000 waiters spread over 8 clients each acquire the lock once, within a
+// bounded time, with strictly increasing tokens and no two holders at once.
+func TestLockThousandWaiters(t *testing.T) {
+	db := freshDatabase(t)
+	clients := make([]*spanner.Client, 8)
+	for i := range clients {
+		clients[i] = newClient(t, db)
+	}
+	const n = 1000
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	var (
+		holders atomic.Int32
+		mu      sync.Mutex
+		tokens  []int64
+		wg      sync.WaitGroup
+	)
+	start := time.Now()
+	locks := make([]*Lock, n)
+	for i := 0; i < n; i++ {
+		l, err := NewLock(clients[i%len(clients)], "thousand", WithOwner(fmt.Sprintf("w%04d", i)))
+		require.NoError(t, err)
+		locks[i] = l
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			lease, err := l.Lock(ctx)
+			if !assert.NoError(t, err) {
+				return
+			}
+			if h := holders.Add(1); h != 1 {
+				t.Errorf("%d holders at once", h)
+			}
+			mu.Lock()
+			tokens = append(tokens, lease.Token())
+			mu.Unlock()
+			holders.Add(-1)
+			assert.NoError(t, l.Unlock(ctx))
+		}()
+	}
+	wg.Wait()
+	var st Stats
+	for _, l := range locks {
+		s := l.Stats()
+		st.ReadWriteAttempts += s.ReadWriteAttempts
+		st.BlindWrites += s.BlindWrites
+		st.Reads += s.Reads
+	}
+	t.Logf("1000 waiters acquired once each in %v; per acquisition: %.2f read-write attempts, %.2f blind writes, %.1f reads (emulator)",
+		time.Since(start), float64(st.ReadWriteAttempts)/n, float64(st.BlindWrites)/n, float64(st.Reads)/n)
+	require.Len(t, tokens, n)
+	assert.True(t, slices.IsSorted(tokens), "tokens in the order the holders got the lock are strictly increasing")
+	assert.Equal(t, int64(1), tokens[0])
+	assert.Equal(t, int64(n), tokens[n-1])
+}

@@ -1,0 +1,67 @@
+package spanmutex
+
+import "time"
+
+// lockView is what a reusable lock's contender reads in one statement: the
+// lock's row with Spanner's clock, and its place in the waiters' queue.
+type lockView struct {
+	row
+	// ahead is the number of live queue entries before ours (before the end
+	// of the queue when we have not joined), capped at maxAhead.
+	ahead int
+	// queued reports whether our own entry is in the queue.
+	queued bool
+}
+
+// lockAction is what a reusable lock's contender should do.
+type lockAction int
+
+const (
+	// lockAcquire: the lock is free and nobody live waits before us.
+	lockAcquire lockAction = iota + 1
+	// lockTakeOver: the holder went silent past the watermark and nobody
+	// live waits before us.
+	lockTakeOver
+	// lockHeld: the lock was handed to us by the previous holder.
+	lockHeld
+	// lockWait: someone holds it or waits before us; wait is, when the
+	// holder is the one to wait for, how long until a takeover is allowed.
+	lockWait
+	// lockWrongKind: the row belongs to a run-once Mutex (DONE or FAILED).
+	lockWrongKind
+)
+
+// lockDecision is the outcome of decideLock.
+type lockDecision struct {
+	action lockAction
+	wait   time.Duration
+}
+
+// decideLock is a reusable lock's state machine as a pure function, on the
+// same row as the run-once mutex uses: NEEDED (or no row) is free, STARTED is
+// held. Like decide, it runs on a lock-free snapshot and again inside the
+// read-write transaction that writes, on the row and CURRENT_TIMESTAMP() read
+// there. FIFO: nobody acquires while a live waiter is queued before it.
+func decideLock(v lockView, myID string, p policy) lockDecision {
+	r := v.row
+	if r.Exists && (r.State == StateDone || r.State == StateFailed) {
+		return lockDecision{action: lockWrongKind}
+	}
+	if r.Exists && r.State == StateStarted && r.LeaseID == myID {
+		return lockDecision{action: lockHeld}
+	}
+	if !r.Exists || r.State == StateNeeded {
+		if v.ahead > 0 {
+			return lockDecision{action: lockWait}
+		}
+		return lockDecision{action: lockAcquire}
+	}
+	remaining := takeoverAfter(p.watermark, p.jitter) - silentFor(r)
+	if remaining > 0 {
+		return lockDecision{action: lockWait, wait: remaining}
+	}
+	if v.ahead > 0 {
+		return lockDecision{action: lockWait}
+	}
+	return lockDecision{action: lockTakeOver}
+}

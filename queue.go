@@ -1,0 +1,260 @@
+package spanmutex
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"cloud.google.com/go/spanner"
+	"google.golang.org/api/iterator"
+
+	"github.com/spanmutex/spanmutex/ddl"
+)
+
+// maxAhead caps how many queue entries a waiter counts before its own, so
+// that a poll reads a bounded number of rows however long the queue.
+const maxAhead = 256
+
+// handOffScan is how many queue entries Unlock reads to find a live one.
+const handOffScan = 16
+
+// queueKey is a waiter's entry in the queue.
+type queueKey struct {
+	at time.Time // EnqueuedAt, the insert's commit timestamp
+	id string    // WaiterID
+}
+
+// endOfQueue stands for "not queued": every entry is before it.
+var endOfQueue = queueKey{at: time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)}
+
+func (s *spannerStore) queueTable() string { return s.table + ddl.QueueSuffix }
+
+// lockSQL reads the lock's row, Spanner's clock, how many live entries are
+// queued before key (capped at limit), and whether key itself is queued, in
+// one statement.
+func (s *spannerStore) lockSQL(limit int) string {
+	cols := make([]string, len(rowColumns))
+	for i, c := range rowColumns {
+		cols[i] = "m." + c
+	}
+	q := s.queueTable()
+	return fmt.Sprintf("SELECT CURRENT_TIMESTAMP(), m.Name IS NOT NULL, %s, "+
+		"(SELECT COUNT(*) FROM (SELECT 1 FROM `%s` AS q WHERE q.Name = @name "+
+		"AND (q.EnqueuedAt < @at OR (q.EnqueuedAt = @at AND q.WaiterID < @id)) "+
+		"AND q.RenewedAt >= TIMESTAMP_SUB(CURRENT_TIMESTAMP(), INTERVAL @ttl MICROSECOND) LIMIT %d)), "+
+		"EXISTS(SELECT 1 FROM `%s` AS q WHERE q.Name = @name AND q.EnqueuedAt = @at AND q.WaiterID = @id) "+
+		"FROM UNNEST([1]) AS one LEFT JOIN `%s` AS m ON m.Name = @name",
+		strings.Join(cols, ", "), q, limit, q, s.table)
+}
+
+func (s *spannerStore) queryLock(ctx context.Context, q querier, name string, key queueKey, ttl time.Duration, limit int) (lockView, error) {
+	it := q.Query(ctx, spanner.Statement{SQL: s.lockSQL(limit), Params: map[string]any{
+		"name": name, "at": key.at, "id": key.id, "ttl": ttl.Microseconds(),
+	}})
+	defer it.Stop()
+	r, err := it.Next()
+	if err != nil {
+		return lockView{}, err
+	}
+	var (
+		v                                        lockView
+		state, owner, leaseID, lastErr           spanner.NullString
+		token, attempts                          spanner.NullInt64
+		started, renewed, finished, updated, now spanner.NullTime
+		ahead                                    int64
+	)
+	if err := r.Columns(&now, &v.Exists, &state, &owner, &leaseID, &token, &attempts, &lastErr,
+		&started, &renewed, &finished, &updated, &ahead, &v.queued); err != nil {
+		return lockView{}, fmt.Errorf("spanmutex: decode lock %q of %s: %w", name, s.table, err)
+	}
+	v.row = row{Exists: v.Exists, State: State(state.StringVal), Owner: owner.StringVal, LeaseID: leaseID.StringVal,
+		Token: token.Int64, Attempts: attempts.Int64, LastError: lastErr.StringVal,
+		StartedAt: nullTime(started), RenewedAt: nullTime(renewed), FinishedAt: nullTime(finished),
+		UpdatedAt: nullTime(updated), Now: now.Time}
+	v.ahead = int(ahead)
+	return v, nil
+}
+
+// readLock is queryLock on a strong, lock-free snapshot.
+func (s *spannerStore) readLock(ctx context.Context, name string, key queueKey, ttl time.Duration) (lockView, error) {
+	s.stats.reads.Add(1)
+	v, err := s.queryLock(ctx, s.client.Single(), name, key, ttl, maxAhead)
+	if err != nil {
+		return lockView{}, s.explain(ctx, err)
+	}
+	return v, nil
+}
+
+// enqueue joins the queue with one blind insert, keyed by its own commit
+// timestamp: it reads nothing, so it conflicts with no other transaction.
+func (s *spannerStore) enqueue(ctx context.Context, name, owner, waiterID string) (queueKey, error) {
+	s.stats.blindWrites.Add(1)
+	ts, err := s.client.Apply(ctx, []*spanner.Mutation{spanner.Insert(s.queueTable(),
+		[]string{"Name", "EnqueuedAt", "WaiterID", "Owner", "RenewedAt"},
+		[]any{name, spanner.CommitTimestamp, waiterID, owner, spanner.CommitTimestamp})})
+	if err != nil {
+		return queueKey{}, s.explain(ctx, err)
+	}
+	return queueKey{at: ts, id: waiterID}, nil
+}
+
+// findQueued looks a waiter's entry up by its id, to settle an enqueue whose
+// commit outcome is unknown. It returns false if there is none.
+func (s *spannerStore) findQueued(ctx context.Context, name, waiterID string) (queueKey, bool, error) {
+	s.stats.reads.Add(1)
+	stmt := spanner.Statement{
+		SQL:    fmt.Sprintf("SELECT EnqueuedAt FROM `%s` WHERE Name = @name AND WaiterID = @id", s.queueTable()),
+		Params: map[string]any{"name": name, "id": waiterID},
+	}
+	it := s.client.Single().Query(ctx, stmt)
+	defer it.Stop()
+	r, err := it.Next()
+	if errors.Is(err, iterator.Done) {
+		return queueKey{}, false, nil
+	}
+	if err != nil {
+		return queueKey{}, false, s.explain(ctx, err)
+	}
+	var at time.Time
+	if err := r.Columns(&at); err != nil {
+		return queueKey{}, false, err
+	}
+	return queueKey{at: at, id: waiterID}, true, nil
+}
+
+// renewWaiter proves the waiter alive with a blind update of its entry. It
+// fails with NotFound if the entry is gone (skipped as dead).
+func (s *spannerStore) renewWaiter(ctx context.Context, name string, key queueKey) error {
+	s.stats.blindWrites.Add(1)
+	_, err := s.client.Apply(ctx, []*spanner.Mutation{spanner.Update(s.queueTable(),
+		[]string{"Name", "EnqueuedAt", "WaiterID", "RenewedAt"},
+		[]any{name, key.at, key.id, spanner.CommitTimestamp})})
+	return err
+}
+
+// leave removes the waiter's entry with a blind delete.
+func (s *spannerStore) leave(ctx context.Context, name string, key queueKey) error {
+	s.stats.blindWrites.Add(1)
+	_, err := s.client.Apply(ctx, []*spanner.Mutation{spanner.Delete(s.queueTable(), spanner.Key{name, key.at, key.id})})
+	return err
+}
+
+// acquireLock re-reads the lock and the queue in a read-write transaction,
+// decides with decideLock, and if the lock is free (or abandoned) and nobody
+// live waits before key, takes it: STARTED, the next token, our claim id,
+// and our queue entry removed.
+//
+// It makes exactly one attempt: unlike other transactions here it is not
+// retried when Spanner aborts it, and returns the Aborted error instead. A
+// contender that loses such a race joins the queue rather than retrying, so
+// that a crowd arriving at a free lock costs one attempt each, not a storm.
+func (s *spannerStore) acquireLock(ctx context.Context, name string, key queueKey, p policy, c claim, ttl time.Duration) (lockDecision, *Lease, error) {
+	tx, err := spanner.NewReadWriteStmtBasedTransaction(ctx, s.client)
+	if err != nil {
+		return lockDecision{}, nil, s.explain(ctx, err)
+	}
+	s.stats.rwAttempts.Add(1)
+	// Deciding needs only whether anyone live is before us: count to 1.
+	v, err := s.queryLock(ctx, tx, name, key, ttl, 1)
+	if err != nil {
+		tx.Rollback(ctx)
+		return lockDecision{}, nil, s.explain(ctx, err)
+	}
+	d := decideLock(v, c.leaseID, p) // Spanner's clock: CURRENT_TIMESTAMP() of this transaction.
+	if d.action != lockAcquire && d.action != lockTakeOver {
+		tx.Rollback(ctx)
+		return d, nil, nil
+	}
+	ms := []*spanner.Mutation{s.holderMutation(v.row, name, c.owner, c.leaseID)}
+	if v.queued {
+		ms = append(ms, spanner.Delete(s.queueTable(), spanner.Key{name, key.at, key.id}))
+	}
+	if err := tx.BufferWrite(ms); err != nil {
+		tx.Rollback(ctx)
+		return lockDecision{}, nil, err
+	}
+	commitTS, err := tx.Commit(ctx)
+	if err != nil {
+		return lockDecision{}, nil, s.explain(ctx, err)
+	}
+	lease := newLease(name, c.owner, c.leaseID, v.Token+1, d.action == lockTakeOver, s.table)
+	lease.acquiredAt = commitTS
+	return d, lease, nil
+}
+
+// holderMutation makes owner (with lease id leaseID) the holder of the lock
+// whose row was read as r, with the next token.
+func (s *spannerStore) holderMutation(r row, name, owner, leaseID string) *spanner.Mutation {
+	cols := []string{"Name", "State", "Owner", "LeaseID", "Token", "Attempts", "StartedAt", "RenewedAt", "FinishedAt", "UpdatedAt"}
+	vals := []any{name, string(StateStarted), owner, leaseID, r.Token + 1, int64(0),
+		spanner.CommitTimestamp, spanner.CommitTimestamp, nil, spanner.CommitTimestamp}
+	if !r.Exists {
+		return spanner.Insert(s.table, append(cols, "CreatedAt"), append(vals, spanner.CommitTimestamp))
+	}
+	return spanner.Update(s.table, cols, vals)
+}
+
+// unlock releases the lock held under l, fenced, and in the same
+// transaction hands it to the oldest live waiter, with the next token; dead
+// entries it passes are deleted. With no live waiter the lock becomes NEEDED
+// (free). It returns the owner it handed the lock to, or "".
+func (s *spannerStore) unlock(ctx context.Context, l *Lease, ttl time.Duration) (string, error) {
+	var to string
+	_, err := s.client.ReadWriteTransaction(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
+		s.stats.rwAttempts.Add(1)
+		to = ""
+		v, err := s.queryRow(ctx, tx, l.name)
+		if err != nil {
+			return err
+		}
+		if !v.Exists || v.State != StateStarted || v.LeaseID != l.id || v.Token != l.token {
+			return &LeaseLostError{Name: l.name, Token: l.token, CurrentState: v.State, CurrentOwner: v.Owner,
+				CurrentToken: v.Token, currentLeaseID: v.LeaseID}
+		}
+		stmt := spanner.Statement{
+			SQL: fmt.Sprintf("SELECT EnqueuedAt, WaiterID, Owner, RenewedAt FROM `%s` WHERE Name = @name "+
+				"ORDER BY EnqueuedAt, WaiterID LIMIT %d", s.queueTable(), handOffScan),
+			Params: map[string]any{"name": l.name},
+		}
+		var ms []*spanner.Mutation
+		next := ""
+		err = tx.Query(ctx, stmt).Do(func(r *spanner.Row) error {
+			if next != "" {
+				return nil
+			}
+			var at, renewed time.Time
+			var id string
+			var owner spanner.NullString
+			if err := r.Columns(&at, &id, &owner, &renewed); err != nil {
+				return err
+			}
+			ms = append(ms, spanner.Delete(s.queueTable(), spanner.Key{l.name, at, id}))
+			// Spanner's clock: the waiter is live if it renewed its entry
+			// within ttl of this transaction's CURRENT_TIMESTAMP().
+			if v.Now.Sub(renewed) < ttl {
+				next = id
+				to = owner.StringVal
+				ms = append(ms, s.holderMutation(v, l.name, owner.StringVal, id))
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if next == "" {
+			ms = append(ms, spanner.Update(s.table, []string{"Name", "State", "UpdatedAt"},
+				[]any{l.name, string(StateNeeded), spanner.CommitTimestamp}))
+		}
+		return tx.BufferWrite(ms)
+	})
+	var lost *LeaseLostError
+	if errors.As(err, &lost) {
+		return "", lost
+	}
+	if err != nil {
+		return "", s.explain(ctx, err)
+	}
+	return to, nil
+}

@@ -1,0 +1,28 @@
+package spanmutex
+
+import "sync/atomic"
+
+// Stats counts the Spanner operations a Mutex or Lock has made, for metrics
+// and for measuring the cost of contention. Counts are cumulative.
+type Stats struct {
+	// ReadWriteAttempts counts attempts of read-write transactions that read
+	// before they write (acquire, take over, renew, finish, unlock), aborted
+	// attempts that the client retried included.
+	ReadWriteAttempts int64
+	// BlindWrites counts write-only commits, which read nothing and so
+	// contend with nobody: joining, renewing and leaving the waiters' queue.
+	BlindWrites int64
+	// Reads counts lock-free snapshot reads.
+	Reads int64
+}
+
+// storeStats are the counters behind Stats.
+type storeStats struct {
+	rwAttempts  atomic.Int64
+	blindWrites atomic.Int64
+	reads       atomic.Int64
+}
+
+func (s *storeStats) snapshot() Stats {
+	return Stats{ReadWriteAttempts: s.rwAttempts.Load(), BlindWrites: s.blindWrites.Load(), Reads: s.reads.Load()}
+}
