@@ -2,6 +2,10 @@ module github.com/spanmutex/spanmutex
 
 go 1.24
 
+// cloud.google.com/go/spanner is pinned at v1.84.1: newer clients use
+// multiplexed sessions for read-write transactions, which the Cloud Spanner
+// emulator build used by our tests mishandles (v1.85-v1.87 hang, v1.88+ fail
+// concurrent commits with "Transaction not found"). See README.md.
 require (
 	cloud.google.com/go/spanner v1.84.1
 	github.com/cenkalti/backoff/v4 v4.3.0

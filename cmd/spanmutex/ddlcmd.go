@@ -12,8 +12,10 @@ import (
 // ddlHelp is the help of "spanmutex ddl".
 var ddlHelp = helpText{
 	usage: "spanmutex ddl [--table TABLE]",
-	about: `Prints the CREATE TABLE statement of the mutex table, with comments that
-explain each column. Apply it with your migration tool, or with gcloud.`,
+	about: `Prints the schema spanmutex needs, with comments that explain each column:
+the mutex table (run-once sections and reusable locks), its waiters' queue
+(TABLE followed by "Queue") and the fence table (Fences). Statements end with
+";". Apply them with your migration tool, or with gcloud.`,
 	after: `Examples:
   spanmutex ddl
   spanmutex ddl --table JobLocks > mutexes.sql
@@ -34,10 +36,15 @@ func cmdDDL(_ context.Context, s streams, args []string) int {
 	if err := validateTable("ddl", *table); err != nil {
 		return reportError(s, err, exitUsage)
 	}
-	stmt, err := ddl.MutexTable(*table)
+	stmts, err := ddl.Schema(*table, ddl.DefaultFenceTable)
 	if err != nil {
 		return reportError(s, err, exitError)
 	}
-	fmt.Fprintln(s.stdout, strings.TrimRight(stmt, "\n"))
+	for i, stmt := range stmts {
+		if i > 0 {
+			fmt.Fprintln(s.stdout)
+		}
+		fmt.Fprintln(s.stdout, strings.TrimRight(stmt, "\n")+";")
+	}
 	return exitOK
 }
