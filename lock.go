@@ -19,7 +19,7 @@ import (
 // within about LockPollInterval, and a waiter far back costs a few reads.
 const (
 	LockPollInterval    = 20 * time.Millisecond
-	MaxLockPollInterval = 5 * time.Second
+	MaxLockPollInterval = 10 * time.Second
 )
 
 // waiterTTLFactor: a queued waiter proves it is alive every watermark and is
@@ -170,8 +170,17 @@ func (l *Lock) Unlock(ctx context.Context) error {
 
 // release unlocks lease, settling a commit of unknown outcome by reading the
 // row: if the lock has moved on from our lease, there is nothing left to do.
+// It keeps trying for as long as the caller's ctx allows, and for at least
+// the finish timeout even if ctx is already done: a lock left held blocks
+// every waiter until the watermark.
 func (l *Lock) release(ctx context.Context, lease *Lease) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.finishTimeout)
+	timeout := l.cfg.finishTimeout
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) > timeout {
+		timeout = time.Until(dl)
+	} else if !ok && ctx.Err() == nil {
+		timeout = max(timeout, l.cfg.watermark)
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
 	bo := l.cfg.newBackOff()
 	for {

@@ -78,7 +78,7 @@ func TestLockRefusesARunOnceRow(t *testing.T) {
 	l, err := NewLock(c, "shared-name")
 	require.NoError(t, err)
 	_, err = l.Lock(context.Background())
-	assert.ErrorContains(t, err, "written by a run-once Mutex")
+	assert.ErrorContains(t, err, "belongs to a run-once Mutex")
 }
 
 // lockHolder holds l until release is closed.

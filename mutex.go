@@ -121,11 +121,11 @@ func (m *Mutex) Run(ctx context.Context, fn func(ctx context.Context, lease *Lea
 		}
 	}
 	if err := m.checkSchema(ctx); err != nil {
-		return NoOutcome, err
+		return NoOutcome, notObtained(ctx, err)
 	}
 	lease, outcome, err := m.obtain(ctx)
 	if lease == nil {
-		return outcome, err
+		return outcome, notObtained(ctx, err)
 	}
 	return m.runHeld(ctx, lease, fn)
 }
@@ -310,6 +310,16 @@ func (m *Mutex) giveBack(ctx context.Context, l *Lease) {
 	if err := m.store.release(rctx, l); err != nil {
 		m.cfg.logger.Warn("could not give back an unused lease; others wait for the watermark", "token", l.token, "err", err)
 	}
+}
+
+// notObtained makes an error that ended a wait because ctx ended (a Spanner
+// call cut short by the deadline, say) match ErrNotObtained and ctx.Err(),
+// as documented, keeping the error itself in the chain.
+func notObtained(ctx context.Context, err error) error {
+	if err == nil || ctx.Err() == nil || errors.Is(err, ErrNotObtained) {
+		return err
+	}
+	return errors.Join(ErrNotObtained, ctx.Err(), err)
 }
 
 // errBackOffStopped is returned by pause when the backoff policy says Stop.

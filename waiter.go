@@ -139,7 +139,7 @@ func (w *waiter) run(ctx context.Context, pol policy, wait bool) (*Lease, error)
 		d := decideLock(v, w.id, pol)
 		switch d.action {
 		case lockWrongKind:
-			return nil, fmt.Errorf("spanmutex: lock %q: the row is %s, written by a run-once Mutex of the same name; use another name for the lock", l.name, v.State)
+			return nil, fmt.Errorf("spanmutex: lock %q: the row is %s: it belongs to a run-once Mutex of the same name (or was written by something else); use another name for the lock", l.name, v.State)
 		case lockHeld:
 			lease := newLease(l.name, v.Owner, w.id, v.Token, false, l.store.table)
 			lease.acquiredAt, lease.anchor = v.StartedAt, w.quiet
@@ -192,7 +192,7 @@ func (w *waiter) run(ctx context.Context, pol policy, wait bool) (*Lease, error)
 			}
 			continue
 		}
-		if clk.Now().Sub(w.entryRenewed) >= w.renewEvery {
+		if w.entryDue(clk.Now(), v.ahead) {
 			w.renewEntry(ctx)
 		}
 		interval := w.pollInterval(sent, v.Token, v.ahead)
@@ -226,6 +226,22 @@ func (w *waiter) join(ctx context.Context) error {
 	w.key, w.entryRenewed, w.quiet = key, sent, sent
 	w.renewEvery = l.cfg.watermark/2 + drawJitter(l.cfg.watermark, 0.5)
 	return nil
+}
+
+// nearHead is how close to the head of the queue a waiter renews its entry
+// every watermark; further back it renews every half TTL, enough to stay
+// live, since hand-offs look at the head only. This keeps the blind writes
+// of a long queue low.
+const nearHead = 64
+
+// entryDue reports whether our entry should be renewed now, at local time
+// now, with about ahead live waiters before us.
+func (w *waiter) entryDue(now time.Time, ahead int) bool {
+	since := now.Sub(w.entryRenewed)
+	if ahead <= nearHead {
+		return since >= w.renewEvery
+	}
+	return since >= w.lock.waiterTTL()/2
 }
 
 // renewEntry proves the waiter alive. A failure is logged and retried at the

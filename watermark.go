@@ -1,6 +1,7 @@
 package spanmutex
 
 import (
+	"math"
 	"math/rand/v2"
 	"time"
 )
@@ -8,7 +9,12 @@ import (
 // takeoverAfter is how long, by Spanner's clock, a STARTED row must have gone
 // without a renewal before this contender may take it over: the watermark
 // plus this contender's jitter.
+// The sum saturates instead of overflowing, so that an absurdly long
+// watermark means "never" rather than "at once".
 func takeoverAfter(watermark, jitter time.Duration) time.Duration {
+	if jitter > math.MaxInt64-watermark {
+		return math.MaxInt64
+	}
 	return watermark + jitter
 }
 
