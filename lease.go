@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"cloud.google.com/go/spanner"
@@ -27,9 +28,12 @@ type Lease struct {
 	acquiredAt time.Time
 	takeover   bool
 	table      string
-	// anchor is the local time just before the request that last set
-	// RenewedAt was sent (see keepAlive).
+	// anchor is the local time just before the request that set RenewedAt
+	// at acquisition was sent (see keepAlive); renewals move it, under mu.
 	anchor time.Time
+	// unlocking is set by Lock.Unlock: renewal failures from then on are
+	// reported by Unlock, not as a lost lease.
+	unlocking atomic.Bool
 
 	done     chan struct{}
 	lostOnce sync.Once
@@ -70,6 +74,21 @@ func (l *Lease) Err() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.err
+}
+
+// setAnchor records the send time of an acknowledged renewal.
+func (l *Lease) setAnchor(t time.Time) {
+	l.mu.Lock()
+	l.anchor = t
+	l.mu.Unlock()
+}
+
+// lastAnchor returns the send time of the last acknowledged renewal (or of
+// the acquisition).
+func (l *Lease) lastAnchor() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.anchor
 }
 
 // lose records why the lease was lost and closes Done, once.

@@ -137,10 +137,16 @@ func (l *Lock) lock(ctx context.Context, wait bool) (*Lease, error) {
 	defer l.mu.Unlock()
 	if err != nil {
 		l.busy = false
-		return nil, err
+		return nil, l.store.unreached(err)
 	}
 	l.held = lease
-	l.stopRen = keepAlive(l.store, &l.cfg, lease, lease.anchor, lease.lose)
+	l.stopRen = keepAlive(l.store, &l.cfg, lease, lease.anchor, func(err error) {
+		// A renewal that fails because our own Unlock just released the
+		// row is no loss: Unlock reports how it ended.
+		if !lease.unlocking.Load() {
+			lease.lose(err)
+		}
+	})
 	return lease, nil
 }
 
@@ -164,7 +170,10 @@ func (l *Lock) Unlock(ctx context.Context) error {
 		l.busy = false
 		l.mu.Unlock()
 	}()
-	stop()
+	// Renewals go on until the unlock is settled, so that a slow unlock
+	// (an overloaded Spanner) does not let the lease lapse into a takeover.
+	lease.unlocking.Store(true)
+	defer stop()
 	return l.release(ctx, lease)
 }
 
@@ -183,6 +192,10 @@ func (l *Lock) release(ctx context.Context, lease *Lease) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
 	bo := l.cfg.newBackOff()
+	// uncertain: an earlier try may have committed. A later try that finds
+	// the row no longer ours then most likely meets our own unlock, not a
+	// takeover: the lease was held and renewed when Unlock began.
+	uncertain := false
 	for {
 		to, err := l.store.unlock(ctx, lease, l.waiterTTL())
 		if err == nil {
@@ -190,17 +203,40 @@ func (l *Lock) release(ctx context.Context, lease *Lease) error {
 			return nil
 		}
 		if errors.Is(err, ErrLeaseLost) {
+			var lost *LeaseLostError
+			if uncertain && errors.As(err, &lost) && l.ownUnlock(lease, lost) {
+				return nil // an earlier try committed; its answer was lost
+			}
 			return err
 		}
+		uncertain = true
 		v, rerr := l.store.readLock(ctx, l.name, endOfQueue, l.waiterTTL())
 		if rerr == nil && !(v.State == StateStarted && v.LeaseID == lease.id) {
-			return nil // our unlock committed; its answer was lost
+			if l.ownUnlock(lease, &LeaseLostError{Name: l.name, Token: lease.token, CurrentState: v.State,
+				CurrentOwner: v.Owner, CurrentToken: v.Token, currentLeaseID: v.LeaseID}) {
+				return nil // our unlock committed; its answer was lost
+			}
+			return &LeaseLostError{Name: l.name, Token: lease.token, CurrentState: v.State, CurrentOwner: v.Owner, CurrentToken: v.Token}
 		}
 		l.cfg.logger.Warn("unlock failed; retrying", "err", err)
 		if perr := pauseWith(ctx, l.cfg.clock, bo, 0); perr != nil {
 			return fmt.Errorf("spanmutex: unlock %q (token %d): %w", l.name, lease.token, err)
 		}
 	}
+}
+
+// ownUnlock reports whether a row found no longer ours (lost describes it)
+// after an unlock try of unknown outcome shows our own unlock, not a
+// takeover: free under our own id and token; or moved on past our token
+// while too little time has passed since our last acknowledged renewal for
+// any takeover to have been allowed (by Spanner's clock, the holder's
+// silence is at most the local time since the anchor), so that only our
+// unlock, and hand-offs after it, can have moved it.
+func (l *Lock) ownUnlock(lease *Lease, lost *LeaseLostError) bool {
+	if lost.CurrentState == StateNeeded && lost.currentLeaseID == lease.id && lost.CurrentToken == lease.token {
+		return true
+	}
+	return lost.CurrentToken > lease.token && l.cfg.clock.Now().Sub(lease.lastAnchor()) < l.cfg.watermark
 }
 
 // acquire runs the contender's loop: take the lock if free, or join the
@@ -211,6 +247,15 @@ func (l *Lock) acquire(ctx context.Context, wait bool) (*Lease, error) {
 	lease, err := w.run(ctx, pol, wait)
 	if err != nil {
 		w.abandon(ctx)
+	}
+	if w.strays {
+		// A join of unknown outcome may have left a second entry of ours;
+		// left there, it would be handed the lock after we are gone.
+		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.finishTimeout)
+		if perr := l.store.purgeWaiter(pctx, l.name, w.id); perr != nil {
+			l.cfg.logger.Warn("lock: purging a stray queue entry failed; it expires after four watermarks", "err", perr)
+		}
+		cancel()
 	}
 	return lease, err
 }

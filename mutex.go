@@ -75,6 +75,15 @@ func (m *Mutex) Name() string { return m.name }
 // Owner returns the owner identity this Mutex records as holder.
 func (m *Mutex) Owner() string { return m.cfg.owner }
 
+// unreached adds to err, if no Spanner call has succeeded yet, that Spanner
+// may be unreachable.
+func (m *Mutex) unreached(err error) error {
+	if st, ok := m.store.(*spannerStore); ok {
+		return st.unreached(err)
+	}
+	return err
+}
+
 // Stats returns the Spanner operations this Mutex has made so far.
 func (m *Mutex) Stats() Stats {
 	if st, ok := m.store.(*spannerStore); ok {
@@ -121,11 +130,11 @@ func (m *Mutex) Run(ctx context.Context, fn func(ctx context.Context, lease *Lea
 		}
 	}
 	if err := m.checkSchema(ctx); err != nil {
-		return NoOutcome, notObtained(ctx, err)
+		return NoOutcome, m.unreached(notObtained(ctx, err))
 	}
 	lease, outcome, err := m.obtain(ctx)
 	if lease == nil {
-		return outcome, notObtained(ctx, err)
+		return outcome, m.unreached(notObtained(ctx, err))
 	}
 	return m.runHeld(ctx, lease, fn)
 }
@@ -136,11 +145,24 @@ func (m *Mutex) checkSchema(ctx context.Context) error {
 	if m.schemaChecked.Load() {
 		return nil
 	}
-	if err := m.store.checkSchema(ctx); err != nil {
-		return err
+	// Transient errors are retried like failed reads: MaxAttempts in a row.
+	bo := m.cfg.newBackOff()
+	for failures := 1; ; failures++ {
+		err := m.store.checkSchema(ctx)
+		if err == nil {
+			m.schemaChecked.Store(true)
+			return nil
+		}
+		if !isTransient(err) || ctx.Err() != nil {
+			return err
+		}
+		if failures >= m.cfg.maxAttempts {
+			return &ExhaustedError{Name: m.name, Attempts: int64(failures), MaxAttempts: m.cfg.maxAttempts, LastError: err.Error(), Err: err}
+		}
+		if perr := m.pause(ctx, bo, 0); perr != nil {
+			return err
+		}
 	}
-	m.schemaChecked.Store(true)
-	return nil
 }
 
 // obtain loops until this call holds the section (lease non-nil) or knows

@@ -84,6 +84,7 @@ func (s *spannerStore) readLock(ctx context.Context, name string, key queueKey, 
 	if err != nil {
 		return lockView{}, s.explain(ctx, err)
 	}
+	s.reached.Store(true)
 	return v, nil
 }
 
@@ -131,6 +132,20 @@ func (s *spannerStore) renewWaiter(ctx context.Context, name string, key queueKe
 	_, err := s.client.Apply(ctx, []*spanner.Mutation{spanner.Update(s.queueTable(),
 		[]string{"Name", "EnqueuedAt", "WaiterID", "RenewedAt"},
 		[]any{name, key.at, key.id, spanner.CommitTimestamp})})
+	return err
+}
+
+// purgeWaiter deletes every queue entry with waiterID, including entries
+// whose insert had an unknown outcome and whose key we never learnt.
+func (s *spannerStore) purgeWaiter(ctx context.Context, name, waiterID string) error {
+	_, err := s.client.ReadWriteTransaction(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
+		s.stats.rwAttempts.Add(1)
+		_, err := tx.Update(ctx, spanner.Statement{
+			SQL:    fmt.Sprintf("DELETE FROM `%s` WHERE Name = @name AND WaiterID = @id", s.queueTable()),
+			Params: map[string]any{"name": name, "id": waiterID},
+		})
+		return err
+	})
 	return err
 }
 
@@ -232,8 +247,10 @@ func (s *spannerStore) unlock(ctx context.Context, l *Lease, ttl time.Duration) 
 			}
 			ms = append(ms, spanner.Delete(s.queueTable(), spanner.Key{l.name, at, id}))
 			// Spanner's clock: the waiter is live if it renewed its entry
-			// within ttl of this transaction's CURRENT_TIMESTAMP().
-			if v.Now.Sub(renewed) < ttl {
+			// within ttl of this transaction's CURRENT_TIMESTAMP(). An entry
+			// with the unlocking lease's own id is a duplicate left by a join
+			// of unknown outcome: never hand the lock back to ourselves.
+			if v.Now.Sub(renewed) < ttl && id != l.id {
 				next = id
 				to = owner.StringVal
 				ms = append(ms, s.holderMutation(v, l.name, owner.StringVal, id))

@@ -77,6 +77,7 @@ func renewLoop(ctx context.Context, st store, cfg *config, l *Lease, anchor time
 		switch {
 		case err == nil:
 			anchor, next = sent, interval
+			l.setAnchor(sent)
 			log.Debug("lease renewed")
 		case errors.Is(err, ErrLeaseLost):
 			log.Warn("lease lost: the row was taken over", "err", err)

@@ -45,7 +45,7 @@ func Inspect(ctx context.Context, client *spanner.Client, table, name string) ([
 	}
 	st := newSpannerStore(client, table)
 	if err := st.checkSchema(ctx); err != nil {
-		return nil, err
+		return nil, st.unreached(err)
 	}
 	sql := fmt.Sprintf("SELECT CURRENT_TIMESTAMP(), Name, State, Owner, Token, Attempts, LastError, StartedAt, RenewedAt, FinishedAt, UpdatedAt FROM `%s`", table)
 	params := map[string]any{}

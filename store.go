@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"cloud.google.com/go/spanner"
@@ -49,6 +50,19 @@ type spannerStore struct {
 	client *spanner.Client
 	table  string
 	stats  *storeStats
+	// reached turns true on the first Spanner call that succeeds; until then
+	// errors say that Spanner may be unreachable.
+	reached atomic.Bool
+}
+
+// unreached adds, to an error that ends a call before any Spanner call has
+// succeeded, that Spanner may not be reachable: otherwise an unreachable
+// endpoint shows only as a deadline.
+func (s *spannerStore) unreached(err error) error {
+	if err == nil || s.reached.Load() {
+		return err
+	}
+	return fmt.Errorf("%w (no call to Spanner has succeeded yet: is %s reachable from here? check the endpoint, SPANNER_EMULATOR_HOST and credentials)", err, s.client.DatabaseName())
 }
 
 func newSpannerStore(client *spanner.Client, table string) *spannerStore {
@@ -116,6 +130,7 @@ func (s *spannerStore) read(ctx context.Context, name string) (row, error) {
 	if err != nil {
 		return row{}, s.explain(ctx, err)
 	}
+	s.reached.Store(true)
 	return r, nil
 }
 
@@ -309,6 +324,7 @@ func (s *spannerStore) checkSchema(ctx context.Context) error {
 	if err != nil {
 		return s.explainOther(err)
 	}
+	s.reached.Store(true)
 	if len(have) == 0 {
 		return &SchemaError{Table: s.table, Problem: "does not exist in database " + s.client.DatabaseName()}
 	}

@@ -20,8 +20,9 @@ type waiter struct {
 	id  string
 	key queueKey // endOfQueue until joined
 	// joined reports whether an entry may be in the queue; touched whether
-	// the lock may have been given to us (joined, or an acquisition sent).
-	joined, touched bool
+	// the lock may have been given to us (joined, or an acquisition sent);
+	// strays whether an entry of ours whose key we never learnt may exist.
+	joined, touched, strays bool
 	// entryRenewed is the local send time of the last renewal of our entry;
 	// renewEvery, how often to renew it: a watermark, drawn lower at random
 	// for the first renewal so that waiters that joined together do not
@@ -84,32 +85,40 @@ func (w *waiter) pollInterval(now time.Time, token int64, ahead int) time.Durati
 		w.handOff = (3*w.handOff + sample) / 4
 	}
 	w.lastToken, w.lastRead = token, now
-	if ahead >= maxAhead {
-		return MaxLockPollInterval
-	}
 	// A hand-off slower than a couple of polls (say, while a crowd joins)
 	// is no guide to the next ones: trusting it would oversleep our turn.
 	perHandOff := min(w.handOff, 2*LockPollInterval)
-	return min(max(time.Duration(ahead)*perHandOff*3/4, LockPollInterval), MaxLockPollInterval)
+	// Never sleep past a quarter watermark: a lease handed to us is anchored
+	// at our previous read, and our entry is renewed only between polls.
+	ceiling := min(MaxLockPollInterval, max(w.lock.cfg.watermark/4, LockPollInterval))
+	if ahead >= maxAhead {
+		return ceiling
+	}
+	return min(max(time.Duration(ahead)*perHandOff*3/4, LockPollInterval), ceiling)
 }
 
 func (w *waiter) run(ctx context.Context, pol policy, wait bool) (*Lease, error) {
 	l := w.lock
 	clk, ttl := l.cfg.clock, l.waiterTTL()
 	bo := l.cfg.newBackOff()
-	failures := 0
-	retry := func(err error) error {
+	// Failed Spanner calls in a row, of each kind (reads; acquisitions and
+	// joins); MaxAttempts bounds both.
+	failedReads, failedWrites := 0, 0
+	retry := func(failures *int, err error) error {
 		if ctx.Err() != nil {
 			return errors.Join(ErrNotObtained, ctx.Err())
 		}
 		if !isTransient(err) && !isUnknownOutcome(err) {
 			return err
 		}
-		if failures++; failures >= l.cfg.maxAttempts {
-			return &ExhaustedError{Name: l.name, Attempts: int64(failures), MaxAttempts: l.cfg.maxAttempts, LastError: err.Error(), Err: err}
+		if *failures++; *failures >= l.cfg.maxAttempts {
+			return &ExhaustedError{Name: l.name, Attempts: int64(*failures), MaxAttempts: l.cfg.maxAttempts, LastError: err.Error(), Err: err}
 		}
 		l.cfg.logger.Warn("lock: Spanner call failed; backing off", "err", err)
 		if perr := pauseWith(ctx, clk, bo, 0); perr != nil {
+			if errors.Is(perr, errBackOffStopped) {
+				return &ExhaustedError{Name: l.name, Attempts: int64(*failures), MaxAttempts: l.cfg.maxAttempts, LastError: "the backoff policy stopped", Err: err}
+			}
 			return errors.Join(ErrNotObtained, ctx.Err())
 		}
 		return nil
@@ -122,12 +131,12 @@ func (w *waiter) run(ctx context.Context, pol policy, wait bool) (*Lease, error)
 		sent := clk.Now()
 		v, err := w.look(ctx, ttl)
 		if err != nil {
-			if rerr := retry(err); rerr != nil {
+			if rerr := retry(&failedReads, err); rerr != nil {
 				return nil, rerr
 			}
 			continue
 		}
-		failures = 0
+		failedReads = 0
 		mine := v.Exists && v.State == StateStarted && v.LeaseID == w.id
 		if w.joined && !v.queued && !mine && w.key != endOfQueue {
 			// Our entry is gone: an Unlock skipped it as dead because we did
@@ -150,14 +159,15 @@ func (w *waiter) run(ctx context.Context, pol policy, wait bool) (*Lease, error)
 			txSent := clk.Now()
 			_, lease, err := l.store.acquireLock(ctx, l.name, w.key, pol, claim{owner: l.cfg.owner, leaseID: w.id}, ttl)
 			if err != nil {
-				// If it did commit, the next read finds our id in the row.
-				w.quiet = txSent
+				// If it did commit, the next read finds our id in the row;
+				// a hand-off found then committed after our read at sent.
+				w.quiet = sent
 				if spanner.ErrCode(err) == codes.Aborted && ctx.Err() == nil {
 					// Lost a race for the lock: wait in the queue instead of
 					// retrying (a known outcome: nothing was written).
 					if wait && !w.joined {
 						if err := w.join(ctx); err != nil {
-							if rerr := retry(err); rerr != nil {
+							if rerr := retry(&failedWrites, err); rerr != nil {
 								return nil, rerr
 							}
 						}
@@ -166,11 +176,12 @@ func (w *waiter) run(ctx context.Context, pol policy, wait bool) (*Lease, error)
 					}
 					continue
 				}
-				if rerr := retry(err); rerr != nil {
+				if rerr := retry(&failedWrites, err); rerr != nil {
 					return nil, rerr
 				}
 				continue
 			}
+			failedWrites = 0
 			if lease != nil {
 				lease.anchor = txSent
 				l.cfg.logger.Debug("lock: acquired", "token", lease.token, "takeover", lease.takeover)
@@ -186,9 +197,11 @@ func (w *waiter) run(ctx context.Context, pol policy, wait bool) (*Lease, error)
 		}
 		if !w.joined {
 			if err := w.join(ctx); err != nil {
-				if rerr := retry(err); rerr != nil {
+				if rerr := retry(&failedWrites, err); rerr != nil {
 					return nil, rerr
 				}
+			} else {
+				failedWrites = 0
 			}
 			continue
 		}
@@ -213,12 +226,16 @@ func (w *waiter) join(ctx context.Context) error {
 	sent := l.cfg.clock.Now()
 	key, err := l.store.enqueue(ctx, l.name, l.cfg.owner, w.id)
 	if err != nil {
-		found, ok, ferr := l.store.findQueued(context.WithoutCancel(ctx), l.name, w.id)
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.finishTimeout)
+		found, ok, ferr := l.store.findQueued(fctx, l.name, w.id)
+		cancel()
 		if ferr != nil || !ok {
 			// Not in the queue, or unknown: join again on the next loop. An
-			// entry that did land is never renewed, so it expires after the
-			// watermark and hand-offs skip it.
+			// entry that did land may be handed the lock (we notice: it
+			// carries our id), and is purged once we hold the lock or leave.
 			w.joined = false
+			// An insert whose answer was lost may also land after our look.
+			w.strays = w.strays || ferr != nil || isUnknownOutcome(err)
 			return err
 		}
 		key = found

@@ -7,6 +7,7 @@ import (
 	"os"
 	"regexp"
 	"strings"
+	"time"
 
 	"cloud.google.com/go/spanner"
 	"google.golang.org/api/option"
@@ -92,7 +93,33 @@ func openClient(ctx context.Context, db string, opts ...option.ClientOption) (*s
 	if err != nil {
 		return nil, fmt.Errorf("open a Spanner client of %s: %w (%s)", db, err, connectionHint())
 	}
+	if err := probe(ctx, c); err != nil {
+		c.Close()
+		return nil, err
+	}
 	return c, nil
+}
+
+// connectTimeout bounds the first call to Spanner: the client library
+// otherwise waits for a session forever when nothing answers.
+const connectTimeout = 20 * time.Second
+
+// probe makes one cheap query so that a Spanner (or emulator) that does not
+// answer is reported as such, with where the client connects, instead of
+// as a wait that never ends. Other errors (a database that does not exist,
+// say) are left to the command, which explains them.
+func probe(ctx context.Context, c *spanner.Client) error {
+	pctx, cancel := context.WithTimeout(ctx, connectTimeout)
+	defer cancel()
+	err := c.Single().Query(pctx, spanner.Statement{SQL: "SELECT 1"}).Do(func(*spanner.Row) error { return nil })
+	if err == nil || ctx.Err() != nil {
+		return nil
+	}
+	switch spanner.ErrCode(err) {
+	case codes.Unavailable, codes.DeadlineExceeded:
+		return fmt.Errorf("cannot reach Spanner within %v: %w (%s)", connectTimeout, err, connectionHint())
+	}
+	return nil
 }
 
 // connectionHint says where a client connects, for error messages.
