@@ -8,11 +8,14 @@ go 1.24
 // concurrent commits with "Transaction not found"). See README.md.
 require (
 	cloud.google.com/go/spanner v1.84.1
+	// porcupine checks recorded histories for linearizability (internal/history).
+	github.com/anishathalye/porcupine v1.3.1
 	github.com/cenkalti/backoff/v4 v4.3.0
 	github.com/google/uuid v1.6.0
 	github.com/stretchr/testify v1.12.1
 	google.golang.org/api v0.244.0
 	google.golang.org/grpc v1.74.2
+	google.golang.org/protobuf v1.36.6
 )
 
 require (
@@ -62,5 +65,4 @@ require (
 	google.golang.org/genproto v0.0.0-20250603155806-513f23925822 // indirect
 	google.golang.org/genproto/googleapis/api v0.0.0-20250728155136-f173205681a0 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20250728155136-f173205681a0 // indirect
-	google.golang.org/protobuf v1.36.6 // indirect
 )

@@ -1,0 +1,78 @@
+package history_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/spanmutex/spanmutex"
+	"github.com/spanmutex/spanmutex/internal/history"
+)
+
+// Client records what Run did: a failed attempt (Fail), a retry that
+// completes (Complete), and a caller that finds it done (SeeDone), with the
+// tokens and commit timestamps of the acquisitions; and the history checks
+// clean against the table.
+func TestClientRecordsRun(t *testing.T) {
+	needEmulator(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	db, err := emu.NewDatabase(ctx, history.WritesDDL(writesTable))
+	require.NoError(t, err)
+	rec := history.NewRecorder()
+	a, b := openClient(t, db, rec, "A", nil), openClient(t, db, rec, "B", nil)
+	mutex := func(c *history.Client) *spanmutex.Mutex {
+		m, err := spanmutex.New(c.Spanner, "S", spanmutex.WithOwner(c.ID), spanmutex.WithWatermark(watermark))
+		require.NoError(t, err)
+		return m
+	}
+	failed := errors.New("failed on purpose")
+	section := func(c *history.Client, err error) func(context.Context, *spanmutex.Lease) error {
+		return func(ctx context.Context, l *spanmutex.Lease) error {
+			if werr := c.Write(ctx, l, "S", l.Guard); werr != nil {
+				return werr
+			}
+			return err
+		}
+	}
+	out, err := a.Run(ctx, mutex(a), section(a, failed))
+	assert.Equal(t, spanmutex.Executed, out)
+	assert.ErrorIs(t, err, failed)
+	out, err = b.Run(ctx, mutex(b), section(b, nil))
+	assert.Equal(t, spanmutex.Executed, out)
+	require.NoError(t, err)
+	out, err = a.Run(ctx, mutex(a), section(a, nil))
+	assert.Equal(t, spanmutex.AlreadyDone, out)
+	require.NoError(t, err)
+
+	ops := rec.Ops()
+	var kinds []history.Kind
+	for _, o := range ops {
+		if o.Kind != history.Renew {
+			kinds = append(kinds, o.Kind)
+		}
+	}
+	assert.Equal(t, []history.Kind{
+		history.Acquire, history.SectionStart, history.Write, history.SectionEnd, history.Fail,
+		history.Acquire, history.SectionStart, history.Write, history.SectionEnd, history.Complete,
+		history.SeeDone,
+	}, kinds)
+	for _, o := range ops {
+		assert.Equal(t, history.OK, o.Outcome, "%v", o)
+		if o.Kind == history.Acquire {
+			assert.True(t, o.RunOnce)
+			assert.False(t, o.Commit.IsZero())
+		}
+	}
+	rb, err := history.ReadBack(ctx, a.Spanner, writesTable, "", ops)
+	require.NoError(t, err)
+	assert.Equal(t, history.FinalRow{State: "DONE", Token: 2}, rb.Rows["S"])
+	assert.Len(t, rb.Writes, 2)
+	rep := history.Check(ops, history.Config{Watermark: watermark, Readback: rb, VisualizeDir: t.TempDir()})
+	assert.True(t, rep.OK())
+	assert.Equal(t, 1, rep.RanTwice)
+}
