@@ -13,13 +13,15 @@ var (
 	// a nil client, a bad name, or an invalid option or combination.
 	ErrInvalidConfig = errors.New("spanmutex: invalid configuration")
 
-	// ErrAttemptsExhausted: the section was started MaxAttempts times since
-	// the row was last reset and never completed, or Spanner kept failing
+	// ErrAttemptsExhausted: the section was started MaxAttempts times in this
+	// generation of the row and never completed, or Spanner kept failing
 	// for MaxAttempts reads in a row. Returned as *ExhaustedError.
 	ErrAttemptsExhausted = errors.New("spanmutex: attempt limit reached")
 
-	// ErrLeaseLost: the row stopped being ours while the section ran (it was
-	// taken over after the watermark), so the section may have run twice.
+	// ErrLeaseLost: the row stopped being ours while we held it: taken over
+	// after our renewals failed for a watermark, recorded abandoned, or
+	// deleted. Work done after that may be done twice; writes fenced with
+	// our token are rejected.
 	// Returned as *LeaseLostError.
 	ErrLeaseLost = errors.New("spanmutex: lease lost")
 

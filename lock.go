@@ -13,17 +13,18 @@ import (
 
 // Polling of queued waiters. A waiter with k live waiters before it
 // expects its turn in about k hand-offs; it measures how long a hand-off
-// takes from how fast its place moves, and reads the lock again when half
-// of the time to its turn has passed, at least LockPollInterval and at most
-// MaxLockPollInterval apart. The head of the queue so learns of a hand-off
+// takes from how fast the token moves, and reads the lock again when three
+// quarters of the time to its turn have passed, at least LockPollInterval
+// and at most MaxLockPollInterval (and a quarter watermark) apart. The head of the queue so learns of a hand-off
 // within about LockPollInterval, and a waiter far back costs a few reads.
 const (
 	LockPollInterval    = 20 * time.Millisecond
 	MaxLockPollInterval = 10 * time.Second
 )
 
-// waiterTTLFactor: a queued waiter proves it is alive every watermark and is
-// skipped by hand-offs once it has not for waiterTTLFactor watermarks. A
+// waiterTTLFactor: a queued waiter near the head proves it is alive every
+// watermark (further back, every half TTL), and is skipped by hand-offs once
+// it has not for waiterTTLFactor watermarks. A
 // dead waiter that is handed the lock before that costs one watermark, as a
 // crashed holder does; renewing more often would cost blind writes from
 // every waiter all the time.
@@ -38,7 +39,7 @@ type HeldError struct {
 	Name    string
 	Holder  string // the holder's owner identity, "" if the lock is free but waiters are queued
 	Token   int64  // the holder's token
-	Waiters int    // live waiters queued (counted up to 64)
+	Waiters int    // live waiters queued (counted up to 256)
 }
 
 func (e *HeldError) Error() string {

@@ -101,7 +101,8 @@ func (m *Mutex) Stats() Stats {
 //   - Executed, *SectionError: fn ran here and failed; the row is FAILED with
 //     its text and another contender may retry while attempts remain.
 //   - Executed, *LeaseLostError: fn ran here and returned, but the row had
-//     been taken over meanwhile (fn outlived the watermark).
+//     been taken over meanwhile (its renewals did not reach Spanner for a
+//     watermark, or it was recorded abandoned).
 //   - NoOutcome, *ExhaustedError: the section failed on its last allowed
 //     attempt, or Spanner kept failing; fn did not run here.
 //   - NoOutcome, errors.Join(ErrNotObtained, ctx.Err()): ctx ended while

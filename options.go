@@ -101,7 +101,8 @@ func WithWatermark(d time.Duration) Option { return func(c *config) { c.watermar
 func WithStaleness(d time.Duration) Option { return func(c *config) { c.staleness = d } }
 
 // WithMaxAttempts sets how many times the section may be started across all
-// processes since the row was last reset, and how many failed Spanner reads
+// processes in one generation of the row (a generation starts when the row
+// is created or goes stale), and how many failed Spanner calls
 // in a row Run tolerates (default DefaultMaxAttempts, at least 1).
 func WithMaxAttempts(n int) Option { return func(c *config) { c.maxAttempts = n } }
 

@@ -68,6 +68,13 @@ func (w *waiter) look(ctx context.Context, ttl time.Duration) (lockView, error) 
 	if err != nil {
 		return lockView{}, err
 	}
+	if r.State != StateStarted || silentFor(r) >= l.cfg.watermark {
+		// Free, or its holder silent: whether we are first decides, and
+		// the estimate may be stale (waiters who left do not move the
+		// token). Count exactly.
+		w.polls = fullReadEvery
+		return w.look(ctx, ttl)
+	}
 	w.polls++
 	return lockView{row: r, ahead: max(w.counted-int(r.Token-w.countedToken), 0), queued: true}, nil
 }

@@ -15,7 +15,8 @@ CREATE TABLE Mutexes (
   LeaseID STRING(36),
   -- The fencing token: +1 on every acquisition or takeover, never reused.
   Token INT64 NOT NULL,
-  -- How many times the section was started since the row was last reset.
+  -- How many times the section was started in this generation of the row
+  -- (a generation starts when the row is created or its DONE/FAILED goes stale).
   Attempts INT64 NOT NULL,
   -- The error text of the last failed attempt, or why it was abandoned.
   LastError STRING(MAX),
