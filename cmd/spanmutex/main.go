@@ -34,6 +34,8 @@ func subcommands() []subcommand {
 		{"ddl", "print the schema of the mutex table", cmdDDL},
 		{"emulator", "start a local Cloud Spanner emulator with the schema applied", cmdEmulator},
 		{"demo", "race simulated service instances on one mutex, with a takeover", cmdDemo},
+		{"bench", "measure spanmutex's Lock against a naive lock under contention", cmdBench},
+		{"torture", "run a mixed workload with faults on an embedded emulator, and check its history", cmdTorture},
 		{"help", "show the help of spanmutex or of a subcommand", cmdHelp},
 	}
 }
@@ -44,7 +46,7 @@ func subcommands() []subcommand {
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	s := streams{stdout: stdout, stderr: stderr}
 	if len(args) == 0 {
-		return reportUsage(s, &usageError{msg: "no subcommand given; want one of run, status, ddl, emulator, demo, help"})
+		return reportUsage(s, &usageError{msg: "no subcommand given; want one of run, status, ddl, emulator, demo, bench, torture, help"})
 	}
 	switch args[0] {
 	case "-h", "-help", "--help":
@@ -59,5 +61,5 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if strings.HasPrefix(args[0], "-") {
 		return reportUsage(s, &usageError{msg: fmt.Sprintf("unknown flag %s: flags go after the subcommand, as in 'spanmutex run --table T NAME -- COMMAND'", args[0])})
 	}
-	return reportUsage(s, &usageError{msg: fmt.Sprintf("unknown subcommand %q; want one of run, status, ddl, emulator, demo, help", args[0])})
+	return reportUsage(s, &usageError{msg: fmt.Sprintf("unknown subcommand %q; want one of run, status, ddl, emulator, demo, bench, torture, help", args[0])})
 }

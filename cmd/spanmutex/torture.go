@@ -1,0 +1,569 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spanmutex/spanmutex"
+	"github.com/spanmutex/spanmutex/emulator"
+	"github.com/spanmutex/spanmutex/internal/history"
+)
+
+// tortureHelp is the help of "spanmutex torture".
+var tortureHelp = helpText{
+	usage: "spanmutex torture [flags]",
+	about: `Runs a mixed workload against an embedded Cloud Spanner emulator with faults
+on, records every operation, and checks the history. Each of --clients clients
+has its own Spanner client and does one thing at a time, at random:
+
+  - Run a run-once section (Mutex.Run), on a name all clients share until it is
+    done, then on a fresh one. The section makes a guarded write of its token
+    (Lease.Guard in the same transaction), works for up to a watermark (so that
+    its lease is renewed), sometimes fails on purpose (so that others retry
+    it), and writes again.
+  - Lock (or TryLock) one of --locks reusable locks, waiting in its FIFO queue,
+    make one to three guarded writes while holding it, and Unlock.
+
+A section or holder that lost its lease keeps writing, as a process that
+misses the news would; only the fence stops it. The faults (--faults):
+
+  abort        the emulator aborts commits at random (--enable_fault_injection)
+  unavailable  a call fails with UNAVAILABLE before it is sent (--fault-rate)
+  drop-commit  a commit succeeds but its answer is lost (--fault-rate)
+  delay        a call waits up to an eighth of the watermark (--fault-rate)
+  pause        now and then a client freezes for 1.3 to 2.5 watermarks, so
+               that it is taken over while it believes it holds the lock
+
+The history is then checked (see internal/history): a linearizability check of
+each name with porcupine against a model of what Spanner may commit, and direct
+checks on commit timestamps: tokens increase, holders never overlap, a
+resource's tokens never decrease, a run-once section is done at most once,
+takeovers wait for the watermark, and the table agrees with what clients were
+told. It prints the operations done, the faults injected, each check, and every
+violation with the sub-history that shows it.`,
+	after: `SIGINT (Ctrl-C) or SIGTERM stops the workload early: what was recorded is still
+checked, and the exit status is 1. Once the check has begun, a signal ends the
+command at once. --seed repeats the random choices, not the timing of
+concurrent clients, so a run cannot be replayed exactly: keep --history.
+
+Exit status: 0 if no check found a violation, 1 if one did (or the run failed or
+was stopped early), 2 on a usage error.
+
+Examples:
+  spanmutex torture --duration 1m --clients 8 --faults abort,unavailable,drop-commit,delay,pause
+  spanmutex torture --duration 10m --history /tmp/history.jsonl
+  spanmutex torture --faults none --clients 2 --duration 10s`,
+}
+
+// tortureWrites is the table the guarded writes go to.
+const tortureWrites = "TortureWrites"
+
+// tortureOptions are the flags of "spanmutex torture".
+type tortureOptions struct {
+	duration     time.Duration
+	clients      int
+	faultList    string
+	faults       []string
+	rate         float64
+	watermark    time.Duration
+	locks        int
+	seed         uint64
+	history      string
+	checkTimeout time.Duration
+	progress     time.Duration
+}
+
+// tortureFlags defines the flags of "spanmutex torture" on a new flag set.
+func tortureFlags() (*flag.FlagSet, *tortureOptions) {
+	o := &tortureOptions{}
+	fs := newFlagSet("torture")
+	fs.DurationVar(&o.duration, "duration", time.Minute, "how long to run the workload")
+	fs.IntVar(&o.clients, "clients", 8, "how many clients, 2 to 64")
+	fs.StringVar(&o.faultList, "faults", strings.Join(allFaults, ","), "the faults to inject, comma-separated, or none")
+	fs.Float64Var(&o.rate, "fault-rate", 0.02, "the chance that each call meets each of unavailable, drop-commit and delay")
+	fs.DurationVar(&o.watermark, "watermark", 2*time.Second, "the watermark of every mutex and lock")
+	fs.IntVar(&o.locks, "locks", 3, "how many reusable locks the clients share, 1 to 100")
+	fs.Uint64Var(&o.seed, "seed", 0, "seed of the workload's and the faults' random choices (0: pick one)")
+	fs.StringVar(&o.history, "history", "", "also write the recorded history to this file, as JSON lines (it is written to a temporary file anyway on a violation)")
+	fs.DurationVar(&o.checkTimeout, "check-timeout", 5*time.Minute, "bound on the linearizability check of each name")
+	fs.DurationVar(&o.progress, "progress", 30*time.Second, "print a progress line this often (0: never)")
+	return fs, o
+}
+
+// validate checks the flags of "spanmutex torture".
+func (o *tortureOptions) validate() error {
+	faults, err := parseFaults(o.faultList)
+	if err != nil {
+		return usagef("torture", "--faults %q: %v", o.faultList, err)
+	}
+	o.faults = faults
+	switch {
+	case o.duration <= 0:
+		return usagef("torture", "--duration %v: must be positive", o.duration)
+	case o.clients < 2 || o.clients > 64:
+		return usagef("torture", "--clients %d: want 2 to 64", o.clients)
+	case !(o.rate >= 0 && o.rate <= 1):
+		return usagef("torture", "--fault-rate %v: want 0 to 1", o.rate)
+	case o.watermark < 100*time.Millisecond:
+		return usagef("torture", "--watermark %v: want at least 100ms", o.watermark)
+	case o.locks < 1 || o.locks > 100:
+		return usagef("torture", "--locks %d: want 1 to 100", o.locks)
+	case o.checkTimeout <= 0:
+		return usagef("torture", "--check-timeout %v: must be positive", o.checkTimeout)
+	case o.progress < 0:
+		return usagef("torture", "--progress %v: must not be negative", o.progress)
+	}
+	return nil
+}
+
+// has reports whether fault f is on.
+func (o *tortureOptions) has(f string) bool { return slices.Contains(o.faults, f) }
+
+// cmdTorture is "spanmutex torture [flags]".
+func cmdTorture(ctx context.Context, s streams, args []string) int {
+	fs, o := tortureFlags()
+	positional, code, done := parseFlags(s, "torture", fs, tortureHelp, args)
+	if done {
+		return code
+	}
+	if len(positional) > 0 {
+		return reportUsage(s, &usageError{cmd: "torture", msg: fmt.Sprintf("unexpected argument %q", positional[0])})
+	}
+	if err := o.validate(); err != nil {
+		return reportError(s, err, exitUsage)
+	}
+	if o.seed == 0 {
+		o.seed = rand.Uint64()
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	t := &torture{opts: o, out: &console{w: s.stdout}, rec: history.NewRecorder(), began: time.Now()}
+	faults := "none"
+	if len(o.faults) > 0 {
+		faults = strings.Join(o.faults, ",")
+	}
+	t.out.printf("spanmutex torture: %d clients for %v, faults %s (rate %v), watermark %v, %d locks, seed %d\n",
+		o.clients, o.duration, faults, o.rate, o.watermark, o.locks, o.seed)
+	closeAll, err := t.connect(ctx)
+	if err != nil {
+		return reportError(s, err, exitError)
+	}
+	defer closeAll()
+
+	// Once the workload has stopped, a signal stops the check at once.
+	ok, err := t.run(ctx, stop)
+	if err != nil {
+		return reportError(s, err, exitError)
+	}
+	if !ok {
+		return exitError
+	}
+	return exitOK
+}
+
+// torture is one run of "spanmutex torture".
+type torture struct {
+	opts    *tortureOptions
+	out     *console
+	rec     *history.Recorder
+	began   time.Time
+	emu     *emulator.Emulator
+	clients []*tortureClient
+	section atomic.Int64 // the run-once section clients currently share
+	pauses  atomic.Int64
+}
+
+// tortureClient is one client of the workload.
+type tortureClient struct {
+	*history.Client
+	faults  *clientFaults
+	rng     *rand.Rand // used by the client's goroutine only
+	locks   map[string]*spanmutex.Lock
+	holding atomic.Bool // holds (or believes it holds) a lease
+}
+
+// connect starts the emulator, with the table of guarded writes, and opens
+// one Spanner client per workload client, with its faults; it returns a
+// function that closes everything it opened.
+func (t *torture) connect(ctx context.Context) (func(), error) {
+	o := t.opts
+	eopts := []emulator.Option{emulator.WithDDL(history.WritesDDL(tortureWrites))}
+	if o.has(faultAbort) {
+		eopts = append(eopts, emulator.WithFaultInjection())
+	}
+	sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	emu, err := emulator.Start(sctx, eopts...)
+	if err != nil {
+		return nil, err
+	}
+	t.emu = emu
+	switch {
+	case emu.Started() && o.has(faultAbort):
+		t.out.printf("Started the Cloud Spanner emulator at %s (pid %d), with --enable_fault_injection.\n", emu.Host(), emu.PID())
+	case emu.Started():
+		t.out.printf("Started the Cloud Spanner emulator at %s (pid %d).\n", emu.Host(), emu.PID())
+	default:
+		t.out.printf("Using the Cloud Spanner emulator at %s=%s.\n", emulatorHostEnv, emu.Host())
+	}
+	closeAll := func() {
+		for _, c := range t.clients {
+			c.Spanner.Close()
+		}
+		_ = emu.Close()
+	}
+	for i := range o.clients {
+		id := fmt.Sprintf("c%d", i+1)
+		cf, err := newClientFaults(o.faults, o.rate, o.watermark/8, o.seed+uint64(i)+1)
+		if err != nil {
+			closeAll()
+			return nil, err
+		}
+		sc, err := emu.NewClient(ctx, emu.Database(), cf.clientOptions(t.rec.RenewalObserver(id, spanmutex.DefaultTable))...)
+		if err != nil {
+			closeAll()
+			return nil, err
+		}
+		c := &tortureClient{
+			Client: &history.Client{ID: id, Spanner: sc, Rec: t.rec, Writes: tortureWrites},
+			faults: cf,
+			rng:    rand.New(rand.NewPCG(o.seed, uint64(i))),
+			locks:  map[string]*spanmutex.Lock{},
+		}
+		t.clients = append(t.clients, c)
+		for l := range o.locks {
+			name := lockName(l)
+			lk, err := spanmutex.NewLock(sc, name, spanmutex.WithOwner(id), spanmutex.WithWatermark(o.watermark), spanmutex.WithMaxAttempts(6))
+			if err != nil {
+				closeAll()
+				return nil, err
+			}
+			c.locks[name] = lk
+		}
+	}
+	t.out.printf("Created database %s; opened %d clients.\n", emu.Database(), len(t.clients))
+	return closeAll, nil
+}
+
+func lockName(i int) string { return fmt.Sprintf("lock-%d", i+1) }
+
+// run runs the workload, checks the history and prints the report. It
+// reports whether the run was clean.
+func (t *torture) run(ctx context.Context, stopSignals func()) (bool, error) {
+	o := t.opts
+	wctx, cancel := context.WithTimeout(ctx, o.duration)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, c := range t.clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t.work(wctx, c)
+		}()
+	}
+	var bg sync.WaitGroup
+	bctx, stopBackground := context.WithCancel(wctx)
+	if o.has(faultPause) {
+		bg.Add(1)
+		go func() {
+			defer bg.Done()
+			t.pauseNowAndThen(bctx)
+		}()
+	}
+	if o.progress > 0 {
+		bg.Add(1)
+		go func() {
+			defer bg.Done()
+			t.reportProgress(bctx)
+		}()
+	}
+	<-wctx.Done()
+	stopBackground()
+	bg.Wait()
+	for _, c := range t.clients {
+		c.faults.freezer.thaw()
+	}
+	workload := time.Since(t.began)
+	interrupted := ctx.Err() != nil
+	stopSignals()
+
+	// Calls under way finish on their own: sections keep writing until
+	// their write timeouts, and Run and Unlock record their end within
+	// their finish timeout.
+	stopped := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(stopped)
+	}()
+	const stopTimeout = 3 * time.Minute
+	select {
+	case <-stopped:
+	case <-time.After(stopTimeout):
+		t.out.printf("Some clients did not stop within %v; their calls are checked as of unknown outcome.\n", stopTimeout)
+	}
+	ops := t.rec.Ops()
+	t.out.printf("Workload stopped after %v; checking %d operations.\n", workload.Round(100*time.Millisecond), len(ops))
+	written := ""
+	if o.history != "" {
+		if err := writeHistory(o.history, ops); err != nil {
+			return false, err
+		}
+		written = o.history
+	}
+
+	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer rcancel()
+	rb, err := history.ReadBack(rctx, t.emu.Client(), tortureWrites, "", ops)
+	if err != nil {
+		return false, err
+	}
+	checking := time.Now()
+	rep := history.Check(ops, history.Config{Watermark: o.watermark, Timeout: o.checkTimeout, Readback: rb})
+	checked := time.Since(checking)
+
+	var b strings.Builder
+	rep.WriteOperations(&b)
+	t.writeFaults(&b)
+	rep.WriteChecks(&b)
+	rep.WriteViolations(&b)
+	t.out.printf("%s", b.String())
+	if written == "" && !rep.OK() {
+		f, err := os.CreateTemp("", "spanmutex-torture-history-*.jsonl")
+		if err == nil {
+			written = f.Name()
+			f.Close()
+			err = writeHistory(written, ops)
+		}
+		if err != nil {
+			t.out.printf("Could not write the history: %v\n", err)
+			written = ""
+		}
+	}
+	if written != "" {
+		t.out.printf("History: %s (%d operations, JSON lines)\n", written, len(ops))
+	}
+	t.out.printf("Elapsed: %v (workload %v, check %v)\n", time.Since(t.began).Round(100*time.Millisecond),
+		workload.Round(100*time.Millisecond), checked.Round(100*time.Millisecond))
+	if interrupted {
+		t.out.printf("Stopped early by a signal.\n")
+		return false, nil
+	}
+	return rep.OK(), nil
+}
+
+// writeHistory writes ops to path, as JSON lines.
+func writeHistory(path string, ops []history.Op) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := history.WriteJSON(f, ops); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// writeFaults writes the faults injected, by kind.
+func (t *torture) writeFaults(w *strings.Builder) {
+	counts := map[string]int64{}
+	var aborts int64
+	for _, c := range t.clients {
+		for name, n := range c.faults.injected() {
+			counts[name] += n
+		}
+		aborts += c.faults.aborts.Load()
+	}
+	counts[faultPause] = t.pauses.Load()
+	counts[faultAbort] = aborts
+	var total int64
+	for _, f := range t.opts.faults {
+		total += counts[f]
+	}
+	notes := map[string]string{
+		faultAbort:       "ABORTED answers seen: the emulator's injected aborts, and contention",
+		faultUnavailable: "calls failed before they were sent",
+		faultDropCommit:  "commits whose answer was lost",
+		faultDelay:       "calls delayed",
+		faultPause:       "clients frozen past the watermark",
+	}
+	fmt.Fprintf(w, "Faults injected: %d\n", total)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, f := range t.opts.faults {
+		fmt.Fprintf(tw, "  %s\t%d\t%s\n", f, counts[f], notes[f])
+	}
+	_ = tw.Flush()
+}
+
+// reportProgress prints a line every --progress until ctx ends.
+func (t *torture) reportProgress(ctx context.Context) {
+	tick := time.NewTicker(t.opts.progress)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		var faults int64
+		for _, c := range t.clients {
+			for _, n := range c.faults.injected() {
+				faults += n
+			}
+		}
+		t.out.printf("  %v: %d operations, %d RPC faults, %d pauses\n",
+			time.Since(t.began).Round(time.Second), t.rec.Len(), faults, t.pauses.Load())
+	}
+}
+
+// pauseNowAndThen freezes a client every 2 to 5 watermarks, a holder if one
+// holds, for 1.3 to 2.5 watermarks: past the watermark and any jitter, so
+// that it is taken over while it believes it still holds its lease.
+func (t *torture) pauseNowAndThen(ctx context.Context) {
+	wm := t.opts.watermark
+	rng := rand.New(rand.NewPCG(t.opts.seed, 1<<32))
+	between := func(lo, hi float64) time.Duration {
+		return time.Duration((lo + rng.Float64()*(hi-lo)) * float64(wm))
+	}
+	for {
+		if !wait(ctx, between(2, 5)) {
+			return
+		}
+		var holders []*tortureClient
+		for _, c := range t.clients {
+			if c.holding.Load() {
+				holders = append(holders, c)
+			}
+		}
+		if len(holders) == 0 {
+			holders = t.clients
+		}
+		c := holders[rng.IntN(len(holders))]
+		c.faults.freezer.freeze()
+		t.pauses.Add(1)
+		wait(ctx, between(1.3, 2.5))
+		c.faults.freezer.thaw()
+	}
+}
+
+// wait waits d, or until ctx ends; it reports whether d passed. The timer
+// stands for time passing in the workload, not for synchronisation.
+func wait(ctx context.Context, d time.Duration) bool {
+	tm := time.NewTimer(d)
+	defer tm.Stop()
+	select {
+	case <-tm.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// work is one client's loop: until ctx ends, a run-once section, a
+// Lock or a TryLock at random.
+func (t *torture) work(ctx context.Context, c *tortureClient) {
+	for ctx.Err() == nil {
+		switch r := c.rng.Float64(); {
+		case r < 0.35:
+			t.runOnce(ctx, c)
+		case r < 0.45:
+			t.lockCycle(ctx, c, true)
+		default:
+			t.lockCycle(ctx, c, false)
+		}
+	}
+}
+
+// holdTimeout bounds how long a client waits for a section or lock.
+func (t *torture) holdTimeout() time.Duration { return 8 * t.opts.watermark }
+
+// writeContext is the context of a holder's guarded write: not the
+// section's, which is cancelled when the lease is lost, because the holder
+// stands for one that does not notice; a frozen client's write waits for
+// the thaw and then meets the fence.
+func (t *torture) writeContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), 4*t.opts.watermark)
+}
+
+// errOnPurpose is what a section returns when it fails on purpose.
+var errOnPurpose = errors.New("torture: the section failed on purpose")
+
+// runOnce runs the shared run-once section, and moves on to a fresh one
+// once it is done (or given up).
+func (t *torture) runOnce(ctx context.Context, c *tortureClient) {
+	k := t.section.Load()
+	name := fmt.Sprintf("section-%06d", k)
+	m, err := spanmutex.New(c.Spanner, name, spanmutex.WithOwner(c.ID), spanmutex.WithWatermark(t.opts.watermark),
+		spanmutex.WithMaxAttempts(4))
+	if err != nil {
+		return
+	}
+	rctx, cancel := context.WithTimeout(ctx, t.holdTimeout())
+	defer cancel()
+	out, err := c.Run(rctx, m, func(sctx context.Context, lease *spanmutex.Lease) error {
+		c.holding.Store(true)
+		defer c.holding.Store(false)
+		if err := t.write(sctx, c, lease, name); err != nil {
+			return err
+		}
+		// Work for up to a watermark: long enough, half the time, for the
+		// lease to be renewed.
+		wait(context.WithoutCancel(sctx), time.Duration(c.rng.Int64N(int64(t.opts.watermark))))
+		if c.rng.Float64() < 0.1 {
+			return errOnPurpose
+		}
+		return t.write(sctx, c, lease, name)
+	})
+	if out == spanmutex.AlreadyDone || (out == spanmutex.Executed && err == nil) || errors.Is(err, spanmutex.ErrAttemptsExhausted) {
+		t.section.CompareAndSwap(k, k+1)
+	}
+}
+
+// write makes one guarded write of lease's token to resource.
+func (t *torture) write(ctx context.Context, c *tortureClient, lease *spanmutex.Lease, resource string) error {
+	wctx, cancel := t.writeContext(ctx)
+	defer cancel()
+	return c.Write(wctx, lease, resource, lease.Guard)
+}
+
+// lockCycle takes one of the locks, makes one to three guarded writes while
+// holding it (the last one just before Unlock marks the end of its hold in
+// Spanner's commit order), and unlocks it.
+func (t *torture) lockCycle(ctx context.Context, c *tortureClient, try bool) {
+	name := lockName(c.rng.IntN(t.opts.locks))
+	l := c.locks[name]
+	lctx, cancel := context.WithTimeout(ctx, t.holdTimeout())
+	defer cancel()
+	lease, err := c.Lock(lctx, l, try)
+	if err != nil {
+		if try {
+			// Held: come back a little later rather than spin.
+			wait(ctx, time.Duration(c.rng.Int64N(int64(t.opts.watermark/10))))
+		}
+		return
+	}
+	c.holding.Store(true)
+	for i := range 1 + c.rng.IntN(3) {
+		if i > 0 {
+			wait(context.WithoutCancel(ctx), time.Duration(c.rng.Int64N(int64(t.opts.watermark/4))))
+		}
+		if err := t.write(ctx, c, lease, name); errors.Is(err, spanmutex.ErrLeaseLost) {
+			break
+		}
+	}
+	c.holding.Store(false)
+	_ = c.Unlock(context.WithoutCancel(ctx), l, lease)
+}

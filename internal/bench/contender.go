@@ -1,0 +1,162 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"maps"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"cloud.google.com/go/spanner"
+
+	"github.com/spanmutex/spanmutex"
+)
+
+// contender is one goroutine's handle on the lock under test. A contender
+// is used by one goroutine at a time: lock, then unlock, again and again.
+type contender interface {
+	// lock blocks until the contender holds the lock, or ctx ends.
+	lock(ctx context.Context) (acquisition, error)
+	// unlock releases the lock, even if ctx has ended. It returns the
+	// commit timestamp of the release when the lock reports it, else zero.
+	unlock(ctx context.Context) (time.Time, error)
+}
+
+// acquisition is what a successful lock call reports.
+type acquisition struct {
+	token int64
+	// handedOverAt is the commit timestamp (Spanner's clock) of the
+	// release that handed the lock to this contender, when the lock
+	// reports it; zero otherwise.
+	handedOverAt time.Time
+}
+
+// fleet is the contenders of one run and the Spanner operations they made.
+type fleet struct {
+	contenders []contender
+	// stats returns the operations of all contenders so far.
+	stats func() spanmutex.Stats
+	// warnings returns what the locks logged at warning level, by message.
+	warnings func() map[string]int
+}
+
+// newFleet makes n contenders of kind on lock name, spread over clients
+// round robin.
+func newFleet(kind Kind, n int, clients []*spanner.Client, table, name string) (*fleet, error) {
+	switch kind {
+	case Spanmutex:
+		return newLockFleet(n, clients, table, name)
+	case Naive:
+		return newNaiveFleet(n, clients, table, name), nil
+	}
+	return nil, fmt.Errorf("bench: unknown lock kind %q", kind)
+}
+
+// newLockFleet makes n spanmutex.Lock contenders, one Lock each.
+func newLockFleet(n int, clients []*spanner.Client, table, name string) (*fleet, error) {
+	warns := &warnings{byMessage: map[string]int{}}
+	locks := make([]*spanmutex.Lock, n)
+	f := &fleet{contenders: make([]contender, n), warnings: warns.snapshot}
+	for i := range n {
+		h := &lockLog{handedOver: &atomic.Bool{}, warnings: warns}
+		l, err := spanmutex.NewLock(clients[i%len(clients)], name,
+			spanmutex.WithTable(table),
+			spanmutex.WithOwner(fmt.Sprintf("bench-%d", i)),
+			spanmutex.WithLogger(slog.New(h)))
+		if err != nil {
+			return nil, err
+		}
+		locks[i] = l
+		f.contenders[i] = &lockContender{target: l, log: h}
+	}
+	f.stats = func() spanmutex.Stats {
+		var sum spanmutex.Stats
+		for _, l := range locks {
+			s := l.Stats()
+			sum.ReadWriteAttempts += s.ReadWriteAttempts
+			sum.BlindWrites += s.BlindWrites
+			sum.Reads += s.Reads
+		}
+		return sum
+	}
+	return f, nil
+}
+
+// lockContender is a contender on a spanmutex.Lock.
+type lockContender struct {
+	target *spanmutex.Lock
+	log    *lockLog
+}
+
+func (c *lockContender) lock(ctx context.Context) (acquisition, error) {
+	c.log.handedOver.Store(false)
+	lease, err := c.target.Lock(ctx)
+	if err != nil {
+		return acquisition{}, err
+	}
+	a := acquisition{token: lease.Token()}
+	if c.log.handedOver.Load() {
+		// The previous holder's Unlock wrote us in as holder: the lease's
+		// AcquiredAt is that transaction's commit timestamp.
+		a.handedOverAt = lease.AcquiredAt()
+	}
+	return a, nil
+}
+
+func (c *lockContender) unlock(ctx context.Context) (time.Time, error) {
+	return time.Time{}, c.target.Unlock(ctx)
+}
+
+// handedOverMessage is what spanmutex.Lock logs, at debug level, when it
+// finds that the previous holder's Unlock handed the lock to it. The Lock
+// API does not say whether a lease was handed over or taken free, so the
+// benchmark learns it from the log; the integration test fails if the
+// message changes and no hand-off is seen any more.
+const handedOverMessage = "lock: handed to us"
+
+// lockLog is the slog.Handler of one contender's Lock: it notes a hand-off
+// and counts warnings. Loggers derived from it share its state.
+type lockLog struct {
+	handedOver *atomic.Bool
+	warnings   *warnings
+}
+
+// Enabled reports true: the hand-off is logged at debug level.
+func (h *lockLog) Enabled(context.Context, slog.Level) bool { return true }
+
+// Handle notes a hand-off and counts records at warning level and above.
+func (h *lockLog) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == handedOverMessage {
+		h.handedOver.Store(true)
+	}
+	if r.Level >= slog.LevelWarn {
+		h.warnings.add(r.Message)
+	}
+	return nil
+}
+
+// WithAttrs returns h: the attributes are not needed.
+func (h *lockLog) WithAttrs([]slog.Attr) slog.Handler { return h }
+
+// WithGroup returns h: the groups are not needed.
+func (h *lockLog) WithGroup(string) slog.Handler { return h }
+
+// warnings counts log messages of a run's locks. Safe for concurrent use.
+type warnings struct {
+	mu        sync.Mutex
+	byMessage map[string]int
+}
+
+func (w *warnings) add(msg string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.byMessage[msg]++
+}
+
+func (w *warnings) snapshot() map[string]int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return maps.Clone(w.byMessage)
+}

@@ -1,0 +1,55 @@
+// Package bench measures what a lock on Cloud Spanner costs under
+// contention: spanmutex's Lock, and the naive lock most libraries implement
+// (a read-write transaction that takes the row if it is free, and a
+// randomised exponential backoff while it is held).
+//
+// For each number of contenders N and each lock, Run starts N goroutines,
+// spread over a few Spanner clients, that each acquire one lock and release
+// it at once, again and again, for a fixed duration (the window). Then no
+// new Lock call starts; Lock calls still waiting get a short drain period to
+// complete, and are cancelled after it. Each (lock, N) pair uses a lock name
+// of its own and fresh clients, so runs do not disturb each other.
+//
+// What is measured, per run:
+//
+//   - Acquisitions: Lock calls that returned holding the lock, before the
+//     drain ended. Acquisitions per second counts only those that completed
+//     within the window, divided by the window.
+//   - Costs per acquisition: everything the run's contenders made Spanner do,
+//     from the start of the window until every contender stopped (the drain
+//     and clean-up of cancelled waiters included), divided by the
+//     acquisitions. Read-write attempts count every attempt, aborted ones that
+//     the client retried included: Lock.Stats().ReadWriteAttempts for
+//     spanmutex, every invocation of a ReadWriteTransaction closure for the
+//     naive lock. RPCs are counted by gRPC interceptors on the run's clients:
+//     every unary and streaming RPC started, background session-pool RPCs
+//     included.
+//   - Wait: from calling Lock to Lock returning with the lock (local clock).
+//   - FIFO violations: an acquisition is a violation when, at the moment
+//     its Lock call returns, another contender that started its own Lock
+//     call at least FIFOTolerance earlier is still waiting (its call has
+//     neither returned nor been cancelled). Waiting contenders' start times
+//     are tracked under a mutex, so the check sees one consistent moment.
+//   - Hand-off latency: from the commit timestamp of the release that passed
+//     the lock on (Spanner's clock) to the next holder's Lock returning
+//     (local clock). The emulator runs on the same machine, so the two clocks
+//     agree; against a remote Spanner the figure includes clock skew. For
+//     spanmutex, a sample is taken when the lease was handed over in the
+//     previous holder's Unlock transaction (Lease.AcquiredAt is then that
+//     commit); a lock taken free, with nobody to hand it over, gives no
+//     sample. For the naive lock, every acquisition after a release gives a
+//     sample: the release's commit timestamp is paired with the acquisition
+//     of the next token.
+//
+// Figures from the Cloud Spanner emulator, which runs one read-write
+// transaction at a time and aborts the others, show more aborts (and so more
+// read-write attempts) than production Spanner would; compare the two locks
+// measured in the same run rather than the absolute figures. The emulator
+// has a second quirk: each commit pushes its commit timestamps a few
+// microseconds further ahead of the real clock, for the life of the process,
+// and a strong read waits until the real clock catches up. After some
+// thousands of commits every strong read takes tens of milliseconds, which
+// slows spanmutex's waiters (they poll with strong reads) far more than the
+// naive lock (it reads inside read-write transactions). Config.PerRun gives
+// each run a fresh emulator; Result.CommitLeadP50 shows the drift.
+package bench

@@ -1,0 +1,177 @@
+package bench
+
+import (
+	"cmp"
+	"fmt"
+	"io"
+	"maps"
+	"math"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Format writes results as a table, one row per run, followed by the
+// ratios of the naive lock to spanmutex (Ratios), the RPCs by method, what
+// went wrong if anything did, and how to read the figures.
+func Format(w io.Writer, results []Result) error {
+	var b strings.Builder
+	if len(results) > 0 {
+		fmt.Fprintf(&b, "Each run: N contenders spread over CLIENTS Spanner clients, each acquiring and at once releasing one lock, for %v.\n\n",
+			results[0].Duration)
+	}
+	writeTable(&b, []string{"LOCK", "N", "CLIENTS", "ACQUISITIONS", "ACQ/S", "RW ATTEMPTS/ACQ", "BLIND WRITES/ACQ", "READS/ACQ", "RPCS/ACQ",
+		"WAIT P50", "WAIT P99", "FIFO VIOLATIONS", "HAND-OFFS", "HAND-OFF P50", "HAND-OFF P99", "CANCELLED", "ERRORS"},
+		func(row func(cells ...any)) {
+			for _, r := range results {
+				some := r.Acquisitions > 0
+				row(r.Kind, r.Contenders, r.Clients, r.Acquisitions, fmt.Sprintf("%.1f", r.PerSecond()),
+					formatFloat(r.PerAcquisition(r.ReadWriteAttempts)), formatFloat(r.PerAcquisition(r.BlindWrites)),
+					formatFloat(r.PerAcquisition(r.Reads)), formatFloat(r.PerAcquisition(r.RPCs)),
+					formatDuration(r.WaitP50, some), formatDuration(r.WaitP99, some), r.FIFOViolations,
+					r.HandOffs, formatDuration(r.HandOffP50, r.HandOffs > 0), formatDuration(r.HandOffP99, r.HandOffs > 0),
+					r.Cancelled, r.Errors)
+			}
+		})
+
+	if ratios := Ratios(results); len(ratios) > 0 {
+		b.WriteString("\nNaive lock compared with spanmutex, measured in the same run:\n\n")
+		writeTable(&b, []string{"N", "RW ATTEMPTS/ACQ NAIVE÷OURS", "RPCS/ACQ NAIVE÷OURS", "ACQ/S OURS÷NAIVE"},
+			func(row func(cells ...any)) {
+				for _, q := range ratios {
+					row(q.Contenders, formatRatio(q.ReadWriteAttempts), formatRatio(q.RPCs), formatRatio(q.Throughput))
+				}
+			})
+	}
+
+	if len(results) > 0 {
+		b.WriteString("\nTotals per run; the longest head start of a contender overtaken in a FIFO violation; how far Spanner's\n" +
+			"commit timestamps ran ahead of the local clock; how long after the window every contender had stopped:\n\n")
+		writeTable(&b, []string{"LOCK", "N", "RW ATTEMPTS", "BLIND WRITES", "READS", "RPCS", "MAX OVERTAKEN", "COMMIT TS AHEAD P50", "MAX", "STOPPED AFTER"},
+			func(row func(cells ...any)) {
+				for _, r := range results {
+					commits := r.RPCsByMethod["Commit"] > 0
+					row(r.Kind, r.Contenders, r.ReadWriteAttempts, r.BlindWrites, r.Reads, r.RPCs,
+						formatDuration(r.MaxOvertaken, r.FIFOViolations > 0), formatDuration(r.CommitLeadP50, commits), formatDuration(r.CommitLeadMax, commits), formatDuration(r.Stopped, true))
+				}
+			})
+		b.WriteString("\nRPCs by method, per acquisition (in total when nothing was acquired):\n\n")
+		writeTable(&b, []string{"LOCK", "N", "RPCS BY METHOD"}, func(row func(cells ...any)) {
+			for _, r := range results {
+				row(r.Kind, r.Contenders, byMethod(r))
+			}
+		})
+	}
+
+	for _, r := range results {
+		if r.Errors > 0 {
+			fmt.Fprintf(&b, "\n%s, N=%d: %d Lock/Unlock errors; the first: %s\n", r.Kind, r.Contenders, r.Errors, r.FirstError)
+		}
+		if len(r.Warnings) > 0 {
+			fmt.Fprintf(&b, "\n%s, N=%d: the locks logged warnings:\n", r.Kind, r.Contenders)
+			for _, msg := range slices.Sorted(maps.Keys(r.Warnings)) {
+				fmt.Fprintf(&b, "  %d× %s\n", r.Warnings[msg], msg)
+			}
+		}
+	}
+
+	b.WriteString(`
+How to read this:
+  - Figures are from the Cloud Spanner emulator, which runs one read-write
+    transaction at a time and aborts the others: abort rates, and so read-write
+    attempts per acquisition, exceed production Spanner's, most for the naive
+    lock. Compare the two locks within a run rather than the absolute numbers.
+  - ACQUISITIONS: Lock calls that returned holding the lock, including those
+    that completed in the drain after the window; ACQ/S counts only those
+    completed within the window. CANCELLED: Lock calls still waiting at the
+    end of the drain.
+  - Costs per acquisition cover the whole run, the drain and the clean-up of
+    cancelled waiters included. RW ATTEMPTS include aborted attempts that were
+    retried. RPCS are every gRPC call the run's clients started.
+  - WAIT: from calling Lock to holding the lock.
+  - FIFO VIOLATIONS: acquisitions made while another contender that had
+    called Lock at least 100ms earlier was still waiting.
+  - HAND-OFF: from the commit timestamp of the release that passed the lock
+    on to the next holder's Lock returning. spanmutex: acquisitions handed
+    over in the previous holder's Unlock (a lock taken free gives no sample);
+    naive: every acquisition after a release. It compares Spanner's clock with
+    the local one: it is short by as much as commit timestamps run ahead
+    (COMMIT TS AHEAD), and can come out negative.
+`)
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// writeTable appends a table with header to b, the rows given by fill.
+func writeTable(b *strings.Builder, header []string, fill func(row func(cells ...any))) {
+	var t strings.Builder
+	tw := tabwriter.NewWriter(&t, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, strings.Join(header, "\t"))
+	fill(func(cells ...any) {
+		s := make([]string, len(cells))
+		for i, c := range cells {
+			s[i] = fmt.Sprint(c)
+		}
+		fmt.Fprintln(tw, strings.Join(s, "\t"))
+	})
+	_ = tw.Flush() // it writes to a strings.Builder, which does not fail
+	for _, l := range strings.SplitAfter(t.String(), "\n") {
+		if l != "" {
+			b.WriteString(strings.TrimRight(l, " \n") + "\n")
+		}
+	}
+}
+
+// byMethod lists a run's RPCs by method, most first: per acquisition, or
+// in total if there was none.
+func byMethod(r Result) string {
+	methods := slices.SortedFunc(maps.Keys(r.RPCsByMethod), func(a, b string) int {
+		return cmp.Or(cmp.Compare(r.RPCsByMethod[b], r.RPCsByMethod[a]), cmp.Compare(a, b))
+	})
+	parts := make([]string, 0, len(methods))
+	for _, m := range methods {
+		if r.Acquisitions == 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", m, r.RPCsByMethod[m]))
+		} else {
+			parts = append(parts, fmt.Sprintf("%s %s", m, formatFloat(r.PerAcquisition(r.RPCsByMethod[m]))))
+		}
+	}
+	if r.Acquisitions == 0 {
+		return "in total: " + strings.Join(parts, ", ")
+	}
+	return strings.Join(parts, ", ")
+}
+
+// formatFloat formats a per-acquisition figure: "-" when undefined.
+func formatFloat(v float64) string {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", v)
+}
+
+// formatRatio formats a Ratio field: "-" when undefined, "inf" when the
+// denominator is zero.
+func formatRatio(v float64) string {
+	switch {
+	case math.IsNaN(v):
+		return "-"
+	case math.IsInf(v, 1):
+		return "inf"
+	}
+	return fmt.Sprintf("%.2fx", v)
+}
+
+// formatDuration formats a latency for the table, "-" if there is none.
+func formatDuration(d time.Duration, ok bool) string {
+	switch {
+	case !ok:
+		return "-"
+	case d >= 10*time.Second || d <= -10*time.Second:
+		return fmt.Sprintf("%.1fs", d.Seconds())
+	case d >= time.Second || d <= -time.Second:
+		return fmt.Sprintf("%.2fs", d.Seconds())
+	}
+	return fmt.Sprintf("%.1fms", float64(d)/float64(time.Millisecond))
+}
