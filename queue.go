@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"cloud.google.com/go/spanner"
@@ -35,10 +34,6 @@ func (s *spannerStore) queueTable() string { return s.table + ddl.QueueSuffix }
 // queued before key (capped at limit), and whether key itself is queued, in
 // one statement.
 func (s *spannerStore) lockSQL(limit int) string {
-	cols := make([]string, len(rowColumns))
-	for i, c := range rowColumns {
-		cols[i] = "m." + c
-	}
 	q := s.queueTable()
 	return fmt.Sprintf("SELECT CURRENT_TIMESTAMP(), m.Name IS NOT NULL, %s, "+
 		"(SELECT COUNT(*) FROM (SELECT 1 FROM `%s` AS q WHERE q.Name = @name "+
@@ -46,7 +41,7 @@ func (s *spannerStore) lockSQL(limit int) string {
 		"AND q.RenewedAt >= TIMESTAMP_SUB(CURRENT_TIMESTAMP(), INTERVAL @ttl MICROSECOND) LIMIT %d)), "+
 		"EXISTS(SELECT 1 FROM `%s` AS q WHERE q.Name = @name AND q.EnqueuedAt = @at AND q.WaiterID = @id) "+
 		"FROM UNNEST([1]) AS one LEFT JOIN `%s` AS m ON m.Name = @name",
-		strings.Join(cols, ", "), q, limit, q, s.table)
+		rowSelectList(), q, limit, q, s.table)
 }
 
 func (s *spannerStore) queryLock(ctx context.Context, q querier, name string, key queueKey, ttl time.Duration, limit int) (lockView, error) {
@@ -59,20 +54,12 @@ func (s *spannerStore) queryLock(ctx context.Context, q querier, name string, ke
 		return lockView{}, err
 	}
 	var (
-		v                                        lockView
-		state, owner, leaseID, lastErr           spanner.NullString
-		token, attempts                          spanner.NullInt64
-		started, renewed, finished, updated, now spanner.NullTime
-		ahead                                    int64
+		v     lockView
+		ahead int64
 	)
-	if err := r.Columns(&now, &v.Exists, &state, &owner, &leaseID, &token, &attempts, &lastErr,
-		&started, &renewed, &finished, &updated, &ahead, &v.queued); err != nil {
+	if v.row, err = decodeRow(r, &ahead, &v.queued); err != nil {
 		return lockView{}, fmt.Errorf("spanmutex: decode lock %q of %s: %w", name, s.table, err)
 	}
-	v.row = row{Exists: v.Exists, State: State(state.StringVal), Owner: owner.StringVal, LeaseID: leaseID.StringVal,
-		Token: token.Int64, Attempts: attempts.Int64, LastError: lastErr.StringVal,
-		StartedAt: nullTime(started), RenewedAt: nullTime(renewed), FinishedAt: nullTime(finished),
-		UpdatedAt: nullTime(updated), Now: now.Time}
 	v.ahead = int(ahead)
 	return v, nil
 }

@@ -75,12 +75,17 @@ var rowColumns = []string{"State", "Owner", "LeaseID", "Token", "Attempts", "Las
 // readSQL reads the row and CURRENT_TIMESTAMP() in one statement. The LEFT
 // JOIN on a one-row UNNEST returns Spanner's clock even when the row is absent.
 func (s *spannerStore) readSQL() string {
+	return fmt.Sprintf("SELECT CURRENT_TIMESTAMP(), m.Name IS NOT NULL, %s FROM UNNEST([1]) AS one LEFT JOIN `%s` AS m ON m.Name = @name",
+		rowSelectList(), s.table)
+}
+
+// rowSelectList is rowColumns of the table aliased m, for a SELECT list.
+func rowSelectList() string {
 	cols := make([]string, len(rowColumns))
 	for i, c := range rowColumns {
 		cols[i] = "m." + c
 	}
-	return fmt.Sprintf("SELECT CURRENT_TIMESTAMP(), m.Name IS NOT NULL, %s FROM UNNEST([1]) AS one LEFT JOIN `%s` AS m ON m.Name = @name",
-		strings.Join(cols, ", "), s.table)
+	return strings.Join(cols, ", ")
 }
 
 type querier interface {
@@ -94,27 +99,37 @@ func (s *spannerStore) queryRow(ctx context.Context, q querier, name string) (ro
 	if err != nil {
 		return row{}, err
 	}
+	out, err := decodeRow(r)
+	if err != nil {
+		return row{}, fmt.Errorf("spanmutex: decode row %q of %s: %w", name, s.table, err)
+	}
+	if out.Exists && !out.State.Valid() {
+		return row{}, fmt.Errorf("spanmutex: row %q of %s has unknown state %q, written by something other than spanmutex; fix or delete the row", name, s.table, out.State)
+	}
+	return out, nil
+}
+
+// decodeRow decodes a result row that starts with CURRENT_TIMESTAMP(),
+// whether the row exists, and rowColumns (as readSQL and lockSQL select
+// them), into a row; extra receives the columns that follow.
+func decodeRow(r *spanner.Row, extra ...any) (row, error) {
 	var (
-		out                                      row
 		state, owner, leaseID, lastErr           spanner.NullString
 		token, attempts                          spanner.NullInt64
 		started, renewed, finished, updated, now spanner.NullTime
 		exists                                   bool
 	)
-	if err := r.Columns(&now, &exists, &state, &owner, &leaseID, &token, &attempts, &lastErr,
-		&started, &renewed, &finished, &updated); err != nil {
-		return row{}, fmt.Errorf("spanmutex: decode row %q of %s: %w", name, s.table, err)
+	dest := append([]any{&now, &exists, &state, &owner, &leaseID, &token, &attempts, &lastErr,
+		&started, &renewed, &finished, &updated}, extra...)
+	if err := r.Columns(dest...); err != nil {
+		return row{}, err
 	}
-	out = row{
+	return row{
 		Exists: exists, State: State(state.StringVal), Owner: owner.StringVal, LeaseID: leaseID.StringVal,
 		Token: token.Int64, Attempts: attempts.Int64, LastError: lastErr.StringVal,
 		StartedAt: nullTime(started), RenewedAt: nullTime(renewed), FinishedAt: nullTime(finished),
 		UpdatedAt: nullTime(updated), Now: now.Time,
-	}
-	if exists && !out.State.Valid() {
-		return row{}, fmt.Errorf("spanmutex: row %q of %s has unknown state %q, written by something other than spanmutex; fix or delete the row", name, s.table, out.State)
-	}
-	return out, nil
+	}, nil
 }
 
 func nullTime(t spanner.NullTime) time.Time {
