@@ -30,7 +30,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/spanmutex/spanmutex/emulator"
 	"github.com/spanmutex/spanmutex/internal/faultinject"
 )
 
@@ -394,29 +393,17 @@ func TestFaultLockMutualExclusion(t *testing.T) {
 
 // The same, against an emulator that aborts commits at random.
 func TestFaultLockUnderEmulatorFaultInjection(t *testing.T) {
-	needEmulator(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	faulty, err := emulator.Start(ctx, emulator.WithFaultInjection())
-	require.NoError(t, err)
-	t.Cleanup(func() { assert.NoError(t, faulty.Close()) })
-	clients := make([]*spanner.Client, 4)
-	for i := range clients {
-		c, err := faulty.NewClient(ctx, faulty.Database())
-		require.NoError(t, err)
-		t.Cleanup(c.Close)
-		clients[i] = c
-	}
+	clients := faultyEmulatorClients(t, 4)
 	const contenders, times = 8, 10
 	began := time.Now()
 	logs := newLogCounter()
-	res := lockRace(t, clients, faulty.Client(), "emulator-faults", contenders, times,
+	res := lockRace(t, clients, clients[0], "emulator-faults", contenders, times,
 		WithWatermark(2*time.Second), WithMaxAttempts(20), WithLogger(slog.New(logs)))
 	t.Logf("%d Lock calls in %v: %d leases, %d ErrNotObtained, %d ErrAttemptsExhausted, %d other errors (emulator aborting commits at random)",
 		contenders*times, time.Since(began).Round(time.Millisecond), res.leases, res.notObtained, res.exhausted, len(res.other))
 	t.Logf("recoveries the library logged: %v", logs.snapshot())
 	checkLockRace(t, res, contenders*times)
-	rows, err := Inspect(ctx, faulty.Client(), "", "emulator-faults")
+	rows, err := Inspect(context.Background(), clients[0], "", "emulator-faults")
 	require.NoError(t, err)
 	require.Len(t, rows, 1)
 	assert.Equal(t, StateNeeded, rows[0].State)

@@ -2,8 +2,6 @@ package spanmutex
 
 import (
 	"context"
-	"flag"
-	"fmt"
 	"os"
 	"sync/atomic"
 	"testing"
@@ -27,30 +25,36 @@ var emu *emulator.Emulator
 // cannot be found the run fails, saying how to install it; -short skips the
 // integration tests instead.
 func TestMain(m *testing.M) {
-	flag.Parse()
-	if !testing.Short() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		var err error
-		emu, err = emulator.Start(ctx)
-		cancel()
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "integration tests need the Cloud Spanner emulator (run with -short to skip them): %v\n", err)
-			os.Exit(1)
-		}
+	os.Exit(emulator.RunTests(m, func(e *emulator.Emulator) {
+		emu = e
 		// The testable examples call emulator.Start as a user would; this
 		// makes them attach to the emulator already running, with a fresh
 		// database each.
 		if os.Getenv(emulator.HostEnv) == "" {
-			os.Setenv(emulator.HostEnv, emu.Host())
+			os.Setenv(emulator.HostEnv, e.Host())
 		}
+	}))
+}
+
+// faultyEmulatorClients starts an emulator of the test's own with
+// --enable_fault_injection and opens n clients of its database, all closed
+// when the test ends.
+func faultyEmulatorClients(t *testing.T, n int) []*spanner.Client {
+	t.Helper()
+	needEmulator(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	faulty, err := emulator.Start(ctx, emulator.WithFaultInjection())
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, faulty.Close()) })
+	clients := make([]*spanner.Client, n)
+	for i := range clients {
+		c, err := faulty.NewClient(ctx, faulty.Database())
+		require.NoError(t, err)
+		t.Cleanup(c.Close)
+		clients[i] = c
 	}
-	code := m.Run()
-	if emu != nil {
-		if err := emu.Close(); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-		}
-	}
-	os.Exit(code)
+	return clients
 }
 
 // needEmulator skips the test under -short.

@@ -12,8 +12,6 @@ import (
 	"cloud.google.com/go/spanner"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/spanmutex/spanmutex/emulator"
 )
 
 // raceResult is what one round of an exactly-once race produced.
@@ -87,19 +85,7 @@ func TestExactlyOnce(t *testing.T) {
 
 // The same race against an emulator that aborts commits at random.
 func TestExactlyOnceUnderFaultInjection(t *testing.T) {
-	needEmulator(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	faulty, err := emulator.Start(ctx, emulator.WithFaultInjection())
-	require.NoError(t, err)
-	t.Cleanup(func() { assert.NoError(t, faulty.Close()) })
-	clients := make([]*spanner.Client, 4)
-	for i := range clients {
-		c, err := faulty.NewClient(ctx, faulty.Database())
-		require.NoError(t, err)
-		t.Cleanup(c.Close)
-		clients[i] = c
-	}
+	clients := faultyEmulatorClients(t, 4)
 	exactlyOnce(t, clients, 20, 32)
 }
 

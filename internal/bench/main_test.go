@@ -1,12 +1,8 @@
 package bench
 
 import (
-	"context"
-	"flag"
-	"fmt"
 	"os"
 	"testing"
-	"time"
 
 	"github.com/spanmutex/spanmutex/emulator"
 )
@@ -19,24 +15,7 @@ var emu *emulator.Emulator
 // it cannot be found the run fails, saying how to install it; -short skips
 // the integration tests instead.
 func TestMain(m *testing.M) {
-	flag.Parse()
-	if !testing.Short() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		var err error
-		emu, err = emulator.Start(ctx)
-		cancel()
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "integration tests need the Cloud Spanner emulator (run with -short to skip them): %v\n", err)
-			os.Exit(1)
-		}
-	}
-	code := m.Run()
-	if emu != nil {
-		if err := emu.Close(); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-		}
-	}
-	os.Exit(code)
+	os.Exit(emulator.RunTests(m, func(e *emulator.Emulator) { emu = e }))
 }
 
 // needEmulator skips the test under -short.

@@ -1,12 +1,8 @@
 package history_test
 
 import (
-	"context"
-	"flag"
-	"fmt"
 	"os"
 	"testing"
-	"time"
 
 	"github.com/spanmutex/spanmutex/emulator"
 )
@@ -19,27 +15,7 @@ var emu *emulator.Emulator
 // cannot be found the run fails, saying how to install it; -short skips the
 // integration tests instead.
 func TestMain(m *testing.M) {
-	flag.Parse()
-	os.Exit(testMain(m))
-}
-
-func testMain(m *testing.M) int {
-	if !testing.Short() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		var err error
-		emu, err = emulator.Start(ctx)
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "integration tests need the Cloud Spanner emulator (run with -short to skip them): %v\n", err)
-			return 1
-		}
-		defer func() {
-			if err := emu.Close(); err != nil {
-				fmt.Fprintln(os.Stderr, err)
-			}
-		}()
-	}
-	return m.Run()
+	os.Exit(emulator.RunTests(m, func(e *emulator.Emulator) { emu = e }))
 }
 
 // needEmulator skips the test under -short.
