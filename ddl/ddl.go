@@ -137,3 +137,61 @@ func MutexColumns() map[string]string {
 		"UpdatedAt":  "TIMESTAMP",
 	}
 }
+
+// DefaultRequestsTable is the table of package queue when none is configured.
+const DefaultRequestsTable = "Requests"
+
+//go:embed requests.sql
+var requestsSQL string
+
+// RequestsTable returns the statements that create the request queue of
+// package queue, named table, with comments: the table, its unique index
+// that allows one create per resource (named table+"OneCreatePerResource"),
+// the index of pending requests that workers scan (table+"Pending") and the
+// index by resource (table+"ByResource"). Requests are kept as a history;
+// RequestsRetention adds a row deletion policy that expires them.
+func RequestsTable(table string) ([]string, error) {
+	if err := ValidateTableName(table); err != nil {
+		return nil, err
+	}
+	create := requestsSQL
+	for _, old := range []string{"CREATE TABLE " + DefaultRequestsTable + " (", "CONSTRAINT " + DefaultRequestsTable + "StatusIsKnown", "CONSTRAINT " + DefaultRequestsTable + "KindIsKnown"} {
+		create = strings.Replace(create, old, strings.Replace(old, DefaultRequestsTable, table, 1), 1)
+	}
+	return []string{
+		create,
+		"-- At most one create per resource, enforced by Spanner: a second create\n-- of a resource fails with AlreadyExists and writes nothing.\n" +
+			"CREATE UNIQUE NULL_FILTERED INDEX " + table + "OneCreatePerResource ON " + table + " (CreateOf)",
+		"-- The pending requests (new or in-progress) in FIFO order; finished\n-- requests leave it (PendingSince is NULL), so scans never read history.\n" +
+			"CREATE NULL_FILTERED INDEX " + table + "Pending ON " + table + " (PendingSince, RequestID) STORING (Status, Kind, Resource)",
+		"-- Every request of one resource, oldest first.\n" +
+			"CREATE INDEX " + table + "ByResource ON " + table + " (Resource, CreatedAt)",
+	}, nil
+}
+
+// RequestsRetention returns the statement that makes Spanner delete the
+// finished requests of table once they are older than days days (measured
+// from FinishedAt; pending requests, whose FinishedAt is NULL, are never
+// deleted). Without it, requests are kept for ever as a history.
+func RequestsRetention(table string, days int) (string, error) {
+	if err := ValidateTableName(table); err != nil {
+		return "", err
+	}
+	if days < 1 {
+		return "", fmt.Errorf("ddl: retention of %d days: use 1 or more days", days)
+	}
+	return fmt.Sprintf("ALTER TABLE %s ADD ROW DELETION POLICY (OLDER_THAN(FinishedAt, INTERVAL %d DAY))", table, days), nil
+}
+
+// RequestsStatements is RequestsTable with comments stripped, ready for
+// UpdateDatabaseDdl or CreateDatabase's ExtraStatements.
+func RequestsStatements(table string) ([]string, error) {
+	stmts, err := RequestsTable(table)
+	if err != nil {
+		return nil, err
+	}
+	for i, s := range stmts {
+		stmts[i] = stripComments(s)
+	}
+	return stmts, nil
+}

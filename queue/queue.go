@@ -1,0 +1,288 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"cloud.google.com/go/spanner"
+	"github.com/google/uuid"
+	"google.golang.org/grpc/codes"
+
+	"github.com/spanmutex/spanmutex"
+	"github.com/spanmutex/spanmutex/ddl"
+)
+
+// Queue is a request queue stored in one Spanner table (see ddl.RequestsTable).
+// It is safe for concurrent use. Workers made from a Queue are woken at once
+// by that Queue's Enqueue calls (an in-process notification); work enqueued
+// by other processes is found by polling.
+type Queue struct {
+	client *spanner.Client
+	cfg    config
+
+	mu   sync.Mutex
+	wake chan struct{} // closed and replaced by Notify
+}
+
+// Option configures a Queue.
+type Option func(*config)
+
+type config struct {
+	table      string
+	maxPayload int
+	lockOpts   []spanmutex.Option
+}
+
+// WithTable names the requests table (default ddl.DefaultRequestsTable).
+func WithTable(name string) Option { return func(c *config) { c.table = name } }
+
+// WithMaxPayload sets the largest payload Enqueue accepts, in bytes (default
+// DefaultMaxPayload; at most 10 MiB, Spanner's limit on one cell).
+func WithMaxPayload(n int) Option { return func(c *config) { c.maxPayload = n } }
+
+// WithLockOptions passes options to the per-resource spanmutex locks that
+// workers hold while they handle a resource: the mutex table (WithTable),
+// the watermark after which a dead worker's claim is taken over
+// (WithWatermark), the logger, and so on.
+func WithLockOptions(opts ...spanmutex.Option) Option {
+	return func(c *config) { c.lockOpts = append(c.lockOpts, opts...) }
+}
+
+// New returns the queue stored in client's database. Every error wraps
+// ErrInvalidConfig.
+func New(client *spanner.Client, opts ...Option) (*Queue, error) {
+	if client == nil {
+		return nil, fmt.Errorf("%w: nil *spanner.Client: open one with spanner.NewClient", ErrInvalidConfig)
+	}
+	cfg := config{table: ddl.DefaultRequestsTable, maxPayload: DefaultMaxPayload}
+	for _, o := range opts {
+		if o == nil {
+			return nil, fmt.Errorf("%w: nil Option", ErrInvalidConfig)
+		}
+		o(&cfg)
+	}
+	if err := ddl.ValidateTableName(cfg.table); err != nil {
+		return nil, fmt.Errorf("%w: WithTable: %v", ErrInvalidConfig, err)
+	}
+	if cfg.maxPayload < 0 || cfg.maxPayload > maxPayloadLimit {
+		return nil, fmt.Errorf("%w: WithMaxPayload(%d): use 0 to %d bytes", ErrInvalidConfig, cfg.maxPayload, maxPayloadLimit)
+	}
+	// Check the lock options now, so that a worker never fails on them later.
+	if _, err := spanmutex.NewLock(client, "queue-options-check", cfg.lockOpts...); err != nil {
+		return nil, fmt.Errorf("%w: WithLockOptions: %w", ErrInvalidConfig, err)
+	}
+	return &Queue{client: client, cfg: cfg, wake: make(chan struct{})}, nil
+}
+
+// Table returns the name of the requests table.
+func (q *Queue) Table() string { return q.cfg.table }
+
+// Notify wakes this Queue's idle workers at once. Enqueue calls it after its
+// commit; call it after committing a transaction in which you called
+// EnqueueTx, or leave the workers to find the requests at their next poll.
+func (q *Queue) Notify() {
+	q.mu.Lock()
+	close(q.wake)
+	q.wake = make(chan struct{})
+	q.mu.Unlock()
+}
+
+// woken returns a channel that is closed at the next Notify.
+func (q *Queue) woken() <-chan struct{} {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.wake
+}
+
+// Enqueue adds requests to the queue in one read-write transaction, all or
+// none, and returns their ids in order. A create for a resource that already
+// has one returns a *DuplicateCreateError; an update of a resource with no
+// create (committed, or earlier in reqs) returns ErrNoCreate; a malformed
+// request returns an *InvalidRequestError. In each case nothing is written.
+// A commit whose outcome is unknown is settled by reading the ids back.
+func (q *Queue) Enqueue(ctx context.Context, reqs ...Request) ([]string, error) {
+	if ctx == nil {
+		return nil, errNilContext
+	}
+	prepared, err := q.prepare(reqs)
+	if err != nil {
+		return nil, err
+	}
+	_, err = q.client.ReadWriteTransaction(ctx, func(ctx context.Context, txn *spanner.ReadWriteTransaction) error {
+		return q.insert(ctx, txn, prepared)
+	})
+	if err != nil && commitUnknown(err) {
+		// The commit may have landed: read our ids back to know.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		landed, rerr := q.allExist(rctx, ids(prepared))
+		cancel()
+		if rerr == nil && landed {
+			err = nil
+		}
+	}
+	if err != nil {
+		return nil, q.enqueueError(err)
+	}
+	q.Notify()
+	return ids(prepared), nil
+}
+
+// EnqueueTx adds requests inside the caller's own read-write transaction, so
+// that they exist if and only if the caller's transaction commits: no lost
+// requests, no phantom ones. It checks as Enqueue does, with reads in txn,
+// and buffers the inserts; it returns the ids. The client may run the
+// caller's transaction function more than once: call EnqueueTx in it each
+// time. After the commit, call Notify to wake this process's workers.
+func (q *Queue) EnqueueTx(ctx context.Context, txn *spanner.ReadWriteTransaction, reqs ...Request) ([]string, error) {
+	if ctx == nil {
+		return nil, errNilContext
+	}
+	if txn == nil {
+		return nil, fmt.Errorf("%w: nil transaction: call EnqueueTx inside client.ReadWriteTransaction", ErrInvalidConfig)
+	}
+	prepared, err := q.prepare(reqs)
+	if err != nil {
+		return nil, err
+	}
+	if err := q.insert(ctx, txn, prepared); err != nil {
+		return nil, err
+	}
+	return ids(prepared), nil
+}
+
+// prepare validates reqs and gives each an id, before any transaction, so
+// that a retried transaction writes the same ids.
+func (q *Queue) prepare(reqs []Request) ([]Request, error) {
+	if len(reqs) == 0 {
+		return nil, &InvalidRequestError{Index: -1, Reason: "no requests given"}
+	}
+	out := make([]Request, len(reqs))
+	seen := map[string]bool{}
+	for i, r := range reqs {
+		if reason := r.validate(q.cfg.maxPayload); reason != "" {
+			return nil, &InvalidRequestError{Index: i, Reason: reason}
+		}
+		if r.ID == "" {
+			r.ID = uuid.NewString()
+		}
+		if seen[r.ID] {
+			return nil, &InvalidRequestError{Index: i, Reason: fmt.Sprintf("id %q appears twice", r.ID)}
+		}
+		seen[r.ID] = true
+		out[i] = r
+	}
+	return out, nil
+}
+
+// insert checks reqs against the creates already committed, with a read in
+// txn (whose locks make two concurrent creates of one resource serialize),
+// and buffers their inserts.
+func (q *Queue) insert(ctx context.Context, txn *spanner.ReadWriteTransaction, reqs []Request) error {
+	var resources []string
+	for _, r := range reqs {
+		resources = append(resources, r.Resource)
+	}
+	created, err := q.createdAmong(ctx, txn, resources)
+	if err != nil {
+		return err
+	}
+	for _, r := range reqs {
+		switch r.Kind {
+		case KindCreate:
+			if created[r.Resource] {
+				return &DuplicateCreateError{Resource: r.Resource}
+			}
+			created[r.Resource] = true
+		case KindUpdate:
+			if !created[r.Resource] {
+				return fmt.Errorf("%w: resource %q: enqueue its create first (or in the same call); nothing was enqueued", ErrNoCreate, r.Resource)
+			}
+		}
+	}
+	ms := make([]*spanner.Mutation, len(reqs))
+	for i, r := range reqs {
+		ms[i] = spanner.InsertMap(q.cfg.table, map[string]any{
+			"RequestID":    r.ID,
+			"Status":       string(StatusNew),
+			"Kind":         string(r.Kind),
+			"Resource":     r.Resource,
+			"Payload":      r.Payload,
+			"Attempts":     int64(0),
+			"CreatedAt":    spanner.CommitTimestamp,
+			"PendingSince": spanner.CommitTimestamp,
+		})
+	}
+	return txn.BufferWrite(ms)
+}
+
+// createdAmong returns which of resources have a create request, read in txn
+// through the unique index on creates.
+func (q *Queue) createdAmong(ctx context.Context, txn *spanner.ReadWriteTransaction, resources []string) (map[string]bool, error) {
+	stmt := spanner.Statement{
+		SQL: fmt.Sprintf("SELECT CreateOf FROM %s@{FORCE_INDEX=%sOneCreatePerResource} WHERE CreateOf IN UNNEST(@resources)",
+			q.cfg.table, q.cfg.table),
+		Params: map[string]any{"resources": resources},
+	}
+	created := map[string]bool{}
+	err := txn.Query(ctx, stmt).Do(func(row *spanner.Row) error {
+		var res string
+		if err := row.Columns(&res); err != nil {
+			return err
+		}
+		created[res] = true
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("queue: read the creates of %d resources in table %s: %w", len(resources), q.cfg.table, err)
+	}
+	return created, nil
+}
+
+// enqueueError turns Spanner's refusal of a second create into a
+// *DuplicateCreateError.
+func (q *Queue) enqueueError(err error) error {
+	var dup *DuplicateCreateError
+	if errors.As(err, &dup) || errors.Is(err, ErrNoCreate) || errors.Is(err, ErrInvalidRequest) {
+		return err
+	}
+	if spanner.ErrCode(err) == codes.AlreadyExists { // the unique index refused a create
+		return &DuplicateCreateError{Resource: "(see error)", Err: err}
+	}
+	return fmt.Errorf("queue: enqueue: %w", err)
+}
+
+// allExist reports whether every id is in the table, by a strong read.
+func (q *Queue) allExist(ctx context.Context, idList []string) (bool, error) {
+	keys := make([]spanner.KeySet, len(idList))
+	for i, id := range idList {
+		keys[i] = spanner.Key{id}
+	}
+	n := 0
+	err := q.client.Single().Read(ctx, q.cfg.table, spanner.KeySets(keys...), []string{"RequestID"}).Do(func(*spanner.Row) error {
+		n++
+		return nil
+	})
+	return n == len(idList), err
+}
+
+func ids(reqs []Request) []string {
+	out := make([]string, len(reqs))
+	for i, r := range reqs {
+		out[i] = r.ID
+	}
+	return out
+}
+
+// commitUnknown reports whether err leaves a commit's outcome unknown.
+func commitUnknown(err error) bool {
+	switch spanner.ErrCode(err) {
+	case codes.DeadlineExceeded, codes.Canceled, codes.Unavailable:
+		return true
+	}
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
+}
+
+var errNilContext = errors.New("queue: nil context; pass context.Background() or a context with a deadline")
