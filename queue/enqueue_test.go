@@ -1,0 +1,96 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"cloud.google.com/go/spanner"
+	"github.com/stretchr/testify/require"
+)
+
+func TestEnqueueRejectsADuplicateCreateAndWritesNothing(t *testing.T) {
+	c := newClient(t, freshDatabase(t))
+	q, err := New(c)
+	require.NoError(t, err)
+	ctx := context.Background()
+	_, err = q.Enqueue(ctx, Request{Kind: KindCreate, Resource: "sheet-1"})
+	require.NoError(t, err)
+
+	_, err = q.Enqueue(ctx, Request{Kind: KindUpdate, Resource: "sheet-1"}, Request{Kind: KindCreate, Resource: "sheet-1"})
+	var dup *DuplicateCreateError
+	require.ErrorAs(t, err, &dup)
+	require.Equal(t, "sheet-1", dup.Resource)
+	got, err := q.List(ctx, "sheet-1")
+	require.NoError(t, err)
+	require.Len(t, got, 1, "the batch with the duplicate create wrote nothing, its update included")
+	require.Equal(t, KindCreate, got[0].Kind)
+	require.Equal(t, StatusNew, got[0].Status)
+}
+
+func TestEnqueueRejectsAnUpdateWithoutACreate(t *testing.T) {
+	c := newClient(t, freshDatabase(t))
+	q, err := New(c)
+	require.NoError(t, err)
+	_, err = q.Enqueue(context.Background(), Request{Kind: KindUpdate, Resource: "never-created"})
+	require.ErrorIs(t, err, ErrNoCreate)
+	n, err := q.Counts(context.Background())
+	require.NoError(t, err)
+	require.Empty(t, n)
+}
+
+func TestEnqueueRejectsInvalidRequests(t *testing.T) {
+	c := newClient(t, freshDatabase(t))
+	q, err := New(c, WithMaxPayload(10))
+	require.NoError(t, err)
+	for name, r := range map[string]Request{
+		"unknown kind":     {Kind: "delete", Resource: "s"},
+		"empty resource":   {Kind: KindCreate},
+		"control char":     {Kind: KindCreate, Resource: "a\nb"},
+		"oversize payload": {Kind: KindCreate, Resource: "s", Payload: make([]byte, 11)},
+		"bad id":           {ID: "has space", Kind: KindCreate, Resource: "s"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := q.Enqueue(context.Background(), r)
+			var inv *InvalidRequestError
+			require.ErrorAs(t, err, &inv)
+			require.ErrorIs(t, err, ErrInvalidRequest)
+		})
+	}
+	n, err := q.Counts(context.Background())
+	require.NoError(t, err)
+	require.Empty(t, n, "nothing was written")
+}
+
+func TestEnqueueTxRolledBackLeavesNoRequest(t *testing.T) {
+	c := newClient(t, freshDatabase(t))
+	q, err := New(c)
+	require.NoError(t, err)
+	ctx := context.Background()
+	callerFailed := errors.New("the caller's own change failed")
+	var id string
+	_, err = c.ReadWriteTransaction(ctx, func(ctx context.Context, txn *spanner.ReadWriteTransaction) error {
+		ids, err := q.EnqueueTx(ctx, txn, Request{Kind: KindCreate, Resource: "rolled-back"})
+		if err != nil {
+			return err
+		}
+		id = ids[0]
+		return callerFailed
+	})
+	require.ErrorIs(t, err, callerFailed)
+	_, err = q.Get(ctx, id)
+	require.ErrorIs(t, err, ErrNotFound, "a rolled-back transaction leaves no phantom request")
+
+	_, err = c.ReadWriteTransaction(ctx, func(ctx context.Context, txn *spanner.ReadWriteTransaction) error {
+		ids, err := q.EnqueueTx(ctx, txn, Request{Kind: KindCreate, Resource: "committed"})
+		if err == nil {
+			id = ids[0]
+		}
+		return err
+	})
+	require.NoError(t, err)
+	r, err := q.Get(ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, StatusNew, r.Status)
+	require.False(t, r.CreatedAt.IsZero())
+}
