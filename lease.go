@@ -27,6 +27,7 @@ type Lease struct {
 	token      int64
 	acquiredAt time.Time
 	takeover   bool
+	handedOff  bool
 	table      string
 	// anchor is the local time just before the request that set RenewedAt
 	// at acquisition was sent (see keepAlive); renewals move it, under mu.
@@ -62,6 +63,15 @@ func (l *Lease) AcquiredAt() time.Time { return l.acquiredAt }
 // TookOver reports whether this acquisition took the section over from a
 // holder that went silent past the watermark.
 func (l *Lease) TookOver() bool { return l.takeover }
+
+// HandedOff reports whether a Lock acquired this lease by hand-off: the
+// previous holder's Unlock wrote this contender in as holder, in the same
+// read-write transaction that released the lock, and AcquiredAt is that
+// transaction's commit timestamp. It is false for a lock taken while free
+// (or taken over), for every lease of a run-once Mutex, and when an
+// acquisition attempt of this Lock call had an unknown outcome (its own
+// commit, not a hand-off, may then have made it the holder).
+func (l *Lease) HandedOff() bool { return l.handedOff }
 
 // Done returns a channel that is closed when the lease is lost: a renewal
 // found the row taken over, or renewals kept failing until the watermark

@@ -39,6 +39,7 @@ func TestLockUncontended(t *testing.T) {
 		lease, err := l.Lock(ctx)
 		require.NoError(t, err)
 		assert.Equal(t, int64(i), lease.Token())
+		assert.False(t, lease.HandedOff(), "taken free, not handed over")
 		require.NoError(t, l.Unlock(ctx))
 	}
 	st := l.Stats()
@@ -103,6 +104,7 @@ func TestLockFIFO(t *testing.T) {
 		mu    sync.Mutex
 		order []string // owners in the order they got the lock
 		toks  []int64
+		hand  []bool // whether each lease says it was handed over
 		wg    sync.WaitGroup
 	)
 	for i := 0; i < n; i++ {
@@ -118,6 +120,7 @@ func TestLockFIFO(t *testing.T) {
 			mu.Lock()
 			order = append(order, lease.Owner())
 			toks = append(toks, lease.Token())
+			hand = append(hand, lease.HandedOff())
 			mu.Unlock()
 			assert.NoError(t, l.Unlock(context.Background()))
 		}()
@@ -133,6 +136,8 @@ func TestLockFIFO(t *testing.T) {
 	for i, tok := range toks {
 		assert.Equal(t, lease0.Token()+int64(i)+1, tok)
 	}
+	assert.False(t, lease0.HandedOff(), "the first holder took the lock free")
+	assert.NotContains(t, hand, false, "every queued waiter was handed the lock by an Unlock")
 }
 
 // A waiter whose ctx is cancelled leaves the queue; the others are not held

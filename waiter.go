@@ -23,6 +23,10 @@ type waiter struct {
 	// the lock may have been given to us (joined, or an acquisition sent);
 	// strays whether an entry of ours whose key we never learnt may exist.
 	joined, touched, strays bool
+	// ownAttempt reports whether an acquisition of ours may have committed
+	// without our knowing: the lock found in our name may then be our own
+	// doing rather than a hand-off.
+	ownAttempt bool
 	// entryRenewed is the local send time of the last renewal of our entry;
 	// renewEvery, how often to renew it: a watermark, drawn lower at random
 	// for the first renewal so that waiters that joined together do not
@@ -158,7 +162,7 @@ func (w *waiter) run(ctx context.Context, pol policy, wait bool) (*Lease, error)
 			return nil, fmt.Errorf("spanmutex: lock %q: the row is %s: it belongs to a run-once Mutex of the same name (or was written by something else); use another name for the lock", l.name, v.State)
 		case lockHeld:
 			lease := newLease(l.name, v.Owner, w.id, v.Token, false, l.store.table)
-			lease.acquiredAt, lease.anchor = v.StartedAt, w.quiet
+			lease.acquiredAt, lease.anchor, lease.handedOff = v.StartedAt, w.quiet, !w.ownAttempt
 			l.cfg.logger.Debug("lock: handed to us", "token", v.Token)
 			return lease, nil
 		case lockAcquire, lockTakeOver:
@@ -169,6 +173,7 @@ func (w *waiter) run(ctx context.Context, pol policy, wait bool) (*Lease, error)
 				// If it did commit, the next read finds our id in the row;
 				// a hand-off found then committed after our read at sent.
 				w.quiet = sent
+				w.ownAttempt = w.ownAttempt || spanner.ErrCode(err) != codes.Aborted
 				if spanner.ErrCode(err) == codes.Aborted && ctx.Err() == nil {
 					// Lost a race for the lock: wait in the queue instead of
 					// retrying (a known outcome: nothing was written).

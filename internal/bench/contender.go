@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"maps"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"cloud.google.com/go/spanner"
@@ -60,7 +59,7 @@ func newLockFleet(n int, clients []*spanner.Client, table, name string) (*fleet,
 	locks := make([]*spanmutex.Lock, n)
 	f := &fleet{contenders: make([]contender, n), warnings: warns.snapshot}
 	for i := range n {
-		h := &lockLog{handedOver: &atomic.Bool{}, warnings: warns}
+		h := &lockLog{warnings: warns}
 		l, err := spanmutex.NewLock(clients[i%len(clients)], name,
 			spanmutex.WithTable(table),
 			spanmutex.WithOwner(fmt.Sprintf("bench-%d", i)),
@@ -69,7 +68,7 @@ func newLockFleet(n int, clients []*spanner.Client, table, name string) (*fleet,
 			return nil, err
 		}
 		locks[i] = l
-		f.contenders[i] = &lockContender{target: l, log: h}
+		f.contenders[i] = &lockContender{target: l}
 	}
 	f.stats = func() spanmutex.Stats {
 		var sum spanmutex.Stats
@@ -87,17 +86,15 @@ func newLockFleet(n int, clients []*spanner.Client, table, name string) (*fleet,
 // lockContender is a contender on a spanmutex.Lock.
 type lockContender struct {
 	target *spanmutex.Lock
-	log    *lockLog
 }
 
 func (c *lockContender) lock(ctx context.Context) (acquisition, error) {
-	c.log.handedOver.Store(false)
 	lease, err := c.target.Lock(ctx)
 	if err != nil {
 		return acquisition{}, err
 	}
 	a := acquisition{token: lease.Token()}
-	if c.log.handedOver.Load() {
+	if lease.HandedOff() {
 		// The previous holder's Unlock wrote us in as holder: the lease's
 		// AcquiredAt is that transaction's commit timestamp.
 		a.handedOverAt = lease.AcquiredAt()
@@ -109,28 +106,17 @@ func (c *lockContender) unlock(ctx context.Context) (time.Time, error) {
 	return time.Time{}, c.target.Unlock(ctx)
 }
 
-// handedOverMessage is what spanmutex.Lock logs, at debug level, when it
-// finds that the previous holder's Unlock handed the lock to it. The Lock
-// API does not say whether a lease was handed over or taken free, so the
-// benchmark learns it from the log; the integration test fails if the
-// message changes and no hand-off is seen any more.
-const handedOverMessage = "lock: handed to us"
-
-// lockLog is the slog.Handler of one contender's Lock: it notes a hand-off
-// and counts warnings. Loggers derived from it share its state.
+// lockLog is the slog.Handler of the run's Locks: it counts warnings.
+// Loggers derived from it share its state.
 type lockLog struct {
-	handedOver *atomic.Bool
-	warnings   *warnings
+	warnings *warnings
 }
 
-// Enabled reports true: the hand-off is logged at debug level.
-func (h *lockLog) Enabled(context.Context, slog.Level) bool { return true }
+// Enabled reports whether records at level are counted: warnings and above.
+func (h *lockLog) Enabled(_ context.Context, level slog.Level) bool { return level >= slog.LevelWarn }
 
-// Handle notes a hand-off and counts records at warning level and above.
+// Handle counts records at warning level and above.
 func (h *lockLog) Handle(_ context.Context, r slog.Record) error {
-	if r.Message == handedOverMessage {
-		h.handedOver.Store(true)
-	}
 	if r.Level >= slog.LevelWarn {
 		h.warnings.add(r.Message)
 	}
