@@ -28,8 +28,9 @@ CREATE TABLE CaptureCheckpoints (
   -- When Owner last claimed or checkpointed it (Spanner commit timestamp):
   -- after the capture's lease without a write, another instance takes over.
   LeasedAt TIMESTAMP OPTIONS (allow_commit_timestamp = true),
-  -- Data change records read from the partition and requests enqueued
-  -- from them (counted once: replayed records add nothing).
+  -- Data change records read from the partition (a record read again
+  -- after a restart counts again) and requests enqueued from them (a
+  -- request found already enqueued is not counted again).
   Records INT64 NOT NULL,
   Requests INT64 NOT NULL,
   CreatedAt TIMESTAMP NOT NULL OPTIONS (allow_commit_timestamp = true),

@@ -1,0 +1,376 @@
+// Change-stream capture (package doc text, for doc.go):
+//
+// # Capture: requests from applications that cannot be changed
+//
+// A Capture reads a Spanner change stream over the tables of an application
+// that cannot be changed, and turns each committed change into requests,
+// exactly once: the role that triggers play in databases that have them.
+// Create the stream with ddl.ChangeStream and the checkpoint table with
+// ddl.CaptureStatements, then run q.NewCapture(client, stream, mapper).Run.
+//
+// The Mapper turns each changed row (a Change: table, INSERT/UPDATE/DELETE,
+// keys, new and old values as the stream's JSON, commit timestamp and the
+// record's identity) into zero or more requests. Every request gets an id
+// derived from the change's identity (CaptureRequestID), and the requests of
+// a batch of changes are written in the same read-write transaction as the
+// partition's new checkpoint, after a read, in that transaction, of which of
+// those ids already exist. So:
+//
+//   - nothing is lost: a change is checkpointed only with its requests, and
+//     a restarted capture resumes every unfinished partition from its
+//     checkpoint;
+//   - nothing is duplicated: a change read again (the checkpoint is
+//     inclusive, a crash may come between a commit and its
+//     acknowledgement, another instance may take a partition over) maps to
+//     the same ids, which are found and skipped;
+//   - nothing is invented: a change stream holds committed changes only, so
+//     a rolled-back application transaction produces nothing.
+//
+// The Mapper must therefore be deterministic: the same Change must give the
+// same requests. A change that maps to a create of a resource that already
+// has one, or to an update of a resource that has none (an UPDATE of a row
+// inserted before the stream's start, an INSERT after a DELETE), is not
+// refused: by default its kind is adapted (ConflictAdapt), or it is written
+// as a request in status error that says why (ConflictRecordError). It never
+// blocks the stream and is never dropped silently. A Mapper error, or a
+// malformed request, stops Run with a *MapperError, the checkpoint before
+// the change: fix the Mapper and run again.
+//
+// Partitions: the capture follows the stream's partitions as Spanner splits
+// and merges them, reading each partition in commit order and starting a
+// child only when all its parents are finished, so that the changes of one
+// key reach the queue in commit order. Each partition is owned by one
+// capture instance at a time, by a lease renewed with every checkpoint
+// (Spanner's commit timestamps; the lease's expiry is judged with
+// CURRENT_TIMESTAMP() read in the claiming transaction); every checkpoint
+// transaction checks the owner, so an instance that paused past its lease
+// writes nothing more. Several instances may run on one stream; they share
+// the partitions.
+//
+// Latency: each partition is read in windows (WithQueryWindow, a bounded
+// end_timestamp per query), so a change is captured within about one
+// window of its commit. Limits: only GoogleSQL databases and streams with
+// the default partition mode; a capture stopped for longer than the
+// stream's retention period (one day by default) cannot resume and says so.
+
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"cloud.google.com/go/spanner"
+	"github.com/google/uuid"
+	"google.golang.org/grpc/codes"
+
+	"github.com/spanmutex/spanmutex/ddl"
+)
+
+// Mapper turns one changed row into the requests to enqueue for it: none,
+// one or several. It must be a deterministic function of the Change (no
+// clock, no random ids, no reads of the current data), because a change may
+// be read more than once and its requests are recognised by ids derived from
+// it. The requests' Kind, Resource and Payload are used; ID is set by the
+// capture (CaptureRequestID) unless the Mapper sets one itself, which must
+// then be just as deterministic. An error stops Run with a *MapperError.
+type Mapper func(ch Change) ([]Request, error)
+
+// ConflictPolicy says what the capture does with a request the queue would
+// refuse: a create of a resource that already has one, or an update of a
+// resource that has no create.
+type ConflictPolicy int
+
+const (
+	// ConflictAdapt (the default) enqueues a create of a resource that
+	// already has one as an update, and an update of a resource with no
+	// create as its create: the captured table's first change to a row may
+	// be an UPDATE (the row predates the stream) or a second INSERT (after a
+	// DELETE), and the handler sees the data either way.
+	ConflictAdapt ConflictPolicy = iota
+	// ConflictRecordError enqueues such a request in status error, with a
+	// LastError that says why, so that it is visible (Get, List, Counts)
+	// but never handled. A refused create is stored with kind update, as
+	// the queue allows one create per resource.
+	ConflictRecordError
+)
+
+// Defaults of a Capture.
+const (
+	// DefaultCaptureWindow is how far each query of a partition reads
+	// (its end_timestamp), and so about the capture's latency.
+	DefaultCaptureWindow = 2 * time.Second
+	// DefaultCaptureHeartbeat is the heartbeat_milliseconds of the queries.
+	DefaultCaptureHeartbeat = time.Second
+	// DefaultCaptureLease is how long a partition stays with an instance
+	// that writes no checkpoint before another instance may take it over.
+	DefaultCaptureLease = 30 * time.Second
+	// DefaultCapturePoll is how often Run looks for partitions it may read
+	// (children of partitions others finished, expired leases).
+	DefaultCapturePoll = time.Second
+	// DefaultCaptureBatch is how many data change records at most are
+	// written in one transaction with their checkpoint.
+	DefaultCaptureBatch = 100
+)
+
+// CaptureOption configures a Capture.
+type CaptureOption func(*captureConfig)
+
+type captureConfig struct {
+	table     string
+	start     time.Time
+	window    time.Duration
+	heartbeat time.Duration
+	lease     time.Duration
+	poll      time.Duration
+	batch     int
+	conflict  ConflictPolicy
+	owner     string
+}
+
+// WithCheckpointTable names the checkpoint table (default
+// ddl.DefaultCaptureTable). Several streams may share one table.
+func WithCheckpointTable(name string) CaptureOption {
+	return func(c *captureConfig) { c.table = name }
+}
+
+// WithStartTimestamp sets where the first Run starts reading the stream when
+// the checkpoint table has nothing for it yet: a time at or after the
+// stream's creation and within its retention period. By default the first
+// Run starts at Spanner's current time, and changes committed earlier are not
+// captured. Once a stream has checkpoints, it is ignored.
+func WithStartTimestamp(t time.Time) CaptureOption {
+	return func(c *captureConfig) { c.start = t }
+}
+
+// WithQueryWindow sets how much of a partition each query reads (default
+// DefaultCaptureWindow; 100ms to 1h).
+func WithQueryWindow(d time.Duration) CaptureOption {
+	return func(c *captureConfig) { c.window = d }
+}
+
+// WithHeartbeat sets the queries' heartbeat interval (default
+// DefaultCaptureHeartbeat; 1s to 5m).
+func WithHeartbeat(d time.Duration) CaptureOption {
+	return func(c *captureConfig) { c.heartbeat = d }
+}
+
+// WithPartitionLease sets how long an instance keeps a partition without
+// writing a checkpoint (default DefaultCaptureLease; at least twice the
+// query window plus the heartbeat).
+func WithPartitionLease(d time.Duration) CaptureOption {
+	return func(c *captureConfig) { c.lease = d }
+}
+
+// WithCapturePollInterval sets how often Run looks for partitions to read (default
+// DefaultCapturePoll; 10ms to 1m).
+func WithCapturePollInterval(d time.Duration) CaptureOption {
+	return func(c *captureConfig) { c.poll = d }
+}
+
+// WithCaptureBatchSize sets how many data change records at most go into one
+// transaction (default DefaultCaptureBatch; 1 to 10000). Keep the requests
+// of a batch within Spanner's limit on mutations per commit.
+func WithCaptureBatchSize(n int) CaptureOption {
+	return func(c *captureConfig) { c.batch = n }
+}
+
+// WithConflictPolicy sets what happens to requests the queue would refuse
+// (default ConflictAdapt).
+func WithConflictPolicy(p ConflictPolicy) CaptureOption {
+	return func(c *captureConfig) { c.conflict = p }
+}
+
+// WithCaptureID names this instance in the checkpoint table (default: a
+// random UUID). A process that restarts with the same name takes its
+// partitions back at once instead of waiting for their leases to expire;
+// two running instances must never share a name.
+func WithCaptureID(id string) CaptureOption {
+	return func(c *captureConfig) { c.owner = id }
+}
+
+// Capture turns the changes of a change stream into requests of a Queue,
+// exactly once (see the package documentation). Make one with NewCapture
+// and call Run; its methods are safe for concurrent use, but Run runs once
+// at a time.
+type Capture struct {
+	q      *Queue
+	client *spanner.Client
+	stream string
+	mapper Mapper
+	cfg    captureConfig
+
+	running atomic.Bool
+}
+
+// NewCapture returns a Capture of the change stream named stream, read with
+// client (a client of the queue's database: requests and checkpoints are
+// written in one transaction), whose changes mapper turns into requests of
+// q. Every error wraps ErrInvalidConfig.
+func (q *Queue) NewCapture(client *spanner.Client, stream string, mapper Mapper, opts ...CaptureOption) (*Capture, error) {
+	if client == nil {
+		return nil, fmt.Errorf("%w: NewCapture: nil *spanner.Client", ErrInvalidConfig)
+	}
+	if client.DatabaseName() != q.client.DatabaseName() {
+		return nil, fmt.Errorf("%w: NewCapture: the client is of %s, the queue of %s: requests and checkpoints must share a database",
+			ErrInvalidConfig, client.DatabaseName(), q.client.DatabaseName())
+	}
+	if err := ddl.ValidateTableName(stream); err != nil {
+		return nil, fmt.Errorf("%w: NewCapture: stream: %v", ErrInvalidConfig, err)
+	}
+	if mapper == nil {
+		return nil, fmt.Errorf("%w: NewCapture: nil Mapper", ErrInvalidConfig)
+	}
+	cfg := captureConfig{
+		table: ddl.DefaultCaptureTable, window: DefaultCaptureWindow, heartbeat: DefaultCaptureHeartbeat,
+		lease: DefaultCaptureLease, poll: DefaultCapturePoll, batch: DefaultCaptureBatch,
+	}
+	for _, o := range opts {
+		if o == nil {
+			return nil, fmt.Errorf("%w: NewCapture: nil CaptureOption", ErrInvalidConfig)
+		}
+		o(&cfg)
+	}
+	if cfg.owner == "" {
+		cfg.owner = uuid.NewString()
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("%w: NewCapture: %v", ErrInvalidConfig, err)
+	}
+	return &Capture{q: q, client: client, stream: stream, mapper: mapper, cfg: cfg}, nil
+}
+
+func (c captureConfig) validate() error {
+	if err := ddl.ValidateTableName(c.table); err != nil {
+		return fmt.Errorf("WithCheckpointTable: %v", err)
+	}
+	switch {
+	case c.window < 100*time.Millisecond || c.window > time.Hour:
+		return fmt.Errorf("WithQueryWindow(%v): use 100ms to 1h", c.window)
+	case c.heartbeat < time.Second || c.heartbeat > 5*time.Minute:
+		return fmt.Errorf("WithHeartbeat(%v): use 1s to 5m", c.heartbeat)
+	case c.lease < 2*c.window+c.heartbeat:
+		return fmt.Errorf("WithPartitionLease(%v): use at least twice the query window plus the heartbeat (%v), or every partition would change hands while it is read",
+			c.lease, 2*c.window+c.heartbeat)
+	case c.poll < 10*time.Millisecond || c.poll > time.Minute:
+		return fmt.Errorf("WithCapturePollInterval(%v): use 10ms to 1m", c.poll)
+	case c.batch < 1 || c.batch > 10000:
+		return fmt.Errorf("WithCaptureBatchSize(%d): use 1 to 10000", c.batch)
+	case c.conflict != ConflictAdapt && c.conflict != ConflictRecordError:
+		return fmt.Errorf("WithConflictPolicy(%d): use ConflictAdapt or ConflictRecordError", c.conflict)
+	case len(c.owner) > 64:
+		return fmt.Errorf("WithCaptureID: %d bytes; at most 64", len(c.owner))
+	}
+	return nil
+}
+
+// ID returns the name of this instance in the checkpoint table.
+func (c *Capture) ID() string { return c.cfg.owner }
+
+// errAlreadyRunning is returned by a second concurrent Run of one Capture.
+var errAlreadyRunning = errors.New("queue: capture: Run is already running on this Capture; make another Capture to run a second instance")
+
+// Run reads the stream and enqueues the requests of its changes until ctx is
+// done, then releases the partitions it holds and returns ctx's error. It
+// returns earlier with an error matching ErrMapper or ErrUnsupportedRecord,
+// or with a Spanner error it cannot retry (a missing table or stream, a
+// checkpoint older than the stream's retention). Transient Spanner errors
+// are retried from the last checkpoint. Whatever Run returns, the checkpoint
+// table holds where each partition stands, and another Run resumes there.
+func (c *Capture) Run(ctx context.Context) error {
+	if ctx == nil {
+		return errNilContext
+	}
+	if !c.running.CompareAndSwap(false, true) {
+		return errAlreadyRunning
+	}
+	defer c.running.Store(false)
+
+	if err := c.ensureRoot(ctx); err != nil {
+		return err
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type result struct {
+		token string
+		err   error
+	}
+	var (
+		wg     sync.WaitGroup
+		active = map[string]bool{}
+		done   = make(chan result)
+	)
+	stop := func(err error) error {
+		cancel()
+		// Drain the partitions' results so that they all return.
+		go func() { wg.Wait(); close(done) }()
+		for r := range done {
+			// Stopping: their errors are cancellations, or would be met
+			// again by the next Run at the same checkpoint.
+			delete(active, r.token)
+		}
+		c.release(context.WithoutCancel(ctx))
+		return err
+	}
+
+	tick := time.NewTicker(c.cfg.poll)
+	defer tick.Stop()
+	for {
+		runnable, err := c.runnable(ctx)
+		if err != nil && !captureRetryable(ctx, err) {
+			return stop(err)
+		}
+		for _, p := range runnable {
+			if active[p.token] {
+				continue
+			}
+			p, claimed, err := c.claim(ctx, p.token)
+			if err != nil && !captureRetryable(ctx, err) {
+				return stop(err)
+			}
+			if !claimed {
+				continue
+			}
+			active[p.token] = true
+			wg.Add(1)
+			go func(p capturePartition) {
+				defer wg.Done()
+				// The loop below, or stop, always receives.
+				done <- result{p.token, c.readPartition(ctx, p)}
+			}(p)
+		}
+		select {
+		case r := <-done:
+			delete(active, r.token)
+			if r.err != nil && !errors.Is(r.err, errPartitionLost) && !captureRetryable(ctx, r.err) {
+				return stop(r.err)
+			}
+			// A finished partition may have made children runnable: look now.
+		case <-tick.C:
+		case <-ctx.Done():
+			if err := stop(nil); err != nil {
+				return err
+			}
+			return ctx.Err()
+		}
+	}
+}
+
+// captureRetryable reports whether err is worth retrying from the checkpoint.
+func captureRetryable(ctx context.Context, err error) bool {
+	if err == nil || ctx.Err() != nil {
+		return true // nil, or Run is stopping anyway
+	}
+	if errors.Is(err, ErrMapper) || errors.Is(err, ErrUnsupportedRecord) {
+		return false
+	}
+	switch spanner.ErrCode(err) {
+	case codes.Unavailable, codes.Aborted, codes.DeadlineExceeded, codes.ResourceExhausted, codes.Internal, codes.Unknown:
+		return true
+	}
+	return false
+}

@@ -1,0 +1,169 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"cloud.google.com/go/spanner"
+)
+
+// errPartitionEnded stops reading a partition's query at its child
+// partitions record.
+var errPartitionEnded = errors.New("queue: capture: partition ended")
+
+// query runs READ_<stream>(start, end, token, heartbeat) and hands each
+// record to fn, in the order Spanner returns them (commit order within a
+// partition). A nil end reads until the partition ends; a nil token is the
+// initial query.
+func (c *Capture) query(ctx context.Context, start time.Time, end *time.Time, token *string, fn func(csRecord) error) error {
+	stmt := spanner.Statement{
+		// The stream's name was validated as an identifier by NewCapture.
+		SQL: fmt.Sprintf("SELECT ChangeRecord FROM READ_%s(@start, @end, @token, @heartbeat)", c.stream),
+		Params: map[string]any{
+			"start":     start,
+			"end":       spanner.NullTime{Valid: end != nil, Time: csDeref(end)},
+			"token":     spanner.NullString{Valid: token != nil, StringVal: csDeref(token)},
+			"heartbeat": c.cfg.heartbeat.Milliseconds(),
+		},
+	}
+	return c.client.Single().Query(ctx, stmt).Do(func(row *spanner.Row) error {
+		var col spanner.GenericColumnValue
+		if err := row.Column(0, &col); err != nil {
+			return err
+		}
+		recs, err := decodeChangeRecord(col)
+		if err != nil {
+			return err
+		}
+		for _, r := range recs {
+			if err := fn(r); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+func csDeref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
+}
+
+// readPartition reads a claimed partition from its checkpoint until it
+// ends (its children are recorded and it is finished), ctx is done, another
+// instance takes it over (errPartitionLost), or an error. Each query reads
+// one window; each batch of records is written with its checkpoint.
+func (c *Capture) readPartition(ctx context.Context, p capturePartition) error {
+	resume := p.resume
+	// The local clock decides only how long a query waits for new changes
+	// and when an idle partition renews its lease; what is captured and who
+	// owns a partition are decided by Spanner's timestamps.
+	lastWrite := time.Now()
+	for {
+		end := resume
+		if now := time.Now(); now.After(end) {
+			end = now
+		}
+		end = end.Add(c.cfg.window)
+
+		cp := captureCheckpoint{token: p.token, resume: resume}
+		flush := func() error {
+			if _, err := c.commit(ctx, cp); err != nil {
+				return err
+			}
+			lastWrite = time.Now()
+			resume = cp.resume
+			cp = captureCheckpoint{token: p.token, resume: cp.resume}
+			return nil
+		}
+		err := c.query(ctx, resume, &end, &p.token, func(r csRecord) error {
+			switch {
+			case r.Data != nil:
+				reqs, err := c.mapRecord(r.Data)
+				if err != nil {
+					// Keep what came before the failing change.
+					if ferr := flush(); ferr != nil {
+						return errors.Join(err, ferr)
+					}
+					return err
+				}
+				cp.reqs = append(cp.reqs, reqs...)
+				cp.records++
+				// Inclusive: other records of this commit timestamp may
+				// follow, and a replay of this one is a no-op.
+				cp.resume = csMaxTime(cp.resume, r.Data.CommitTimestamp)
+				if cp.records >= int64(c.cfg.batch) {
+					return flush()
+				}
+			case r.Heartbeat != nil:
+				// Every record up to the heartbeat has been returned.
+				cp.resume = csMaxTime(cp.resume, *r.Heartbeat)
+			case r.Children != nil:
+				cp.finish = r.Children
+				cp.resume = csMaxTime(cp.resume, r.Children.StartTimestamp)
+				if err := flush(); err != nil {
+					return err
+				}
+				return errPartitionEnded
+			}
+			return nil
+		})
+		switch {
+		case errors.Is(err, errPartitionEnded):
+			return nil
+		case err != nil:
+			return err
+		}
+		// The query reached end: every record up to it has been returned.
+		// Resuming at end (not after it) reads again any record at exactly
+		// end, whichever way Spanner bounds the window.
+		cp.resume = csMaxTime(cp.resume, end)
+		if cp.records > 0 || time.Since(lastWrite) >= c.cfg.lease/4 {
+			if err := flush(); err != nil {
+				return err
+			}
+		} else {
+			// Nothing to write yet: read on from here, and let a later
+			// checkpoint record it (a restart re-reads an empty stretch).
+			resume = cp.resume
+		}
+	}
+}
+
+// mapRecord maps each mod of a data change record and gives the requests
+// their ids.
+func (c *Capture) mapRecord(d *dataChangeRecord) ([]Request, error) {
+	var out []Request
+	for _, ch := range d.changes(c.stream) {
+		reqs, err := c.mapper(ch)
+		if err != nil {
+			return nil, newMapperError(ch, err)
+		}
+		if len(reqs) == 0 {
+			continue
+		}
+		for i := range reqs {
+			if reqs[i].ID == "" {
+				reqs[i].ID = CaptureRequestID(ch, i)
+			}
+		}
+		prepared, err := c.q.prepare(reqs)
+		if err != nil {
+			return nil, newMapperError(ch, err)
+		}
+		out = append(out, prepared...)
+	}
+	return out, nil
+}
+
+func csMaxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}

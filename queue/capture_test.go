@@ -1,0 +1,328 @@
+package queue
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/spanner"
+	"github.com/stretchr/testify/require"
+
+	"github.com/spanmutex/spanmutex/ddl"
+)
+
+// The legacy application's table, watched by the change stream Orders_CS.
+const (
+	ordersTable  = "Orders"
+	ordersStream = "Orders_CS"
+)
+
+// captureDatabase creates a database with the queue, the legacy table, the
+// change stream over it and the checkpoint table, and returns a client of
+// it and a start timestamp for the capture: Spanner's clock once the stream
+// exists, so that every change the test makes afterwards is in range.
+func captureDatabase(t *testing.T) (*spanner.Client, time.Time) {
+	t.Helper()
+	stream, err := ddl.ChangeStream(ordersStream, ordersTable)
+	require.NoError(t, err)
+	ckpt, err := ddl.CaptureStatements(ddl.DefaultCaptureTable)
+	require.NoError(t, err)
+	extra := append([]string{
+		"CREATE TABLE " + ordersTable + " (OrderID STRING(64) NOT NULL, Status STRING(32), Amount INT64) PRIMARY KEY (OrderID)",
+		stream,
+	}, ckpt...)
+	c := newClient(t, freshDatabase(t, extra...))
+	row, err := c.Single().Query(context.Background(), spanner.Statement{SQL: "SELECT CURRENT_TIMESTAMP()"}).Next()
+	require.NoError(t, err)
+	var start time.Time
+	require.NoError(t, row.Columns(&start))
+	return c, start
+}
+
+// capturedChange is what the test mapper puts in a request's payload: the
+// change's identity, to compare with what the application committed.
+type capturedChange struct {
+	Table  string `json:"table"`
+	Mod    string `json:"mod"`
+	Key    string `json:"key"`
+	Commit string `json:"commit"`
+	New    string `json:"new"`
+}
+
+// testMapper makes one request per changed order: a create for an INSERT,
+// an update for an UPDATE or DELETE, with the change in the payload.
+func testMapper(ch Change) ([]Request, error) {
+	var keys struct{ OrderID string }
+	if err := json.Unmarshal([]byte(ch.Keys), &keys); err != nil {
+		return nil, fmt.Errorf("keys %s: %w", ch.Keys, err)
+	}
+	kind := KindUpdate
+	if ch.Mod == ModInsert {
+		kind = KindCreate
+	}
+	payload, err := json.Marshal(capturedChange{Table: ch.Table, Mod: string(ch.Mod), Key: keys.OrderID,
+		Commit: ch.CommitTimestamp.UTC().Format(time.RFC3339Nano), New: ch.NewValues})
+	if err != nil {
+		return nil, err
+	}
+	return []Request{{Kind: kind, Resource: "order/" + keys.OrderID, Payload: payload}}, nil
+}
+
+// legacyApp writes orders in its own transactions, as an application that
+// knows nothing of the queue would, and remembers what it committed.
+type legacyApp struct {
+	client *spanner.Client
+
+	mu        sync.Mutex
+	committed []string // "mod key commit", one per committed row change
+	last      time.Time
+}
+
+func (a *legacyApp) record(ts time.Time, mod, key string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.committed = append(a.committed, fmt.Sprintf("%s %s %s", mod, key, ts.UTC().Format(time.RFC3339Nano)))
+	if ts.After(a.last) {
+		a.last = ts
+	}
+}
+
+// insert creates order key in a transaction of its own.
+func (a *legacyApp) insert(ctx context.Context, key string, amount int64) error {
+	ts, err := a.client.Apply(ctx, []*spanner.Mutation{spanner.InsertMap(ordersTable, map[string]any{
+		"OrderID": key, "Status": "new", "Amount": amount,
+	})})
+	if err == nil {
+		a.record(ts, "INSERT", key)
+	}
+	return err
+}
+
+// update changes two existing orders in one transaction (two mods of one
+// data change record).
+func (a *legacyApp) update(ctx context.Context, k1, k2 string, amount int64) error {
+	ts, err := a.client.ReadWriteTransaction(ctx, func(ctx context.Context, txn *spanner.ReadWriteTransaction) error {
+		return txn.BufferWrite([]*spanner.Mutation{
+			spanner.UpdateMap(ordersTable, map[string]any{"OrderID": k1, "Amount": amount, "Status": "paid"}),
+			spanner.UpdateMap(ordersTable, map[string]any{"OrderID": k2, "Amount": amount + 1}),
+		})
+	})
+	if err == nil {
+		a.record(ts, "UPDATE", k1)
+		if k2 != k1 {
+			a.record(ts, "UPDATE", k2)
+		}
+	}
+	return err
+}
+
+// rollBack writes an order and then fails its transaction: no change.
+func (a *legacyApp) rollBack(ctx context.Context, key string) error {
+	failed := errors.New("the application changed its mind")
+	_, err := a.client.ReadWriteTransaction(ctx, func(ctx context.Context, txn *spanner.ReadWriteTransaction) error {
+		if err := txn.BufferWrite([]*spanner.Mutation{spanner.InsertMap(ordersTable, map[string]any{"OrderID": key, "Amount": 0})}); err != nil {
+			return err
+		}
+		return failed
+	})
+	if errors.Is(err, failed) {
+		return nil
+	}
+	return fmt.Errorf("rollBack: %w", err)
+}
+
+// step i of the application's history: an order inserted, every third step
+// an update of two earlier orders, every seventh a rolled-back insert.
+func (a *legacyApp) step(ctx context.Context, i int) error {
+	if err := a.insert(ctx, fmt.Sprintf("o%04d", i), int64(i)); err != nil {
+		return err
+	}
+	if i%3 == 2 {
+		if err := a.update(ctx, fmt.Sprintf("o%04d", i/2), fmt.Sprintf("o%04d", i-1), int64(100+i)); err != nil {
+			return err
+		}
+	}
+	if i%7 == 3 {
+		return a.rollBack(ctx, fmt.Sprintf("rolled-back-%04d", i))
+	}
+	return nil
+}
+
+func (a *legacyApp) snapshot() ([]string, time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := append([]string(nil), a.committed...)
+	sort.Strings(out)
+	return out, a.last
+}
+
+// capturedRequests returns every request of the queue as "mod key commit"
+// from its payload, sorted, and the requests themselves.
+func capturedRequests(t *testing.T, c *spanner.Client) ([]string, []Request) {
+	t.Helper()
+	stmt := spanner.Statement{SQL: "SELECT " + requestSelectList + " FROM " + ddl.DefaultRequestsTable}
+	var out []string
+	var reqs []Request
+	err := c.Single().Query(context.Background(), stmt).Do(func(row *spanner.Row) error {
+		r, err := decodeRequest(row)
+		if err != nil {
+			return err
+		}
+		var ch capturedChange
+		if err := json.Unmarshal(r.Payload, &ch); err != nil {
+			return err
+		}
+		out = append(out, fmt.Sprintf("%s %s %s", ch.Mod, ch.Key, ch.Commit))
+		reqs = append(reqs, r)
+		return nil
+	})
+	require.NoError(t, err)
+	sort.Strings(out)
+	return out, reqs
+}
+
+// partitionRow is a checkpoint row, as the tests look at it.
+type partitionRow struct {
+	Token             string
+	State             string
+	Parents           []string
+	Resume            time.Time
+	Owner             string
+	Records, Requests int64
+}
+
+func checkpointRows(t *testing.T, c *spanner.Client, table, stream string) []partitionRow {
+	t.Helper()
+	stmt := spanner.Statement{
+		SQL:    "SELECT PartitionToken, State, ParentTokens, ResumeTimestamp, Owner, Records, Requests FROM " + table + " WHERE Stream = @s",
+		Params: map[string]any{"s": stream},
+	}
+	var out []partitionRow
+	err := c.Single().Query(context.Background(), stmt).Do(func(row *spanner.Row) error {
+		var p partitionRow
+		var owner spanner.NullString
+		if err := row.Columns(&p.Token, &p.State, &p.Parents, &p.Resume, &owner, &p.Records, &p.Requests); err != nil {
+			return err
+		}
+		p.Owner = owner.StringVal
+		out = append(out, p)
+		return nil
+	})
+	require.NoError(t, err)
+	return out
+}
+
+// caughtUp reports whether the capture has read past last in every
+// partition still open: everything committed up to last is in the queue.
+func caughtUp(t *testing.T, c *spanner.Client, table, stream string, last time.Time) bool {
+	rows := checkpointRows(t, c, table, stream)
+	if len(rows) == 0 {
+		return false
+	}
+	for _, p := range rows {
+		if p.State != partitionFinished && !p.Resume.After(last) {
+			return false
+		}
+	}
+	return true
+}
+
+// runCapture runs a capture in the background until the returned stop is
+// called; stop returns Run's error.
+func runCapture(t *testing.T, capt *Capture) (stop func() error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- capt.Run(ctx) }()
+	var once sync.Once
+	var err error
+	stop = func() error {
+		once.Do(func() {
+			cancel()
+			select {
+			case err = <-errc:
+			case <-time.After(30 * time.Second):
+				err = errors.New("Run did not return within 30s of its context's cancellation")
+			}
+		})
+		return err
+	}
+	t.Cleanup(func() { _ = stop() })
+	return stop
+}
+
+// fastCapture makes a capture with short windows and leases, for tests.
+func fastCapture(t *testing.T, q *Queue, c *spanner.Client, start time.Time, opts ...CaptureOption) *Capture {
+	t.Helper()
+	opts = append([]CaptureOption{
+		WithStartTimestamp(start), WithQueryWindow(300 * time.Millisecond), WithHeartbeat(time.Second),
+		WithPartitionLease(3 * time.Second), WithCapturePollInterval(100 * time.Millisecond), WithCaptureBatchSize(7),
+	}, opts...)
+	capt, err := q.NewCapture(c, ordersStream, testMapper, opts...)
+	require.NoError(t, err)
+	return capt
+}
+
+// requireExactlyOnce checks that the queue holds one request per committed
+// change: none lost, none duplicated, none invented.
+func requireExactlyOnce(t *testing.T, app *legacyApp, c *spanner.Client) []Request {
+	t.Helper()
+	want, _ := app.snapshot()
+	got, reqs := capturedRequests(t, c)
+	seen := map[string]int{}
+	for _, g := range got {
+		seen[g]++
+		require.Equal(t, 1, seen[g], "captured twice: %s", g)
+	}
+	for _, r := range reqs {
+		require.False(t, strings.Contains(r.Resource, "rolled-back"), "a rolled-back transaction produced request %s", r.ID)
+	}
+	require.Equal(t, want, got, "the requests are exactly the committed changes")
+	return reqs
+}
+
+func TestCaptureTurnsEachCommittedChangeIntoOneRequest(t *testing.T) {
+	c, start := captureDatabase(t)
+	q, err := New(c)
+	require.NoError(t, err)
+	ctx := context.Background()
+	app := &legacyApp{client: c}
+	// Changes committed before the capture first runs are captured too:
+	// they are after its start timestamp.
+	for i := 0; i < 10; i++ {
+		require.NoError(t, app.step(ctx, i))
+	}
+	capt := fastCapture(t, q, c, start)
+	stop := runCapture(t, capt)
+	for i := 10; i < 40; i++ {
+		require.NoError(t, app.step(ctx, i))
+	}
+	_, last := app.snapshot()
+	waitFor(t, time.Minute, "the capture to read past the last commit", func() bool {
+		return caughtUp(t, c, ddl.DefaultCaptureTable, ordersStream, last)
+	})
+	require.ErrorIs(t, stop(), context.Canceled)
+
+	reqs := requireExactlyOnce(t, app, c)
+	want, _ := app.snapshot()
+	t.Logf("%d committed changes, %d requests", len(want), len(reqs))
+	for _, r := range reqs {
+		require.True(t, strings.HasPrefix(r.ID, captureIDPrefix), "derived id %q", r.ID)
+		require.Equal(t, StatusNew, r.Status)
+		switch {
+		case strings.Contains(string(r.Payload), `"mod":"INSERT"`):
+			require.Equal(t, KindCreate, r.Kind)
+		default:
+			require.Equal(t, KindUpdate, r.Kind)
+		}
+	}
+	for _, p := range checkpointRows(t, c, ddl.DefaultCaptureTable, ordersStream) {
+		require.Empty(t, p.Owner, "Run released partition %.16s… when it stopped", p.Token)
+	}
+}
