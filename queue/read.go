@@ -16,7 +16,7 @@ var requestColumns = []string{"RequestID", "Status", "Kind", "Resource", "Payloa
 // requestSelectList is requestColumns for a SELECT.
 var requestSelectList = strings.Join(requestColumns, ", ")
 
-// decodeRequest reads a row of requestColumns.
+// decodeRequest reads a row that starts with requestColumns.
 func decodeRequest(row *spanner.Row) (Request, error) {
 	var (
 		r                     Request
@@ -25,9 +25,12 @@ func decodeRequest(row *spanner.Row) (Request, error) {
 		token                 spanner.NullInt64
 		claimedAt, finishedAt spanner.NullTime
 	)
-	if err := row.Columns(&r.ID, &status, &kind, &r.Resource, &r.Payload, &processID, &token,
-		&r.Attempts, &lastError, &r.CreatedAt, &claimedAt, &finishedAt); err != nil {
-		return Request{}, fmt.Errorf("queue: decode a request: %w", err)
+	// By position, so that a query may select more columns after these.
+	for i, ptr := range []any{&r.ID, &status, &kind, &r.Resource, &r.Payload, &processID, &token,
+		&r.Attempts, &lastError, &r.CreatedAt, &claimedAt, &finishedAt} {
+		if err := row.Column(i, ptr); err != nil {
+			return Request{}, fmt.Errorf("queue: decode a request: %w", err)
+		}
 	}
 	r.Status, r.Kind = Status(status), Kind(kind)
 	r.ProcessID, r.LastError, r.Token = processID.StringVal, lastError.StringVal, token.Int64

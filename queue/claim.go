@@ -1,0 +1,238 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"cloud.google.com/go/spanner"
+	"github.com/google/uuid"
+
+	"github.com/spanmutex/spanmutex"
+)
+
+// claimPlan is what a worker holding a resource's lease does with the
+// resource's pending requests in one claim transaction.
+type claimPlan struct {
+	kind      Kind      // what the claimed requests are
+	claim     []Request // requests to claim (set in-progress) and hand to the handler
+	fail      []failure // requests to end in error now, without a handler
+	reclaimed int       // how many of claim were in-progress under a dead claim
+}
+
+// failure is a request that ends in error, and why.
+type failure struct {
+	req    Request
+	reason string
+}
+
+// empty reports whether the plan does nothing: the resource has nothing
+// claimable left.
+func (p claimPlan) empty() bool { return len(p.claim) == 0 && len(p.fail) == 0 }
+
+// planClaim decides, from the resource's pending requests (new or
+// in-progress, oldest first) and its create (nil if it has none; when
+// pending, it is also among pending), what to claim:
+//
+//   - its create, while pending: alone, since updates wait for it;
+//   - once the create is complete: every pending update, as one group;
+//   - once the create ended in error: nothing, and every pending update ends
+//     in error "create failed: <its reason>";
+//   - with no create at all: every pending update ends in error.
+//
+// A request already claimed maxAttempts times ends in error instead of being
+// claimed again. The caller holds the resource's lease, so a request found
+// in-progress belongs to a claim whose worker lost the lease: it is claimed
+// again.
+func planClaim(resource string, pending []Request, create *Request, maxAttempts int) claimPlan {
+	var cands []Request
+	var p claimPlan
+	switch {
+	case create != nil && !create.Status.Finished():
+		p.kind, cands = KindCreate, []Request{*create}
+	case create != nil && create.Status == StatusComplete:
+		p.kind = KindUpdate
+		for _, r := range pending {
+			if r.Kind == KindUpdate {
+				cands = append(cands, r)
+			}
+		}
+	default:
+		reason := fmt.Sprintf("resource %q has no create request", resource)
+		if create != nil {
+			reason = "create failed: " + create.LastError
+		}
+		for _, r := range pending {
+			if r.Kind == KindUpdate {
+				p.fail = append(p.fail, failure{req: r, reason: reason})
+			}
+		}
+		return p
+	}
+	for _, r := range cands {
+		if r.Attempts >= int64(maxAttempts) {
+			p.fail = append(p.fail, failure{req: r, reason: fmt.Sprintf("gave up after %d claims", r.Attempts)})
+			continue
+		}
+		if r.Status == StatusInProgress {
+			p.reclaimed++
+		}
+		p.claim = append(p.claim, r)
+	}
+	return p
+}
+
+// claimed is the outcome of a committed claim transaction.
+type claimed struct {
+	plan      claimPlan
+	processID string    // the claim's id, in the claimed rows' ProcessID
+	at        time.Time // the commit timestamp: ClaimedAt, or FinishedAt of the failures
+}
+
+// claim runs one claim transaction on resource under lease: it reads the
+// resource's pending requests and its create, plans, and writes the plan,
+// all fenced by lease.Guard. The returned requests show their state after
+// the commit. A commit whose outcome is unknown is settled by reading the
+// rows back.
+func (w *Worker) claim(ctx context.Context, lease *spanmutex.Lease, resource string) (claimed, error) {
+	pid := uuid.NewString()
+	var out claimed
+	ts, err := w.q.client.ReadWriteTransaction(ctx, func(ctx context.Context, txn *spanner.ReadWriteTransaction) error {
+		w.stats.transactions.Add(1)
+		out = claimed{processID: pid}
+		if err := lease.Guard(ctx, txn); err != nil {
+			return err
+		}
+		pending, create, err := w.readResource(ctx, txn, resource)
+		if err != nil {
+			return err
+		}
+		out.plan = planClaim(resource, pending, create, w.cfg.maxAttempts)
+		if out.plan.empty() {
+			return nil
+		}
+		return txn.BufferWrite(w.claimMutations(out.plan, pid, lease.Token()))
+	})
+	if err != nil && !errors.Is(err, spanmutex.ErrLeaseLost) && commitUnknown(err) && !out.plan.empty() {
+		// Did it land? The claim wrote our fresh pid into every claimed
+		// row, or finished every failed one: reading one row tells.
+		at, landed, rerr := w.settleClaim(ctx, out, pid)
+		if rerr == nil && landed {
+			ts, err = at, nil
+		}
+	}
+	if err != nil {
+		return claimed{}, err
+	}
+	out.at = ts
+	for i := range out.plan.claim {
+		r := &out.plan.claim[i]
+		r.Status, r.ProcessID, r.Token, r.ClaimedAt = StatusInProgress, pid, lease.Token(), ts
+		r.Attempts++
+	}
+	return out, nil
+}
+
+// readResource reads, in txn, resource's pending requests, oldest first, and
+// its create (pending or not; nil if it has none).
+func (w *Worker) readResource(ctx context.Context, txn *spanner.ReadWriteTransaction, resource string) ([]Request, *Request, error) {
+	t := w.q.cfg.table
+	stmt := spanner.Statement{
+		SQL: fmt.Sprintf("SELECT %s, PendingSince IS NOT NULL AS Pending FROM %s@{FORCE_INDEX=%sByResource} "+
+			"WHERE Resource = @resource AND (PendingSince IS NOT NULL OR Kind = 'create') ORDER BY CreatedAt, RequestID",
+			requestSelectList, t, t),
+		Params: map[string]any{"resource": resource},
+	}
+	var pending []Request
+	var create *Request
+	err := txn.Query(ctx, stmt).Do(func(row *spanner.Row) error {
+		r, err := decodeRequest(row)
+		if err != nil {
+			return err
+		}
+		var isPending bool
+		if err := row.Column(len(requestColumns), &isPending); err != nil {
+			return err
+		}
+		if r.Kind == KindCreate && create == nil {
+			c := r
+			create = &c
+		}
+		if isPending {
+			pending = append(pending, r)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("queue: read the pending requests of %q: %w", resource, err)
+	}
+	return pending, create, nil
+}
+
+// claimMutations writes plan: claimed rows in-progress under pid and token,
+// failed rows finished in error.
+func (w *Worker) claimMutations(plan claimPlan, pid string, token int64) []*spanner.Mutation {
+	t := w.q.cfg.table
+	var ms []*spanner.Mutation
+	for _, r := range plan.claim {
+		ms = append(ms, spanner.UpdateMap(t, map[string]any{
+			"RequestID": r.ID,
+			"Status":    string(StatusInProgress),
+			"ProcessID": pid,
+			"Token":     token,
+			"Attempts":  r.Attempts + 1,
+			"ClaimedAt": spanner.CommitTimestamp,
+		}))
+	}
+	for _, f := range plan.fail {
+		ms = append(ms, spanner.UpdateMap(t, map[string]any{
+			"RequestID":    f.req.ID,
+			"Status":       string(StatusError),
+			"LastError":    truncateError(f.reason),
+			"FinishedAt":   spanner.CommitTimestamp,
+			"PendingSince": nil,
+		}))
+	}
+	return ms
+}
+
+// settleClaim reads back one row a claim of unknown outcome wrote, and
+// reports whether the claim committed, with its commit timestamp.
+func (w *Worker) settleClaim(ctx context.Context, c claimed, pid string) (time.Time, bool, error) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
+	defer cancel()
+	var id string
+	if len(c.plan.claim) > 0 {
+		id = c.plan.claim[0].ID
+	} else {
+		id = c.plan.fail[0].req.ID
+	}
+	got, err := w.q.Get(rctx, id)
+	w.stats.reads.Add(1)
+	if err != nil {
+		return time.Time{}, false, err
+	}
+	if len(c.plan.claim) > 0 {
+		return got.ClaimedAt, got.ProcessID == pid, nil
+	}
+	return got.FinishedAt, got.Status.Finished(), nil
+}
+
+// maxLastError bounds the error text recorded in LastError.
+const maxLastError = 16 << 10
+
+// truncateError shortens an error text to maxLastError bytes, on a rune
+// boundary.
+func truncateError(s string) string {
+	if len(s) <= maxLastError {
+		return s
+	}
+	cut := maxLastError
+	for cut > 0 && !utf8RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "… (truncated)"
+}
+
+func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }

@@ -1,0 +1,227 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"cloud.google.com/go/spanner"
+	"google.golang.org/grpc/codes"
+
+	"github.com/spanmutex/spanmutex"
+)
+
+// errShutdownGrace is the cause of a handler's context cancelled because it
+// overran the shutdown grace.
+var errShutdownGrace = errors.New("queue: the worker is shutting down and the handler overran its grace period")
+
+// tenure tries to take resource's lock and, while holding it, claims and
+// handles its requests until nothing is claimable; then unlocks. It reports
+// whether it did any work (claimed or ended a request).
+func (w *Worker) tenure(ctx context.Context, resource string) bool {
+	log := w.cfg.logger.With("resource", resource)
+	opts := append([]spanmutex.Option{spanmutex.WithOwner(w.cfg.id)}, w.q.cfg.lockOpts...)
+	lock, err := spanmutex.NewLock(w.q.client, lockName(w.q.cfg.table, resource), opts...)
+	if err != nil { // New validated the options; only a bad name gets here
+		log.Error("cannot make the resource's lock", "err", err)
+		return false
+	}
+	lease, err := lock.TryLock(ctx)
+	if err != nil {
+		w.stats.addLock(lock.Stats())
+		if errors.Is(err, spanmutex.ErrHeld) {
+			w.stats.skipped.Add(1)
+		} else if ctx.Err() == nil {
+			log.Warn("could not take the resource's lock; trying again later", "err", err)
+		}
+		return false
+	}
+	log = log.With("token", lease.Token())
+	if lease.TookOver() {
+		log.Info("took the resource over from a silent worker")
+	}
+	worked := false
+	for ctx.Err() == nil && lease.Err() == nil {
+		c, err := w.claim(ctx, lease, resource)
+		if err != nil {
+			if errors.Is(err, spanmutex.ErrLeaseLost) {
+				w.stats.leasesLost.Add(1)
+			}
+			if ctx.Err() == nil {
+				log.Warn("claim failed; leaving the resource for a later pass", "err", err)
+			}
+			break
+		}
+		if c.plan.empty() {
+			break
+		}
+		worked = true
+		w.stats.failed.Add(int64(len(c.plan.fail)))
+		w.stats.recovered.Add(int64(c.plan.reclaimed))
+		for _, f := range c.plan.fail {
+			log.Info("request ended in error without a handler", "request", f.req.ID, "reason", f.reason)
+		}
+		if len(c.plan.claim) == 0 {
+			continue
+		}
+		if !w.handle(ctx, log, lease, resource, c) {
+			break
+		}
+	}
+	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
+	err = lock.Unlock(uctx)
+	cancel()
+	w.stats.addLock(lock.Stats())
+	switch {
+	case err == nil:
+	case errors.Is(err, spanmutex.ErrLeaseLost):
+		log.Warn("unlock: the lease had been lost", "err", err)
+	default:
+		log.Error("unlock failed; the resource stays locked until the watermark", "err", err)
+		if ctx.Err() != nil {
+			w.shutdownErr = append(w.shutdownErr, fmt.Errorf("queue: unlock resource %q: %w", resource, err))
+		}
+	}
+	return worked
+}
+
+// handle runs the handler on a claim and records its outcome, and reports
+// whether the tenure may go on (the lease is still held and the outcome was
+// recorded).
+func (w *Worker) handle(ctx context.Context, log *slog.Logger, lease *spanmutex.Lease, resource string, c claimed) bool {
+	job := &Job{Resource: resource, Kind: c.plan.kind, Requests: c.plan.claim, Lease: lease}
+	w.stats.jobs.Add(1)
+	if job.Kind == KindUpdate {
+		w.stats.grouped.Add(int64(len(job.Requests) - 1))
+	}
+	herr, overran := w.runHandler(ctx, job)
+	out := outcome{status: StatusComplete}
+	switch {
+	case herr == nil:
+	case lease.Err() != nil:
+		// Perhaps only our renewals failed and nobody took over: then the
+		// fenced write below succeeds, and someone handles them again.
+		out = outcome{status: StatusNew, lastError: "lease lost: " + herr.Error()}
+	case overran:
+		out = outcome{status: StatusNew, lastError: releasedAtShutdown}
+	default:
+		out = outcome{status: StatusError, lastError: herr.Error()}
+	}
+	ids := make([]string, len(job.Requests))
+	for i, r := range job.Requests {
+		ids[i] = r.ID
+	}
+	n, err := w.record(ctx, lease, c.processID, ids, out)
+	if err != nil {
+		if errors.Is(err, spanmutex.ErrLeaseLost) {
+			w.stats.leasesLost.Add(1)
+			log.Warn("the lease was lost before the outcome was recorded; the next holder claims the requests again", "err", err)
+		} else {
+			log.Error("could not record the outcome; the next holder claims the requests again", "err", err)
+			if ctx.Err() != nil {
+				w.shutdownErr = append(w.shutdownErr, fmt.Errorf("queue: record the outcome of resource %q: %w", resource, err))
+			}
+		}
+		return false
+	}
+	switch out.status {
+	case StatusComplete:
+		w.stats.completed.Add(int64(n))
+	case StatusError:
+		w.stats.failed.Add(int64(n))
+	case StatusNew:
+		w.stats.released.Add(int64(n))
+		return false
+	}
+	log.Debug("job done", "kind", job.Kind, "requests", n, "status", out.status)
+	return true
+}
+
+// runHandler calls the handler with a context that carries ctx's values but
+// not its cancellation: it is cancelled when the lease is lost, or when ctx
+// has ended and the shutdown grace has passed (overran then reports true).
+// A panic is returned as an error.
+func (w *Worker) runHandler(ctx context.Context, job *Job) (err error, overran bool) {
+	hctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer cancel(nil)
+	var over atomic.Bool
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		var grace <-chan time.Time
+		stop := ctx.Done()
+		for {
+			select {
+			case <-done:
+				return
+			case <-job.Lease.Done():
+				cancel(job.Lease.Err())
+				return
+			case <-stop:
+				stop = nil
+				t := time.NewTimer(w.cfg.shutdownGrace)
+				defer t.Stop()
+				grace = t.C
+			case <-grace:
+				over.Store(true)
+				cancel(errShutdownGrace)
+				return
+			}
+		}
+	}()
+	err = w.call(hctx, job)
+	close(done)
+	wg.Wait()
+	return err, over.Load()
+}
+
+// call runs the handler, turning a panic into an error.
+func (w *Worker) call(ctx context.Context, job *Job) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			w.cfg.logger.Error("handler panicked", "resource", job.Resource, "panic", r, "stack", string(debug.Stack()))
+			err = fmt.Errorf("queue: handler panicked: %v", r)
+		}
+	}()
+	return w.h(ctx, job)
+}
+
+// record writes a job's outcome with finish, retrying failures that may
+// pass for up to finishTimeout, whatever happened to ctx: an outcome not
+// recorded makes the next holder handle the requests again.
+func (w *Worker) record(ctx context.Context, lease *spanmutex.Lease, pid string, ids []string, out outcome) (int, error) {
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
+	defer cancel()
+	wait := 50 * time.Millisecond
+	for {
+		n, err := w.finish(fctx, lease, pid, ids, out)
+		if err == nil || errors.Is(err, spanmutex.ErrLeaseLost) || !retryable(err) {
+			return n, err
+		}
+		w.cfg.logger.Warn("recording the outcome failed; retrying", "err", err)
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-fctx.Done():
+			t.Stop()
+			return 0, err
+		}
+		wait = min(2*wait, time.Second)
+	}
+}
+
+// retryable reports whether a failed transaction is worth another try.
+func retryable(err error) bool {
+	switch spanner.ErrCode(err) {
+	case codes.Aborted, codes.Unavailable, codes.ResourceExhausted, codes.DeadlineExceeded, codes.Internal:
+		return true
+	}
+	return false
+}

@@ -1,0 +1,190 @@
+package queue
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"unicode/utf8"
+
+	"cloud.google.com/go/spanner"
+	"google.golang.org/grpc/codes"
+
+	"github.com/spanmutex/spanmutex"
+)
+
+// Worker claims requests from a Queue and hands them to its Handler, one
+// resource at a time, under the resource's spanmutex lease. Run as many
+// workers as you like, in as many processes: a resource is handled by one
+// worker at a time, its create before its updates, and requests in FIFO
+// order as far as resources allow.
+//
+// How Run works (the request-queue state machine, the Spanner way):
+//
+//  1. Scan: a pass reads the pending index (new and in-progress requests, in
+//     enqueue order) in pages of 32 with lock-free strong single-use reads,
+//     moving a "line in the sand" past each request it looks at. For each
+//     resource not yet tried in the pass it calls TryLock on the resource's
+//     lock; a resource held by another worker is skipped (Stats.Skipped).
+//  2. Claim: holding the resource's lease, one read-write transaction fenced
+//     by Lease.Guard claims the resource's pending create, or, once the
+//     create is complete, all its pending updates as one job. Requests found
+//     in-progress belong to a worker that lost the lease, and are claimed
+//     again (Stats.Recovered). Claims are committed rows, never open
+//     transactions.
+//  3. Handle: the Handler runs with a context that is cancelled if the lease
+//     is lost.
+//  4. Finish: one read-write transaction fenced by Lease.Guard records the
+//     outcome; if the lease was lost it writes nothing, and the next holder
+//     claims the requests again.
+//  5. While it holds the lease the worker claims again (the create, then its
+//     updates), until nothing is claimable; then it unlocks.
+//  6. A pass that did any work is followed at once by another from the start
+//     of the queue, since it may have made others skip what is now free.
+//     After a pass with no work the worker is idle until the Queue's Notify
+//     (Enqueue calls it), or its poll interval passes: while idle, a worker
+//     costs one single-use read of the pending index per poll interval (by
+//     default 50ms doubling to 2s).
+//
+// A Worker is safe for concurrent use; Run may run once at a time.
+type Worker struct {
+	q       *Queue
+	h       Handler
+	cfg     workerConfig
+	running atomic.Bool
+	stats   workerCounters
+	// shutdownErr collects failures to release at shutdown; touched only by
+	// Run's goroutine.
+	shutdownErr []error
+}
+
+// NewWorker returns a worker of q that hands jobs to h. Every error wraps
+// ErrInvalidConfig.
+func (q *Queue) NewWorker(h Handler, opts ...WorkerOption) (*Worker, error) {
+	if h == nil {
+		return nil, fmt.Errorf("%w: nil Handler", ErrInvalidConfig)
+	}
+	cfg := defaultWorkerConfig()
+	for i, o := range opts {
+		if o == nil {
+			return nil, fmt.Errorf("%w: WorkerOption %d is nil", ErrInvalidConfig, i)
+		}
+		o(&cfg)
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	cfg.logger = cfg.logger.With("worker", cfg.id, "table", q.cfg.table)
+	return &Worker{q: q, h: h, cfg: cfg}, nil
+}
+
+// ID returns the worker's identity, recorded as the owner of the resources'
+// locks it holds.
+func (w *Worker) ID() string { return w.cfg.id }
+
+// Run claims and handles requests until ctx ends. It starts with a scan, so
+// requests enqueued while no worker ran are handled at once.
+//
+// When ctx ends, Run claims nothing new; a handler in flight may run for the
+// shutdown grace (WithShutdownGrace), and its outcome is recorded; past it,
+// its context is cancelled, and if it then fails its requests are released
+// back to new for another worker. Run unlocks and returns nil; it returns an
+// error joined with ctx.Err() only if it could not record an outcome or
+// unlock (the requests are then taken over after the watermark).
+//
+// Spanner errors do not stop Run: it logs them and tries again at its next
+// poll. It returns early only for errors that retrying cannot mend, such as
+// a missing table or index.
+func (w *Worker) Run(ctx context.Context) error {
+	if ctx == nil {
+		return errNilContext
+	}
+	if !w.running.CompareAndSwap(false, true) {
+		return fmt.Errorf("queue: worker %s is already running; make one Worker per Run", w.cfg.id)
+	}
+	defer w.running.Store(false)
+	w.shutdownErr = nil
+	w.cfg.logger.Info("worker started")
+	p := newPoller(w.cfg.minPoll, w.cfg.maxPoll)
+	for ctx.Err() == nil {
+		woken := w.q.woken() // before the pass, so that no Notify is missed
+		worked, err := w.pass(ctx)
+		if err != nil {
+			return fmt.Errorf("queue: worker %s: %w", w.cfg.id, err)
+		}
+		if worked {
+			p.reset()
+			continue // others may have skipped what we held: look again
+		}
+		w.idle(ctx, woken, p)
+	}
+	w.cfg.logger.Info("worker stopped")
+	if len(w.shutdownErr) > 0 {
+		return errors.Join(append([]error{ctx.Err()}, w.shutdownErr...)...)
+	}
+	return nil
+}
+
+// pass scans the pending index once from the start, trying each resource
+// it meets once, and reports whether it did any work. Its error is one that
+// retrying cannot mend; other failures end the pass early, as a pass with no
+// work.
+func (w *Worker) pass(ctx context.Context) (bool, error) {
+	w.stats.scans.Add(1)
+	tried := map[string]bool{}
+	worked := false
+	var at line
+	for ctx.Err() == nil {
+		page, err := w.scanPage(ctx, at, scanPageSize)
+		if err != nil {
+			if ctx.Err() != nil {
+				return worked, nil
+			}
+			if permanent(err) {
+				return worked, err
+			}
+			w.cfg.logger.Warn("scan failed; trying again at the next poll", "err", err)
+			return worked, nil
+		}
+		for _, e := range page {
+			if ctx.Err() != nil {
+				return worked, nil
+			}
+			at = line{since: e.since, id: e.id}
+			if tried[e.resource] {
+				continue
+			}
+			tried[e.resource] = true
+			if w.tenure(ctx, e.resource) {
+				worked = true
+			}
+		}
+		if len(page) < scanPageSize {
+			break
+		}
+	}
+	return worked, nil
+}
+
+// lockName is the name of resource's lock: "queue/<table>/<resource>", or,
+// should that be too long, with the table name replaced by its hash.
+func lockName(table, resource string) string {
+	name := "queue/" + table + "/" + resource
+	if utf8.RuneCountInString(name) <= spanmutex.MaxNameLength {
+		return name
+	}
+	sum := sha256.Sum256([]byte(table))
+	return "queue/" + hex.EncodeToString(sum[:8]) + "/" + resource
+}
+
+// permanent reports whether err is one that retrying cannot mend: a missing
+// table or index, a malformed query, no permission.
+func permanent(err error) bool {
+	switch spanner.ErrCode(err) {
+	case codes.NotFound, codes.InvalidArgument, codes.PermissionDenied, codes.Unauthenticated:
+		return true
+	}
+	return false
+}
