@@ -8,11 +8,18 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"cloud.google.com/go/spanner"
+	database "cloud.google.com/go/spanner/admin/database/apiv1"
+	"cloud.google.com/go/spanner/admin/database/apiv1/databasepb"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/api/option"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/spanmutex/spanmutex/ddl"
 )
@@ -325,4 +332,217 @@ func TestCaptureTurnsEachCommittedChangeIntoOneRequest(t *testing.T) {
 	for _, p := range checkpointRows(t, c, ddl.DefaultCaptureTable, ordersStream) {
 		require.Empty(t, p.Owner, "Run released partition %.16s… when it stopped", p.Token)
 	}
+}
+
+// writeUntil runs app steps from first on, paced, until stop is closed, and
+// returns the next step's number.
+func writeUntil(ctx context.Context, app *legacyApp, first int, stop <-chan struct{}) (int, error) {
+	pace := time.NewTicker(40 * time.Millisecond) // load, not synchronisation
+	defer pace.Stop()
+	for i := first; ; i++ {
+		select {
+		case <-stop:
+			return i, nil
+		case <-pace.C:
+		}
+		if err := app.step(ctx, i); err != nil {
+			return i, err
+		}
+	}
+}
+
+func countRequests(t *testing.T, q *Queue) int64 {
+	t.Helper()
+	n, err := q.Counts(context.Background())
+	require.NoError(t, err)
+	var total int64
+	for _, v := range n {
+		total += v
+	}
+	return total
+}
+
+// childSeen reports whether the capture has recorded a child partition with
+// parents: Spanner (the emulator churns every 20-40s) split or merged a
+// partition while it was read.
+func childSeen(t *testing.T, c *spanner.Client) bool {
+	for _, p := range checkpointRows(t, c, ddl.DefaultCaptureTable, ordersStream) {
+		if len(p.Parents) > 0 && p.State != partitionCreated {
+			return true
+		}
+	}
+	return false
+}
+
+func TestCaptureKilledAndRestartedLosesAndDuplicatesNothing(t *testing.T) {
+	c, start := captureDatabase(t)
+	q, err := New(c)
+	require.NoError(t, err)
+	ctx := context.Background()
+	app := &legacyApp{client: c}
+
+	stopWriting := make(chan struct{})
+	writerDone := make(chan error, 1)
+	go func() {
+		_, err := writeUntil(ctx, app, 0, stopWriting)
+		writerDone <- err
+	}()
+
+	// Each round runs a capture, on a client of its own, until more
+	// requests have arrived, then ends it abruptly while changes keep
+	// coming: by cancelling Run's context (it releases its partitions) or,
+	// every other round, by a crash: from then on its client's calls fail,
+	// those in flight after the server has done them (a commit lands, its
+	// caller never learns), so nothing is released and the partitions stay
+	// leased until the lease expires.
+	kills := 0
+	for round := 0; kills < 4 || !childSeen(t, c); round++ {
+		require.Less(t, round, 40, "no child partition appeared in 40 rounds")
+		crash := round%2 == 1
+		var crashed atomic.Bool
+		cc, err := emu.NewClient(ctx, c.DatabaseName(), crashable(&crashed)...)
+		require.NoError(t, err)
+		t.Cleanup(cc.Close)
+		qq, err := New(cc)
+		require.NoError(t, err)
+		stop := runCapture(t, fastCapture(t, qq, cc, start))
+		before := countRequests(t, q)
+		waitFor(t, time.Minute, "more requests", func() bool { return countRequests(t, q) > before+int64(5+round%4) })
+		crashed.Store(crash)
+		require.ErrorIs(t, stop(), context.Canceled)
+		kills++
+	}
+	close(stopWriting)
+	require.NoError(t, <-writerDone)
+
+	stop := runCapture(t, fastCapture(t, q, c, start))
+	_, last := app.snapshot()
+	waitFor(t, 2*time.Minute, "the last capture to read past the last commit", func() bool {
+		return caughtUp(t, c, ddl.DefaultCaptureTable, ordersStream, last)
+	})
+	require.ErrorIs(t, stop(), context.Canceled)
+
+	reqs := requireExactlyOnce(t, app, c)
+	rows := checkpointRows(t, c, ddl.DefaultCaptureTable, ordersStream)
+	var records, requests, withParents, merged int64
+	for _, p := range rows {
+		records += p.Records
+		requests += p.Requests
+		if len(p.Parents) > 0 {
+			withParents++
+		}
+		if len(p.Parents) > 1 {
+			merged++
+		}
+	}
+	require.Equal(t, int64(len(reqs)), requests, "each request was counted once by the checkpoint that enqueued it")
+	t.Logf("%d kills; %d requests for %d committed changes; %d data change records read (replays included); %d partition rows, %d children, %d of them merges",
+		kills, len(reqs), len(reqs), records, len(rows), withParents, merged)
+}
+
+func TestCaptureTwoInstancesAtOnceDuplicateNothing(t *testing.T) {
+	c, start := captureDatabase(t)
+	q, err := New(c)
+	require.NoError(t, err)
+	ctx := context.Background()
+	app := &legacyApp{client: c}
+
+	c2 := newClient(t, c.DatabaseName())
+	q2, err := New(c2)
+	require.NoError(t, err)
+	a, b := fastCapture(t, q, c, start), fastCapture(t, q2, c2, start)
+	stopA, stopB := runCapture(t, a), runCapture(t, b)
+
+	stopWriting := make(chan struct{})
+	writerDone := make(chan error, 1)
+	go func() {
+		_, err := writeUntil(ctx, app, 0, stopWriting)
+		writerDone <- err
+	}()
+	waitFor(t, time.Minute, "100 requests", func() bool { return countRequests(t, q) >= 100 })
+	close(stopWriting)
+	require.NoError(t, <-writerDone)
+	_, last := app.snapshot()
+	waitFor(t, time.Minute, "the captures to read past the last commit", func() bool {
+		return caughtUp(t, c, ddl.DefaultCaptureTable, ordersStream, last)
+	})
+	require.ErrorIs(t, stopA(), context.Canceled)
+	require.ErrorIs(t, stopB(), context.Canceled)
+	reqs := requireExactlyOnce(t, app, c)
+	t.Logf("two instances (%s, %s): %d requests for %d committed changes", a.ID(), b.ID(), len(reqs), len(reqs))
+}
+
+func TestCaptureReplayOfTheWholeStreamIsANoOp(t *testing.T) {
+	c, start := captureDatabase(t)
+	replayTable, err := ddl.CaptureStatements("CaptureReplay")
+	require.NoError(t, err)
+	applyDDL(t, c.DatabaseName(), replayTable...)
+	q, err := New(c)
+	require.NoError(t, err)
+	ctx := context.Background()
+	app := &legacyApp{client: c}
+	for i := 0; i < 30; i++ {
+		require.NoError(t, app.step(ctx, i))
+	}
+	_, last := app.snapshot()
+	stop := runCapture(t, fastCapture(t, q, c, start))
+	waitFor(t, time.Minute, "the capture to read past the last commit", func() bool {
+		return caughtUp(t, c, ddl.DefaultCaptureTable, ordersStream, last)
+	})
+	require.ErrorIs(t, stop(), context.Canceled)
+	first := requireExactlyOnce(t, app, c)
+
+	// A second capture with checkpoints of its own shares nothing with the
+	// first: no lease, no checkpoint. It reads the whole stream again; the
+	// deterministic ids alone make that harmless.
+	stop = runCapture(t, fastCapture(t, q, c, start, WithCheckpointTable("CaptureReplay")))
+	waitFor(t, time.Minute, "the replay to read past the last commit", func() bool {
+		return caughtUp(t, c, "CaptureReplay", ordersStream, last)
+	})
+	require.ErrorIs(t, stop(), context.Canceled)
+	again := requireExactlyOnce(t, app, c)
+	require.Equal(t, len(first), len(again))
+	var records, requests int64
+	for _, p := range checkpointRows(t, c, "CaptureReplay", ordersStream) {
+		records += p.Records
+		requests += p.Requests
+	}
+	require.Positive(t, records, "the replay read the records")
+	require.Zero(t, requests, "and found every request already enqueued")
+	t.Logf("replay read %d data change records and enqueued nothing; %d requests", records, len(again))
+}
+
+// crashable returns client options under which, once crashed is set,
+// every call fails with Unavailable: unary calls after the server has
+// handled them, streaming calls before they start.
+func crashable(crashed *atomic.Bool) []option.ClientOption {
+	unavailable := status.Error(codes.Unavailable, "test: the process crashed")
+	return []option.ClientOption{
+		option.WithGRPCDialOption(grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+			err := invoker(ctx, method, req, reply, cc, opts...)
+			if crashed.Load() {
+				return unavailable
+			}
+			return err
+		})),
+		option.WithGRPCDialOption(grpc.WithChainStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+			if crashed.Load() {
+				return nil, unavailable
+			}
+			return streamer(ctx, desc, cc, method, opts...)
+		})),
+	}
+}
+
+// applyDDL runs statements on db.
+func applyDDL(t *testing.T, db string, stmts ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	admin, err := database.NewDatabaseAdminClient(ctx, emu.ClientOptions()...)
+	require.NoError(t, err)
+	defer admin.Close()
+	op, err := admin.UpdateDatabaseDdl(ctx, &databasepb.UpdateDatabaseDdlRequest{Database: db, Statements: stmts})
+	require.NoError(t, err)
+	require.NoError(t, op.Wait(ctx))
 }
