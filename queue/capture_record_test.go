@@ -167,4 +167,12 @@ func TestCaptureRequestIDIsDeterministicAndDistinct(t *testing.T) {
 		seen[got] = name
 	}
 	require.NotEqual(t, id, CaptureRequestID(base, 1), "each request of a change has its own id")
+
+	// Ids sort in commit order, then by request index.
+	later := base
+	later.CommitTimestamp = base.CommitTimestamp.Add(time.Nanosecond)
+	later.ServerTransactionID = "tx-0"
+	require.Less(t, id, CaptureRequestID(base, 1))
+	require.Less(t, CaptureRequestID(base, 1), CaptureRequestID(later, 0))
+	require.Less(t, CaptureRequestID(base, 9), CaptureRequestID(base, 10))
 }

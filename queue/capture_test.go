@@ -332,6 +332,31 @@ func TestCaptureTurnsEachCommittedChangeIntoOneRequest(t *testing.T) {
 	for _, p := range checkpointRows(t, c, ddl.DefaultCaptureTable, ordersStream) {
 		require.Empty(t, p.Owner, "Run released partition %.16s… when it stopped", p.Token)
 	}
+	requireCommitOrder(t, q, reqs)
+}
+
+// requireCommitOrder checks that the queue hands out each resource's
+// requests (List's order: CreatedAt, then id) in the commit order of the
+// changes they came from.
+func requireCommitOrder(t *testing.T, q *Queue, reqs []Request) {
+	t.Helper()
+	resources := map[string]bool{}
+	for _, r := range reqs {
+		resources[r.Resource] = true
+	}
+	for res := range resources {
+		list, err := q.List(context.Background(), res)
+		require.NoError(t, err)
+		var prev time.Time
+		for _, r := range list {
+			var ch capturedChange
+			require.NoError(t, json.Unmarshal(r.Payload, &ch))
+			ts, err := time.Parse(time.RFC3339Nano, ch.Commit)
+			require.NoError(t, err)
+			require.False(t, ts.Before(prev), "%s: a change committed at %s is queued after one committed at %s", res, ts, prev)
+			prev = ts
+		}
+	}
 }
 
 // writeUntil runs app steps from first on, paced, until stop is closed, and
@@ -423,6 +448,7 @@ func TestCaptureKilledAndRestartedLosesAndDuplicatesNothing(t *testing.T) {
 	require.ErrorIs(t, stop(), context.Canceled)
 
 	reqs := requireExactlyOnce(t, app, c)
+	requireCommitOrder(t, q, reqs)
 	rows := checkpointRows(t, c, ddl.DefaultCaptureTable, ordersStream)
 	var records, requests, withParents, merged int64
 	for _, p := range rows {
