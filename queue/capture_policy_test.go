@@ -3,7 +3,7 @@ package queue
 import (
 	"context"
 	"errors"
-	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -182,6 +182,29 @@ func TestCaptureRunTwiceAtOnceIsRefused(t *testing.T) {
 	err = capt.Run(context.Background())
 	require.Error(t, err)
 	require.Contains(t, err.Error(), "already running")
+	require.Positive(t, captureGoroutines(), "the leak check sees a running capture")
 	require.ErrorIs(t, stop(), context.Canceled)
-	require.Error(t, capt.Run(nil), fmt.Sprint("a nil context")) //nolint:staticcheck // the nil context is the point
+	waitFor(t, 10*time.Second, "the capture's goroutines to end", func() bool { return captureGoroutines() == 0 })
+	var nilCtx context.Context
+	require.Error(t, capt.Run(nilCtx), "a nil context")
+}
+
+// captureGoroutines counts the goroutines running Capture code.
+func captureGoroutines() int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	count := 0
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "queue.(*Capture)") {
+			count++
+		}
+	}
+	return count
 }
