@@ -2,14 +2,10 @@ package queue
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
 	"cloud.google.com/go/spanner"
-	"github.com/google/uuid"
-
-	"github.com/spanmutex/spanmutex"
 )
 
 // claimPlan is what a worker holding a resource's lease does with the
@@ -88,50 +84,6 @@ type claimed struct {
 	plan      claimPlan
 	processID string    // the claim's id, in the claimed rows' ProcessID
 	at        time.Time // the commit timestamp: ClaimedAt, or FinishedAt of the failures
-}
-
-// claim runs one claim transaction on resource under lease: it reads the
-// resource's pending requests and its create, plans, and writes the plan,
-// all fenced by lease.Guard. The returned requests show their state after
-// the commit. A commit whose outcome is unknown is settled by reading the
-// rows back.
-func (w *Worker) claim(ctx context.Context, lease *spanmutex.Lease, resource string) (claimed, error) {
-	pid := uuid.NewString()
-	var out claimed
-	ts, err := w.q.client.ReadWriteTransaction(ctx, func(ctx context.Context, txn *spanner.ReadWriteTransaction) error {
-		w.stats.transactions.Add(1)
-		out = claimed{processID: pid}
-		if err := lease.Guard(ctx, txn); err != nil {
-			return err
-		}
-		pending, create, err := w.readResource(ctx, txn, resource)
-		if err != nil {
-			return err
-		}
-		out.plan = planClaim(resource, pending, create, w.cfg.maxAttempts)
-		if out.plan.empty() {
-			return nil
-		}
-		return txn.BufferWrite(w.claimMutations(out.plan, pid, lease.Token()))
-	})
-	if err != nil && !errors.Is(err, spanmutex.ErrLeaseLost) && commitUnknown(err) && !out.plan.empty() {
-		// Did it land? The claim wrote our fresh pid into every claimed
-		// row, or finished every failed one: reading one row tells.
-		at, landed, rerr := w.settleClaim(ctx, out, pid)
-		if rerr == nil && landed {
-			ts, err = at, nil
-		}
-	}
-	if err != nil {
-		return claimed{}, err
-	}
-	out.at = ts
-	for i := range out.plan.claim {
-		r := &out.plan.claim[i]
-		r.Status, r.ProcessID, r.Token, r.ClaimedAt = StatusInProgress, pid, lease.Token(), ts
-		r.Attempts++
-	}
-	return out, nil
 }
 
 // readResource reads, in txn, resource's pending requests, oldest first, and

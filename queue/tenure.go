@@ -41,37 +41,59 @@ func (w *Worker) tenure(ctx context.Context, resource string) bool {
 		}
 		return false
 	}
+	w.stats.tenures.Add(1)
 	log = log.With("token", lease.Token())
 	if lease.TookOver() {
 		log.Info("took the resource over from a silent worker")
 	}
 	worked := false
-	for ctx.Err() == nil && lease.Err() == nil {
-		c, err := w.claim(ctx, lease, resource)
+	var prev *finishing // the job whose outcome is still to be recorded
+	for {
+		// Claim nothing new once Run's ctx ended, the lease is lost, or
+		// the last job was released.
+		claimNext := ctx.Err() == nil && lease.Err() == nil && (prev == nil || prev.out.status != StatusNew)
+		if prev == nil && !claimNext {
+			break
+		}
+		res, err := w.stepRetrying(ctx, lease, resource, prev, claimNext)
 		if err != nil {
-			if errors.Is(err, spanmutex.ErrLeaseLost) {
+			switch {
+			case errors.Is(err, spanmutex.ErrLeaseLost):
 				w.stats.leasesLost.Add(1)
-			}
-			if ctx.Err() == nil {
+				log.Warn("the lease was lost; the next holder claims the requests again", "err", err)
+			case prev != nil:
+				log.Error("could not record the outcome; the next holder claims the requests again", "err", err)
+				if ctx.Err() != nil {
+					w.shutdownErr = append(w.shutdownErr, fmt.Errorf("queue: record the outcome of resource %q: %w", resource, err))
+				}
+			case ctx.Err() == nil:
 				log.Warn("claim failed; leaving the resource for a later pass", "err", err)
 			}
 			break
 		}
-		if c.plan.empty() {
+		if prev != nil {
+			w.count(log, prev, res.finished)
+			prev = nil
+		}
+		next := res.next
+		if !claimNext || next.plan.empty() {
 			break
 		}
 		worked = true
-		w.stats.failed.Add(int64(len(c.plan.fail)))
-		w.stats.recovered.Add(int64(c.plan.reclaimed))
-		for _, f := range c.plan.fail {
+		w.stats.failed.Add(int64(len(next.plan.fail)))
+		w.stats.recovered.Add(int64(next.plan.reclaimed))
+		for _, f := range next.plan.fail {
 			log.Info("request ended in error without a handler", "request", f.req.ID, "reason", f.reason)
 		}
-		if len(c.plan.claim) == 0 {
-			continue
+		if next.plan.reclaimed > 0 {
+			log.Info("claimed again the requests of a worker that lost its lease", "requests", next.plan.reclaimed)
 		}
-		if !w.handle(ctx, log, lease, resource, c) {
-			break
+		if len(next.plan.claim) > 0 {
+			prev = w.handle(ctx, lease, resource, next)
 		}
+	}
+	if !worked {
+		w.stats.idleTenures.Add(1)
 	}
 	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
 	err = lock.Unlock(uctx)
@@ -90,10 +112,8 @@ func (w *Worker) tenure(ctx context.Context, resource string) bool {
 	return worked
 }
 
-// handle runs the handler on a claim and records its outcome, and reports
-// whether the tenure may go on (the lease is still held and the outcome was
-// recorded).
-func (w *Worker) handle(ctx context.Context, log *slog.Logger, lease *spanmutex.Lease, resource string, c claimed) bool {
+// handle runs the handler on a claim, and returns the outcome to record.
+func (w *Worker) handle(ctx context.Context, lease *spanmutex.Lease, resource string, c claimed) *finishing {
 	job := &Job{Resource: resource, Kind: c.plan.kind, Requests: c.plan.claim, Lease: lease}
 	w.stats.jobs.Add(1)
 	if job.Kind == KindUpdate {
@@ -105,7 +125,7 @@ func (w *Worker) handle(ctx context.Context, log *slog.Logger, lease *spanmutex.
 	case herr == nil:
 	case lease.Err() != nil:
 		// Perhaps only our renewals failed and nobody took over: then the
-		// fenced write below succeeds, and someone handles them again.
+		// fenced write succeeds, and another worker handles them again.
 		out = outcome{status: StatusNew, lastError: "lease lost: " + herr.Error()}
 	case overran:
 		out = outcome{status: StatusNew, lastError: releasedAtShutdown}
@@ -116,30 +136,20 @@ func (w *Worker) handle(ctx context.Context, log *slog.Logger, lease *spanmutex.
 	for i, r := range job.Requests {
 		ids[i] = r.ID
 	}
-	n, err := w.record(ctx, lease, c.processID, ids, out)
-	if err != nil {
-		if errors.Is(err, spanmutex.ErrLeaseLost) {
-			w.stats.leasesLost.Add(1)
-			log.Warn("the lease was lost before the outcome was recorded; the next holder claims the requests again", "err", err)
-		} else {
-			log.Error("could not record the outcome; the next holder claims the requests again", "err", err)
-			if ctx.Err() != nil {
-				w.shutdownErr = append(w.shutdownErr, fmt.Errorf("queue: record the outcome of resource %q: %w", resource, err))
-			}
-		}
-		return false
-	}
-	switch out.status {
+	return &finishing{pid: c.processID, ids: ids, out: out}
+}
+
+// count adds a recorded outcome to the stats.
+func (w *Worker) count(log *slog.Logger, f *finishing, n int) {
+	switch f.out.status {
 	case StatusComplete:
 		w.stats.completed.Add(int64(n))
 	case StatusError:
 		w.stats.failed.Add(int64(n))
 	case StatusNew:
 		w.stats.released.Add(int64(n))
-		return false
 	}
-	log.Debug("job done", "kind", job.Kind, "requests", n, "status", out.status)
-	return true
+	log.Debug("job done", "requests", n, "status", f.out.status)
 }
 
 // runHandler calls the handler with a context that carries ctx's values but
@@ -193,17 +203,21 @@ func (w *Worker) call(ctx context.Context, job *Job) (err error) {
 	return w.h(ctx, job)
 }
 
-// record writes a job's outcome with finish, retrying failures that may
-// pass for up to finishTimeout, whatever happened to ctx: an outcome not
-// recorded makes the next holder handle the requests again.
-func (w *Worker) record(ctx context.Context, lease *spanmutex.Lease, pid string, ids []string, out outcome) (int, error) {
+// stepRetrying runs step. A step that records an outcome is retried on
+// failures that may pass, for up to finishTimeout whatever happened to ctx:
+// an outcome not recorded makes the next holder handle the requests again.
+// A step that only claims is not: the resource is left for a later pass.
+func (w *Worker) stepRetrying(ctx context.Context, lease *spanmutex.Lease, resource string, prev *finishing, claimNext bool) (stepResult, error) {
+	if prev == nil {
+		return w.step(ctx, lease, resource, nil, claimNext)
+	}
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
 	defer cancel()
 	wait := 50 * time.Millisecond
 	for {
-		n, err := w.finish(fctx, lease, pid, ids, out)
+		res, err := w.step(fctx, lease, resource, prev, claimNext)
 		if err == nil || errors.Is(err, spanmutex.ErrLeaseLost) || !retryable(err) {
-			return n, err
+			return res, err
 		}
 		w.cfg.logger.Warn("recording the outcome failed; retrying", "err", err)
 		t := time.NewTimer(wait)
@@ -211,7 +225,7 @@ func (w *Worker) record(ctx context.Context, lease *spanmutex.Lease, pid string,
 		case <-t.C:
 		case <-fctx.Done():
 			t.Stop()
-			return 0, err
+			return stepResult{}, err
 		}
 		wait = min(2*wait, time.Second)
 	}

@@ -23,6 +23,10 @@ type WorkerStats struct {
 	Grouped int64
 	// Skipped counts resources a scan found held by another worker.
 	Skipped int64
+	// Tenures counts the resources this worker locked; IdleTenures counts those
+	// in which it found nothing to claim (another worker had handled the
+	// requests the scan saw).
+	Tenures, IdleTenures int64
 	// Scans counts passes over the pending index.
 	Scans int64
 	// Recovered counts requests claimed again after the worker that had
@@ -44,7 +48,7 @@ type WorkerStats struct {
 
 // workerCounters are the counters behind WorkerStats.
 type workerCounters struct {
-	jobs, completed, failed, released, grouped, skipped, scans, recovered,
+	tenures, idleTenures, jobs, completed, failed, released, grouped, skipped, scans, recovered,
 	leasesLost, transactions, reads, lockOps atomic.Int64
 }
 
@@ -60,7 +64,7 @@ func (w *Worker) Stats() WorkerStats {
 	return WorkerStats{
 		Jobs: c.jobs.Load(), RequestsCompleted: c.completed.Load(), RequestsFailed: c.failed.Load(),
 		RequestsReleased: c.released.Load(), Grouped: c.grouped.Load(), Skipped: c.skipped.Load(),
-		Scans: c.scans.Load(), Recovered: c.recovered.Load(), LeasesLost: c.leasesLost.Load(),
+		Tenures: c.tenures.Load(), IdleTenures: c.idleTenures.Load(), Scans: c.scans.Load(), Recovered: c.recovered.Load(), LeasesLost: c.leasesLost.Load(),
 		Transactions: c.transactions.Load(), Reads: c.reads.Load(), LockOps: c.lockOps.Load(),
 	}
 }

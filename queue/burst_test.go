@@ -1,0 +1,244 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/spanner"
+	"github.com/stretchr/testify/require"
+
+	"github.com/spanmutex/spanmutex"
+)
+
+// burstChecker is the burst test's handler: it checks the invariants as
+// jobs run, and counts what it saw.
+type burstChecker struct {
+	mu         sync.Mutex
+	inflight   map[string]string // resource → worker handling it now
+	created    map[string]bool   // resources whose create handler returned
+	lastToken  map[string]int64
+	handled    map[string]int // request id → handler calls
+	violations []string
+}
+
+func newBurstChecker() *burstChecker {
+	return &burstChecker{inflight: map[string]string{}, created: map[string]bool{},
+		lastToken: map[string]int64{}, handled: map[string]int{}}
+}
+
+func (c *burstChecker) violate(format string, args ...any) {
+	if len(c.violations) < 20 {
+		c.violations = append(c.violations, fmt.Sprintf(format, args...))
+	}
+}
+
+func (c *burstChecker) handler(worker string) Handler {
+	return func(ctx context.Context, job *Job) error {
+		c.mu.Lock()
+		if other, ok := c.inflight[job.Resource]; ok {
+			c.violate("%s: handled by %s and %s at once", job.Resource, other, worker)
+		}
+		c.inflight[job.Resource] = worker
+		if job.Token() < c.lastToken[job.Resource] {
+			c.violate("%s: token went back from %d to %d", job.Resource, c.lastToken[job.Resource], job.Token())
+		}
+		c.lastToken[job.Resource] = job.Token()
+		if job.Kind == KindUpdate && !c.created[job.Resource] {
+			c.violate("%s: update handled before its create", job.Resource)
+		}
+		for _, r := range job.Requests {
+			c.handled[r.ID]++
+			if r.Kind != job.Kind || r.Resource != job.Resource || r.Status != StatusInProgress {
+				c.violate("%s: request %s (%s %s %s) in a %s job", job.Resource, r.ID, r.Kind, r.Resource, r.Status, job.Kind)
+			}
+		}
+		c.mu.Unlock()
+
+		c.mu.Lock()
+		delete(c.inflight, job.Resource)
+		if job.Kind == KindCreate {
+			c.created[job.Resource] = true
+		}
+		c.mu.Unlock()
+		return nil
+	}
+}
+
+// burstSize reads the burst's size from QUEUE_BURST_RESOURCES (default
+// 2000 resources, each with a create and 4 updates: 10,000 requests) and
+// QUEUE_BURST_WORKERS (default 8).
+func burstSize(t *testing.T) (resources, workers int) {
+	get := func(env string, def int) int {
+		s := os.Getenv(env)
+		if s == "" {
+			return def
+		}
+		n, err := strconv.Atoi(s)
+		require.NoError(t, err)
+		require.Positive(t, n, env)
+		return n
+	}
+	return get("QUEUE_BURST_RESOURCES", 2000), get("QUEUE_BURST_WORKERS", 8)
+}
+
+func TestWorkerBurst(t *testing.T) {
+	if testing.Short() {
+		t.Skip("burst of 10,000 requests: skipped with -short")
+	}
+	const (
+		updatesPer = 4
+		clients    = 4
+		batch      = 50 // resources per Enqueue call
+	)
+	resources, workers := burstSize(t)
+	total := resources * (1 + updatesPer)
+	db := freshDatabase(t)
+	var queues []*Queue
+	for range clients {
+		q, err := New(newClient(t, db), WithLockOptions(spanmutex.WithWatermark(5*time.Second)))
+		require.NoError(t, err)
+		queues = append(queues, q)
+	}
+	checker := newBurstChecker()
+	var ws []*Worker
+	for i := range workers {
+		w, err := queues[i%clients].NewWorker(checker.handler(fmt.Sprintf("w%d", i)),
+			WithWorkerID(fmt.Sprintf("w%d", i)), WithPollInterval(20*time.Millisecond, 200*time.Millisecond))
+		require.NoError(t, err)
+		ws = append(ws, w)
+	}
+
+	start := time.Now()
+	for _, w := range ws {
+		runWorker(t, w)
+	}
+	// The front end: each batch of resources gets its creates in one
+	// commit, then updatesPer commits of one update each, through the
+	// queues in turn, while the workers run.
+	enqueued := make(chan error, 1)
+	go func() {
+		ctx := context.Background()
+		for b := 0; b < resources; b += batch {
+			for round := 0; round <= updatesPer; round++ {
+				var reqs []Request
+				for r := b; r < min(b+batch, resources); r++ {
+					kind := KindCreate
+					if round > 0 {
+						kind = KindUpdate
+					}
+					reqs = append(reqs, Request{Kind: kind, Resource: fmt.Sprintf("sheet-%05d", r)})
+				}
+				if _, err := queues[(b/batch+round)%clients].Enqueue(ctx, reqs...); err != nil {
+					enqueued <- err
+					return
+				}
+			}
+		}
+		enqueued <- nil
+	}()
+	var enqueueErr error
+	var enqueueTook time.Duration
+	select {
+	case enqueueErr = <-enqueued:
+		enqueueTook = time.Since(start)
+	case <-time.After(3 * time.Minute):
+		t.Fatal("enqueueing took over 3 minutes")
+	}
+	require.NoError(t, enqueueErr)
+
+	sum := func() WorkerStats {
+		var s WorkerStats
+		for _, w := range ws {
+			x := w.Stats()
+			s.Jobs += x.Jobs
+			s.RequestsCompleted += x.RequestsCompleted
+			s.RequestsFailed += x.RequestsFailed
+			s.Grouped += x.Grouped
+			s.Skipped += x.Skipped
+			s.Tenures += x.Tenures
+			s.IdleTenures += x.IdleTenures
+			s.Scans += x.Scans
+			s.Recovered += x.Recovered
+			s.LeasesLost += x.LeasesLost
+			s.Transactions += x.Transactions
+			s.Reads += x.Reads
+			s.LockOps += x.LockOps
+		}
+		return s
+	}
+	waitFor(t, 3*time.Minute, fmt.Sprintf("%d requests to complete", total), func() bool {
+		return sum().RequestsCompleted >= int64(total)
+	})
+	took := time.Since(start)
+	st := sum()
+	t.Logf("burst: %d requests (%d resources) over %d workers: enqueued in %v, all complete in %v: %.0f req/s; "+
+		"%d jobs, %d grouped, %d skipped, %d tenures (%d idle), %d scans; per request: %.2f queue transactions, %.2f reads, %.2f lock operations",
+		total, resources, workers, enqueueTook.Round(time.Millisecond), took.Round(time.Millisecond), float64(total)/took.Seconds(),
+		st.Jobs, st.Grouped, st.Skipped, st.Tenures, st.IdleTenures, st.Scans,
+		float64(st.Transactions)/float64(total), float64(st.Reads)/float64(total), float64(st.LockOps)/float64(total))
+	for _, w := range ws {
+		x := w.Stats()
+		t.Logf("  %s: %d jobs, %d completed, %d skipped, %d scans", w.ID(), x.Jobs, x.RequestsCompleted, x.Skipped, x.Scans)
+	}
+
+	// The invariants, as the handler saw them.
+	checker.mu.Lock()
+	require.Empty(t, checker.violations)
+	require.Len(t, checker.handled, total, "every request reached a handler")
+	for id, n := range checker.handled {
+		require.Equal(t, 1, n, "request %s handled once", id)
+	}
+	checker.mu.Unlock()
+	require.Equal(t, int64(total), st.RequestsCompleted, "each request recorded complete exactly once")
+	require.Zero(t, st.RequestsFailed)
+	require.Zero(t, st.LeasesLost)
+
+	// And as Spanner recorded them: all complete, none pending, every
+	// update claimed after its create finished (by commit timestamps).
+	type row struct {
+		kind                  Kind
+		status                Status
+		claimedAt, finishedAt time.Time
+		attempts              int64
+	}
+	rows := map[string][]row{}
+	q := queues[0]
+	iter := q.client.Single().Query(context.Background(), spanner.Statement{SQL: "SELECT Resource, Kind, Status, ClaimedAt, FinishedAt, Attempts, PendingSince IS NULL FROM " + q.Table()})
+	n := 0
+	require.NoError(t, iter.Do(func(r *spanner.Row) error {
+		var res, kind, status string
+		var x row
+		var notPending bool
+		if err := r.Columns(&res, &kind, &status, &x.claimedAt, &x.finishedAt, &x.attempts, &notPending); err != nil {
+			return err
+		}
+		x.kind, x.status = Kind(kind), Status(status)
+		if !notPending {
+			return fmt.Errorf("a finished request of %s is still in the pending index", res)
+		}
+		rows[res] = append(rows[res], x)
+		n++
+		return nil
+	}))
+	require.Equal(t, total, n)
+	for res, rs := range rows {
+		var create row
+		for _, x := range rs {
+			require.Equal(t, StatusComplete, x.status, res)
+			require.Equal(t, int64(1), x.attempts, res)
+			if x.kind == KindCreate {
+				create = x
+			}
+		}
+		for _, x := range rs {
+			if x.kind == KindUpdate {
+				require.False(t, x.claimedAt.Before(create.finishedAt), "%s: an update was claimed before its create finished (it may be claimed in the transaction that completes the create)", res)
+			}
+		}
+	}
+}

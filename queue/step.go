@@ -1,0 +1,133 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"cloud.google.com/go/spanner"
+	"github.com/google/uuid"
+
+	"github.com/spanmutex/spanmutex"
+)
+
+// finishing is a job whose outcome is to be recorded: the requests of ids,
+// in-progress under claim pid.
+type finishing struct {
+	pid string
+	ids []string
+	out outcome
+}
+
+// stepResult is what one step of a tenure committed.
+type stepResult struct {
+	finished int     // requests of the previous job recorded
+	next     claimed // what it claimed (an empty plan: nothing claimable)
+}
+
+// step runs one read-write transaction of a tenure on resource, fenced by
+// lease.Guard: it records the outcome of the previous job prev (if not nil)
+// for the requests still in-progress under its claim, and, if claimNext,
+// claims what is claimable next (see planClaim). Doing both in one
+// transaction saves a transaction per job; the claim sees the outcome just
+// recorded, so a create completed here lets its updates be claimed here.
+//
+// If the lease was lost it writes nothing and returns an error matching
+// spanmutex.ErrLeaseLost: the next holder claims the requests again. A
+// commit whose outcome is unknown is settled by reading rows back.
+func (w *Worker) step(ctx context.Context, lease *spanmutex.Lease, resource string, prev *finishing, claimNext bool) (stepResult, error) {
+	pid := uuid.NewString() // the next claim's id, the same in every retry
+	var res stepResult
+	ts, err := w.q.client.ReadWriteTransaction(ctx, func(ctx context.Context, txn *spanner.ReadWriteTransaction) error {
+		w.stats.transactions.Add(1)
+		res = stepResult{next: claimed{processID: pid}}
+		if err := lease.Guard(ctx, txn); err != nil {
+			return err
+		}
+		var ms []*spanner.Mutation
+		done := map[string]bool{}
+		if prev != nil {
+			fin, err := w.finishMutations(ctx, txn, prev)
+			if err != nil {
+				return err
+			}
+			ms, res.finished = fin, len(fin)
+			for _, id := range prev.ids {
+				done[id] = true
+			}
+		}
+		if claimNext {
+			pending, create, err := w.readResource(ctx, txn, resource)
+			if err != nil {
+				return err
+			}
+			// Reads do not see this transaction's writes: apply ours.
+			live := pending[:0]
+			for _, r := range pending {
+				if !done[r.ID] {
+					live = append(live, r)
+				}
+			}
+			if create != nil && done[create.ID] {
+				create.Status = prev.out.status
+				if prev.out.status == StatusError {
+					create.LastError = truncateError(prev.out.lastError)
+				}
+			}
+			res.next.plan = planClaim(resource, live, create, w.cfg.maxAttempts)
+			ms = append(ms, w.claimMutations(res.next.plan, pid, lease.Token())...)
+		}
+		return txn.BufferWrite(ms)
+	})
+	if err != nil && !errors.Is(err, spanmutex.ErrLeaseLost) && commitUnknown(err) {
+		// Did it land? It is atomic: one row it wrote tells.
+		var at time.Time
+		var landed bool
+		var rerr error
+		if prev != nil {
+			at, landed, rerr = w.settleFinish(ctx, prev)
+		} else if !res.next.plan.empty() {
+			at, landed, rerr = w.settleClaim(ctx, res.next, pid)
+		}
+		if rerr == nil && landed {
+			ts, err = at, nil
+		}
+	}
+	if err != nil {
+		return stepResult{}, err
+	}
+	res.next.at = ts
+	for i := range res.next.plan.claim {
+		r := &res.next.plan.claim[i]
+		r.Status, r.ProcessID, r.Token, r.ClaimedAt = StatusInProgress, pid, lease.Token(), ts
+		r.Attempts++
+	}
+	return res, nil
+}
+
+// finishMutations reads prev's requests in txn and returns the writes that
+// record prev's outcome, for those still in-progress under prev's claim.
+func (w *Worker) finishMutations(ctx context.Context, txn *spanner.ReadWriteTransaction, prev *finishing) ([]*spanner.Mutation, error) {
+	t := w.q.cfg.table
+	keys := make([]spanner.KeySet, len(prev.ids))
+	for i, id := range prev.ids {
+		keys[i] = spanner.Key{id}
+	}
+	var ms []*spanner.Mutation
+	err := txn.Read(ctx, t, spanner.KeySets(keys...), []string{"RequestID", "Status", "ProcessID"}).Do(func(row *spanner.Row) error {
+		var id, status string
+		var processID spanner.NullString
+		if err := row.Columns(&id, &status, &processID); err != nil {
+			return err
+		}
+		if Status(status) == StatusInProgress && processID.StringVal == prev.pid {
+			ms = append(ms, finishMutation(t, id, prev.out))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("queue: read the claimed requests: %w", err)
+	}
+	return ms, nil
+}
