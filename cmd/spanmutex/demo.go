@@ -18,7 +18,7 @@ import (
 
 // demoHelp is the help of "spanmutex demo".
 var demoHelp = helpText{
-	usage: "spanmutex demo [flags]",
+	usage: "spanmutex demo [flags]\n       spanmutex demo spreadsheets [flags]",
 	about: `Shows spanmutex at work. It starts an embedded Cloud Spanner emulator (or uses
 --database), then simulates service instances, each with its own Spanner
 client, that start at the same moment and race to apply one schema migration
@@ -31,14 +31,19 @@ guarded by one mutex:
      rejected.
 
 Each run uses fresh mutex names, so it can be repeated against the same
-database. It checks what it shows and exits 1 if any check fails.`,
+database. It checks what it shows and exits 1 if any check fails.
+
+"spanmutex demo spreadsheets" runs the request-queue example instead: an HTTP
+front end and several workers create and update hundreds of spreadsheets while
+one worker is killed; see 'spanmutex demo spreadsheets --help'.`,
 	after: `Exit status: 0 if every check passed, 1 if one failed or an error occurred,
 2 on a usage error.
 
 Examples:
   spanmutex demo
   spanmutex demo --instances 16 --watermark 3s
-  spanmutex demo --database "$SPANMUTEX_DATABASE"   # e.g. from 'spanmutex emulator'`,
+  spanmutex demo --database "$SPANMUTEX_DATABASE"   # e.g. from 'spanmutex emulator'
+  spanmutex demo spreadsheets                       # the request queue under load, with a killed worker`,
 }
 
 // demoOptions are the flags of "spanmutex demo".
@@ -82,12 +87,19 @@ func (o *demoOptions) validate() error {
 	return validateTable("demo", o.table)
 }
 
-// cmdDemo is "spanmutex demo [flags]".
+// cmdDemo is "spanmutex demo [flags]", or "spanmutex demo spreadsheets
+// [flags]" (demo_spreadsheets.go).
 func cmdDemo(ctx context.Context, s streams, args []string) int {
+	if len(args) > 0 && args[0] == "spreadsheets" {
+		return cmdDemoSpreadsheets(ctx, s, args[1:])
+	}
 	fs, o := demoFlags()
 	positional, code, done := parseFlags(s, "demo", fs, demoHelp, args)
 	if done {
 		return code
+	}
+	if len(positional) > 0 && positional[0] == "spreadsheets" {
+		return reportUsage(s, &usageError{cmd: "demo", msg: "put the scenario first, before its flags: spanmutex demo spreadsheets [flags]"})
 	}
 	if len(positional) > 0 {
 		return reportUsage(s, &usageError{cmd: "demo", msg: fmt.Sprintf("unexpected argument %q", positional[0])})
