@@ -39,7 +39,11 @@
 // Partitions: the capture follows the stream's partitions as Spanner splits
 // and merges them, reading each partition in commit order and starting a
 // child only when all its parents are finished, so that the changes of one
-// key reach the queue in commit order. Each partition is owned by one
+// key reach the queue in commit order (request ids begin with the commit
+// timestamp, so requests enqueued in one transaction keep that order too).
+// The emulator does not keep that promise across its partition churn: it
+// may put a key's next change in a partition that is not a child of the
+// one that held the previous change; exactly-once holds regardless. Each partition is owned by one
 // capture instance at a time, by a lease renewed with every checkpoint
 // (Spanner's commit timestamps; the lease's expiry is judged with
 // CURRENT_TIMESTAMP() read in the claiming transaction); every checkpoint

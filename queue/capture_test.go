@@ -447,8 +447,12 @@ func TestCaptureKilledAndRestartedLosesAndDuplicatesNothing(t *testing.T) {
 	})
 	require.ErrorIs(t, stop(), context.Canceled)
 
+	// No requireCommitOrder here: the emulator's partition churn does not
+	// keep a key within one line of partitions (a key's next change may be
+	// in a partition that is not a child of the one that held the previous
+	// change), so, across a split or merge, the emulator does not give the
+	// per-key order that Spanner's parent-before-child rule does.
 	reqs := requireExactlyOnce(t, app, c)
-	requireCommitOrder(t, q, reqs)
 	rows := checkpointRows(t, c, ddl.DefaultCaptureTable, ordersStream)
 	var records, requests, withParents, merged int64
 	for _, p := range rows {
