@@ -2,12 +2,12 @@ package queue
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
 
 	"cloud.google.com/go/spanner"
-	"google.golang.org/grpc/codes"
 )
 
 // The states of a partition's checkpoint row.
@@ -49,7 +49,7 @@ func (c *Capture) ensureRoot(ctx context.Context) error {
 	if err == nil {
 		return nil
 	}
-	if spanner.ErrCode(err) != codes.NotFound {
+	if !errors.Is(err, spanner.ErrRowNotFound) { // a missing table is NotFound too
 		return fmt.Errorf("queue: capture %s: read the checkpoint table %s: %w", c.stream, c.cfg.table, err)
 	}
 	start := c.cfg.start
@@ -79,7 +79,7 @@ func (c *Capture) ensureRoot(ctx context.Context) error {
 		if err == nil {
 			return nil // another instance recorded it first
 		}
-		if spanner.ErrCode(err) != codes.NotFound {
+		if !errors.Is(err, spanner.ErrRowNotFound) {
 			return err
 		}
 		ms := []*spanner.Mutation{c.newRow(rootToken, partitionFinished, nil, start)}
@@ -265,7 +265,7 @@ func (c *Capture) childMutations(ctx context.Context, txn *spanner.ReadWriteTran
 	var ms []*spanner.Mutation
 	for _, ch := range rec.Children {
 		row, err := txn.ReadRow(ctx, c.cfg.table, spanner.Key{c.stream, ch.Token}, []string{"State", "ParentTokens"})
-		if spanner.ErrCode(err) == codes.NotFound {
+		if errors.Is(err, spanner.ErrRowNotFound) {
 			ms = append(ms, c.newRow(ch.Token, partitionCreated, ch.Parents, rec.StartTimestamp))
 			continue
 		}

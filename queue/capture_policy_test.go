@@ -208,3 +208,30 @@ func captureGoroutines() int {
 	}
 	return count
 }
+
+func TestCaptureRunReportsWhatItCannotRetry(t *testing.T) {
+	c, start := captureDatabase(t)
+	q, err := New(c)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for name, tc := range map[string]struct {
+		stream string
+		opts   []CaptureOption
+		says   string
+	}{
+		"no such stream":          {"Missing_CS", []CaptureOption{WithStartTimestamp(start)}, "Missing_CS"},
+		"no checkpoint table":     {ordersStream, []CaptureOption{WithStartTimestamp(start), WithCheckpointTable("NoSuchTable")}, "NoSuchTable"},
+		"start before the stream": {ordersStream, []CaptureOption{WithStartTimestamp(start.Add(-time.Hour))}, "too far in the past"},
+		"start a year ahead":      {ordersStream, []CaptureOption{WithStartTimestamp(start.Add(24 * 365 * time.Hour))}, "too far in the future"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			capt, err := q.NewCapture(c, tc.stream, testMapper, tc.opts...)
+			require.NoError(t, err)
+			err = capt.Run(ctx)
+			require.Error(t, err)
+			require.Contains(t, err.Error(), tc.says)
+			require.NoError(t, ctx.Err(), "Run returned at once, without waiting for its context")
+		})
+	}
+}
