@@ -73,9 +73,10 @@ type Lock struct {
 	store *spannerStore
 
 	mu      sync.Mutex
-	busy    bool   // a Lock or TryLock call is under way, or the lock is held
-	held    *Lease // the lease while held
-	stopRen func() // stops its renewals
+	busy    bool       // a Lock or TryLock call is under way, or the lock is held
+	held    *Lease     // the lease while held
+	stopRen func()     // stops its renewals
+	local   *localLock // while held: what the process's contenders share
 }
 
 // NewLock returns a reusable lock named name, stored in client's database. It
@@ -103,6 +104,11 @@ func (l *Lock) Owner() string { return l.cfg.owner }
 // waiterTTL is how long a queue entry stays live without a renewal, by
 // Spanner's clock.
 func (l *Lock) waiterTTL() time.Duration { return waiterTTLFactor * l.cfg.watermark }
+
+// localKey names this lock across the process.
+func (l *Lock) localKey() localKey {
+	return localKey{database: l.store.client.DatabaseName(), table: l.store.table, name: l.name}
+}
 
 // Stats returns the Spanner operations this Lock has made so far.
 func (l *Lock) Stats() Stats { return l.store.stats.snapshot() }
@@ -133,14 +139,16 @@ func (l *Lock) lock(ctx context.Context, wait bool) (*Lease, error) {
 	l.busy = true
 	l.mu.Unlock()
 
-	lease, err := l.acquire(ctx, wait)
+	ll := locals.get(l.localKey())
+	lease, err := l.acquire(ctx, ll, wait)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err != nil {
+		locals.put(ll)
 		l.busy = false
 		return nil, l.store.unreached(err)
 	}
-	l.held = lease
+	l.held, l.local = lease, ll
 	l.stopRen = keepAlive(l.store, &l.cfg, lease, lease.anchor, func(err error) {
 		// A renewal that fails because our own Unlock just released the
 		// row is no loss: Unlock reports how it ended.
@@ -159,14 +167,16 @@ func (l *Lock) Unlock(ctx context.Context) error {
 		return errNilContext
 	}
 	l.mu.Lock()
-	lease, stop := l.held, l.stopRen
+	lease, stop, ll := l.held, l.stopRen, l.local
 	if lease == nil {
 		l.mu.Unlock()
 		return fmt.Errorf("spanmutex: Unlock of lock %q, which this Lock does not hold", l.name)
 	}
-	l.held, l.stopRen = nil, nil
+	l.held, l.stopRen, l.local = nil, nil, nil
 	l.mu.Unlock()
 	defer func() {
+		ll.release(lease.id, "") // if the unlock did not say whom it handed the lock to
+		locals.put(ll)
 		l.mu.Lock()
 		l.busy = false
 		l.mu.Unlock()
@@ -175,7 +185,7 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	// (an overloaded Spanner) does not let the lease lapse into a takeover.
 	lease.unlocking.Store(true)
 	defer stop()
-	return l.release(ctx, lease)
+	return l.release(ctx, ll, lease)
 }
 
 // release unlocks lease, settling a commit of unknown outcome by reading the
@@ -183,7 +193,7 @@ func (l *Lock) Unlock(ctx context.Context) error {
 // It keeps trying for as long as the caller's ctx allows, and for at least
 // the finish timeout even if ctx is already done: a lock left held blocks
 // every waiter until the watermark.
-func (l *Lock) release(ctx context.Context, lease *Lease) error {
+func (l *Lock) release(ctx context.Context, ll *localLock, lease *Lease) error {
 	timeout := l.cfg.finishTimeout
 	if dl, ok := ctx.Deadline(); ok && time.Until(dl) > timeout {
 		timeout = time.Until(dl)
@@ -198,9 +208,15 @@ func (l *Lock) release(ctx context.Context, lease *Lease) error {
 	// takeover: the lease was held and renewed when Unlock began.
 	uncertain := false
 	for {
-		to, err := l.store.unlock(ctx, lease, l.waiterTTL())
+		sent := l.cfg.clock.Now()
+		to, err := gated(ctx, ll, func() (handOff, error) { return l.store.unlock(ctx, lease, l.waiterTTL()) })
 		if err == nil {
-			l.cfg.logger.Debug("unlocked", "token", lease.token, "handed_to", to)
+			l.cfg.logger.Debug("unlocked", "token", lease.token, "handed_to", to.owner)
+			local := ""
+			if to.waiterID != "" && wakeups.wake(to.waiterID, sent) {
+				local = to.waiterID
+			}
+			ll.release(lease.id, local)
 			return nil
 		}
 		if errors.Is(err, ErrLeaseLost) {
@@ -242,21 +258,40 @@ func (l *Lock) ownUnlock(lease *Lease, lost *LeaseLostError) bool {
 
 // acquire runs the contender's loop: take the lock if free, or join the
 // queue and wait to be handed the lock.
-func (l *Lock) acquire(ctx context.Context, wait bool) (*Lease, error) {
-	w := &waiter{lock: l, id: uuid.NewString(), key: endOfQueue}
+//
+// On success the lease counts as held in ll until Unlock.
+func (l *Lock) acquire(ctx context.Context, ll *localLock, wait bool) (*Lease, error) {
+	w := &waiter{lock: l, local: ll, id: newWaiterID(), key: endOfQueue}
+	wake, unregister := wakeups.register(w.id)
+	defer unregister()
+	w.wake = wake
 	pol := policy{watermark: l.cfg.watermark, jitter: drawJitter(l.cfg.watermark, l.cfg.jitter)}
 	lease, err := w.run(ctx, pol, wait)
 	if err != nil {
 		w.abandon(ctx)
+		ll.release(w.id, "") // if an Unlock of this process handed it to us
+	} else {
+		ll.hold(w.id)
 	}
 	if w.strays {
 		// A join of unknown outcome may have left a second entry of ours;
 		// left there, it would be handed the lock after we are gone.
 		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.finishTimeout)
-		if perr := l.store.purgeWaiter(pctx, l.name, w.id); perr != nil {
+		if _, perr := gated(pctx, ll, func() (struct{}, error) { return struct{}{}, l.store.purgeWaiter(pctx, l.name, w.id) }); perr != nil {
 			l.cfg.logger.Warn("lock: purging a stray queue entry failed; it expires after four watermarks", "err", perr)
 		}
 		cancel()
 	}
 	return lease, err
+}
+
+// newWaiterID returns a random id for a waiter (and its lease), a version 7
+// UUID: the waiters of one process that join in one commit share its
+// timestamp and are queued in the order of their ids, which is the order in
+// which their Lock calls began.
+func newWaiterID() string {
+	if id, err := uuid.NewV7(); err == nil {
+		return id.String()
+	}
+	return uuid.NewString()
 }

@@ -75,17 +75,22 @@ func (s *spannerStore) readLock(ctx context.Context, name string, key queueKey, 
 	return v, nil
 }
 
-// enqueue joins the queue with one blind insert, keyed by its own commit
-// timestamp: it reads nothing, so it conflicts with no other transaction.
-func (s *spannerStore) enqueue(ctx context.Context, name, owner, waiterID string) (queueKey, error) {
-	s.stats.blindWrites.Add(1)
-	ts, err := s.client.Apply(ctx, []*spanner.Mutation{spanner.Insert(s.queueTable(),
+// blindWrite commits ms in a write-only read-write transaction, retried by
+// the client when Spanner aborts it, and returns its commit timestamp. Such
+// a transaction reads nothing, so it waits for no lock before its commit;
+// every attempt, aborted ones included, counts as a blind write.
+func (s *spannerStore) blindWrite(ctx context.Context, ms []*spanner.Mutation) (time.Time, error) {
+	return s.client.ReadWriteTransaction(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
+		s.stats.blindWrites.Add(1)
+		return tx.BufferWrite(ms)
+	})
+}
+
+// enqueueMutation inserts a waiter's entry, keyed by the commit timestamp.
+func (s *spannerStore) enqueueMutation(name, owner, waiterID string) *spanner.Mutation {
+	return spanner.Insert(s.queueTable(),
 		[]string{"Name", "EnqueuedAt", "WaiterID", "Owner", "RenewedAt"},
-		[]any{name, spanner.CommitTimestamp, waiterID, owner, spanner.CommitTimestamp})})
-	if err != nil {
-		return queueKey{}, s.explain(ctx, err)
-	}
-	return queueKey{at: ts, id: waiterID}, nil
+		[]any{name, spanner.CommitTimestamp, waiterID, owner, spanner.CommitTimestamp})
 }
 
 // findQueued looks a waiter's entry up by its id, to settle an enqueue whose
@@ -115,8 +120,7 @@ func (s *spannerStore) findQueued(ctx context.Context, name, waiterID string) (q
 // renewWaiter proves the waiter alive with a blind update of its entry. It
 // fails with NotFound if the entry is gone (skipped as dead).
 func (s *spannerStore) renewWaiter(ctx context.Context, name string, key queueKey) error {
-	s.stats.blindWrites.Add(1)
-	_, err := s.client.Apply(ctx, []*spanner.Mutation{spanner.Update(s.queueTable(),
+	_, err := s.blindWrite(ctx, []*spanner.Mutation{spanner.Update(s.queueTable(),
 		[]string{"Name", "EnqueuedAt", "WaiterID", "RenewedAt"},
 		[]any{name, key.at, key.id, spanner.CommitTimestamp})})
 	return err
@@ -136,54 +140,76 @@ func (s *spannerStore) purgeWaiter(ctx context.Context, name, waiterID string) e
 	return err
 }
 
-// leave removes the waiter's entry with a blind delete.
-func (s *spannerStore) leave(ctx context.Context, name string, key queueKey) error {
-	s.stats.blindWrites.Add(1)
-	_, err := s.client.Apply(ctx, []*spanner.Mutation{spanner.Delete(s.queueTable(), spanner.Key{name, key.at, key.id})})
-	return err
-}
-
 // acquireLock re-reads the lock and the queue in a read-write transaction,
 // decides with decideLock, and if the lock is free (or abandoned) and nobody
 // live waits before key, takes it: STARTED, the next token, our claim id,
-// and our queue entry removed.
+// and our queue entry removed. If it must wait, and join is set and we are
+// not queued (key is endOfQueue), the same transaction inserts our entry at
+// the back of the queue, and the entry's key is returned: arriving costs
+// one read-write transaction whether the lock is free or not.
 //
 // It makes exactly one attempt: unlike other transactions here it is not
 // retried when Spanner aborts it, and returns the Aborted error instead. A
 // contender that loses such a race joins the queue rather than retrying, so
 // that a crowd arriving at a free lock costs one attempt each, not a storm.
-func (s *spannerStore) acquireLock(ctx context.Context, name string, key queueKey, p policy, c claim, ttl time.Duration) (lockDecision, *Lease, error) {
-	tx, err := spanner.NewReadWriteStmtBasedTransaction(ctx, s.client)
+func (s *spannerStore) acquireLock(ctx context.Context, name string, key queueKey, p policy, c claim, ttl time.Duration, join bool) (acquireResult, error) {
+	tx, err := spanner.NewReadWriteStmtBasedTransactionWithOptions(ctx, s.client,
+		spanner.TransactionOptions{BeginTransactionOption: spanner.InlinedBeginTransaction})
 	if err != nil {
-		return lockDecision{}, nil, s.explain(ctx, err)
+		return acquireResult{}, s.explain(ctx, err)
 	}
 	s.stats.rwAttempts.Add(1)
-	// Deciding needs only whether anyone live is before us: count to 1.
-	v, err := s.queryLock(ctx, tx, name, key, ttl, 1)
+	// Deciding needs only whether anyone live is before us: count to 1;
+	// a joiner counts on, to pace its polls by its place.
+	limit := 1
+	if join {
+		limit = maxAhead
+	}
+	v, err := s.queryLock(ctx, tx, name, key, ttl, limit)
 	if err != nil {
 		tx.Rollback(ctx)
-		return lockDecision{}, nil, s.explain(ctx, err)
+		return acquireResult{}, s.explain(ctx, err)
 	}
+	s.reached.Store(true)
 	d := decideLock(v, c.leaseID, p) // Spanner's clock: CURRENT_TIMESTAMP() of this transaction.
-	if d.action != lockAcquire && d.action != lockTakeOver {
+	var ms []*spanner.Mutation
+	switch {
+	case d.action == lockAcquire || d.action == lockTakeOver:
+		ms = append(ms, s.holderMutation(v.row, name, c.owner, c.leaseID))
+		if v.queued {
+			ms = append(ms, spanner.Delete(s.queueTable(), spanner.Key{name, key.at, key.id}))
+		}
+	case d.action == lockWait && join && key == endOfQueue:
+		ms = append(ms, s.enqueueMutation(name, c.owner, c.leaseID))
+	default:
 		tx.Rollback(ctx)
-		return d, nil, nil
-	}
-	ms := []*spanner.Mutation{s.holderMutation(v.row, name, c.owner, c.leaseID)}
-	if v.queued {
-		ms = append(ms, spanner.Delete(s.queueTable(), spanner.Key{name, key.at, key.id}))
+		return acquireResult{decision: d, key: endOfQueue}, nil
 	}
 	if err := tx.BufferWrite(ms); err != nil {
 		tx.Rollback(ctx)
-		return lockDecision{}, nil, err
+		return acquireResult{}, err
 	}
 	commitTS, err := tx.Commit(ctx)
 	if err != nil {
-		return lockDecision{}, nil, s.explain(ctx, err)
+		return acquireResult{}, s.explain(ctx, err)
+	}
+	if d.action == lockWait {
+		return acquireResult{decision: d, key: queueKey{at: commitTS, id: c.leaseID}, ahead: v.ahead, token: v.Token}, nil
 	}
 	lease := newLease(name, c.owner, c.leaseID, v.Token+1, d.action == lockTakeOver, s.table)
 	lease.acquiredAt = commitTS
-	return d, lease, nil
+	return acquireResult{decision: d, lease: lease, key: endOfQueue}, nil
+}
+
+// acquireResult is what acquireLock decided and did: the lease if it took
+// the lock; the key of our new entry if it queued us, with the live entries
+// before it (up to maxAhead) and the lock's token.
+type acquireResult struct {
+	decision lockDecision
+	lease    *Lease
+	key      queueKey
+	ahead    int
+	token    int64
 }
 
 // holderMutation makes owner (with lease id leaseID) the holder of the lock
@@ -201,12 +227,12 @@ func (s *spannerStore) holderMutation(r row, name, owner, leaseID string) *spann
 // unlock releases the lock held under l, fenced, and in the same
 // transaction hands it to the oldest live waiter, with the next token; dead
 // entries it passes are deleted. With no live waiter the lock becomes NEEDED
-// (free). It returns the owner it handed the lock to, or "".
-func (s *spannerStore) unlock(ctx context.Context, l *Lease, ttl time.Duration) (string, error) {
-	var to string
+// (free). It returns the waiter it handed the lock to, or a zero handOff.
+func (s *spannerStore) unlock(ctx context.Context, l *Lease, ttl time.Duration) (handOff, error) {
+	var to handOff
 	_, err := s.client.ReadWriteTransaction(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
 		s.stats.rwAttempts.Add(1)
-		to = ""
+		to = handOff{}
 		v, err := s.queryRow(ctx, tx, l.name)
 		if err != nil {
 			return err
@@ -239,7 +265,7 @@ func (s *spannerStore) unlock(ctx context.Context, l *Lease, ttl time.Duration) 
 			// of unknown outcome: never hand the lock back to ourselves.
 			if v.Now.Sub(renewed) < ttl && id != l.id {
 				next = id
-				to = owner.StringVal
+				to = handOff{owner: owner.StringVal, waiterID: id}
 				ms = append(ms, s.holderMutation(v, l.name, owner.StringVal, id))
 			}
 			return nil
@@ -255,10 +281,16 @@ func (s *spannerStore) unlock(ctx context.Context, l *Lease, ttl time.Duration) 
 	})
 	var lost *LeaseLostError
 	if errors.As(err, &lost) {
-		return "", lost
+		return handOff{}, lost
 	}
 	if err != nil {
-		return "", s.explain(ctx, err)
+		return handOff{}, s.explain(ctx, err)
 	}
 	return to, nil
+}
+
+// handOff is the waiter an unlock handed the lock to: its owner identity
+// and its waiter id, which is also its lease id.
+type handOff struct {
+	owner, waiterID string
 }

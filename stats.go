@@ -9,8 +9,11 @@ type Stats struct {
 	// before they write (acquire, take over, renew, finish, unlock), aborted
 	// attempts that the client retried included.
 	ReadWriteAttempts int64
-	// BlindWrites counts write-only commits, which read nothing and so
-	// contend with nobody: joining, renewing and leaving the waiters' queue.
+	// BlindWrites counts attempts of write-only read-write transactions,
+	// which read nothing and so hold no lock before they commit: joining,
+	// renewing and leaving the waiters' queue. Aborted attempts that the
+	// client retried are included. Every read-write transaction attempt is
+	// so counted once, in ReadWriteAttempts or BlindWrites.
 	BlindWrites int64
 	// Reads counts lock-free snapshot reads.
 	Reads int64
