@@ -57,6 +57,12 @@ type sheetsDemoOptions struct {
 	write      time.Duration
 	timeout    time.Duration
 	verbose    bool
+
+	// zombieWrites breaks the demo on purpose, for its tests: the killed
+	// worker, when woken, carries on with its job and writes to the sheet
+	// with its old token, as a handler that ignores its lost lease would.
+	// The checks must catch it.
+	zombieWrites bool
 }
 
 // sheetsDemoFlags defines the flags of "spanmutex demo spreadsheets".
@@ -70,7 +76,7 @@ func sheetsDemoFlags() (*flag.FlagSet, *sheetsDemoOptions) {
 	fs.IntVar(&o.duplicates, "duplicates", 20, "how many second creates of existing sheets to send; each must get 409")
 	fs.IntVar(&o.workers, "workers", 4, "how many back-end workers to run, each with its own Spanner client, 2 to 64")
 	fs.IntVar(&o.senders, "senders", 16, "how many HTTP requests to have in flight at once, 1 to 256")
-	fs.BoolVar(&o.kill, "kill", true, "kill worker 1 mid-run while it holds a claim")
+	fs.BoolVar(&o.kill, "kill", true, "kill a worker mid-run, in the middle of a job, while it holds the claim")
 	fs.DurationVar(&o.watermark, "watermark", 2*time.Second, "how long a silent worker keeps a sheet's lock before another takes over")
 	fs.DurationVar(&o.write, "write", 2*time.Millisecond, "how long each write to the stand-in spreadsheet store takes")
 	fs.DurationVar(&o.timeout, "timeout", 3*time.Minute, "give up if the demo has not finished by then")
@@ -130,6 +136,12 @@ func cmdDemoSpreadsheets(ctx context.Context, s streams, args []string) int {
 		}
 	}
 
+	return runSheetsDemo(ctx, s, o)
+}
+
+// runSheetsDemo runs the demo with validated options and returns the exit
+// status.
+func runSheetsDemo(ctx context.Context, s streams, o *sheetsDemoOptions) int {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)

@@ -120,8 +120,8 @@ func (l *sheetsLoad) accept(id string, r acceptedRequest) {
 
 // drive sends the plan through the HTTP API with --senders calls in
 // flight, each sheet's create answered before its other calls go. When a
-// quarter of the calls have been handed out it arms worker 1 to die (with
-// --kill). It records the answers in load, and returns when every call was
+// quarter of the calls have been handed out it arms the kill switch (with
+// --kill): the next worker to start a job dies. It records the answers in load, and returns when every call was
 // answered, or ctx ended.
 func (d *sheetsDemo) drive(ctx context.Context, load *sheetsLoad, ops []sheetsOp) error {
 	load.mu.Lock()
@@ -153,8 +153,8 @@ func (d *sheetsDemo) drive(ctx context.Context, load *sheetsLoad, ops []sheetsOp
 feed:
 	for i, op := range ops {
 		if d.opts.kill && i == armAt {
-			d.svc.workers[0].armed.Store(true)
-			d.out.printf("  -- %d of %d calls sent: worker 1 will die at its next job --\n", i, len(ops))
+			d.svc.kill.armed.Store(true)
+			d.out.printf("  -- %d of %d calls sent: the next worker to start a job will die in it --\n", i, len(ops))
 		}
 		select {
 		case work <- op:

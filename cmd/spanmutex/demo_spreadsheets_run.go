@@ -107,13 +107,13 @@ func (d *sheetsDemo) progress(ctx context.Context, load *sheetsLoad) (stop func(
 		if !d.opts.kill {
 			return
 		}
-		sw := d.svc.workers[0]
 		select {
-		case <-sw.crashed:
+		case <-d.svc.kill.dead:
+			sw := d.svc.kill.victim
 			dd := sw.death
-			d.out.printf("  -- worker 1 DIED in the middle of the %s job of %s (token %d, %d request(s)): its Spanner client is cut off "+
+			d.out.printf("  -- worker %d DIED in the middle of the %s job of %s (token %d, %d request(s)): its Spanner client is cut off "+
 				"and its handler hangs; the others may take the sheet over %v after its last renewal --\n",
-				dd.kind, dd.sheet, dd.token, len(dd.requests), d.opts.watermark)
+				sw.n, dd.kind, dd.sheet, dd.token, len(dd.requests), d.opts.watermark)
 		case <-done:
 		case <-ctx.Done():
 		}

@@ -30,7 +30,8 @@ type sheetsService struct {
 	server  *http.Server
 	url     string // the front end's base URL
 	workers []*sheetsWorker
-	serving chan error // Serve's result
+	kill    *killSwitch // shared by the workers
+	serving chan error  // Serve's result
 }
 
 // Timings of the demo's workers: the front end wakes them (WithNotify), so
@@ -60,7 +61,7 @@ func (d *sheetsDemo) setUp(ctx context.Context) (closeAll func(), err error) {
 	if err != nil {
 		return nil, err
 	}
-	svc := &sheetsService{}
+	svc := &sheetsService{kill: newKillSwitch()}
 	if svc.front, err = newClient(ctx); err != nil {
 		return nil, err
 	}
@@ -78,7 +79,7 @@ func (d *sheetsDemo) setUp(ctx context.Context) (closeAll func(), err error) {
 		return nil, err
 	}
 	for n := 1; n <= d.opts.workers; n++ {
-		sw, err := d.newWorker(ctx, n, svc.backend, newClient)
+		sw, err := d.newWorker(ctx, n, svc, newClient)
 		if err != nil {
 			return nil, err
 		}
@@ -161,9 +162,10 @@ func checkRequestsTable(ctx context.Context, q *queue.Queue) error {
 
 // newWorker opens worker n's own client, cut off from Spanner by its
 // partition when it is killed, and its queue and worker.
-func (d *sheetsDemo) newWorker(ctx context.Context, n int, backend *sheets.Backend,
+func (d *sheetsDemo) newWorker(ctx context.Context, n int, svc *sheetsService,
 	newClient func(context.Context, ...option.ClientOption) (*spanner.Client, error)) (*sheetsWorker, error) {
-	sw := &sheetsWorker{n: n, part: &partition{}, backend: backend, crashed: make(chan struct{}), revive: make(chan struct{}), done: make(chan error, 1)}
+	sw := &sheetsWorker{n: n, part: &partition{}, backend: svc.backend, kill: svc.kill, revive: make(chan struct{}),
+		done: make(chan error, 1), zombie: d.opts.zombieWrites}
 	c, err := newClient(ctx, sw.part.clientOption()...)
 	if err != nil {
 		return nil, err

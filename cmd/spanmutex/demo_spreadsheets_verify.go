@@ -237,9 +237,9 @@ func (d *sheetsDemo) clicksApplied(rows []queue.Request) (missing, twice, create
 // since the check runs after the dead worker was woken and tried to record
 // its own outcome, it also shows that outcome was rejected.
 func (d *sheetsDemo) checkRecovery(byID map[string]queue.Request, recovered int64, zombieErr error) (bool, string) {
-	sw := d.svc.workers[0]
-	if !sw.didCrash() {
-		return false, "worker 1 was armed but got no job to die in"
+	sw := d.svc.kill.killed()
+	if sw == nil {
+		return false, "the kill switch was armed but no worker started a job after it"
 	}
 	dd := sw.death
 	done, higher := 0, 0
@@ -255,9 +255,9 @@ func (d *sheetsDemo) checkRecovery(byID map[string]queue.Request, recovered int6
 		tokens = append(tokens, fmt.Sprint(r.Token))
 	}
 	n := len(dd.requests)
-	detail := fmt.Sprintf("worker 1 died holding the %s of %s (token %d, %d request(s)); the others recovered %d claimed request(s); "+
+	detail := fmt.Sprintf("worker %d died holding the %s of %s (token %d, %d request(s)); the others recovered %d claimed request(s); "+
 		"%d of %d complete under a higher token (%s); its late outcome left them so",
-		dd.kind, dd.sheet, dd.token, n, recovered, min(done, higher), n, strings.Join(tokens, ", "))
+		sw.n, dd.kind, dd.sheet, dd.token, n, recovered, min(done, higher), n, strings.Join(tokens, ", "))
 	if zombieErr != nil {
 		detail += "; on waking it said: " + oneLine(zombieErr.Error(), 100)
 	}

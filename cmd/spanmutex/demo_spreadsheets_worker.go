@@ -17,8 +17,9 @@ import (
 )
 
 // sheetsWorker is one back-end worker of the demo, with its own Spanner
-// client. Armed, it dies at its next job: in the middle of it, holding the
-// claim and the sheet's lease, before it touches the sheet.
+// client. Once the kill switch is armed, the first worker to start a job
+// dies in the middle of it: holding the claim and the sheet's lease, before
+// it touches the sheet.
 type sheetsWorker struct {
 	n       int
 	client  *spanner.Client
@@ -29,12 +30,32 @@ type sheetsWorker struct {
 	cancel  context.CancelFunc
 	done    chan error // Run's result
 
-	armed    atomic.Bool
-	died     atomic.Bool
-	crashed  chan struct{} // closed once it has died; death is then set
-	death    death
+	kill     *killSwitch
+	death    death         // set before kill.dead is closed, if this worker died
 	revive   chan struct{} // closed to wake the dead worker up
 	wakeOnce sync.Once
+	zombie   bool // when woken, do the job anyway (sheetsDemoOptions.zombieWrites)
+}
+
+// killSwitch kills one worker: armed, it kills the first worker that starts
+// a job.
+type killSwitch struct {
+	armed  atomic.Bool
+	victim *sheetsWorker // set before dead is closed
+	dead   chan struct{} // closed once a worker has died
+}
+
+// newKillSwitch returns a kill switch, disarmed.
+func newKillSwitch() *killSwitch { return &killSwitch{dead: make(chan struct{})} }
+
+// killed returns the worker that died, or nil.
+func (k *killSwitch) killed() *sheetsWorker {
+	select {
+	case <-k.dead:
+		return k.victim
+	default:
+		return nil
+	}
 }
 
 // death is what a worker held when it died.
@@ -50,10 +71,10 @@ type death struct {
 // up at the end of the demo: it did nothing.
 var errWorkerDied = errors.New("demo: this worker died mid-job and did nothing")
 
-// handle is the worker's queue.Handler: the back end's, unless the worker
-// is armed to die.
+// handle is the worker's queue.Handler: the back end's, unless the kill
+// switch picks this worker to die.
 func (sw *sheetsWorker) handle(ctx context.Context, job *queue.Job) error {
-	if sw.armed.Load() && sw.died.CompareAndSwap(false, true) {
+	if sw.kill.armed.CompareAndSwap(true, false) {
 		return sw.die(job)
 	}
 	return sw.backend.Handle(ctx, job)
@@ -70,8 +91,14 @@ func (sw *sheetsWorker) die(job *queue.Job) error {
 		d.requests = append(d.requests, r.ID)
 	}
 	sw.death = d
-	close(sw.crashed)
+	sw.kill.victim = sw
+	close(sw.kill.dead)
 	<-sw.revive
+	if sw.zombie {
+		// Broken on purpose: the lease is long gone, but the handler
+		// writes with its old token all the same.
+		return sw.backend.Handle(context.Background(), job)
+	}
 	return errWorkerDied
 }
 
@@ -84,14 +111,7 @@ func (sw *sheetsWorker) wake() {
 }
 
 // didCrash reports whether the worker has died.
-func (sw *sheetsWorker) didCrash() bool {
-	select {
-	case <-sw.crashed:
-		return true
-	default:
-		return false
-	}
-}
+func (sw *sheetsWorker) didCrash() bool { return sw.kill.killed() == sw }
 
 // workerLogger returns worker n's logger: its lines on the console with
 // verbose, nowhere otherwise.

@@ -24,6 +24,7 @@ higher fencing token.`
 
 Examples:
   spanmutex demo                     # see it work, on an embedded emulator
+  spanmutex demo spreadsheets        # the request-queue example: HTTP load, a killed worker, checks
   spanmutex emulator                 # in one terminal; paste its export lines into another
   spanmutex run migrate-v42 -- ./migrate --to 42
   spanmutex status migrate-v42

@@ -33,7 +33,7 @@ func subcommands() []subcommand {
 		{"status", "show the mutex table: state, owner, token, attempts, age", cmdStatus},
 		{"ddl", "print the schema of the mutex table", cmdDDL},
 		{"emulator", "start a local Cloud Spanner emulator with the schema applied", cmdEmulator},
-		{"demo", "race simulated service instances on one mutex, with a takeover", cmdDemo},
+		{"demo", "race instances on one mutex, with a takeover; 'demo spreadsheets': a queue under load", cmdDemo},
 		{"bench", "measure spanmutex's Lock against a naive lock under contention", cmdBench},
 		{"torture", "run a mixed workload with faults on an embedded emulator, and check its history", cmdTorture},
 		{"help", "show the help of spanmutex or of a subcommand", cmdHelp},
