@@ -296,6 +296,15 @@ func (c *Capture) Run(ctx context.Context) error {
 	if err := c.ensureRoot(ctx); err != nil {
 		return err
 	}
+	// How far the local clock is behind Spanner's, measured once, so that a
+	// query's end_timestamp is about one window after Spanner's now even
+	// when the local clock is off. It only paces queries.
+	local := time.Now()
+	spannerNow, err := c.spannerNow(ctx)
+	if err != nil {
+		return err
+	}
+	skew := spannerNow.Sub(local)
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -344,7 +353,7 @@ func (c *Capture) Run(ctx context.Context) error {
 			go func(p capturePartition) {
 				defer wg.Done()
 				// The loop below, or stop, always receives.
-				done <- result{p.token, c.readPartition(ctx, p)}
+				done <- result{p.token, c.readPartition(ctx, p, skew)}
 			}(p)
 		}
 		select {

@@ -56,12 +56,8 @@ func (c *Capture) ensureRoot(ctx context.Context) error {
 	if start.IsZero() {
 		// Spanner's clock, not ours: the stream refuses a start before its
 		// own creation or too far in the future.
-		row, err := c.client.Single().Query(ctx, spanner.Statement{SQL: "SELECT CURRENT_TIMESTAMP()"}).Next()
-		if err != nil {
-			return fmt.Errorf("queue: capture %s: read Spanner's clock: %w", c.stream, err)
-		}
-		if err := row.Columns(&start); err != nil {
-			return fmt.Errorf("queue: capture %s: read Spanner's clock: %w", c.stream, err)
+		if start, err = c.spannerNow(ctx); err != nil {
+			return err
 		}
 	}
 	var kids []*childPartitionsRecord
@@ -94,6 +90,19 @@ func (c *Capture) ensureRoot(ctx context.Context) error {
 		return fmt.Errorf("queue: capture %s: record the initial partitions: %w", c.stream, err)
 	}
 	return nil
+}
+
+// spannerNow reads Spanner's clock (CURRENT_TIMESTAMP()).
+func (c *Capture) spannerNow(ctx context.Context) (time.Time, error) {
+	var now time.Time
+	row, err := c.client.Single().Query(ctx, spanner.Statement{SQL: "SELECT CURRENT_TIMESTAMP()"}).Next()
+	if err == nil {
+		err = row.Columns(&now)
+	}
+	if err != nil {
+		return time.Time{}, fmt.Errorf("queue: capture %s: read Spanner's clock: %w", c.stream, err)
+	}
+	return now, nil
 }
 
 // newRow is the insert of a new checkpoint row.

@@ -41,6 +41,7 @@ type MapperError struct {
 	Err                 error
 }
 
+// Error says which change failed, and that the capture stopped before it.
 func (e *MapperError) Error() string {
 	return fmt.Sprintf("queue: capture: mapper failed on %s of %s %s (transaction %s, record %s, mod %d, committed %s): %v; the capture stopped before this change",
 		e.Mod, e.Table, e.Keys, e.ServerTransactionID, e.RecordSequence, e.ModIndex, e.CommitTimestamp.Format(time.RFC3339Nano), e.Err)

@@ -57,16 +57,18 @@ func csDeref[T any](p *T) T {
 // readPartition reads a claimed partition from its checkpoint until it
 // ends (its children are recorded and it is finished), ctx is done, another
 // instance takes it over (errPartitionLost), or an error. Each query reads
-// one window; each batch of records is written with its checkpoint.
-func (c *Capture) readPartition(ctx context.Context, p capturePartition) error {
+// one window; each batch of records is written with its checkpoint. skew
+// is how far the local clock is behind Spanner's.
+func (c *Capture) readPartition(ctx context.Context, p capturePartition, skew time.Duration) error {
 	resume := p.resume
-	// The local clock decides only how long a query waits for new changes
-	// and when an idle partition renews its lease; what is captured and who
-	// owns a partition are decided by Spanner's timestamps.
+	// The local clock (corrected by skew) decides only how long a query
+	// waits for new changes and when an idle partition renews its lease;
+	// what is captured and who owns a partition are decided by Spanner's
+	// timestamps.
 	lastWrite := time.Now()
 	for {
 		end := resume
-		if now := time.Now(); now.After(end) {
+		if now := time.Now().Add(skew); now.After(end) {
 			end = now
 		}
 		end = end.Add(c.cfg.window)
