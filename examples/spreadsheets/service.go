@@ -1,0 +1,146 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"cloud.google.com/go/spanner"
+
+	"github.com/spanmutex/spanmutex"
+	"github.com/spanmutex/spanmutex/ddl"
+	"github.com/spanmutex/spanmutex/emulator"
+	"github.com/spanmutex/spanmutex/examples/spreadsheets/sheets"
+	"github.com/spanmutex/spanmutex/queue"
+)
+
+// run serves the front end and runs the workers until ctx ends, then shuts
+// both down: the HTTP server first, so that nothing new is accepted, then
+// the workers, which finish their jobs in flight.
+func run(ctx context.Context, o options) error {
+	level := slog.LevelInfo
+	if o.verbose {
+		level = slog.LevelDebug
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+
+	newClient, closeDB, err := connect(ctx, o.database, logger)
+	if err != nil {
+		return err
+	}
+	defer closeDB()
+
+	front, err := newClient(ctx)
+	if err != nil {
+		return err
+	}
+	defer front.Close()
+	q, err := queue.New(front)
+	if err != nil {
+		return err
+	}
+	store, err := sheets.NewStore(sheets.WithWriteDuration(o.write))
+	if err != nil {
+		return err
+	}
+	backend, err := sheets.NewBackend(store)
+	if err != nil {
+		return err
+	}
+
+	var (
+		queues  []*queue.Queue
+		workers []*queue.Worker
+	)
+	for n := 1; n <= o.workers; n++ {
+		c, err := newClient(ctx)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		wq, err := queue.New(c, queue.WithLockOptions(spanmutex.WithWatermark(o.watermark), spanmutex.WithLogger(logger)))
+		if err != nil {
+			return err
+		}
+		w, err := wq.NewWorker(backend.Handle, queue.WithWorkerID(fmt.Sprintf("worker-%d-%d", n, os.Getpid())), queue.WithLogger(logger))
+		if err != nil {
+			return err
+		}
+		queues, workers = append(queues, wq), append(workers, w)
+	}
+
+	srv, err := sheets.NewServer(q, store, sheets.WithNotify(func() {
+		for _, wq := range queues {
+			wq.Notify() // wake every worker at once, not only at its next poll
+		}
+	}))
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", o.addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", o.addr, err)
+	}
+	server := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- server.Serve(ln) }()
+	logger.Info("serving", "url", "http://"+ln.Addr().String(), "workers", o.workers, "watermark", o.watermark)
+
+	wctx, stopWorkers := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopWorkers()
+	var wg sync.WaitGroup
+	errs := make([]error, len(workers))
+	for i, w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = w.Run(wctx)
+		}()
+	}
+
+	select {
+	case <-ctx.Done():
+	case err := <-served:
+		stopWorkers()
+		wg.Wait()
+		return fmt.Errorf("HTTP server: %w", err)
+	}
+	logger.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	serr := server.Shutdown(sctx)
+	<-served
+	stopWorkers()
+	wg.Wait()
+	sum := store.Summary()
+	logger.Info("stopped", "sheets", sum.Sheets, "updates", sum.Updates, "clicks", sum.Clicks, "violations", len(store.Violations()))
+	return errors.Join(append(errs, serr)...)
+}
+
+// connect returns how to open clients of the database: --database, or a
+// database with the requests table on an embedded emulator it starts.
+func connect(ctx context.Context, database string, logger *slog.Logger) (func(context.Context) (*spanner.Client, error), func(), error) {
+	if database != "" {
+		return func(ctx context.Context) (*spanner.Client, error) {
+			return spanner.NewClient(ctx, database)
+		}, func() {}, nil
+	}
+	reqs, err := ddl.RequestsStatements(ddl.DefaultRequestsTable)
+	if err != nil {
+		return nil, nil, err
+	}
+	emu, err := emulator.Start(ctx, emulator.WithDDL(reqs...))
+	if err != nil {
+		return nil, nil, err
+	}
+	logger.Info("emulator", "host", emu.Host(), "database", emu.Database(), "started", emu.Started())
+	return func(ctx context.Context) (*spanner.Client, error) {
+		return emu.NewClient(ctx, emu.Database())
+	}, func() { _ = emu.Close() }, nil
+}
