@@ -19,9 +19,10 @@
 //     from the start of the window until every contender stopped (the drain
 //     and clean-up of cancelled waiters included), divided by the
 //     acquisitions. Read-write attempts count every attempt, aborted ones that
-//     the client retried included: Lock.Stats().ReadWriteAttempts for
-//     spanmutex, every invocation of a ReadWriteTransaction closure for the
-//     naive lock. RPCs are counted by gRPC interceptors on the run's clients:
+//     the client retried included: Lock.Stats().ReadWriteAttempts plus
+//     Lock.Stats().BlindWrites for spanmutex (its write-only transactions,
+//     which join and leave the queue, are read-write transactions too),
+//     every invocation of a ReadWriteTransaction closure for the naive lock. RPCs are counted by gRPC interceptors on the run's clients:
 //     every unary and streaming RPC started, background session-pool RPCs
 //     included.
 //   - Wait: from calling Lock to Lock returning with the lock (local clock).

@@ -21,7 +21,7 @@ func Format(w io.Writer, results []Result) error {
 		fmt.Fprintf(&b, "Each run: N contenders spread over CLIENTS Spanner clients, each acquiring and at once releasing one lock, for %v.\n\n",
 			results[0].Duration)
 	}
-	writeTable(&b, []string{"LOCK", "N", "CLIENTS", "ACQUISITIONS", "ACQ/S", "RW ATTEMPTS/ACQ", "BLIND WRITES/ACQ", "READS/ACQ", "RPCS/ACQ",
+	writeTable(&b, []string{"LOCK", "N", "CLIENTS", "ACQUISITIONS", "ACQ/S", "RW ATTEMPTS/ACQ", "OF WHICH BLIND/ACQ", "READS/ACQ", "RPCS/ACQ",
 		"WAIT P50", "WAIT P99", "FIFO VIOLATIONS", "HAND-OFFS", "HAND-OFF P50", "HAND-OFF P99", "CANCELLED", "ERRORS"},
 		func(row func(cells ...any)) {
 			for _, r := range results {
@@ -48,7 +48,7 @@ func Format(w io.Writer, results []Result) error {
 	if len(results) > 0 {
 		b.WriteString("\nTotals per run; the longest head start of a contender overtaken in a FIFO violation; how far Spanner's\n" +
 			"commit timestamps ran ahead of the local clock; how long after the window every contender had stopped:\n\n")
-		writeTable(&b, []string{"LOCK", "N", "RW ATTEMPTS", "BLIND WRITES", "READS", "RPCS", "MAX OVERTAKEN", "COMMIT TS AHEAD P50", "MAX", "STOPPED AFTER"},
+		writeTable(&b, []string{"LOCK", "N", "RW ATTEMPTS", "OF WHICH BLIND", "READS", "RPCS", "MAX OVERTAKEN", "COMMIT TS AHEAD P50", "MAX", "STOPPED AFTER"},
 			func(row func(cells ...any)) {
 				for _, r := range results {
 					commits := r.RPCsByMethod["Commit"] > 0
@@ -87,8 +87,11 @@ How to read this:
     completed within the window. CANCELLED: Lock calls still waiting at the
     end of the drain.
   - Costs per acquisition cover the whole run, the drain and the clean-up of
-    cancelled waiters included. RW ATTEMPTS include aborted attempts that were
-    retried. RPCS are every gRPC call the run's clients started.
+    cancelled waiters included. RW ATTEMPTS count every read-write transaction
+    attempt, aborted ones that were retried included, and blind writes
+    included: OF WHICH BLIND are those that only wrote (spanmutex's joins,
+    leaves and renewals of queue entries). RPCS are every gRPC call the run's
+    clients started.
   - WAIT: from calling Lock to holding the lock.
   - FIFO VIOLATIONS: acquisitions made while another contender that had
     called Lock at least 100ms earlier was still waiting.

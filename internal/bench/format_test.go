@@ -26,13 +26,13 @@ func TestFormat(t *testing.T) {
 	out := b.String()
 	for _, want := range []string{
 		"LOCK       N   CLIENTS  ACQUISITIONS  ACQ/S",
-		"spanmutex  10  8        40            20.0   2.00             0.90              0.00       10.00     3.0ms     1.50s     2  ",
+		"spanmutex  10  8        40            20.0   2.00             0.90                0.00       10.00     3.0ms     1.50s     2  ",
 		"naive      10  8        0             0.0    -",
 		"1.50s",
 		"RW ATTEMPTS/ACQ NAIVE÷OURS",
 		"10  -                           -                    inf",
-		"spanmutex  10  80           36            0      400   150.0ms        -2.0ms               1.0ms  0.0ms",
-		"naive      10  900          0             0      2700  -              0.0ms                0.0ms  0.0ms",
+		"spanmutex  10  80           36              0      400   150.0ms        -2.0ms               1.0ms  0.0ms",
+		"naive      10  900          0               0      2700  -              0.0ms                0.0ms  0.0ms",
 		"naive      10  in total: Commit 1000, StreamingRead 900",
 		"spanmutex  10  ExecuteStreamingSql 7.00, Commit 3.00\n",
 		"naive, N=10: 1 Lock/Unlock errors; the first: deadline exceeded",

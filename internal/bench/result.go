@@ -22,9 +22,11 @@ type Result struct {
 
 	// Spanner operations of the whole run, from the start of the window
 	// until every contender stopped: read-write transaction attempts
-	// (aborted ones included), blind writes (spanmutex's queue), lock-free
-	// snapshot reads, and RPCs started by the run's clients, in total and
-	// by gRPC method ("Commit", "ExecuteStreamingSql", ...).
+	// (aborted ones included, blind writes included), blind writes (the
+	// part of those attempts that only wrote: spanmutex's joins, leaves and
+	// renewals of queue entries), lock-free snapshot reads, and RPCs
+	// started by the run's clients, in total and by gRPC method ("Commit",
+	// "ExecuteStreamingSql", ...).
 	ReadWriteAttempts int64
 	BlindWrites       int64
 	Reads             int64

@@ -178,7 +178,10 @@ func runOne(ctx context.Context, cfg Config, open Opener, kind Kind, n, clients 
 	r := Result{
 		Kind: kind, Contenders: n, Clients: clients, Duration: cfg.Duration,
 		Acquisitions: obs.acquisitions, InWindow: obs.inWindow, Cancelled: obs.cancels,
-		ReadWriteAttempts: st.ReadWriteAttempts, BlindWrites: st.BlindWrites, Reads: st.Reads,
+		// Every read-write transaction attempt: spanmutex's blind writes
+		// (joins, leaves, renewals of queue entries) are read-write
+		// transactions too.
+		ReadWriteAttempts: st.ReadWriteAttempts + st.BlindWrites, BlindWrites: st.BlindWrites, Reads: st.Reads,
 		RPCs: spent.total(), RPCsByMethod: spent,
 		FIFOViolations: obs.fifoViolations, MaxOvertaken: obs.maxOvertaken, HandOffs: len(obs.handOffs),
 		Errors: obs.errors, Warnings: f.warnings(), Stopped: time.Since(windowEnd),
