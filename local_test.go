@@ -1,0 +1,178 @@
+package spanmutex
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/spanner"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// A wake-up reaches a registered waiter once, with the Unlock's send time,
+// never blocks, and reaches nobody after the waiter unregistered.
+func TestWakeBoard(t *testing.T) {
+	b := &wakeBoard{waiting: map[string]chan time.Time{}}
+	ch, unregister := b.register("w1")
+	t0 := time.Unix(100, 0)
+	assert.True(t, b.wake("w1", t0))
+	assert.True(t, b.wake("w1", t0.Add(time.Second)), "a second wake-up does not block")
+	assert.Equal(t, t0, <-ch, "the first wake-up's time is kept")
+	select {
+	case got := <-ch:
+		t.Fatalf("a second wake-up was delivered: %v", got)
+	default:
+	}
+	assert.False(t, b.wake("other", t0), "nobody waits under that id")
+	unregister()
+	assert.False(t, b.wake("w1", t0), "unregistered")
+	assert.Empty(t, b.waiting)
+}
+
+// The process's view of who holds a lock: a hand-off to a local waiter
+// keeps the lock in the process; gone closes only when no contender of the
+// process holds it; arriving contenders do not try while one does.
+func TestLocalLockHolders(t *testing.T) {
+	board := &localBoard{locks: map[localKey]*localLock{}}
+	key := localKey{database: "db", table: "Mutexes", name: "x"}
+	ll := board.get(key)
+	assert.Same(t, ll, board.get(key), "one localLock per lock")
+
+	held, _ := ll.anyHeld()
+	assert.False(t, held)
+	require.True(t, ll.tryAcquiring())
+	assert.False(t, ll.tryAcquiring(), "another contender of the process is acquiring")
+	ll.doneAcquiring()
+	ll.hold("a")
+	assert.False(t, ll.tryAcquiring(), "a contender of the process holds it")
+
+	local, gone := ll.heldLocally("a")
+	require.True(t, local)
+	other, _ := ll.heldLocally("remote")
+	assert.False(t, other)
+
+	ll.release("a", "b") // handed to waiter b of this process
+	select {
+	case <-gone:
+		t.Fatal("gone closed while b, of this process, holds the lock")
+	default:
+	}
+	local, _ = ll.heldLocally("b")
+	assert.True(t, local)
+	ll.release("a", "") // a second release of a is ignored
+	local, _ = ll.heldLocally("b")
+	assert.True(t, local)
+
+	ll.release("b", "") // handed to another process, or freed
+	select {
+	case <-gone:
+	default:
+		t.Fatal("gone did not close when the lock left the process")
+	}
+	require.True(t, ll.tryAcquiring())
+	ll.doneAcquiring()
+
+	board.put(ll)
+	board.put(ll)
+	assert.Empty(t, board.locks, "the last put removes the localLock")
+}
+
+// Waiters of one process that join while another join is being committed
+// are inserted by one shared commit, and each learns its key and its place.
+func TestLocalLockGroupCommitsJoins(t *testing.T) {
+	db := freshDatabase(t)
+	c := newClient(t, db)
+	s := newSpannerStore(c, DefaultTable)
+	board := &localBoard{locks: map[localKey]*localLock{}}
+	ll := board.get(localKey{database: c.DatabaseName(), table: DefaultTable, name: "group"})
+	ctx := context.Background()
+	const n = 50
+	ttl := time.Minute
+
+	// Hold the gate so that the first join waits for it with its batch
+	// taken, and the others queue up behind it.
+	require.NoError(t, ll.lockGate(ctx))
+	results := make([]joinResult, n)
+	ids := make([]string, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		ids[i] = newWaiterID()
+	}
+	start := func(i int) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i] = ll.join(ctx, s, "group", fmt.Sprintf("w%02d", i), ids[i], ttl, time.Minute)
+		}()
+	}
+	start(0)
+	waitFor(t, time.Minute, "the first join to take its batch", func() bool { return pending(ll) == 0 })
+	for i := 1; i < n; i++ {
+		start(i)
+	}
+	waitFor(t, time.Minute, "the joins to queue up behind the first", func() bool { return pending(ll) == n-1 })
+	ll.unlockGate()
+	wg.Wait()
+
+	assert.Equal(t, int64(2), s.stats.blindWrites.Load(), "the first join's commit, then one for the other 49")
+	var order []string // waiter ids in queue order
+	stmt := spanner.Statement{SQL: "SELECT WaiterID FROM MutexesQueue WHERE Name = 'group' ORDER BY EnqueuedAt, WaiterID"}
+	require.NoError(t, c.Single().Query(ctx, stmt).Do(func(r *spanner.Row) error {
+		var id string
+		if err := r.Columns(&id); err != nil {
+			return err
+		}
+		order = append(order, id)
+		return nil
+	}))
+	require.Len(t, order, n)
+	place := map[string]int{}
+	for i, id := range order {
+		place[id] = i
+	}
+	for i, r := range results {
+		require.NoError(t, r.err)
+		assert.Equal(t, ids[i], r.key.id)
+		if assert.True(t, r.placed, "waiter %d was placed", i) {
+			assert.Equal(t, place[ids[i]], r.ahead, "waiter %d's place", i)
+		}
+	}
+
+	// Leaves are group-committed the same way.
+	require.NoError(t, ll.lockGate(ctx))
+	errs := make([]error, n)
+	leave := func(i int) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = ll.leave(ctx, s, "group", results[i].key, time.Minute)
+		}()
+	}
+	leave(0)
+	waitFor(t, time.Minute, "the first leave to take its batch", func() bool { return pending(ll) == 0 })
+	for i := 1; i < n; i++ {
+		leave(i)
+	}
+	waitFor(t, time.Minute, "the leaves to queue up behind the first", func() bool { return pending(ll) == n-1 })
+	ll.unlockGate()
+	wg.Wait()
+	for _, err := range errs {
+		require.NoError(t, err)
+	}
+	assert.Equal(t, int64(4), s.stats.blindWrites.Load(), "two more commits")
+	assert.Empty(t, queued(t, c, "group"))
+}
+
+// pending returns how many writes wait for a commit while one is under way,
+// or -1 if none is.
+func pending(ll *localLock) int {
+	ll.mu.Lock()
+	defer ll.mu.Unlock()
+	if !ll.joining {
+		return -1
+	}
+	return len(ll.joins)
+}
