@@ -48,8 +48,9 @@
 // (Spanner's commit timestamps; the lease's expiry is judged with
 // CURRENT_TIMESTAMP() read in the claiming transaction); every checkpoint
 // transaction checks the owner, so an instance that paused past its lease
-// writes nothing more. Several instances may run on one stream; they share
-// the partitions.
+// writes nothing more. Several instances may run on one stream: without
+// WithMaxPartitions the first takes every free partition and the others
+// stand by; with it, they share the partitions.
 //
 // Latency: each partition is read in windows (WithQueryWindow, a bounded
 // end_timestamp per query), so a change is captured within about one
@@ -133,6 +134,7 @@ type captureConfig struct {
 	batch     int
 	conflict  ConflictPolicy
 	owner     string
+	maxParts  int
 }
 
 // WithCheckpointTable names the checkpoint table (default
@@ -180,6 +182,15 @@ func WithCapturePollInterval(d time.Duration) CaptureOption {
 // of a batch within Spanner's limit on mutations per commit.
 func WithCaptureBatchSize(n int) CaptureOption {
 	return func(c *captureConfig) { c.batch = n }
+}
+
+// WithMaxPartitions sets how many partitions this instance reads at once
+// (default 0: no limit). Without a limit, an instance takes every partition
+// it finds free, and a second instance stands by, taking over what the
+// first releases or lets expire; with a limit, instances share the stream.
+// A partition left over waits until an instance has room.
+func WithMaxPartitions(n int) CaptureOption {
+	return func(c *captureConfig) { c.maxParts = n }
 }
 
 // WithConflictPolicy sets what happens to requests the queue would refuse
@@ -265,6 +276,8 @@ func (c captureConfig) validate() error {
 		return fmt.Errorf("WithCaptureBatchSize(%d): use 1 to 10000", c.batch)
 	case c.conflict != ConflictAdapt && c.conflict != ConflictRecordError:
 		return fmt.Errorf("WithConflictPolicy(%d): use ConflictAdapt or ConflictRecordError", c.conflict)
+	case c.maxParts < 0:
+		return fmt.Errorf("WithMaxPartitions(%d): use 0 (no limit) or more", c.maxParts)
 	case len(c.owner) > 64:
 		return fmt.Errorf("WithCaptureID: %d bytes; at most 64", len(c.owner))
 	}
@@ -340,6 +353,9 @@ func (c *Capture) Run(ctx context.Context) error {
 		for _, p := range runnable {
 			if active[p.token] {
 				continue
+			}
+			if c.cfg.maxParts > 0 && len(active) >= c.cfg.maxParts {
+				break
 			}
 			p, claimed, err := c.claim(ctx, p.token)
 			if err != nil && !captureRetryable(ctx, err) {

@@ -159,6 +159,7 @@ func TestCaptureNewCaptureValidates(t *testing.T) {
 		"zero batch":      {c, "CS", testMapper, []CaptureOption{WithCaptureBatchSize(0)}},
 		"unknown policy":  {c, "CS", testMapper, []CaptureOption{WithConflictPolicy(7)}},
 		"long capture id": {c, "CS", testMapper, []CaptureOption{WithCaptureID(strings.Repeat("x", 65))}},
+		"negative max":    {c, "CS", testMapper, []CaptureOption{WithMaxPartitions(-1)}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := q.NewCapture(tc.client, tc.stream, tc.mapper, tc.opts...)

@@ -480,7 +480,8 @@ func TestCaptureTwoInstancesAtOnceDuplicateNothing(t *testing.T) {
 	c2 := newClient(t, c.DatabaseName())
 	q2, err := New(c2)
 	require.NoError(t, err)
-	a, b := fastCapture(t, q, c, start), fastCapture(t, q2, c2, start)
+	// One partition each, at most: the emulator starts a stream with two.
+	a, b := fastCapture(t, q, c, start, WithMaxPartitions(1)), fastCapture(t, q2, c2, start, WithMaxPartitions(1))
 	stopA, stopB := runCapture(t, a), runCapture(t, b)
 
 	stopWriting := make(chan struct{})
@@ -489,7 +490,16 @@ func TestCaptureTwoInstancesAtOnceDuplicateNothing(t *testing.T) {
 		_, err := writeUntil(ctx, app, 0, stopWriting)
 		writerDone <- err
 	}()
-	waitFor(t, time.Minute, "100 requests", func() bool { return countRequests(t, q) >= 100 })
+	owners := map[string]int{} // partitions seen held by each instance
+	waitFor(t, time.Minute, "100 requests", func() bool {
+		for _, p := range checkpointRows(t, c, ddl.DefaultCaptureTable, ordersStream) {
+			if p.Owner != "" {
+				require.Contains(t, []string{a.ID(), b.ID()}, p.Owner)
+				owners[p.Owner]++
+			}
+		}
+		return countRequests(t, q) >= 100
+	})
 	close(stopWriting)
 	require.NoError(t, <-writerDone)
 	_, last := app.snapshot()
@@ -498,8 +508,11 @@ func TestCaptureTwoInstancesAtOnceDuplicateNothing(t *testing.T) {
 	})
 	require.ErrorIs(t, stopA(), context.Canceled)
 	require.ErrorIs(t, stopB(), context.Canceled)
+	require.Positive(t, owners[a.ID()], "A read partitions")
+	require.Positive(t, owners[b.ID()], "B read partitions")
 	reqs := requireExactlyOnce(t, app, c)
-	t.Logf("two instances (%s, %s): %d requests for %d committed changes", a.ID(), b.ID(), len(reqs), len(reqs))
+	t.Logf("two instances: %d requests for %d committed changes; partition-holdings sampled: A %d, B %d",
+		len(reqs), len(reqs), owners[a.ID()], owners[b.ID()])
 }
 
 func TestCaptureReplayOfTheWholeStreamIsANoOp(t *testing.T) {
