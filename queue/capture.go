@@ -42,21 +42,25 @@
 // key reach the queue in commit order (request ids begin with the commit
 // timestamp, so requests enqueued in one transaction keep that order too).
 // The emulator does not keep that promise across its partition churn: it
-// may put a key's next change in a partition that is not a child of the
-// one that held the previous change; exactly-once holds regardless. Each partition is owned by one
-// capture instance at a time, by a lease renewed with every checkpoint
-// (Spanner's commit timestamps; the lease's expiry is judged with
-// CURRENT_TIMESTAMP() read in the claiming transaction); every checkpoint
-// transaction checks the owner, so an instance that paused past its lease
-// writes nothing more. Several instances may run on one stream: without
-// WithMaxPartitions the first takes every free partition and the others
-// stand by; with it, they share the partitions.
+// may put a key's next change in a partition that is not a child of the one
+// that held the previous change. Exactly-once holds regardless.
 //
-// Latency: each partition is read in windows (WithQueryWindow, a bounded
-// end_timestamp per query), so a change is captured within about one
-// window of its commit. Limits: only GoogleSQL databases and streams with
-// the default partition mode; a capture stopped for longer than the
-// stream's retention period (one day by default) cannot resume and says so.
+// Ownership: each partition is read by one capture instance at a time,
+// under a lease renewed by every checkpoint (a Spanner commit timestamp;
+// its expiry is judged with CURRENT_TIMESTAMP() read in the claiming
+// transaction). Every checkpoint transaction checks the owner, so an
+// instance that paused past its lease writes nothing more, and a successor
+// resumes from the last checkpoint. Several instances may run on one
+// stream: without WithMaxPartitions the first takes every free partition
+// and the others stand by; with it, they share the partitions.
+//
+// Latency: each partition is read in windows (WithQueryWindow: a query with
+// an end_timestamp), so a change is captured within about one window of
+// its commit, even where query results arrive only when a query ends (as
+// they do from the emulator). Limits: only GoogleSQL databases and streams
+// with the default partition mode; a capture stopped for longer than the
+// stream's retention period (one day by default) cannot resume, and Run
+// says so.
 
 package queue
 
@@ -64,6 +68,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -135,6 +141,7 @@ type captureConfig struct {
 	conflict  ConflictPolicy
 	owner     string
 	maxParts  int
+	logger    *slog.Logger
 }
 
 // WithCheckpointTable names the checkpoint table (default
@@ -193,6 +200,12 @@ func WithMaxPartitions(n int) CaptureOption {
 	return func(c *captureConfig) { c.maxParts = n }
 }
 
+// WithCaptureLogger sets where the capture logs partitions claimed,
+// finished and lost, and the errors it retries (default: nowhere).
+func WithCaptureLogger(l *slog.Logger) CaptureOption {
+	return func(c *captureConfig) { c.logger = l }
+}
+
 // WithConflictPolicy sets what happens to requests the queue would refuse
 // (default ConflictAdapt).
 func WithConflictPolicy(p ConflictPolicy) CaptureOption {
@@ -242,6 +255,7 @@ func (q *Queue) NewCapture(client *spanner.Client, stream string, mapper Mapper,
 	cfg := captureConfig{
 		table: ddl.DefaultCaptureTable, window: DefaultCaptureWindow, heartbeat: DefaultCaptureHeartbeat,
 		lease: DefaultCaptureLease, poll: DefaultCapturePoll, batch: DefaultCaptureBatch,
+		logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}
 	for _, o := range opts {
 		if o == nil {
@@ -276,6 +290,8 @@ func (c captureConfig) validate() error {
 		return fmt.Errorf("WithCaptureBatchSize(%d): use 1 to 10000", c.batch)
 	case c.conflict != ConflictAdapt && c.conflict != ConflictRecordError:
 		return fmt.Errorf("WithConflictPolicy(%d): use ConflictAdapt or ConflictRecordError", c.conflict)
+	case c.logger == nil:
+		return errors.New("WithCaptureLogger(nil): give a logger, or leave the option out to log nowhere")
 	case c.maxParts < 0:
 		return fmt.Errorf("WithMaxPartitions(%d): use 0 (no limit) or more", c.maxParts)
 	case len(c.owner) > 64:
@@ -343,12 +359,16 @@ func (c *Capture) Run(ctx context.Context) error {
 		return err
 	}
 
+	log := c.cfg.logger.With("stream", c.stream, "capture", c.cfg.owner)
 	tick := time.NewTicker(c.cfg.poll)
 	defer tick.Stop()
 	for {
 		runnable, err := c.runnable(ctx)
 		if err != nil && !captureRetryable(ctx, err) {
 			return stop(err)
+		}
+		if err != nil && ctx.Err() == nil {
+			log.Warn("capture: list partitions failed; retrying", "err", err)
 		}
 		for _, p := range runnable {
 			if active[p.token] {
@@ -364,6 +384,7 @@ func (c *Capture) Run(ctx context.Context) error {
 			if !claimed {
 				continue
 			}
+			log.Debug("capture: partition claimed", "partition", shortToken(p.token), "resume", p.resume)
 			active[p.token] = true
 			wg.Add(1)
 			go func(p capturePartition) {
@@ -375,8 +396,15 @@ func (c *Capture) Run(ctx context.Context) error {
 		select {
 		case r := <-done:
 			delete(active, r.token)
-			if r.err != nil && !errors.Is(r.err, errPartitionLost) && !captureRetryable(ctx, r.err) {
+			switch {
+			case r.err == nil:
+				log.Debug("capture: partition finished", "partition", shortToken(r.token))
+			case errors.Is(r.err, errPartitionLost):
+				log.Info("capture: partition taken over by another instance", "partition", shortToken(r.token))
+			case !captureRetryable(ctx, r.err):
 				return stop(r.err)
+			case ctx.Err() == nil:
+				log.Warn("capture: reading a partition failed; resuming from its checkpoint", "partition", shortToken(r.token), "err", r.err)
 			}
 			// A finished partition may have made children runnable: look now.
 		case <-tick.C:
@@ -387,6 +415,14 @@ func (c *Capture) Run(ctx context.Context) error {
 			return ctx.Err()
 		}
 	}
+}
+
+// shortToken abbreviates a partition token for logs.
+func shortToken(tok string) string {
+	if len(tok) > 16 {
+		return tok[:16] + "…"
+	}
+	return tok
 }
 
 // captureRetryable reports whether err is worth retrying from the checkpoint.

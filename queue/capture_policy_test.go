@@ -160,6 +160,7 @@ func TestCaptureNewCaptureValidates(t *testing.T) {
 		"unknown policy":  {c, "CS", testMapper, []CaptureOption{WithConflictPolicy(7)}},
 		"long capture id": {c, "CS", testMapper, []CaptureOption{WithCaptureID(strings.Repeat("x", 65))}},
 		"negative max":    {c, "CS", testMapper, []CaptureOption{WithMaxPartitions(-1)}},
+		"nil logger":      {c, "CS", testMapper, []CaptureOption{WithCaptureLogger(nil)}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := q.NewCapture(tc.client, tc.stream, tc.mapper, tc.opts...)
