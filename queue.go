@@ -233,7 +233,7 @@ func (s *spannerStore) unlock(ctx context.Context, l *Lease, ttl time.Duration) 
 	_, err := s.client.ReadWriteTransaction(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
 		s.stats.rwAttempts.Add(1)
 		to = handOff{}
-		v, err := s.queryRow(ctx, tx, l.name)
+		v, head, err := s.queryUnlock(ctx, tx, l.name)
 		if err != nil {
 			return err
 		}
@@ -241,39 +241,20 @@ func (s *spannerStore) unlock(ctx context.Context, l *Lease, ttl time.Duration) 
 			return &LeaseLostError{Name: l.name, Token: l.token, CurrentState: v.State, CurrentOwner: v.Owner,
 				CurrentToken: v.Token, currentLeaseID: v.LeaseID}
 		}
-		stmt := spanner.Statement{
-			SQL: fmt.Sprintf("SELECT EnqueuedAt, WaiterID, Owner, RenewedAt FROM `%s` WHERE Name = @name "+
-				"ORDER BY EnqueuedAt, WaiterID LIMIT %d", s.queueTable(), handOffScan),
-			Params: map[string]any{"name": l.name},
-		}
 		var ms []*spanner.Mutation
-		next := ""
-		err = tx.Query(ctx, stmt).Do(func(r *spanner.Row) error {
-			if next != "" {
-				return nil
-			}
-			var at, renewed time.Time
-			var id string
-			var owner spanner.NullString
-			if err := r.Columns(&at, &id, &owner, &renewed); err != nil {
-				return err
-			}
-			ms = append(ms, spanner.Delete(s.queueTable(), spanner.Key{l.name, at, id}))
+		for _, e := range head {
+			ms = append(ms, spanner.Delete(s.queueTable(), spanner.Key{l.name, e.EnqueuedAt, e.WaiterID}))
 			// Spanner's clock: the waiter is live if it renewed its entry
 			// within ttl of this transaction's CURRENT_TIMESTAMP(). An entry
 			// with the unlocking lease's own id is a duplicate left by a join
 			// of unknown outcome: never hand the lock back to ourselves.
-			if v.Now.Sub(renewed) < ttl && id != l.id {
-				next = id
-				to = handOff{owner: owner.StringVal, waiterID: id}
-				ms = append(ms, s.holderMutation(v, l.name, owner.StringVal, id))
+			if v.Now.Sub(e.RenewedAt) < ttl && e.WaiterID != l.id {
+				to = handOff{owner: e.Owner.StringVal, waiterID: e.WaiterID}
+				ms = append(ms, s.holderMutation(v, l.name, e.Owner.StringVal, e.WaiterID))
+				break
 			}
-			return nil
-		})
-		if err != nil {
-			return err
 		}
-		if next == "" {
+		if to.waiterID == "" {
 			ms = append(ms, spanner.Update(s.table, []string{"Name", "State", "UpdatedAt"},
 				[]any{l.name, string(StateNeeded), spanner.CommitTimestamp}))
 		}
@@ -287,6 +268,43 @@ func (s *spannerStore) unlock(ctx context.Context, l *Lease, ttl time.Duration) 
 		return handOff{}, s.explain(ctx, err)
 	}
 	return to, nil
+}
+
+// queueEntry is an entry of the waiters' queue, as unlockSQL reads it.
+type queueEntry struct {
+	EnqueuedAt time.Time
+	WaiterID   string
+	Owner      spanner.NullString
+	RenewedAt  time.Time
+}
+
+// unlockSQL reads the lock's row, Spanner's clock and the first
+// handOffScan entries of the queue, oldest first, in one statement.
+func (s *spannerStore) unlockSQL() string {
+	return fmt.Sprintf("SELECT CURRENT_TIMESTAMP(), m.Name IS NOT NULL, %s, "+
+		"ARRAY(SELECT AS STRUCT q.EnqueuedAt, q.WaiterID, q.Owner, q.RenewedAt FROM `%s` AS q "+
+		"WHERE q.Name = @name ORDER BY q.EnqueuedAt, q.WaiterID LIMIT %d) "+
+		"FROM UNNEST([1]) AS one LEFT JOIN `%s` AS m ON m.Name = @name",
+		rowSelectList(), s.queueTable(), handOffScan, s.table)
+}
+
+// queryUnlock runs unlockSQL.
+func (s *spannerStore) queryUnlock(ctx context.Context, q querier, name string) (row, []*queueEntry, error) {
+	it := q.Query(ctx, spanner.Statement{SQL: s.unlockSQL(), Params: map[string]any{"name": name}})
+	defer it.Stop()
+	r, err := it.Next()
+	if err != nil {
+		return row{}, nil, err
+	}
+	var head []*queueEntry
+	v, err := decodeRow(r, &head)
+	if err != nil {
+		return row{}, nil, fmt.Errorf("spanmutex: decode lock %q of %s: %w", name, s.table, err)
+	}
+	if v.Exists && !v.State.Valid() {
+		return row{}, nil, fmt.Errorf("spanmutex: row %q of %s has unknown state %q, written by something other than spanmutex; fix or delete the row", name, s.table, v.State)
+	}
+	return v, head, nil
 }
 
 // handOff is the waiter an unlock handed the lock to: its owner identity
