@@ -87,37 +87,83 @@ type claimed struct {
 }
 
 // readResource reads, in txn, resource's pending requests, oldest first, and
-// its create (pending or not; nil if it has none).
+// its create (pending or not; nil if it has none): the ids of the resource's
+// requests from the index by resource, then their state, then the whole of
+// the pending ones and the create. Reads by key rather than by query: the
+// emulator answers those without scanning the whole table.
 func (w *Worker) readResource(ctx context.Context, txn *spanner.ReadWriteTransaction, resource string) ([]Request, *Request, error) {
 	t := w.q.cfg.table
-	stmt := spanner.Statement{
-		SQL: fmt.Sprintf("SELECT %s, PendingSince IS NOT NULL AS Pending FROM %s@{FORCE_INDEX=%sByResource} "+
-			"WHERE Resource = @resource AND (PendingSince IS NOT NULL OR Kind = 'create') ORDER BY CreatedAt, RequestID",
-			requestSelectList, t, t),
-		Params: map[string]any{"resource": resource},
+	fail := func(err error) ([]Request, *Request, error) {
+		return nil, nil, fmt.Errorf("queue: read the pending requests of %q: %w", resource, err)
 	}
-	var pending []Request
-	var create *Request
-	err := txn.Query(ctx, stmt).Do(func(row *spanner.Row) error {
-		r, err := decodeRequest(row)
-		if err != nil {
+	var all []spanner.KeySet
+	order := map[string]int{} // id → place in (CreatedAt, RequestID) order
+	err := txn.ReadUsingIndex(ctx, t, t+"ByResource", spanner.Key{resource}.AsPrefix(), []string{"RequestID"}).Do(func(row *spanner.Row) error {
+		var id string
+		if err := row.Columns(&id); err != nil {
 			return err
 		}
-		var isPending bool
-		if err := row.Column(len(requestColumns), &isPending); err != nil {
+		order[id] = len(all)
+		all = append(all, spanner.Key{id})
+		return nil
+	})
+	if err != nil {
+		return fail(err)
+	}
+	if len(all) == 0 {
+		return nil, nil, nil
+	}
+	var wanted []spanner.KeySet
+	err = txn.Read(ctx, t, spanner.KeySets(all...), []string{"RequestID", "Kind", "PendingSince"}).Do(func(row *spanner.Row) error {
+		var id, kind string
+		var pendingSince spanner.NullTime
+		if err := row.Columns(&id, &kind, &pendingSince); err != nil {
 			return err
 		}
-		if r.Kind == KindCreate && create == nil {
-			c := r
-			create = &c
-		}
-		if isPending {
-			pending = append(pending, r)
+		if pendingSince.Valid || Kind(kind) == KindCreate {
+			wanted = append(wanted, spanner.Key{id})
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("queue: read the pending requests of %q: %w", resource, err)
+		return fail(err)
+	}
+	if len(wanted) == 0 {
+		return nil, nil, nil
+	}
+	rows := make([]*Request, len(all))
+	pendingIDs := map[string]bool{}
+	err = txn.Read(ctx, t, spanner.KeySets(wanted...), append(requestColumns[:len(requestColumns):len(requestColumns)], "PendingSince")).Do(func(row *spanner.Row) error {
+		r, err := decodeRequest(row)
+		if err != nil {
+			return err
+		}
+		var pendingSince spanner.NullTime
+		if err := row.Column(len(requestColumns), &pendingSince); err != nil {
+			return err
+		}
+		pendingIDs[r.ID] = pendingSince.Valid
+		if i, ok := order[r.ID]; ok {
+			rows[i] = &r
+		}
+		return nil
+	})
+	if err != nil {
+		return fail(err)
+	}
+	var pending []Request
+	var create *Request
+	for _, r := range rows {
+		if r == nil {
+			continue
+		}
+		if r.Kind == KindCreate && create == nil {
+			c := *r
+			create = &c
+		}
+		if pendingIDs[r.ID] {
+			pending = append(pending, *r)
+		}
 	}
 	return pending, create, nil
 }

@@ -29,24 +29,19 @@ func (l line) zero() bool { return l.since.IsZero() }
 // (PendingSince, then RequestID), by a strong single-use read of the pending
 // index: lock-free, so scans never contend with claims. Requests enqueued in
 // one commit share a PendingSince and are ordered by id among themselves.
+// It reads the index by key range rather than by query, which the emulator
+// answers without scanning the whole table.
 func (w *Worker) scanPage(ctx context.Context, l line, n int) ([]pendingEntry, error) {
 	t := w.q.cfg.table
-	where := "PendingSince IS NOT NULL"
-	params := map[string]any{"n": int64(n)}
+	keys := spanner.KeySet(spanner.AllKeys())
 	if !l.zero() {
-		where += " AND (PendingSince > @since OR (PendingSince = @since AND RequestID > @id))"
-		params["since"], params["id"] = l.since, l.id
-	}
-	stmt := spanner.Statement{
-		// The emulator cannot tell that the WHERE clause already drops the
-		// NULLs that the index leaves out; production Spanner ignores the hint.
-		SQL: fmt.Sprintf("SELECT PendingSince, RequestID, Resource FROM %s@{FORCE_INDEX=%sPending,spanner_emulator.disable_query_null_filtered_index_check=true} "+
-			"WHERE %s ORDER BY PendingSince, RequestID LIMIT @n", t, t, where),
-		Params: params,
+		// Everything after the line: an empty end key closes no range.
+		keys = spanner.KeyRange{Start: spanner.Key{l.since, l.id}, End: spanner.Key{}, Kind: spanner.OpenClosed}
 	}
 	w.stats.reads.Add(1)
 	var out []pendingEntry
-	err := w.q.client.Single().Query(ctx, stmt).Do(func(row *spanner.Row) error {
+	err := w.q.client.Single().ReadWithOptions(ctx, t, keys, []string{"PendingSince", "RequestID", "Resource"},
+		&spanner.ReadOptions{Index: t + "Pending", Limit: n}).Do(func(row *spanner.Row) error {
 		var e pendingEntry
 		if err := row.Columns(&e.since, &e.id, &e.resource); err != nil {
 			return err

@@ -22,14 +22,15 @@ var errShutdownGrace = errors.New("queue: the worker is shutting down and the ha
 
 // tenure tries to take resource's lock and, while holding it, claims and
 // handles its requests until nothing is claimable; then unlocks. It reports
-// whether it did any work (claimed or ended a request).
-func (w *Worker) tenure(ctx context.Context, resource string) bool {
+// whether it took the lock, and whether it did any work (claimed or ended a
+// request).
+func (w *Worker) tenure(ctx context.Context, resource string) (held, worked bool) {
 	log := w.cfg.logger.With("resource", resource)
 	opts := append([]spanmutex.Option{spanmutex.WithOwner(w.cfg.id)}, w.q.cfg.lockOpts...)
 	lock, err := spanmutex.NewLock(w.q.client, lockName(w.q.cfg.table, resource), opts...)
 	if err != nil { // New validated the options; only a bad name gets here
 		log.Error("cannot make the resource's lock", "err", err)
-		return false
+		return false, false
 	}
 	lease, err := lock.TryLock(ctx)
 	if err != nil {
@@ -39,14 +40,14 @@ func (w *Worker) tenure(ctx context.Context, resource string) bool {
 		} else if ctx.Err() == nil {
 			log.Warn("could not take the resource's lock; trying again later", "err", err)
 		}
-		return false
+		return false, false
 	}
 	w.stats.tenures.Add(1)
 	log = log.With("token", lease.Token())
 	if lease.TookOver() {
 		log.Info("took the resource over from a silent worker")
 	}
-	worked := false
+	worked = false
 	var prev *finishing // the job whose outcome is still to be recorded
 	for {
 		// Claim nothing new once Run's ctx ended, the lease is lost, or
@@ -109,7 +110,7 @@ func (w *Worker) tenure(ctx context.Context, resource string) bool {
 			w.shutdownErr = append(w.shutdownErr, fmt.Errorf("queue: unlock resource %q: %w", resource, err))
 		}
 	}
-	return worked
+	return true, worked
 }
 
 // handle runs the handler on a claim, and returns the outcome to record.

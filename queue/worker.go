@@ -148,6 +148,7 @@ func (w *Worker) pass(ctx context.Context) (bool, error) {
 			w.cfg.logger.Warn("scan failed; trying again at the next poll", "err", err)
 			return worked, nil
 		}
+		stale := false
 		for _, e := range page {
 			if ctx.Err() != nil {
 				return worked, nil
@@ -157,11 +158,17 @@ func (w *Worker) pass(ctx context.Context) (bool, error) {
 				continue
 			}
 			tried[e.resource] = true
-			if w.tenure(ctx, e.resource) {
-				worked = true
+			held, did := w.tenure(ctx, e.resource)
+			worked = worked || did
+			if held {
+				// The rest of the page aged while we held the resource:
+				// other workers may have handled it. Read it again from
+				// the line rather than lock resources with nothing left.
+				stale = true
+				break
 			}
 		}
-		if len(page) < scanPageSize {
+		if !stale && len(page) < scanPageSize {
 			break
 		}
 	}

@@ -213,9 +213,10 @@ func TestPlanClaim(t *testing.T) {
 func TestWorkerHandlesRequestsInFIFOOrder(t *testing.T) {
 	q, _ := newTestQueue(t)
 	var want []string
-	for i := range 6 {
+	const n = 40 // more than a scan page
+	for i := range n {
 		// One commit each: their commit timestamps order the queue.
-		want = append(want, enqueue(t, q, Request{Kind: KindCreate, Resource: fmt.Sprintf("sheet-%d", 5-i)})...)
+		want = append(want, enqueue(t, q, Request{Kind: KindCreate, Resource: fmt.Sprintf("sheet-%02d", n-i)})...)
 	}
 	var j journal
 	w, err := q.NewWorker(func(ctx context.Context, job *Job) error {
@@ -235,8 +236,8 @@ func TestWorkerHandlesRequestsInFIFOOrder(t *testing.T) {
 		got = append(got, rec.ids...)
 	}
 	require.Equal(t, want, got, "handled in enqueue order")
-	require.Equal(t, int64(6), w.Stats().RequestsCompleted)
-	require.Equal(t, int64(6), w.Stats().Jobs)
+	require.Equal(t, int64(n), w.Stats().RequestsCompleted)
+	require.Equal(t, int64(n), w.Stats().Jobs)
 }
 
 // gate blocks handlers of chosen resources until released.
