@@ -11,20 +11,22 @@ import (
 	"github.com/google/uuid"
 )
 
-// Polling of queued waiters. A waiter with k live waiters before it
-// expects its turn in about k hand-offs; it measures how long a hand-off
-// takes from how fast the token moves, and reads the lock again when three
-// quarters of the time to its turn have passed, at least LockPollInterval
-// and at most MaxLockPollInterval (and a quarter watermark) apart. The head of the queue so learns of a hand-off
+// Polling of queued waiters behind a holder of another process. A waiter
+// with k live waiters before it expects its turn in about k hand-offs; it
+// measures how long a hand-off takes from how fast the token moves, and
+// reads the lock again when three quarters of the time to its turn have
+// passed, at least LockPollInterval and at most MaxLockPollInterval (and a
+// quarter watermark) apart. The head of the queue so learns of a hand-off
 // within about LockPollInterval, and a waiter far back costs a few reads.
+// Behind a holder of its own process a waiter does not poll: that holder's
+// Unlock wakes it.
 const (
 	LockPollInterval    = 20 * time.Millisecond
 	MaxLockPollInterval = 10 * time.Second
 )
 
-// waiterTTLFactor: a queued waiter near the head proves it is alive every
-// watermark (further back, every half TTL), and is skipped by hand-offs once
-// it has not for waiterTTLFactor watermarks. A
+// waiterTTLFactor: a queued waiter proves it is alive every half TTL, and is
+// skipped by hand-offs once it has not for waiterTTLFactor watermarks. A
 // dead waiter that is handed the lock before that costs one watermark, as a
 // crashed holder does; renewing more often would cost blind writes from
 // every waiter all the time.
@@ -57,11 +59,16 @@ func (e *HeldError) Is(target error) bool { return target == ErrHeld }
 // STARTED is held; it never writes DONE or FAILED, and refuses a name that a
 // Mutex has completed.
 //
-// Contenders wait in a FIFO queue instead of retrying the lock's row: joining
-// costs one blind insert that contends with nobody, waiting costs lock-free
-// reads, and Unlock hands the lock to the oldest live waiter in the same
-// read-write transaction that releases it, with the next token. While held,
-// the lease is renewed in the background; Lease.Done closes if it is lost.
+// Contenders wait in a FIFO queue instead of retrying the lock's row: a Lock
+// call arrives with one read-write transaction that takes the lock if it is
+// free and otherwise queues it (or, while another Lock of the same process
+// holds the lock, with a blind insert shared with the process's other
+// arrivals), waiting costs lock-free reads, and Unlock hands the lock to the
+// oldest live waiter in the same read-write transaction that releases it,
+// with the next token. An Unlock also wakes the waiter it handed the lock to
+// if that waiter is in the same process; waiters behind a holder of another
+// process poll. While held, the lease is renewed in the background;
+// Lease.Done closes if it is lost.
 //
 // A Lock value stands for one contender: it holds at most one lease at a
 // time, and its methods may be called from any goroutine, but a Lock call
