@@ -11,14 +11,19 @@ import (
 
 // ddlHelp is the help of "spanmutex ddl".
 var ddlHelp = helpText{
-	usage: "spanmutex ddl [--table TABLE]",
+	usage: "spanmutex ddl [--table TABLE] [--requests TABLE] [--change-stream NAME --watch T1,T2]",
 	about: `Prints the schema spanmutex needs, with comments that explain each column:
 the mutex table (run-once sections and reusable locks), its waiters' queue
-(TABLE followed by "Queue") and the fence table (Fences). Statements end with
-";". Apply them with your migration tool, or with gcloud.`,
+(TABLE followed by "Queue") and the fence table (Fences). With --requests,
+also the request queue of package queue and its indexes. With
+--change-stream, also the change stream over the --watch tables and the
+checkpoint table (CaptureCheckpoints) of package queue's capture.
+Statements end with ";". Apply them with your migration tool, or with gcloud.`,
 	after: `Examples:
   spanmutex ddl
   spanmutex ddl --table JobLocks > mutexes.sql
+  spanmutex ddl --requests Requests
+  spanmutex ddl --requests Requests --change-stream OrdersStream --watch Orders,OrderItems
   spanmutex ddl | gcloud spanner databases ddl update DATABASE --instance=INSTANCE --ddl-file=/dev/stdin`,
 }
 
@@ -26,19 +31,43 @@ the mutex table (run-once sections and reusable locks), its waiters' queue
 func cmdDDL(_ context.Context, s streams, args []string) int {
 	fs := newFlagSet("ddl")
 	table := fs.String("table", spanmutex.DefaultTable, "the mutex table's name")
+	requests := fs.String("requests", "", "also print the request queue (package queue) under this table name, e.g. "+ddl.DefaultRequestsTable)
+	stream := fs.String("change-stream", "", "also print this change stream over the --watch tables, and the capture's checkpoint table")
+	watch := fs.String("watch", "", "comma-separated tables the --change-stream watches")
 	positional, code, done := parseFlags(s, "ddl", fs, ddlHelp, args)
 	if done {
 		return code
 	}
 	if len(positional) > 0 {
-		return reportUsage(s, &usageError{cmd: "ddl", msg: fmt.Sprintf("unexpected argument %q; ddl takes only --table", positional[0])})
+		return reportUsage(s, &usageError{cmd: "ddl", msg: fmt.Sprintf("unexpected argument %q; ddl takes only flags", positional[0])})
 	}
 	if err := validateTable("ddl", *table); err != nil {
 		return reportError(s, err, exitUsage)
 	}
+	if (*stream == "") != (*watch == "") {
+		return reportUsage(s, &usageError{cmd: "ddl", msg: "--change-stream and --watch go together: name the stream and the tables it watches"})
+	}
 	stmts, err := ddl.Schema(*table, ddl.DefaultFenceTable)
 	if err != nil {
 		return reportError(s, err, exitError)
+	}
+	if *requests != "" {
+		more, err := ddl.RequestsTable(*requests)
+		if err != nil {
+			return reportUsage(s, &usageError{cmd: "ddl", msg: "--requests: " + err.Error()})
+		}
+		stmts = append(stmts, more...)
+	}
+	if *stream != "" {
+		cs, err := ddl.ChangeStream(*stream, strings.Split(*watch, ",")...)
+		if err != nil {
+			return reportUsage(s, &usageError{cmd: "ddl", msg: "--change-stream: " + err.Error()})
+		}
+		ct, err := ddl.CaptureTable(ddl.DefaultCaptureTable)
+		if err != nil {
+			return reportError(s, err, exitError)
+		}
+		stmts = append(stmts, cs, ct)
 	}
 	for i, stmt := range stmts {
 		if i > 0 {
