@@ -278,7 +278,7 @@ func (l *Lock) acquire(ctx context.Context, ll *localLock, wait bool) (*Lease, e
 		w.abandon(ctx)
 		ll.release(w.id, "") // if an Unlock of this process handed it to us
 	} else {
-		ll.hold(w.id)
+		ll.hold(w.id) // handed over: the Unlock that woke us may have said so already
 	}
 	if w.strays {
 		// A join of unknown outcome may have left a second entry of ours;

@@ -270,6 +270,9 @@ func (w *waiter) run(ctx context.Context, pol policy, wait bool) (*Lease, error)
 				return l.store.acquireLock(ctx, l.name, w.key, pol, claim{owner: l.cfg.owner, leaseID: w.id}, ttl, false)
 			})
 			lease := res.lease
+			if lease != nil {
+				w.local.hold(w.id) // before doneAcquiring: no moment when neither shows
+			}
 			w.local.doneAcquiring()
 			if err != nil {
 				// If it did commit, the next read finds our id in the row;
@@ -414,6 +417,9 @@ func (w *waiter) arrive(ctx context.Context, pol policy, ttl time.Duration) (*Le
 	res, err := gated(ctx, w.local, func() (acquireResult, error) {
 		return l.store.acquireLock(ctx, l.name, endOfQueue, pol, claim{owner: l.cfg.owner, leaseID: w.id}, ttl, true)
 	})
+	if res.lease != nil {
+		w.local.hold(w.id) // before doneAcquiring: no moment when neither shows
+	}
 	w.local.doneAcquiring()
 	if lease := res.lease; lease != nil {
 		lease.anchor = sent
