@@ -129,7 +129,7 @@ func (d *sheetsDemo) drive(ctx context.Context, load *sheetsLoad, ops []sheetsOp
 	load.mu.Unlock()
 	api, err := sheets.NewClient(d.svc.url, &http.Client{
 		Transport: &http.Transport{MaxIdleConnsPerHost: d.opts.senders},
-		Timeout:   time.Minute,
+		Timeout:   2 * time.Minute, // the emulator can be slow to commit under load
 	})
 	if err != nil {
 		return err

@@ -27,7 +27,10 @@ func NewBackend(store *Store) (*Backend, error) {
 
 // Handle is a queue.Handler. A create job creates the sheet; an update job
 // applies every click the worker grouped into it, oldest first, in one
-// write. Its error (the store refused the write, or ctx ended while it was
+// write. Each write is keyed by the requests' ids, so that a job done again
+// by the worker that took the sheet over from one that lost its lease after
+// writing (and before recording the requests complete) is not applied
+// twice. Its error (the store refused the write, or ctx ended while it was
 // in flight) ends the job's requests in error with its text.
 func (b *Backend) Handle(ctx context.Context, job *queue.Job) error {
 	b.jobs.Add(1)
@@ -44,21 +47,21 @@ func (b *Backend) handle(ctx context.Context, job *queue.Job) error {
 		if len(job.Requests) != 1 {
 			return fmt.Errorf("sheets: a create job of sheet %q with %d requests; want 1", job.Resource, len(job.Requests))
 		}
-		if err := b.store.Create(ctx, job.Resource, job.Token()); err != nil {
+		if err := b.store.Create(ctx, job.Resource, job.Token(), job.Requests[0].ID); err != nil {
 			return fmt.Errorf("sheets: create sheet %q with token %d: %w", job.Resource, job.Token(), err)
 		}
 		b.creates.Add(1)
 		return nil
 	case queue.KindUpdate:
-		payloads := make([][]byte, len(job.Requests))
+		clicks := make([]Click, len(job.Requests))
 		for i, r := range job.Requests {
-			payloads[i] = r.Payload
+			clicks[i] = Click{Key: r.ID, Payload: r.Payload}
 		}
-		if err := b.store.Update(ctx, job.Resource, job.Token(), payloads); err != nil {
-			return fmt.Errorf("sheets: update sheet %q with %d click(s), token %d: %w", job.Resource, len(payloads), job.Token(), err)
+		if err := b.store.Update(ctx, job.Resource, job.Token(), clicks); err != nil {
+			return fmt.Errorf("sheets: update sheet %q with %d click(s), token %d: %w", job.Resource, len(clicks), job.Token(), err)
 		}
 		b.updates.Add(1)
-		b.clicks.Add(int64(len(payloads)))
+		b.clicks.Add(int64(len(clicks)))
 		return nil
 	}
 	return fmt.Errorf("sheets: job of sheet %q has unknown kind %q", job.Resource, job.Kind)
@@ -69,7 +72,7 @@ type BackendStats struct {
 	Jobs    int64 // handler calls
 	Creates int64 // sheets it created
 	Updates int64 // update writes it applied
-	Clicks  int64 // clicks applied by them: Clicks/Updates is the grouping
+	Clicks  int64 // clicks in them: Clicks/Updates is the grouping
 	Failed  int64 // jobs that returned an error
 }
 

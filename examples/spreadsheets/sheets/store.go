@@ -40,7 +40,15 @@ func WithWriteLatency(latency func(Op) time.Duration) StoreOption {
 // with its fencing token, and checked for the violations of violation.go
 // when it begins. A write is in flight for the store's write duration, then
 // applied; a write whose context ends first is recorded as aborted and not
-// applied. The zero value is not usable; call NewStore.
+// applied.
+//
+// Writes are idempotent by key, as a back end must make them: a worker may
+// apply a write and lose its lease before it can record the request
+// complete, and the worker that takes the sheet over then does the request
+// again. A create with the key of the sheet's own create, and the clicks of
+// an update whose keys were already applied, are replays: recorded, not
+// applied again, and no violation (unless their token is stale). The zero
+// value is not usable; call NewStore.
 type Store struct {
 	latency func(Op) time.Duration
 
@@ -50,6 +58,13 @@ type Store struct {
 	violations []Violation
 }
 
+// Click is one click of an update: its key (the queue request's id) and
+// what it sends back.
+type Click struct {
+	Key     string
+	Payload []byte
+}
+
 // sheetState is what the store knows of one sheet, applied or in flight.
 type sheetState struct {
 	created  bool  // a create was applied
@@ -57,10 +72,12 @@ type sheetState struct {
 	inFlight int   // writes begun and not yet ended
 	highest  int64 // the highest token any write of the sheet came with
 
+	createKey    string
 	createdToken int64
 	lastToken    int64 // the token of the last applied write
 	updates      int
 	payloads     [][]byte
+	applied      map[string]bool // keys of the clicks applied
 }
 
 // NewStore returns an empty store. A negative write duration is an error
@@ -84,31 +101,42 @@ func NewStore(opts ...StoreOption) (*Store, error) {
 	return &Store{latency: latency, sheets: map[string]*sheetState{}}, nil
 }
 
-// Create creates sheet id, as the holder of token. It returns ErrSheetExists
-// if the sheet exists or is being created, ctx's error if ctx ends while the
-// write is in flight (nothing is applied), or nil once the sheet exists.
-func (s *Store) Create(ctx context.Context, id string, token int64) error {
-	return s.write(ctx, OpCreate, id, token, nil)
+// Create creates sheet id, as the holder of token, for the create request
+// key. It returns ErrSheetExists if the sheet was created by another request
+// or is being created, ctx's error if ctx ends while the write is in flight
+// (nothing is applied), or nil once the sheet exists (a replay of the
+// sheet's own create included).
+func (s *Store) Create(ctx context.Context, id string, token int64, key string) error {
+	if key == "" {
+		return fmt.Errorf("%w: create of sheet %q with no key", ErrInvalidWrite, id)
+	}
+	return s.write(ctx, OpCreate, id, token, []Click{{Key: key}})
 }
 
-// Update applies payloads (the clicks grouped into one update) to sheet id
-// in one write, in order, as the holder of token. It returns ErrNoSheet if
-// the sheet has not been created, ctx's error if ctx ends while the write is
-// in flight (nothing is applied), or nil once every payload is applied.
-func (s *Store) Update(ctx context.Context, id string, token int64, payloads [][]byte) error {
-	if len(payloads) == 0 {
-		return fmt.Errorf("%w: update of sheet %q with no payloads", ErrInvalidWrite, id)
+// Update applies clicks (grouped into one update) to sheet id in one write,
+// in order, as the holder of token; clicks whose key was applied before are
+// skipped. It returns ErrNoSheet if the sheet has not been created, ctx's
+// error if ctx ends while the write is in flight (nothing is applied), or
+// nil once every click is applied.
+func (s *Store) Update(ctx context.Context, id string, token int64, clicks []Click) error {
+	if len(clicks) == 0 {
+		return fmt.Errorf("%w: update of sheet %q with no clicks", ErrInvalidWrite, id)
 	}
-	return s.write(ctx, OpUpdate, id, token, payloads)
+	for i, c := range clicks {
+		if c.Key == "" {
+			return fmt.Errorf("%w: update of sheet %q: click %d has no key", ErrInvalidWrite, id, i)
+		}
+	}
+	return s.write(ctx, OpUpdate, id, token, clicks)
 }
 
 // write is a write's whole life: begin (checked, recorded), in flight for
 // the write duration, end (applied unless ctx ended).
-func (s *Store) write(ctx context.Context, kind OpKind, id string, token int64, payloads [][]byte) error {
+func (s *Store) write(ctx context.Context, kind OpKind, id string, token int64, clicks []Click) error {
 	if id == "" || token < 1 {
 		return fmt.Errorf("%w: %s of sheet %q with token %d: want a sheet id and a token of 1 or more", ErrInvalidWrite, kind, id, token)
 	}
-	op, err := s.begin(kind, id, token, payloads)
+	op, err := s.begin(kind, id, token, clicks)
 	if err != nil {
 		return err
 	}
@@ -118,17 +146,21 @@ func (s *Store) write(ctx context.Context, kind OpKind, id string, token int64, 
 }
 
 // begin records the write in the log, detects the violations it commits,
-// and either refuses it (a create of an existing sheet, an update of a
-// missing one) or puts it in flight. It returns the write as logged.
-func (s *Store) begin(kind OpKind, id string, token int64, payloads [][]byte) (Op, error) {
+// and either refuses it (a create of a sheet that another request created,
+// an update of a missing one) or puts it in flight. It returns the write as
+// logged.
+func (s *Store) begin(kind OpKind, id string, token int64, clicks []Click) (Op, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := s.sheets[id]
 	if st == nil {
-		st = &sheetState{}
+		st = &sheetState{applied: map[string]bool{}}
 		s.sheets[id] = st
 	}
-	op := Op{Seq: int64(len(s.log) + 1), Kind: kind, Sheet: id, Token: token, Clicks: len(payloads), Outcome: OpInFlight, Began: time.Now()}
+	op := Op{Seq: int64(len(s.log) + 1), Kind: kind, Sheet: id, Token: token, Outcome: OpInFlight, Began: time.Now()}
+	if kind == OpUpdate {
+		op.Clicks = len(clicks)
+	}
 	flag := func(v ViolationKind, format string, args ...any) {
 		op.Violations = append(op.Violations, v)
 		s.violations = append(s.violations, Violation{Kind: v, Sheet: id, Op: op.Seq, Token: token, Detail: fmt.Sprintf(format, args...)})
@@ -142,9 +174,9 @@ func (s *Store) begin(kind OpKind, id string, token int64, payloads [][]byte) (O
 	st.highest = max(st.highest, token)
 	var refused error
 	switch {
-	case kind == OpCreate && st.created:
-		flag(DoubleCreate, "the sheet was already created, with token %d", st.createdToken)
-		refused = fmt.Errorf("%w: sheet %q (created with token %d)", ErrSheetExists, id, st.createdToken)
+	case kind == OpCreate && st.created && st.createKey != clicks[0].Key:
+		flag(DoubleCreate, "the sheet was already created, by request %s with token %d", st.createKey, st.createdToken)
+		refused = fmt.Errorf("%w: sheet %q (created by request %s with token %d)", ErrSheetExists, id, st.createKey, st.createdToken)
 	case kind == OpCreate && st.creating:
 		flag(DoubleCreate, "another create of the sheet was in flight")
 		refused = fmt.Errorf("%w: sheet %q is being created", ErrSheetExists, id)
@@ -158,11 +190,11 @@ func (s *Store) begin(kind OpKind, id string, token int64, payloads [][]byte) (O
 		return Op{}, refused
 	}
 	st.inFlight++
-	if kind == OpCreate {
+	if kind == OpCreate && !st.created {
 		st.creating = true
 	}
 	s.log = append(s.log, op)
-	s.log[len(s.log)-1].payloads = payloads
+	s.log[len(s.log)-1].clicks = clicks
 	return op, nil
 }
 
@@ -186,32 +218,49 @@ func inFlight(ctx context.Context, d time.Duration) error {
 }
 
 // end takes write seq out of flight and applies it unless err says it was
-// aborted.
+// aborted; what was applied before is skipped as a replay.
 func (s *Store) end(seq int64, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	op := &s.log[seq-1]
 	st := s.sheets[op.Sheet]
 	st.inFlight--
-	if op.Kind == OpCreate {
+	clicks := op.clicks
+	op.clicks = nil
+	if op.Kind == OpCreate && st.creating {
 		st.creating = false
 	}
 	op.Ended = time.Now()
-	payloads := op.payloads
-	op.payloads = nil
 	if err != nil {
 		op.Outcome, op.Err = OpAborted, err.Error()
 		return
 	}
-	op.Outcome = OpApplied
-	st.lastToken = op.Token
 	switch op.Kind {
 	case OpCreate:
-		st.created, st.createdToken = true, op.Token
+		if st.created {
+			op.Outcome, op.Replayed = OpReplayed, 1
+			return
+		}
+		st.created, st.createKey, st.createdToken = true, clicks[0].Key, op.Token
 	case OpUpdate:
+		applied := 0
+		for _, c := range clicks {
+			if st.applied[c.Key] {
+				op.Replayed++
+				continue
+			}
+			st.applied[c.Key] = true
+			st.payloads = append(st.payloads, c.Payload)
+			applied++
+		}
+		if applied == 0 {
+			op.Outcome = OpReplayed
+			return
+		}
 		st.updates++
-		st.payloads = append(st.payloads, payloads...)
 	}
+	op.Outcome = OpApplied
+	st.lastToken = op.Token
 }
 
 // Sheet is a snapshot of one sheet, as applied.
@@ -246,7 +295,7 @@ func (s *Store) Log() []Op {
 	defer s.mu.Unlock()
 	out := slices.Clone(s.log)
 	for i := range out {
-		out[i].payloads = nil
+		out[i].clicks = nil
 		out[i].Violations = slices.Clone(out[i].Violations)
 	}
 	return out
@@ -265,7 +314,8 @@ type Summary struct {
 	Sheets     int // sheets created
 	Creates    int // create writes applied
 	Updates    int // update writes applied
-	Clicks     int // payloads applied by them
+	Clicks     int // clicks applied by them (replayed clicks not counted)
+	Replayed   int // writes that found all or part of their work already applied
 	Refused    int // writes refused (ErrSheetExists, ErrNoSheet)
 	Aborted    int // writes whose context ended in flight
 	InFlight   int // writes begun and not ended
@@ -296,11 +346,14 @@ func (s *Store) Summary() Summary {
 			sum.Creates++
 		case op.Outcome == OpApplied && op.Kind == OpUpdate:
 			sum.Updates++
-			sum.Clicks += op.Clicks
+			sum.Clicks += op.Clicks - op.Replayed
 		case op.Outcome == OpRefused:
 			sum.Refused++
 		case op.Outcome == OpAborted:
 			sum.Aborted++
+		}
+		if op.Replayed > 0 {
+			sum.Replayed++
 		}
 	}
 	return sum
