@@ -41,7 +41,7 @@ Each run uses fresh sheet ids, so it can be repeated against one database.`,
 Examples:
   spanmutex demo spreadsheets
   spanmutex demo spreadsheets --sheets 50 --clicks 500 --workers 2
-  spanmutex demo spreadsheets --database "$SPANMUTEX_DATABASE"   # needs the mutex and requests tables`,
+  spanmutex demo spreadsheets --database "$SPANMUTEX_DATABASE"   # with the schema of 'spanmutex ddl --requests Requests'`,
 }
 
 // sheetsDemoOptions are the flags of "spanmutex demo spreadsheets".

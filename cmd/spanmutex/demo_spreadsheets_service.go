@@ -45,9 +45,9 @@ const (
 // setUp connects to the embedded emulator or --database, checks the
 // schema, and builds the service: clients, queues, workers, store, and the
 // HTTP server, listening. It returns a function that closes everything.
-func (d *sheetsDemo) setUp(ctx context.Context) (closeAll func(), err error) {
+func (d *sheetsDemo) setUp(ctx context.Context) (_ func(), err error) {
 	var closers []func()
-	closeAll = func() {
+	closeAll := func() {
 		for i := len(closers) - 1; i >= 0; i-- {
 			closers[i]()
 		}
@@ -154,8 +154,8 @@ func checkRequestsTable(ctx context.Context, q *queue.Queue) error {
 		return nil
 	}
 	if spanner.ErrCode(err) == codes.NotFound || spanner.ErrCode(err) == codes.InvalidArgument {
-		return fmt.Errorf("%w\nthe database needs the requests table %s of package queue: create it with the statements of ddl.RequestsTable(%q) "+
-			"(and the mutex tables: 'spanmutex ddl')", err, q.Table(), q.Table())
+		return fmt.Errorf("%w\nthe database needs the requests table %s of package queue and the mutex tables: "+
+			"print their schema with 'spanmutex ddl --requests %s'", err, q.Table(), q.Table())
 	}
 	return explainConnection(err)
 }

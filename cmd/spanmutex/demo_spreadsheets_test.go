@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"math/rand/v2"
 	"regexp"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -65,6 +67,7 @@ func TestDemoSpreadsheets(t *testing.T) {
 			if tc.host == "" {
 				needBinary(t)
 			}
+			noSheetsLeak(t)
 			t.Setenv(emulatorHostEnv, tc.host)
 			t.Setenv(databaseEnv, "")
 			code, stdout, stderr := cli(t, append(append([]string{"demo", "spreadsheets"}, sheetsDemoArgs...), tc.args...)...)
@@ -112,6 +115,7 @@ func TestDemoSpreadsheets(t *testing.T) {
 // demo must fail with that check.
 func TestDemoSpreadsheetsCatchesZombieWrites(t *testing.T) {
 	needEmulator(t)
+	noSheetsLeak(t)
 	t.Setenv(emulatorHostEnv, emu.Host())
 	fs, o := sheetsDemoFlags()
 	if err := fs.Parse(append(sheetsDemoArgs, "--database", sheetsDatabase(t))); err != nil {
@@ -139,4 +143,120 @@ func TestDemoSpreadsheetsCatchesZombieWrites(t *testing.T) {
 	if !strings.Contains(stdout, "Summary: FAILED") {
 		t.Errorf("no failed summary:\n%s", stdout)
 	}
+}
+
+// TestDemoSpreadsheetsWithoutRequestsTable points the demo at a database
+// that has the mutex tables but no requests table: it says so once, with
+// how to create it, and exits 1 before sending anything.
+func TestDemoSpreadsheetsWithoutRequestsTable(t *testing.T) {
+	needEmulator(t)
+	noSheetsLeak(t)
+	t.Setenv(emulatorHostEnv, emu.Host())
+	code, stdout, stderr := cli(t, "demo", "spreadsheets", "--database", newDatabase(t))
+	if code != exitError || !strings.Contains(stderr, "spanmutex ddl --requests Requests") {
+		t.Errorf("exit %d; stdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	if strings.Contains(stdout, "calls sent") {
+		t.Errorf("the demo sent load without a requests table:\n%s", stdout)
+	}
+}
+
+// TestDemoSpreadsheetsUsage checks that bad flags are usage errors (exit 2)
+// that name the flag, before anything connects.
+func TestDemoSpreadsheetsUsage(t *testing.T) {
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--workers", "1"}, "--workers 1: want 2 to 64"},
+		{[]string{"--sheets", "0"}, "--sheets 0: want 1 to 100000"},
+		{[]string{"--clicks", "-1"}, "--clicks -1"},
+		{[]string{"--duplicates", "11", "--sheets", "1"}, "--duplicates 11"},
+		{[]string{"--senders", "0"}, "--senders 0"},
+		{[]string{"--write", "3s", "--watermark", "2s"}, "--write 3s: must be at least 0 and below --watermark (2s)"},
+		{[]string{"--timeout", "0s"}, "--timeout 0s"},
+		{[]string{"--database", "nonsense"}, `--database "nonsense" is malformed`},
+		{[]string{"extra"}, `unexpected argument "extra"`},
+		{[]string{"--no-such-flag"}, "flag provided but not defined"},
+	}
+	for _, tc := range cases {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			code, stdout, stderr := cli(t, append([]string{"demo", "spreadsheets"}, tc.args...)...)
+			if code != exitUsage || !strings.Contains(stderr, tc.want) || !strings.Contains(stderr, "spanmutex demo spreadsheets --help") || stdout != "" {
+				t.Errorf("exit %d, want %d with %q; stdout:\n%s\nstderr:\n%s", code, exitUsage, tc.want, stdout, stderr)
+			}
+		})
+	}
+	// The scenario goes first.
+	code, _, stderr := cli(t, "demo", "--instances", "3", "spreadsheets")
+	if code != exitUsage || !strings.Contains(stderr, "put the scenario first") {
+		t.Errorf("demo --instances 3 spreadsheets: exit %d, stderr:\n%s", code, stderr)
+	}
+	// Help of the scenario, two ways.
+	for _, args := range [][]string{{"demo", "spreadsheets", "--help"}, {"demo", "spreadsheets", "-h"}} {
+		code, stdout, stderr := cli(t, args...)
+		for _, want := range []string{"Usage: spanmutex demo spreadsheets [flags]", "--sheets int", "(default 200)", "--clicks int", "(default 2000)", "--kill", "Exit status:"} {
+			if code != exitOK || stderr != "" || !strings.Contains(stdout, want) {
+				t.Errorf("%v: exit %d, no %q in:\n%s%s", args, code, want, stdout, stderr)
+			}
+		}
+	}
+}
+
+// TestSheetsPlan checks the load's plan: every call planned once, and each
+// sheet's create before its other calls.
+func TestSheetsPlan(t *testing.T) {
+	for seed := range uint64(20) {
+		ops := sheetsPlan(rand.New(rand.NewPCG(seed, seed)), 30, 300, 12)
+		if len(ops) != 342 {
+			t.Fatalf("seed %d: %d calls, want 342", seed, len(ops))
+		}
+		created := map[int]bool{}
+		clicks := map[int]bool{}
+		dups := 0
+		for i, op := range ops {
+			switch op.kind {
+			case opCreateSheet:
+				if created[op.sheet] {
+					t.Fatalf("seed %d: sheet %d created twice", seed, op.sheet)
+				}
+				created[op.sheet] = true
+			case opClick:
+				clicks[op.click] = true
+				fallthrough
+			case opDuplicate:
+				if !created[op.sheet] {
+					t.Fatalf("seed %d: call %d on sheet %d comes before its create", seed, i, op.sheet)
+				}
+				if op.kind == opDuplicate {
+					dups++
+				}
+			}
+		}
+		if len(created) != 30 || len(clicks) != 300 || dups != 12 {
+			t.Fatalf("seed %d: %d creates, %d distinct clicks, %d duplicates", seed, len(created), len(clicks), dups)
+		}
+	}
+}
+
+// noSheetsLeak fails the test if goroutines of the spreadsheet demo are
+// still running a few seconds after it ends.
+func noSheetsLeak(t *testing.T) {
+	t.Helper()
+	t.Cleanup(func() {
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			buf := make([]byte, 1<<20)
+			stacks := string(buf[:runtime.Stack(buf, true)])
+			if !strings.Contains(stacks, "main.(*sheetsDemo)") && !strings.Contains(stacks, "main.(*sheetsService)") &&
+				!strings.Contains(stacks, "main.(*sheetsWorker)") && !strings.Contains(stacks, "sheets.(*Server)") {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("goroutines of the spreadsheet demo are still running:\n%s", stacks)
+				return
+			}
+			runtime.Gosched()
+		}
+	})
 }
