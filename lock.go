@@ -161,6 +161,9 @@ func (l *Lock) lock(ctx context.Context, wait bool) (*Lease, error) {
 		// row is no loss: Unlock reports how it ended.
 		if !lease.unlocking.Load() {
 			lease.lose(err)
+			// The process's waiters must not wait for this holder's Unlock
+			// to wake them: the lock may be someone else's now.
+			ll.release(lease.id, "")
 		}
 	})
 	return lease, nil
