@@ -75,7 +75,7 @@ func sheetsDemoFlags() (*flag.FlagSet, *sheetsDemoOptions) {
 	fs.IntVar(&o.clicks, "clicks", 2000, "how many update clicks to send, spread at random over the sheets")
 	fs.IntVar(&o.duplicates, "duplicates", 20, "how many second creates of existing sheets to send; each must get 409")
 	fs.IntVar(&o.workers, "workers", 4, "how many back-end workers to run, each with its own Spanner client, 2 to 64")
-	fs.IntVar(&o.senders, "senders", 8, "how many HTTP requests to have in flight at once, 1 to 256")
+	fs.IntVar(&o.senders, "senders", 32, "how many HTTP requests to have in flight at once, 1 to 256 (the front end enqueues those that arrive together in one transaction)")
 	fs.BoolVar(&o.kill, "kill", true, "kill a worker mid-run, in the middle of a job, while it holds the claim")
 	fs.DurationVar(&o.watermark, "watermark", 2*time.Second, "how long a silent worker keeps a sheet's lock before another takes over")
 	fs.DurationVar(&o.write, "write", 2*time.Millisecond, "how long each write to the stand-in spreadsheet store takes")

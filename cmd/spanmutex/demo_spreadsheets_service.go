@@ -28,7 +28,8 @@ type sheetsService struct {
 	store   *sheets.Store
 	backend *sheets.Backend
 	server  *http.Server
-	url     string // the front end's base URL
+	api     *sheets.Server // the front end's handler
+	url     string         // the front end's base URL
 	workers []*sheetsWorker
 	kill    *killSwitch // shared by the workers
 	serving chan error  // Serve's result
@@ -100,6 +101,7 @@ func (d *sheetsDemo) setUp(ctx context.Context) (_ func(), err error) {
 	if err != nil {
 		return nil, fmt.Errorf("listen on a loopback port: %w", err)
 	}
+	svc.api = srv
 	svc.server = &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
 	svc.url = "http://" + ln.Addr().String()
 	svc.serving = make(chan error, 1)

@@ -128,6 +128,9 @@ func (d *sheetsDemo) verify(ctx context.Context, res *sheetsRun) (bool, error) {
 	info("clicks grouped into updates", "%d clicks applied in %d update writes (%.1f per write); the workers grouped %d requests beyond the first of a job",
 		sum.Clicks, sum.Updates, perWrite, grouped)
 
+	fs := d.svc.api.Stats()
+	info("front end: requests batched", "%d requests enqueued in %d transactions; %d batches split around a refused request",
+		fs.Requests, fs.Transactions, fs.SplitBatches)
 	info("writes done again after a lost lease", "%d writes found their work already applied and skipped it, by request id; "+
 		"%d writes aborted in flight as a lease was lost", sum.Replayed, sum.Aborted)
 

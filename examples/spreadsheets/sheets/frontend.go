@@ -27,11 +27,14 @@ const maxBodyBytes = queue.DefaultMaxPayload + 4096
 //	GET  /sheets/{id}                             200 with SheetStatus; 404 if unknown
 //
 // Malformed input gets 400 with what is wrong; a failure to reach Spanner
-// gets 503. Every error body is an ErrorBody. It is safe for concurrent use.
+// gets 503. Every error body is an ErrorBody. Requests that arrive together
+// are enqueued together, in one transaction (see WithMaxBatch), and each is
+// answered once its batch committed. It is safe for concurrent use.
 type Server struct {
 	q      *queue.Queue
 	store  *Store
 	notify func()
+	batch  batcher
 	mux    *http.ServeMux
 }
 
@@ -43,13 +46,18 @@ type ServerOption func(*Server)
 // server's own Queue wakes its workers by itself).
 func WithNotify(notify func()) ServerOption { return func(s *Server) { s.notify = notify } }
 
+// WithMaxBatch sets how many requests the server enqueues in one
+// transaction at most (default DefaultMaxBatch; 1 enqueues each request on
+// its own, as the seed's front end does).
+func WithMaxBatch(n int) ServerOption { return func(s *Server) { s.batch.max = n } }
+
 // NewServer returns the front end of q. store, if not nil, is shown in
 // GET /sheets/{id} answers as the sheet's stored state.
 func NewServer(q *queue.Queue, store *Store, opts ...ServerOption) (*Server, error) {
 	if q == nil {
 		return nil, fmt.Errorf("%w: nil *queue.Queue", ErrInvalidConfig)
 	}
-	s := &Server{q: q, store: store, notify: func() {}, mux: http.NewServeMux()}
+	s := &Server{q: q, store: store, notify: func() {}, batch: batcher{q: q, max: DefaultMaxBatch}, mux: http.NewServeMux()}
 	for _, o := range opts {
 		if o == nil {
 			return nil, fmt.Errorf("%w: nil ServerOption", ErrInvalidConfig)
@@ -58,6 +66,9 @@ func NewServer(q *queue.Queue, store *Store, opts ...ServerOption) (*Server, err
 	}
 	if s.notify == nil {
 		return nil, fmt.Errorf("%w: WithNotify(nil)", ErrInvalidConfig)
+	}
+	if s.batch.max < 1 || s.batch.max > 1000 {
+		return nil, fmt.Errorf("%w: WithMaxBatch(%d): want 1 to 1000", ErrInvalidConfig, s.batch.max)
 	}
 	s.mux.HandleFunc("POST /sheets", s.create)
 	s.mux.HandleFunc("POST /sheets/{id}/updates", s.update)
@@ -101,11 +112,11 @@ func (s *Server) update(w http.ResponseWriter, r *http.Request) {
 
 // enqueue records req and answers 202, or the error's status.
 func (s *Server) enqueue(ctx context.Context, w http.ResponseWriter, req queue.Request) {
-	ids, err := s.q.Enqueue(ctx, req)
+	id, err := s.batch.enqueue(ctx, req)
 	switch {
 	case err == nil:
 		s.notify()
-		writeJSON(w, http.StatusAccepted, Accepted{Sheet: req.Resource, Request: ids[0], Kind: string(req.Kind), Status: string(queue.StatusNew)})
+		writeJSON(w, http.StatusAccepted, Accepted{Sheet: req.Resource, Request: id, Kind: string(req.Kind), Status: string(queue.StatusNew)})
 	case errors.Is(err, queue.ErrDuplicateCreate):
 		writeError(w, http.StatusConflict, err.Error())
 	case errors.Is(err, queue.ErrNoCreate):
