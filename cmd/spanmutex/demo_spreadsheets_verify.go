@@ -129,7 +129,7 @@ func (d *sheetsDemo) verify(ctx context.Context, res *sheetsRun) (bool, error) {
 		sum.Clicks, sum.Updates, perWrite, grouped)
 
 	fs := d.svc.api.Stats()
-	info("front end: requests batched", "%d requests enqueued in %d transactions; %d batches split around a refused request",
+	info("front end: requests batched", "%d requests enqueued or refused in %d transactions; %d batches split around a refused request",
 		fs.Requests, fs.Transactions, fs.SplitBatches)
 	info("writes done again after a lost lease", "%d writes found their work already applied and skipped it, by request id; "+
 		"%d writes aborted in flight as a lease was lost", sum.Replayed, sum.Aborted)
