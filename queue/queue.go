@@ -219,17 +219,15 @@ func (q *Queue) insert(ctx context.Context, txn *spanner.ReadWriteTransaction, r
 }
 
 // createdAmong returns which of resources have a create request, read in txn
-// through the unique index on creates.
+// through the unique index on creates, by key (the emulator answers a query
+// by scanning the whole table; a read by key it answers from the index).
 func (q *Queue) createdAmong(ctx context.Context, txn *spanner.ReadWriteTransaction, resources []string) (map[string]bool, error) {
-	stmt := spanner.Statement{
-		// The emulator cannot tell that the WHERE clause already drops the
-		// NULLs that the index leaves out; production Spanner ignores the hint.
-		SQL: fmt.Sprintf("SELECT CreateOf FROM %s@{FORCE_INDEX=%sOneCreatePerResource,spanner_emulator.disable_query_null_filtered_index_check=true} WHERE CreateOf IN UNNEST(@resources)",
-			q.cfg.table, q.cfg.table),
-		Params: map[string]any{"resources": resources},
+	keys := make([]spanner.KeySet, len(resources))
+	for i, r := range resources {
+		keys[i] = spanner.Key{r}
 	}
 	created := map[string]bool{}
-	err := txn.Query(ctx, stmt).Do(func(row *spanner.Row) error {
+	err := txn.ReadUsingIndex(ctx, q.cfg.table, q.cfg.table+"OneCreatePerResource", spanner.KeySets(keys...), []string{"CreateOf"}).Do(func(row *spanner.Row) error {
 		var res string
 		if err := row.Columns(&res); err != nil {
 			return err

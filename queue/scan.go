@@ -14,6 +14,7 @@ type pendingEntry struct {
 	since    time.Time // PendingSince: the request's CreatedAt commit timestamp
 	id       string
 	resource string
+	status   Status // new or in-progress
 }
 
 // line is the scan's "line in the sand": the last entry of the pending index
@@ -40,12 +41,14 @@ func (w *Worker) scanPage(ctx context.Context, l line, n int) ([]pendingEntry, e
 	}
 	w.stats.reads.Add(1)
 	var out []pendingEntry
-	err := w.q.client.Single().ReadWithOptions(ctx, t, keys, []string{"PendingSince", "RequestID", "Resource"},
+	err := w.q.client.Single().ReadWithOptions(ctx, t, keys, []string{"PendingSince", "RequestID", "Resource", "Status"},
 		&spanner.ReadOptions{Index: t + "Pending", Limit: n}).Do(func(row *spanner.Row) error {
 		var e pendingEntry
-		if err := row.Columns(&e.since, &e.id, &e.resource); err != nil {
+		var status string
+		if err := row.Columns(&e.since, &e.id, &e.resource, &status); err != nil {
 			return err
 		}
+		e.status = Status(status)
 		out = append(out, e)
 		return nil
 	})

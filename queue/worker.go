@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+	"time"
 	"unicode/utf8"
 
 	"cloud.google.com/go/spanner"
@@ -108,9 +109,17 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.shutdownErr = nil
 	w.cfg.logger.Info("worker started")
 	p := newPoller(w.cfg.minPoll, w.cfg.maxPoll)
+	worked := false
+	var lastSweep time.Time
 	for ctx.Err() == nil {
 		woken := w.q.woken() // before the pass, so that no Notify is missed
-		worked, err := w.pass(ctx)
+		// A sweep also tries resources whose requests are all in-progress.
+		sweep := !worked || time.Since(lastSweep) >= w.cfg.maxPoll
+		if sweep {
+			lastSweep = time.Now()
+		}
+		var err error
+		worked, err = w.pass(ctx, sweep)
 		if err != nil {
 			return fmt.Errorf("queue: worker %s: %w", w.cfg.id, err)
 		}
@@ -131,7 +140,16 @@ func (w *Worker) Run(ctx context.Context) error {
 // it meets once, and reports whether it did any work. Its error is one that
 // retrying cannot mend; other failures end the pass early, as a pass with no
 // work.
-func (w *Worker) pass(ctx context.Context) (bool, error) {
+//
+// Unless sweep, a resource whose first request in the scan is in-progress is
+// passed over without trying its lock: its claim is most likely held by a
+// live worker, which claims its later requests itself before it unlocks,
+// and a claim abandoned by a dead worker cannot be taken over before the
+// watermark anyway. Run sweeps after a pass with no work and otherwise at
+// least every maximum poll interval, so that a dead worker's claim is
+// recovered within about the watermark plus that interval, while a busy
+// queue costs no lock read per resource that others are handling.
+func (w *Worker) pass(ctx context.Context, sweep bool) (bool, error) {
 	w.stats.scans.Add(1)
 	tried := map[string]bool{}
 	worked := false
@@ -158,6 +176,10 @@ func (w *Worker) pass(ctx context.Context) (bool, error) {
 				continue
 			}
 			tried[e.resource] = true
+			if e.status == StatusInProgress && !sweep {
+				w.stats.skipped.Add(1)
+				continue
+			}
 			held, did := w.tenure(ctx, e.resource)
 			worked = worked || did
 			if held {

@@ -21,7 +21,8 @@ type WorkerStats struct {
 	// Grouped counts requests handled beyond the first in update jobs: how
 	// many handler calls grouping saved.
 	Grouped int64
-	// Skipped counts resources a scan found held by another worker.
+	// Skipped counts resources a scan passed over as held by another
+	// worker: TryLock said so, or, between sweeps, a request in-progress.
 	Skipped int64
 	// Tenures counts the resources this worker locked; IdleTenures counts those
 	// in which it found nothing to claim (another worker had handled the
