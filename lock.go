@@ -84,6 +84,12 @@ type Lock struct {
 	held    *Lease     // the lease while held
 	stopRen func()     // stops its renewals
 	local   *localLock // while held: what the process's contenders share
+
+	// locals and wakeups are the boards this Lock shares with the other
+	// Locks of its process (local.go, wakeup.go): the package's own, but for
+	// tests, whose Locks stand for several processes.
+	locals  *localBoard
+	wakeups *wakeBoard
 }
 
 // NewLock returns a reusable lock named name, stored in client's database. It
@@ -99,7 +105,7 @@ func NewLock(client *spanner.Client, name string, opts ...Option) (*Lock, error)
 	if err != nil {
 		return nil, err
 	}
-	return &Lock{name: name, cfg: m.cfg, store: newSpannerStore(client, m.cfg.table)}, nil
+	return &Lock{name: name, cfg: m.cfg, store: newSpannerStore(client, m.cfg.table), locals: locals, wakeups: wakeups}, nil
 }
 
 // Name returns the lock's name.
@@ -146,12 +152,12 @@ func (l *Lock) lock(ctx context.Context, wait bool) (*Lease, error) {
 	l.busy = true
 	l.mu.Unlock()
 
-	ll := locals.get(l.localKey())
+	ll := l.locals.get(l.localKey())
 	lease, err := l.acquire(ctx, ll, wait)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err != nil {
-		locals.put(ll)
+		l.locals.put(ll)
 		l.busy = false
 		return nil, l.store.unreached(err)
 	}
@@ -186,7 +192,7 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	l.mu.Unlock()
 	defer func() {
 		ll.release(lease.id, "") // if the unlock did not say whom it handed the lock to
-		locals.put(ll)
+		l.locals.put(ll)
 		l.mu.Lock()
 		l.busy = false
 		l.mu.Unlock()
@@ -223,7 +229,7 @@ func (l *Lock) release(ctx context.Context, ll *localLock, lease *Lease) error {
 		if err == nil {
 			l.cfg.logger.Debug("unlocked", "token", lease.token, "handed_to", to.owner)
 			local := ""
-			if to.waiterID != "" && wakeups.wake(to.waiterID, sent) {
+			if to.waiterID != "" && l.wakeups.wake(to.waiterID, sent) {
 				local = to.waiterID
 			}
 			ll.release(lease.id, local)
@@ -272,7 +278,7 @@ func (l *Lock) ownUnlock(lease *Lease, lost *LeaseLostError) bool {
 // On success the lease counts as held in ll until Unlock.
 func (l *Lock) acquire(ctx context.Context, ll *localLock, wait bool) (*Lease, error) {
 	w := &waiter{lock: l, local: ll, id: newWaiterID(), key: endOfQueue}
-	wake, unregister := wakeups.register(w.id)
+	wake, unregister := l.wakeups.register(w.id)
 	defer unregister()
 	w.wake = wake
 	pol := policy{watermark: l.cfg.watermark, jitter: drawJitter(l.cfg.watermark, l.cfg.jitter)}

@@ -140,6 +140,87 @@ func TestLockFIFO(t *testing.T) {
 	assert.NotContains(t, hand, false, "every queued waiter was handed the lock by an Unlock")
 }
 
+// process is what the Locks of one process share; a test gives each Lock
+// of a simulated process the same one.
+type process struct {
+	locals  *localBoard
+	wakeups *wakeBoard
+}
+
+func newProcess() process {
+	return process{locals: &localBoard{locks: map[localKey]*localLock{}}, wakeups: &wakeBoard{waiting: map[string]chan time.Time{}}}
+}
+
+// in makes l one of p's Locks.
+func (p process) in(l *Lock) *Lock {
+	l.locals, l.wakeups = p.locals, p.wakeups
+	return l
+}
+
+// Waiters spread over four processes, each behind a holder that is mostly in
+// another process, so that they learn of their turn by polling rather than
+// by a wake-up: they still get the lock in the order they joined the queue,
+// each handed over with the next token.
+func TestLockFIFOAcrossProcesses(t *testing.T) {
+	db := freshDatabase(t)
+	procs := []process{newProcess(), newProcess(), newProcess(), newProcess()}
+	clients := []*spanner.Client{newClient(t, db), newClient(t, db), newClient(t, db), newClient(t, db)}
+	first, err := NewLock(clients[0], "fifo-processes", WithOwner("first"))
+	require.NoError(t, err)
+	lease0 := lockAndHold(t, procs[0].in(first))
+
+	const n = 24
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var (
+		mu    sync.Mutex
+		order []string
+		toks  []int64
+		hand  []bool
+		reads int64
+		wg    sync.WaitGroup
+	)
+	for i := 0; i < n; i++ {
+		l, err := NewLock(clients[i%len(clients)], "fifo-processes", WithOwner(fmt.Sprintf("w%02d", i)))
+		require.NoError(t, err)
+		procs[i%len(procs)].in(l)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			lease, err := l.Lock(ctx)
+			if !assert.NoError(t, err) {
+				return
+			}
+			mu.Lock()
+			order = append(order, lease.Owner())
+			toks = append(toks, lease.Token())
+			hand = append(hand, lease.HandedOff())
+			mu.Unlock()
+			assert.NoError(t, l.Unlock(ctx))
+			mu.Lock()
+			reads += l.Stats().Reads
+			mu.Unlock()
+		}()
+	}
+	var joined []string
+	waitFor(t, time.Minute, "the waiters to join the queue", func() bool {
+		joined = queued(t, clients[0], "fifo-processes")
+		return len(joined) == n
+	})
+	require.NoError(t, first.Unlock(ctx))
+	wg.Wait()
+	assert.Equal(t, joined, order, "the lock went to the waiters in the order they joined")
+	for i, tok := range toks {
+		assert.Equal(t, lease0.Token()+int64(i)+1, tok)
+	}
+	assert.NotContains(t, hand, false, "every waiter was handed the lock by an Unlock")
+	assert.Positive(t, reads, "waiters behind holders of other processes polled")
+	for _, p := range procs {
+		assert.Empty(t, p.locals.locks, "every call gave its localLock back")
+		assert.Empty(t, p.wakeups.waiting, "every waiter left the wake-up board")
+	}
+}
+
 // A waiter whose ctx is cancelled leaves the queue; the others are not held
 // up by it.
 func TestLockCancelledWaiterLeavesTheQueue(t *testing.T) {

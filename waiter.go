@@ -503,7 +503,7 @@ func (w *waiter) abandon(ctx context.Context) {
 		return
 	}
 	local := ""
-	if to.waiterID != "" && wakeups.wake(to.waiterID, sent) {
+	if to.waiterID != "" && l.wakeups.wake(to.waiterID, sent) {
 		local = to.waiterID
 	}
 	w.local.release(w.id, local)
