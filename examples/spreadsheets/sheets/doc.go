@@ -16,10 +16,14 @@
 //   - Server (frontend.go) is the HTTP front end: it turns POST /sheets and
 //     POST /sheets/{id}/updates into queue requests and answers
 //     GET /sheets/{id} with the requests' statuses and the stored sheet.
-//     Client (client.go) calls it.
+//     Requests that arrive together are enqueued together, in one
+//     transaction (batch.go). Client (client.go) calls it.
 //   - Backend (backend.go) is the queue workers' handler: a create job
 //     creates the sheet; an update job applies every click the worker
-//     grouped into it in one write.
+//     grouped into it in one write. Writes are keyed by request id, since a
+//     job may be done again by the next holder of a sheet when a worker
+//     loses its lease after writing and before recording it: the queue runs
+//     a request at least once, fenced, never twice at a time.
 //
 // The store's detector is independent of the queue: it is how the example
 // (and "spanmutex demo spreadsheets") checks the queue's guarantees from the
