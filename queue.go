@@ -191,7 +191,7 @@ func (s *spannerStore) acquireLock(ctx context.Context, name string, key queueKe
 	}
 	commitTS, err := tx.Commit(ctx)
 	if err != nil {
-		return acquireResult{}, s.explain(ctx, err)
+		return acquireResult{sent: true}, s.explain(ctx, err)
 	}
 	if d.action == lockWait {
 		return acquireResult{decision: d, key: queueKey{at: commitTS, id: c.leaseID}, ahead: v.ahead, token: v.Token}, nil
@@ -203,13 +203,15 @@ func (s *spannerStore) acquireLock(ctx context.Context, name string, key queueKe
 
 // acquireResult is what acquireLock decided and did: the lease if it took
 // the lock; the key of our new entry if it queued us, with the live entries
-// before it (up to maxAhead) and the lock's token.
+// before it (up to maxAhead) and the lock's token. With an error, sent
+// reports whether the commit was sent: if not, nothing was written.
 type acquireResult struct {
 	decision lockDecision
 	lease    *Lease
 	key      queueKey
 	ahead    int
 	token    int64
+	sent     bool
 }
 
 // holderMutation makes owner (with lease id leaseID) the holder of the lock

@@ -278,7 +278,7 @@ func (w *waiter) run(ctx context.Context, pol policy, wait bool) (*Lease, error)
 				// If it did commit, the next read finds our id in the row;
 				// a hand-off found then committed after our read at sent.
 				w.quiet = sent
-				w.ownAttempt = w.ownAttempt || spanner.ErrCode(err) != codes.Aborted
+				w.ownAttempt = w.ownAttempt || (res.sent && spanner.ErrCode(err) != codes.Aborted)
 				if spanner.ErrCode(err) == codes.Aborted && ctx.Err() == nil {
 					// Lost a race for the lock: wait in the queue instead of
 					// retrying (a known outcome: nothing was written).
@@ -412,7 +412,6 @@ func (w *waiter) arrive(ctx context.Context, pol policy, ttl time.Duration) (*Le
 	if !w.local.tryAcquiring() {
 		return nil, w.join(ctx)
 	}
-	w.touched = true
 	sent := l.cfg.clock.Now()
 	res, err := gated(ctx, w.local, func() (acquireResult, error) {
 		return l.store.acquireLock(ctx, l.name, endOfQueue, pol, claim{owner: l.cfg.owner, leaseID: w.id}, ttl, true)
@@ -421,6 +420,9 @@ func (w *waiter) arrive(ctx context.Context, pol policy, ttl time.Duration) (*Le
 		w.local.hold(w.id) // before doneAcquiring: no moment when neither shows
 	}
 	w.local.doneAcquiring()
+	if err == nil {
+		w.touched = true
+	}
 	if lease := res.lease; lease != nil {
 		lease.anchor = sent
 		l.cfg.logger.Debug("lock: acquired", "token", lease.token, "takeover", lease.takeover)
@@ -438,10 +440,12 @@ func (w *waiter) arrive(ctx context.Context, pol policy, ttl time.Duration) (*Le
 		// Lost a race: nothing was written. Queue without reading.
 		return nil, w.join(ctx)
 	}
-	// It may have committed: the lock taken (the loop's read finds our id
-	// in the row) or our entry inserted under a key we never learnt.
-	w.ownAttempt = true
-	w.strays = w.strays || isUnknownOutcome(err)
+	if res.sent {
+		// It may have committed: the lock taken (the loop's read finds our
+		// id in the row) or our entry inserted under a key we never learnt.
+		w.touched, w.ownAttempt = true, true
+		w.strays = w.strays || isUnknownOutcome(err)
+	}
 	return nil, err
 }
 
