@@ -1,0 +1,152 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/spanner"
+	"google.golang.org/api/option"
+	"google.golang.org/grpc"
+
+	"github.com/spanmutex/spanmutex"
+	"github.com/spanmutex/spanmutex/ddl"
+)
+
+// countingClient opens a client of db that counts its RPCs (unary calls and
+// streams) in n.
+func countingClient(b *testing.B, db string, n *atomic.Int64) *spanner.Client {
+	b.Helper()
+	unary := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		n.Add(1)
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
+	stream := func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+		n.Add(1)
+		return streamer(ctx, desc, cc, method, opts...)
+	}
+	c, err := emu.NewClient(context.Background(), db,
+		option.WithGRPCDialOption(grpc.WithChainUnaryInterceptor(unary)),
+		option.WithGRPCDialOption(grpc.WithChainStreamInterceptor(stream)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(c.Close)
+	return c
+}
+
+// BenchmarkWorkers measures how fast N workers drain a queue of b.N
+// requests, enqueued beforehand: resources with a create and 4 updates each,
+// enqueued in one commit per resource batch. It reports requests handled per
+// second and Spanner RPCs per request (every unary call and stream the
+// workers' clients open: scans, claims, finishes, locks, renewals, session
+// upkeep).
+func BenchmarkWorkers(b *testing.B) {
+	if emu == nil {
+		b.Skip("needs the emulator (skipped with -short)")
+	}
+	for _, workers := range []int{1, 4, 16} {
+		b.Run(fmt.Sprint(workers), func(b *testing.B) {
+			benchWorkers(b, workers)
+		})
+	}
+}
+
+// requestsDDL is the requests table's schema.
+func requestsDDL(tb testing.TB) []string {
+	stmts, err := ddl.RequestsStatements(ddl.DefaultRequestsTable)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return stmts
+}
+
+func benchWorkers(b *testing.B, workers int) {
+	ctx := context.Background()
+	db, err := emu.NewDatabase(ctx, requestsDDL(b)...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	front, err := emu.NewClient(ctx, db)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer front.Close()
+	fq, err := New(front)
+	if err != nil {
+		b.Fatal(err)
+	}
+	const perResource = 5 // a create and 4 updates
+	total := b.N
+	for start := 0; start < total; start += 100 {
+		var reqs []Request
+		for i := start; i < min(start+100, total); i++ {
+			kind := KindUpdate
+			if i%perResource == 0 {
+				kind = KindCreate
+			}
+			reqs = append(reqs, Request{Kind: kind, Resource: fmt.Sprintf("r%06d", i/perResource)})
+		}
+		if _, err := fq.Enqueue(ctx, reqs...); err != nil {
+			b.Fatal(err)
+		}
+	}
+
+	var rpcs atomic.Int64
+	nclients := min(workers, 4)
+	var ws []*Worker
+	queues := make([]*Queue, nclients)
+	for i := range queues {
+		q, err := New(countingClient(b, db, &rpcs), WithLockOptions(spanmutex.WithWatermark(5*time.Second)))
+		if err != nil {
+			b.Fatal(err)
+		}
+		queues[i] = q
+	}
+	for i := range workers {
+		w, err := queues[i%nclients].NewWorker(func(context.Context, *Job) error { return nil },
+			WithPollInterval(20*time.Millisecond, 200*time.Millisecond))
+		if err != nil {
+			b.Fatal(err)
+		}
+		ws = append(ws, w)
+	}
+	completed := func() int64 {
+		var n int64
+		for _, w := range ws {
+			n += w.Stats().RequestsCompleted
+		}
+		return n
+	}
+
+	rpcs.Store(0)
+	runCtx, stop := context.WithCancel(ctx)
+	errc := make(chan error, workers)
+	b.ResetTimer()
+	start := time.Now()
+	for _, w := range ws {
+		go func() { errc <- w.Run(runCtx) }()
+	}
+	deadline := time.Now().Add(10 * time.Minute)
+	tick := time.NewTicker(10 * time.Millisecond)
+	for completed() < int64(total) {
+		if time.Now().After(deadline) {
+			b.Fatalf("%d of %d requests complete after 10 minutes", completed(), total)
+		}
+		<-tick.C
+	}
+	tick.Stop()
+	took := time.Since(start)
+	n := rpcs.Load()
+	b.StopTimer()
+	stop()
+	for range ws {
+		if err := <-errc; err != nil {
+			b.Error(err)
+		}
+	}
+	b.ReportMetric(float64(total)/took.Seconds(), "req/s")
+	b.ReportMetric(float64(n)/float64(total), "RPCs/req")
+}
