@@ -8,6 +8,8 @@ import (
 
 	"cloud.google.com/go/spanner"
 	"github.com/google/uuid"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/spanmutex/spanmutex"
 )
@@ -80,7 +82,7 @@ func (w *Worker) step(ctx context.Context, lease *spanmutex.Lease, resource stri
 		}
 		return txn.BufferWrite(ms)
 	})
-	if err != nil && !errors.Is(err, spanmutex.ErrLeaseLost) && commitUnknown(err) {
+	if err != nil && !errors.Is(err, spanmutex.ErrLeaseLost) && stepOutcomeUnknown(err) {
 		// Did it land? It is atomic: one row it wrote tells.
 		var at time.Time
 		var landed bool
@@ -130,4 +132,23 @@ func (w *Worker) finishMutations(ctx context.Context, txn *spanner.ReadWriteTran
 		return nil, fmt.Errorf("queue: read the claimed requests: %w", err)
 	}
 	return ms, nil
+}
+
+// stepOutcomeUnknown reports whether a failed step may nevertheless have
+// committed: the call ended without Spanner's answer to Commit (deadline,
+// cancellation, a dropped connection), or with an error that does not say.
+// Retrying such a step blindly would claim our own claim again as if it had
+// been abandoned; it is settled by reading rows back instead.
+func stepOutcomeUnknown(err error) bool {
+	if commitUnknown(err) {
+		return true
+	}
+	if _, ok := status.FromError(err); !ok {
+		return false // not an RPC error: our own code failed before any commit
+	}
+	switch spanner.ErrCode(err) {
+	case codes.Internal, codes.Unknown:
+		return true
+	}
+	return false
 }

@@ -12,6 +12,7 @@ import (
 
 	"cloud.google.com/go/spanner"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
 
 	"github.com/spanmutex/spanmutex"
 )
@@ -565,4 +566,18 @@ func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Helper()
 	w.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
+}
+
+func TestWorkerRunStopsOnAMissingTable(t *testing.T) {
+	c := newClient(t, freshDatabase(t))
+	q, err := New(c, WithTable("NoSuchRequests"))
+	require.NoError(t, err)
+	w, err := q.NewWorker(func(context.Context, *Job) error { return nil })
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err = w.Run(ctx)
+	require.Error(t, err, "retrying cannot create the table")
+	require.Equal(t, codes.NotFound, spanner.ErrCode(err))
+	require.NoError(t, ctx.Err(), "Run returned at once, not at the deadline")
 }
