@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"strconv"
 	"sync"
@@ -106,7 +107,8 @@ func TestWorkerBurst(t *testing.T) {
 	var ws []*Worker
 	for i := range workers {
 		w, err := queues[i%clients].NewWorker(checker.handler(fmt.Sprintf("w%d", i)),
-			WithWorkerID(fmt.Sprintf("w%d", i)), WithPollInterval(20*time.Millisecond, 200*time.Millisecond))
+			WithWorkerID(fmt.Sprintf("w%d", i)), WithPollInterval(20*time.Millisecond, 200*time.Millisecond),
+			WithLogger(testLoggerAt(t, slog.LevelWarn)))
 		require.NoError(t, err)
 		ws = append(ws, w)
 	}
@@ -194,26 +196,20 @@ func TestWorkerBurst(t *testing.T) {
 		t.Logf("  %s: %d jobs, %d completed, %d skipped, %d scans", w.ID(), x.Jobs, x.RequestsCompleted, x.Skipped, x.Scans)
 	}
 
-	// The invariants, as the handler saw them. A handler may run twice on
-	// a request only when a worker lost its lease after handling it and
-	// before recording it (on the emulator, a transaction starved past the
-	// watermark by aborts): its outcome is then rejected, and the next
-	// holder handles the request again.
+	// The invariants, as the handler saw them. A request may be handled
+	// again only after its claim was recovered: its worker lost the lease,
+	// or could not record the outcome, before the next holder claimed it
+	// (on the emulator, aborts can starve a transaction for seconds).
 	checker.mu.Lock()
 	require.Empty(t, checker.violations)
 	require.Len(t, checker.handled, total, "every request reached a handler")
-	rehandled := 0
+	again := 0
 	for _, n := range checker.handled {
-		if n > 1 {
-			rehandled++
-		}
+		again += n - 1
 	}
 	checker.mu.Unlock()
-	t.Logf("burst: %d requests handled more than once, %d leases lost, %d requests recovered", rehandled, st.LeasesLost, st.Recovered)
-	if rehandled > 0 {
-		require.Positive(t, st.LeasesLost, "a request was handled twice without a lost lease")
-		require.Positive(t, st.Recovered, "a request was handled twice without being recovered")
-	}
+	t.Logf("burst: %d handler runs beyond the first on a request, %d requests recovered, %d leases lost", again, st.Recovered, st.LeasesLost)
+	require.LessOrEqual(t, int64(again), st.Recovered, "a request was handled again without its claim being recovered")
 	require.Equal(t, int64(total), st.RequestsCompleted, "each request recorded complete exactly once")
 	require.Zero(t, st.RequestsFailed)
 

@@ -555,9 +555,12 @@ func TestWorkerIsWokenByEnqueue(t *testing.T) {
 	waitFinished(t, q, 30*time.Second, ids...)
 }
 
-// testLogger logs to the test's log.
-func testLogger(t *testing.T) *slog.Logger {
-	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+// testLogger logs everything to the test's log.
+func testLogger(t *testing.T) *slog.Logger { return testLoggerAt(t, slog.LevelDebug) }
+
+// testLoggerAt logs records of level and above to the test's log.
+func testLoggerAt(t *testing.T, level slog.Level) *slog.Logger {
+	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: level}))
 }
 
 type testWriter struct{ t *testing.T }
