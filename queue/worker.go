@@ -29,6 +29,8 @@ import (
 //     moving a "line in the sand" past each request it looks at. For each
 //     resource not yet tried in the pass it calls TryLock on the resource's
 //     lock; a resource held by another worker is skipped (Stats.Skipped).
+//     Between recovery sweeps (see pass), a resource whose request is
+//     in-progress is skipped without a lock read.
 //  2. Claim: holding the resource's lease, one read-write transaction fenced
 //     by Lease.Guard claims the resource's pending create, or, once the
 //     create is complete, all its pending updates as one job. Requests found
