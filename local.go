@@ -64,7 +64,8 @@ type localLock struct {
 	// acquiring counts this process's contenders that are trying to
 	// acquire the lock; heldBy holds the lease ids of those that hold it (or
 	// were handed it by an Unlock of this process), as far as this process
-	// knows: a lease lost to a takeover stays until its Unlock.
+	// knows: a lease leaves when its Unlock settles or when its loss is
+	// declared.
 	acquiring int
 	heldBy    map[string]struct{}
 	// gone, once made, is closed when heldBy becomes empty.

@@ -95,8 +95,8 @@ type Lock struct {
 // NewLock returns a reusable lock named name, stored in client's database. It
 // takes the same options as New (WithStaleness and WithNeeded do not apply
 // to a lock; WithMaxAttempts bounds failed Spanner calls in a row); queued
-// waiters prove they are alive every watermark, and Unlock skips waiters
-// that have not for four watermarks. Every error wraps ErrInvalidConfig.
+// waiters prove they are alive about every two watermarks (half the entries'
+// time to live), and Unlock skips waiters that have not for four watermarks. Every error wraps ErrInvalidConfig.
 func NewLock(client *spanner.Client, name string, opts ...Option) (*Lock, error) {
 	if client == nil {
 		return nil, fmt.Errorf("%w: nil *spanner.Client: open one with spanner.NewClient", ErrInvalidConfig)

@@ -492,7 +492,7 @@ func (w *waiter) abandon(ctx context.Context) {
 	defer cancel()
 	if w.joined && w.key != endOfQueue {
 		if err := w.local.leave(ctx, l.store, l.name, w.key, l.cfg.finishTimeout); err != nil {
-			l.cfg.logger.Warn("lock: leaving the queue failed; the entry expires after the watermark", "err", err)
+			l.cfg.logger.Warn("lock: leaving the queue failed; the entry expires after four watermarks", "err", err)
 		}
 	}
 	v, err := l.store.readLock(ctx, l.name, endOfQueue, l.waiterTTL())
