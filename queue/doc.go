@@ -9,9 +9,14 @@
 // next worker to take the resource claims its requests again; their writes
 // are fenced on the lease's token.
 //
-// Capture: Enqueue commits its own transaction; EnqueueTx writes inside the
-// caller's transaction, so that a request exists if and only if the caller's
-// change committed.
+// Enqueue commits its own transaction; EnqueueTx writes inside the caller's
+// transaction, so that a request exists if and only if the caller's change
+// committed: guaranteed delivery, no phantom requests, one transactional
+// boundary. For applications that cannot be changed, a Capture turns the
+// committed changes of a change stream into requests (see below).
+//
+// Requests are kept as a history once finished; ddl.RequestsRetention gives
+// the row deletion policy that makes Spanner expire them after some days.
 //
 // # Workers
 //
@@ -53,5 +58,66 @@
 // Notify is called in the same process. Uncontended, handling a resource
 // costs its lock (a read and two read-write transactions), plus one read-write
 // transaction per job and one to find nothing left: a create and its grouped
-// updates take five read-write transactions in all.
+// updates take five read-write transactions in all.//
+// # Capture: requests from applications that cannot be changed
+//
+// A Capture reads a Spanner change stream over the tables of an application
+// that cannot be changed, and turns each committed change into requests,
+// exactly once: the role that triggers play in databases that have them.
+// Create the stream with ddl.ChangeStream and the checkpoint table with
+// ddl.CaptureStatements, then run q.NewCapture(client, stream, mapper).Run.
+//
+// The Mapper turns each changed row (a Change: table, INSERT/UPDATE/DELETE,
+// keys, new and old values as the stream's JSON, commit timestamp and the
+// record's identity) into zero or more requests. Every request gets an id
+// derived from the change's identity (CaptureRequestID), and the requests of
+// a batch of changes are written in the same read-write transaction as the
+// partition's new checkpoint, after a read, in that transaction, of which of
+// those ids already exist. So:
+//
+//   - nothing is lost: a change is checkpointed only with its requests, and
+//     a restarted capture resumes every unfinished partition from its
+//     checkpoint;
+//   - nothing is duplicated: a change read again (the checkpoint is
+//     inclusive, a crash may come between a commit and its
+//     acknowledgement, another instance may take a partition over) maps to
+//     the same ids, which are found and skipped;
+//   - nothing is invented: a change stream holds committed changes only, so
+//     a rolled-back application transaction produces nothing.
+//
+// The Mapper must therefore be deterministic: the same Change must give the
+// same requests. A change that maps to a create of a resource that already
+// has one, or to an update of a resource that has none (an UPDATE of a row
+// inserted before the stream's start, an INSERT after a DELETE), is not
+// refused: by default its kind is adapted (ConflictAdapt), or it is written
+// as a request in status error that says why (ConflictRecordError). It never
+// blocks the stream and is never dropped silently. A Mapper error, or a
+// malformed request, stops Run with a *MapperError, the checkpoint before
+// the change: fix the Mapper and run again.
+//
+// Partitions: the capture follows the stream's partitions as Spanner splits
+// and merges them, reading each partition in commit order and starting a
+// child only when all its parents are finished, so that the changes of one
+// key reach the queue in commit order (request ids begin with the commit
+// timestamp, so requests enqueued in one transaction keep that order too).
+// The emulator does not keep that promise across its partition churn: it
+// may put a key's next change in a partition that is not a child of the one
+// that held the previous change. Exactly-once holds regardless.
+//
+// Ownership: each partition is read by one capture instance at a time,
+// under a lease renewed by every checkpoint (a Spanner commit timestamp;
+// its expiry is judged with CURRENT_TIMESTAMP() read in the claiming
+// transaction). Every checkpoint transaction checks the owner, so an
+// instance that paused past its lease writes nothing more, and a successor
+// resumes from the last checkpoint. Several instances may run on one
+// stream: without WithMaxPartitions the first takes every free partition
+// and the others stand by; with it, they share the partitions.
+//
+// Latency: each partition is read in windows (WithQueryWindow: a query with
+// an end_timestamp), so a change is captured within about one window of
+// its commit, even where query results arrive only when a query ends (as
+// they do from the emulator). Limits: only GoogleSQL databases and streams
+// with the default partition mode; a capture stopped for longer than the
+// stream's retention period (one day by default) cannot resume, and Run
+// says so.
 package queue
