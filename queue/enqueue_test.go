@@ -7,6 +7,8 @@ import (
 
 	"cloud.google.com/go/spanner"
 	"github.com/stretchr/testify/require"
+
+	"github.com/spanmutex/spanmutex/ddl"
 )
 
 func TestEnqueueRejectsADuplicateCreateAndWritesNothing(t *testing.T) {
@@ -93,4 +95,27 @@ func TestEnqueueTxRolledBackLeavesNoRequest(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, StatusNew, r.Status)
 	require.False(t, r.CreatedAt.IsZero())
+}
+
+func TestRenamedTableWithRetentionPolicy(t *testing.T) {
+	needEmulator(t)
+	stmts, err := ddl.RequestsStatements("SheetJobs")
+	require.NoError(t, err)
+	retention, err := ddl.RequestsRetention("SheetJobs", 30)
+	require.NoError(t, err)
+	_, err = ddl.RequestsRetention("SheetJobs", 0)
+	require.Error(t, err, "a retention of 0 days is refused")
+	ctx := context.Background()
+	db, err := emu.NewDatabase(ctx, append(stmts, retention)...)
+	require.NoError(t, err, "Spanner accepts the renamed table and the row deletion policy")
+	q, err := New(newClient(t, db), WithTable("SheetJobs"))
+	require.NoError(t, err)
+	ids, err := q.Enqueue(ctx, Request{Kind: KindCreate, Resource: "s"}, Request{Kind: KindUpdate, Resource: "s"})
+	require.NoError(t, err)
+	_, err = q.Enqueue(ctx, Request{Kind: KindCreate, Resource: "s"})
+	require.ErrorIs(t, err, ErrDuplicateCreate, "the renamed unique index still allows one create")
+	got, err := q.List(ctx, "s")
+	require.NoError(t, err)
+	require.Len(t, got, 2)
+	require.Equal(t, ids[0], got[0].ID)
 }
