@@ -170,9 +170,14 @@ func RequestsTable(table string) ([]string, error) {
 }
 
 // RequestsRetention returns the statement that makes Spanner delete the
-// finished requests of table once they are older than days days (measured
-// from FinishedAt; pending requests, whose FinishedAt is NULL, are never
-// deleted). Without it, requests are kept for ever as a history.
+// finished requests of table once they are older than days days, measured
+// from FinishedAt (column ExpiresFrom). Pending requests are never deleted,
+// nor are completed creates: the queue reads a resource's create to know it
+// was created, so deleting it would let a second create in and refuse the
+// resource's updates. Without a policy, requests are kept for ever as a
+// history. With a change-stream capture, keep requests longer than the
+// stream's retention period: a capture resumed from an old checkpoint
+// recognises the changes it already enqueued by their requests' ids.
 func RequestsRetention(table string, days int) (string, error) {
 	if err := ValidateTableName(table); err != nil {
 		return "", err
@@ -180,7 +185,7 @@ func RequestsRetention(table string, days int) (string, error) {
 	if days < 1 {
 		return "", fmt.Errorf("ddl: retention of %d days: use 1 or more days", days)
 	}
-	return fmt.Sprintf("ALTER TABLE %s ADD ROW DELETION POLICY (OLDER_THAN(FinishedAt, INTERVAL %d DAY))", table, days), nil
+	return fmt.Sprintf("ALTER TABLE %s ADD ROW DELETION POLICY (OLDER_THAN(ExpiresFrom, INTERVAL %d DAY))", table, days), nil
 }
 
 // RequestsStatements is RequestsTable with comments stripped, ready for

@@ -33,6 +33,11 @@ CREATE TABLE Requests (
   -- The resource for a create, NULL for an update: the key of the unique
   -- index that allows at most one create per resource.
   CreateOf STRING(200) AS (IF(Kind = 'create', Resource, NULL)) STORED,
+  -- From when a retention policy (ddl.RequestsRetention) may delete the
+  -- request: FinishedAt, except for a completed create, which stays NULL
+  -- (never deleted) because the queue reads it to know that the resource
+  -- was created.
+  ExpiresFrom TIMESTAMP OPTIONS (allow_commit_timestamp = true),
   CONSTRAINT RequestsStatusIsKnown CHECK (Status IN ('new', 'in-progress', 'complete', 'error')),
   CONSTRAINT RequestsKindIsKnown CHECK (Kind IN ('create', 'update')),
 ) PRIMARY KEY (RequestID)

@@ -97,14 +97,15 @@ func (c *Capture) enqueueCaptured(ctx context.Context, txn *spanner.ReadWriteTra
 // resource, and this one was refused.
 func (c *Capture) errorRow(r Request, reason string) *spanner.Mutation {
 	return spanner.InsertMap(c.q.cfg.table, map[string]any{
-		"RequestID":  r.ID,
-		"Status":     string(StatusError),
-		"Kind":       string(KindUpdate),
-		"Resource":   r.Resource,
-		"Payload":    r.Payload,
-		"Attempts":   int64(0),
-		"LastError":  reason,
-		"CreatedAt":  spanner.CommitTimestamp,
-		"FinishedAt": spanner.CommitTimestamp,
+		"RequestID":   r.ID,
+		"Status":      string(StatusError),
+		"Kind":        string(KindUpdate),
+		"Resource":    r.Resource,
+		"Payload":     r.Payload,
+		"Attempts":    int64(0),
+		"LastError":   reason,
+		"CreatedAt":   spanner.CommitTimestamp,
+		"FinishedAt":  spanner.CommitTimestamp,
+		"ExpiresFrom": spanner.CommitTimestamp,
 	})
 }

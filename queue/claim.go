@@ -189,6 +189,7 @@ func (w *Worker) claimMutations(plan claimPlan, pid string, token int64) []*span
 			"Status":       string(StatusError),
 			"LastError":    truncateError(f.reason),
 			"FinishedAt":   spanner.CommitTimestamp,
+			"ExpiresFrom":  spanner.CommitTimestamp,
 			"PendingSince": nil,
 		}))
 	}

@@ -58,7 +58,8 @@
 // Notify is called in the same process. Uncontended, handling a resource
 // costs its lock (a read and two read-write transactions), plus one read-write
 // transaction per job and one to find nothing left: a create and its grouped
-// updates take five read-write transactions in all.//
+// updates take five read-write transactions in all.
+//
 // # Capture: requests from applications that cannot be changed
 //
 // A Capture reads a Spanner change stream over the tables of an application

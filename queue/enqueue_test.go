@@ -117,5 +117,22 @@ func TestRenamedTableWithRetentionPolicy(t *testing.T) {
 	got, err := q.List(ctx, "s")
 	require.NoError(t, err)
 	require.Len(t, got, 2)
-	require.Equal(t, ids[0], got[0].ID)
+	require.ElementsMatch(t, ids, []string{got[0].ID, got[1].ID}, "one commit: ties on CreatedAt are broken by id")
+}
+
+func TestEnqueueOfAnExistingIDSaysSoAndWritesNothing(t *testing.T) {
+	c := newClient(t, freshDatabase(t))
+	q, err := New(c)
+	require.NoError(t, err)
+	ctx := context.Background()
+	_, err = q.Enqueue(ctx, Request{ID: "order-17", Kind: KindCreate, Resource: "sheet-1"})
+	require.NoError(t, err)
+
+	_, err = q.Enqueue(ctx, Request{Kind: KindCreate, Resource: "sheet-2"}, Request{ID: "order-17", Kind: KindUpdate, Resource: "sheet-1"})
+	require.ErrorIs(t, err, ErrDuplicateID)
+	require.NotErrorIs(t, err, ErrDuplicateCreate, "an existing id is not a second create")
+	require.Contains(t, err.Error(), `"order-17"`)
+	n, err := q.Counts(ctx)
+	require.NoError(t, err)
+	require.Equal(t, map[Status]int64{StatusNew: 1}, n, "the batch wrote nothing")
 }

@@ -21,6 +21,11 @@ var (
 	// neither committed nor in the same batch. Nothing was written.
 	ErrNoCreate = errors.New("queue: update of a resource that was never created")
 
+	// ErrDuplicateID: a request with a caller-chosen id was enqueued, but a
+	// request with that id already exists (often the first try of a
+	// retried Enqueue that committed). Nothing was written.
+	ErrDuplicateID = errors.New("queue: request id already exists")
+
 	// ErrNotFound: no request has the id asked for.
 	ErrNotFound = errors.New("queue: request not found")
 

@@ -17,14 +17,19 @@ type outcome struct {
 // because their handler overran the shutdown grace.
 const releasedAtShutdown = "released at shutdown"
 
-// finishMutation writes out into request id.
-func finishMutation(table, id string, out outcome) *spanner.Mutation {
+// finishMutation writes out into request id, of the given kind.
+func finishMutation(table, id string, kind Kind, out outcome) *spanner.Mutation {
 	m := map[string]any{"RequestID": id, "Status": string(out.status)}
 	switch out.status {
 	case StatusComplete:
 		m["FinishedAt"], m["PendingSince"] = spanner.CommitTimestamp, nil
+		if kind != KindCreate {
+			// A completed create never expires: it is how the queue
+			// knows that its resource exists.
+			m["ExpiresFrom"] = spanner.CommitTimestamp
+		}
 	case StatusError:
-		m["FinishedAt"], m["PendingSince"] = spanner.CommitTimestamp, nil
+		m["FinishedAt"], m["PendingSince"], m["ExpiresFrom"] = spanner.CommitTimestamp, nil, spanner.CommitTimestamp
 		m["LastError"] = truncateError(out.lastError)
 	case StatusNew:
 		// Stays pending, at its place in the queue.

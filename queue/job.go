@@ -38,5 +38,8 @@ type Job struct {
 }
 
 // Token returns the fencing token of the job's lease on the resource: higher
-// than that of every earlier job of the resource.
+// than the token of every job of the resource handled under an earlier
+// lease, and equal for the jobs of one tenure (a create and then its
+// updates, handled under one lease). A fence that accepts a token only if it
+// is at least the highest seen so rejects the writes of every earlier lease.
 func (j *Job) Token() int64 { return j.Lease.Token() }

@@ -101,7 +101,8 @@ func (q *Queue) woken() <-chan struct{} {
 // none, and returns their ids in order. A create for a resource that already
 // has one returns a *DuplicateCreateError; an update of a resource with no
 // create (committed, or earlier in reqs) returns ErrNoCreate; a malformed
-// request returns an *InvalidRequestError. In each case nothing is written.
+// request returns an *InvalidRequestError; a caller-chosen id that exists
+// already returns ErrDuplicateID. In each case nothing is written.
 // A commit whose outcome is unknown is settled by reading the ids back.
 func (q *Queue) Enqueue(ctx context.Context, reqs ...Request) ([]string, error) {
 	if ctx == nil {
@@ -124,7 +125,7 @@ func (q *Queue) Enqueue(ctx context.Context, reqs ...Request) ([]string, error) 
 		}
 	}
 	if err != nil {
-		return nil, q.enqueueError(err)
+		return nil, q.enqueueError(ctx, prepared, err)
 	}
 	q.Notify()
 	return ids(prepared), nil
@@ -135,7 +136,9 @@ func (q *Queue) Enqueue(ctx context.Context, reqs ...Request) ([]string, error) 
 // requests, no phantom ones. It checks as Enqueue does, with reads in txn,
 // and buffers the inserts; it returns the ids. The client may run the
 // caller's transaction function more than once: call EnqueueTx in it each
-// time. After the commit, call Notify to wake this process's workers.
+// time. After the commit, call Notify to wake this process's workers. A
+// caller-chosen id that already exists makes the caller's commit fail with
+// Spanner's AlreadyExists.
 func (q *Queue) EnqueueTx(ctx context.Context, txn *spanner.ReadWriteTransaction, reqs ...Request) ([]string, error) {
 	if ctx == nil {
 		return nil, errNilContext
@@ -241,17 +244,49 @@ func (q *Queue) createdAmong(ctx context.Context, txn *spanner.ReadWriteTransact
 	return created, nil
 }
 
-// enqueueError turns Spanner's refusal of a second create into a
-// *DuplicateCreateError.
-func (q *Queue) enqueueError(err error) error {
+// enqueueError names what Spanner refused. AlreadyExists means that a
+// request id, or a create of one of the resources, was committed by someone
+// else after our checks: a strong read tells which.
+func (q *Queue) enqueueError(ctx context.Context, reqs []Request, err error) error {
 	var dup *DuplicateCreateError
 	if errors.As(err, &dup) || errors.Is(err, ErrNoCreate) || errors.Is(err, ErrInvalidRequest) {
 		return err
 	}
-	if spanner.ErrCode(err) == codes.AlreadyExists { // the unique index refused a create
-		return &DuplicateCreateError{Resource: "(see error)", Err: err}
+	if spanner.ErrCode(err) != codes.AlreadyExists {
+		return fmt.Errorf("queue: enqueue: %w", err)
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if id, found, rerr := q.firstExisting(rctx, ids(reqs)); rerr == nil && found {
+		return fmt.Errorf("%w: %q; nothing was enqueued (a retry of an Enqueue that had committed finds its own requests: check with Get): %w", ErrDuplicateID, id, err)
+	}
+	var creates []spanner.KeySet
+	for _, r := range reqs {
+		if r.Kind == KindCreate {
+			creates = append(creates, spanner.Key{r.Resource})
+		}
+	}
+	var resource string
+	rerr := q.client.Single().ReadUsingIndex(rctx, q.cfg.table, q.cfg.table+"OneCreatePerResource", spanner.KeySets(creates...), []string{"CreateOf"}).Do(func(row *spanner.Row) error {
+		return row.Columns(&resource)
+	})
+	if rerr == nil && resource != "" {
+		return &DuplicateCreateError{Resource: resource, Err: err}
 	}
 	return fmt.Errorf("queue: enqueue: %w", err)
+}
+
+// firstExisting returns one of ids that is in the table, by a strong read.
+func (q *Queue) firstExisting(ctx context.Context, idList []string) (string, bool, error) {
+	keys := make([]spanner.KeySet, len(idList))
+	for i, id := range idList {
+		keys[i] = spanner.Key{id}
+	}
+	var found string
+	err := q.client.Single().Read(ctx, q.cfg.table, spanner.KeySets(keys...), []string{"RequestID"}).Do(func(row *spanner.Row) error {
+		return row.Columns(&found)
+	})
+	return found, found != "", err
 }
 
 // allExist reports whether every id is in the table, by a strong read.

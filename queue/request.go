@@ -54,7 +54,7 @@ const (
 type Request struct {
 	// ID identifies the request; Enqueue sets a random UUID when empty. A
 	// caller that derives it from its own data makes a retried Enqueue of
-	// the same request fail with AlreadyExists instead of adding a copy.
+	// the same request fail with ErrDuplicateID instead of adding a copy.
 	ID       string
 	Kind     Kind
 	Resource string // the resource's key, e.g. the spreadsheet id

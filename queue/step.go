@@ -117,14 +117,14 @@ func (w *Worker) finishMutations(ctx context.Context, txn *spanner.ReadWriteTran
 		keys[i] = spanner.Key{id}
 	}
 	var ms []*spanner.Mutation
-	err := txn.Read(ctx, t, spanner.KeySets(keys...), []string{"RequestID", "Status", "ProcessID"}).Do(func(row *spanner.Row) error {
-		var id, status string
+	err := txn.Read(ctx, t, spanner.KeySets(keys...), []string{"RequestID", "Status", "ProcessID", "Kind"}).Do(func(row *spanner.Row) error {
+		var id, status, kind string
 		var processID spanner.NullString
-		if err := row.Columns(&id, &status, &processID); err != nil {
+		if err := row.Columns(&id, &status, &processID, &kind); err != nil {
 			return err
 		}
 		if Status(status) == StatusInProgress && processID.StringVal == prev.pid {
-			ms = append(ms, finishMutation(t, id, prev.out))
+			ms = append(ms, finishMutation(t, id, Kind(kind), prev.out))
 		}
 		return nil
 	})
