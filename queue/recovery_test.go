@@ -3,44 +3,26 @@ package queue
 import (
 	"context"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"cloud.google.com/go/spanner"
 	"github.com/stretchr/testify/require"
-	"google.golang.org/api/option"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/spanmutex/spanmutex"
+	"github.com/spanmutex/spanmutex/internal/faultinject"
 )
 
 // silenceableClient opens a client of db whose RPCs can be cut off, as if
-// its process were paused or its network dropped: while silenced, every RPC
-// fails with UNAVAILABLE before it reaches Spanner.
-func silenceableClient(t *testing.T, db string) (*spanner.Client, *atomic.Bool) {
+// its process were paused or its network dropped: while silenced
+// (Store(true)), every RPC fails with UNAVAILABLE before it reaches Spanner.
+func silenceableClient(t *testing.T, db string) (*spanner.Client, *faultinject.Cutoff) {
 	t.Helper()
-	var silenced atomic.Bool
-	unary := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-		if silenced.Load() {
-			return status.Error(codes.Unavailable, "test: silenced")
-		}
-		return invoker(ctx, method, req, reply, cc, opts...)
-	}
-	stream := func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-		if silenced.Load() {
-			return nil, status.Error(codes.Unavailable, "test: silenced")
-		}
-		return streamer(ctx, desc, cc, method, opts...)
-	}
-	c, err := emu.NewClient(context.Background(), db,
-		option.WithGRPCDialOption(grpc.WithChainUnaryInterceptor(unary)),
-		option.WithGRPCDialOption(grpc.WithChainStreamInterceptor(stream)))
+	cut := &faultinject.Cutoff{Reason: "test: silenced"}
+	c, err := emu.NewClient(context.Background(), db, cut.ClientOptions()...)
 	require.NoError(t, err)
-	t.Cleanup(func() { silenced.Store(false); c.Close() })
-	return c, &silenced
+	t.Cleanup(func() { cut.Store(false); c.Close() })
+	return c, cut
 }
 
 func TestWorkerRecoversTheClaimOfASilencedWorker(t *testing.T) {
