@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"cloud.google.com/go/spanner"
-	"github.com/google/uuid"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -38,8 +37,14 @@ type stepResult struct {
 // If the lease was lost it writes nothing and returns an error matching
 // spanmutex.ErrLeaseLost: the next holder claims the requests again. A
 // commit whose outcome is unknown is settled by reading rows back.
-func (w *Worker) step(ctx context.Context, lease *spanmutex.Lease, resource string, prev *finishing, claimNext bool) (stepResult, error) {
-	pid := uuid.NewString() // the next claim's id, the same in every retry
+//
+// pid is the next claim's id. A caller that retries a step whose outcome it
+// could not settle passes the same pid again, so that the retry recognises
+// what the first try wrote if it landed after all: the previous job's
+// requests already finished under prev's claim, and the next ones already
+// claimed under pid. It then writes the same outcome and the same claim
+// again instead of counting a second claim.
+func (w *Worker) step(ctx context.Context, lease *spanmutex.Lease, resource string, prev *finishing, claimNext bool, pid string) (stepResult, error) {
 	var res stepResult
 	ts, err := w.q.client.ReadWriteTransaction(ctx, func(ctx context.Context, txn *spanner.ReadWriteTransaction) error {
 		w.stats.transactions.Add(1)
@@ -50,11 +55,11 @@ func (w *Worker) step(ctx context.Context, lease *spanmutex.Lease, resource stri
 		var ms []*spanner.Mutation
 		done := map[string]bool{}
 		if prev != nil {
-			fin, err := w.finishMutations(ctx, txn, prev)
+			fin, recorded, err := w.finishMutations(ctx, txn, prev)
 			if err != nil {
 				return err
 			}
-			ms, res.finished = fin, len(fin)
+			ms, res.finished = fin, len(fin)+recorded
 			for _, id := range prev.ids {
 				done[id] = true
 			}
@@ -67,9 +72,15 @@ func (w *Worker) step(ctx context.Context, lease *spanmutex.Lease, resource stri
 			// Reads do not see this transaction's writes: apply ours.
 			live := pending[:0]
 			for _, r := range pending {
-				if !done[r.ID] {
-					live = append(live, r)
+				if done[r.ID] {
+					continue
 				}
+				if r.Status == StatusInProgress && r.ProcessID == pid {
+					// Claimed by an earlier try of this step that landed:
+					// plan on the row as it was before that claim.
+					r.Status, r.ProcessID, r.Attempts = StatusNew, "", r.Attempts-1
+				}
+				live = append(live, r)
 			}
 			if create != nil && done[create.ID] {
 				create.Status = prev.out.status
@@ -109,29 +120,35 @@ func (w *Worker) step(ctx context.Context, lease *spanmutex.Lease, resource stri
 }
 
 // finishMutations reads prev's requests in txn and returns the writes that
-// record prev's outcome, for those still in-progress under prev's claim.
-func (w *Worker) finishMutations(ctx context.Context, txn *spanner.ReadWriteTransaction, prev *finishing) ([]*spanner.Mutation, error) {
+// record prev's outcome, for those still in-progress under prev's claim, and
+// how many show that outcome under prev's claim already (an earlier try of
+// the step landed).
+func (w *Worker) finishMutations(ctx context.Context, txn *spanner.ReadWriteTransaction, prev *finishing) ([]*spanner.Mutation, int, error) {
 	t := w.q.cfg.table
 	keys := make([]spanner.KeySet, len(prev.ids))
 	for i, id := range prev.ids {
 		keys[i] = spanner.Key{id}
 	}
 	var ms []*spanner.Mutation
+	recorded := 0
 	err := txn.Read(ctx, t, spanner.KeySets(keys...), []string{"RequestID", "Status", "ProcessID", "Kind"}).Do(func(row *spanner.Row) error {
 		var id, status, kind string
 		var processID spanner.NullString
 		if err := row.Columns(&id, &status, &processID, &kind); err != nil {
 			return err
 		}
-		if Status(status) == StatusInProgress && processID.StringVal == prev.pid {
+		switch {
+		case Status(status) == StatusInProgress && processID.StringVal == prev.pid:
 			ms = append(ms, finishMutation(t, id, Kind(kind), prev.out))
+		case Status(status) == prev.out.status && processID.StringVal == prev.pid:
+			recorded++
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("queue: read the claimed requests: %w", err)
+		return nil, 0, fmt.Errorf("queue: read the claimed requests: %w", err)
 	}
-	return ms, nil
+	return ms, recorded, nil
 }
 
 // stepOutcomeUnknown reports whether a failed step may nevertheless have

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"cloud.google.com/go/spanner"
+	"github.com/google/uuid"
 	"google.golang.org/grpc/codes"
 
 	"github.com/spanmutex/spanmutex"
@@ -209,14 +210,15 @@ func (w *Worker) call(ctx context.Context, job *Job) (err error) {
 // an outcome not recorded makes the next holder handle the requests again.
 // A step that only claims is not: the resource is left for a later pass.
 func (w *Worker) stepRetrying(ctx context.Context, lease *spanmutex.Lease, resource string, prev *finishing, claimNext bool) (stepResult, error) {
+	pid := uuid.NewString() // the next claim's id, the same in every retry
 	if prev == nil {
-		return w.step(ctx, lease, resource, nil, claimNext)
+		return w.step(ctx, lease, resource, nil, claimNext, pid)
 	}
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
 	defer cancel()
 	wait := 50 * time.Millisecond
 	for {
-		res, err := w.step(fctx, lease, resource, prev, claimNext)
+		res, err := w.step(fctx, lease, resource, prev, claimNext, pid)
 		if err == nil || errors.Is(err, spanmutex.ErrLeaseLost) || !retryable(err) {
 			return res, err
 		}
