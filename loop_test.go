@@ -69,7 +69,7 @@ func (s *memStore) acquire(ctx context.Context, name string, p policy, c claim) 
 			Attempts: r.Attempts + 1, StartedAt: s.now, RenewedAt: s.now, UpdatedAt: s.now}
 	}
 	if err != nil {
-		return decision{}, nil, err
+		return d, nil, err
 	}
 	return d, newLease(name, c.owner, c.leaseID, r.Token+1, d.action == actTakeOver, "T"), nil
 }
@@ -145,6 +145,29 @@ func TestRunResolvesCommittedUnknownOutcome(t *testing.T) {
 	assert.Equal(t, int32(1), runs.Load())
 	assert.Equal(t, 1, st.acquires, "the outcome was settled by a read, not by acquiring again")
 	assert.Equal(t, StateDone, st.r.State)
+}
+
+// A takeover whose commit landed but whose answer was lost is read back as
+// ours, and the lease says it was a takeover.
+func TestRunResolvedTakeoverReportsTookOver(t *testing.T) {
+	st := &memStore{now: time.Unix(1000, 0), acquireFault: func(n int) (bool, error) {
+		return true, unavailable // committed, answer lost
+	}}
+	// The holder went silent an hour ago (by the store's Spanner clock).
+	st.r = row{Exists: true, State: StateStarted, Owner: "other", LeaseID: "x", Token: 4, Attempts: 1,
+		RenewedAt: st.now.Add(-time.Hour)}
+	m := newTestMutex(t, st, WithJitter(0))
+	var tookOver, ran bool
+	out, err := m.Run(context.Background(), func(ctx context.Context, l *Lease) error {
+		ran, tookOver = true, l.TookOver()
+		assert.Equal(t, int64(5), l.Token())
+		return nil
+	})
+	require.NoError(t, err)
+	assert.Equal(t, Executed, out)
+	assert.True(t, ran)
+	assert.True(t, tookOver, "an acquisition settled by reading back keeps its takeover")
+	assert.Equal(t, 1, st.acquires)
 }
 
 // A commit that did not happen and whose answer was lost is read back as not

@@ -178,10 +178,11 @@ func (m *Mutex) obtain(ctx context.Context) (*Lease, Outcome, error) {
 	}
 	bo := m.cfg.newBackOff()
 	// unresolved holds the ids of acquisitions whose commit outcome is
-	// unknown, with the local time each was sent. If a later read finds the
-	// row STARTED under one of them, that commit did happen and the section
-	// is ours; if Run ends first, they are settled and given back.
-	unresolved := map[string]time.Time{}
+	// unknown, with the local time each was sent and whether it was a
+	// takeover. If a later read finds the row STARTED under one of them,
+	// that commit did happen and the section is ours; if Run ends first,
+	// they are settled and given back.
+	unresolved := map[string]pendingAcquisition{}
 	giveUp := func(err error) (*Lease, Outcome, error) {
 		m.settle(ctx, unresolved)
 		return nil, NoOutcome, err
@@ -225,9 +226,9 @@ func (m *Mutex) obtain(ctx context.Context) (*Lease, Outcome, error) {
 			continue
 		}
 		failedReads = 0
-		if sent, ok := unresolved[r.LeaseID]; ok && r.State == StateStarted {
+		if p, ok := unresolved[r.LeaseID]; ok && r.State == StateStarted {
 			log.Info("commit of unknown outcome read back as ours", "token", r.Token)
-			return m.adopt(r, sent), NoOutcome, nil
+			return m.adopt(r, p), NoOutcome, nil
 		}
 		d := decide(r, pol)
 		switch d.action {
@@ -260,9 +261,12 @@ func (m *Mutex) obtain(ctx context.Context) (*Lease, Outcome, error) {
 			if !isTransient(err) && !isUnknownOutcome(err) && ctx.Err() == nil {
 				return giveUp(err)
 			}
-			unresolved[c.leaseID] = sent
+			// d2 is what the transaction's last run decided: if its commit
+			// landed, it is what was written.
+			p := pendingAcquisition{sent: sent, takeover: d2.action == actTakeOver}
+			unresolved[c.leaseID] = p
 			log.Warn("acquire failed or its outcome is unknown; reading the row again", "err", err)
-			if l := m.resolve(ctx, c.leaseID, sent); l != nil {
+			if l := m.resolve(ctx, c.leaseID, p); l != nil {
 				delete(unresolved, c.leaseID)
 				m.settle(ctx, unresolved)
 				return l, NoOutcome, nil
@@ -296,30 +300,35 @@ func (m *Mutex) obtain(ctx context.Context) (*Lease, Outcome, error) {
 // unknown. It returns the lease if the row shows that the commit happened.
 // It reads even if ctx is done, within the finish timeout: a lease we hold
 // without knowing it would block everyone until the watermark.
-func (m *Mutex) resolve(ctx context.Context, leaseID string, sent time.Time) *Lease {
+func (m *Mutex) resolve(ctx context.Context, leaseID string, p pendingAcquisition) *Lease {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.finishTimeout)
 	defer cancel()
 	r, err := m.store.read(rctx, m.name)
 	if err != nil || r.State != StateStarted || r.LeaseID != leaseID {
 		return nil
 	}
-	return m.adopt(r, sent)
+	return m.adopt(r, p)
 }
 
-// adopt makes a lease of a row read back as ours; sent is when the request
-// that acquired it was sent, the anchor of its renewals.
-func (m *Mutex) adopt(r row, sent time.Time) *Lease {
-	l := newLease(m.name, r.Owner, r.LeaseID, r.Token, false, m.cfg.table)
-	l.acquiredAt, l.anchor = r.StartedAt, sent
+// pendingAcquisition is an acquisition whose commit outcome is unknown.
+type pendingAcquisition struct {
+	sent     time.Time // when its request was sent: the anchor of its renewals
+	takeover bool      // whether it took over a silent holder, if it landed
+}
+
+// adopt makes a lease of a row read back as ours.
+func (m *Mutex) adopt(r row, p pendingAcquisition) *Lease {
+	l := newLease(m.name, r.Owner, r.LeaseID, r.Token, p.takeover, m.cfg.table)
+	l.acquiredAt, l.anchor = r.StartedAt, p.sent
 	return l
 }
 
 // settle reads back the acquisitions whose commit outcome is still unknown
 // and gives back any that did commit, so that nobody waits a watermark for
 // a holder that has left. It runs even if ctx is done.
-func (m *Mutex) settle(ctx context.Context, unresolved map[string]time.Time) {
-	for id, sent := range unresolved {
-		if l := m.resolve(ctx, id, sent); l != nil {
+func (m *Mutex) settle(ctx context.Context, unresolved map[string]pendingAcquisition) {
+	for id, p := range unresolved {
+		if l := m.resolve(ctx, id, p); l != nil {
 			m.giveBack(ctx, l)
 		}
 		delete(unresolved, id)

@@ -192,7 +192,9 @@ func (s *spannerStore) acquire(ctx context.Context, name string, p policy, c cla
 		return nil
 	})
 	if err != nil {
-		return decision{}, nil, s.explain(ctx, err)
+		// d is what the last run decided: if its commit landed after all,
+		// it is what was written, and the caller settles that by reading.
+		return d, nil, s.explain(ctx, err)
 	}
 	if lease != nil {
 		lease.acquiredAt = commitTS
