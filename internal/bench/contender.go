@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"maps"
 	"sync"
-	"time"
 
 	"cloud.google.com/go/spanner"
 
@@ -18,18 +17,17 @@ import (
 type contender interface {
 	// lock blocks until the contender holds the lock, or ctx ends.
 	lock(ctx context.Context) (acquisition, error)
-	// unlock releases the lock, even if ctx has ended. It returns the
-	// commit timestamp of the release when the lock reports it, else zero.
-	unlock(ctx context.Context) (time.Time, error)
+	// unlock releases the lock, even if ctx has ended.
+	unlock(ctx context.Context) error
 }
 
 // acquisition is what a successful lock call reports.
 type acquisition struct {
 	token int64
-	// handedOverAt is the commit timestamp (Spanner's clock) of the
-	// release that handed the lock to this contender, when the lock
-	// reports it; zero otherwise.
-	handedOverAt time.Time
+	// notHandedOver is set when the lock reports that it was not handed
+	// over by the previous holder's release (spanmutex: taken free), so
+	// that the acquisition gives no hand-off sample.
+	notHandedOver bool
 }
 
 // fleet is the contenders of one run and the Spanner operations they made.
@@ -93,17 +91,13 @@ func (c *lockContender) lock(ctx context.Context) (acquisition, error) {
 	if err != nil {
 		return acquisition{}, err
 	}
-	a := acquisition{token: lease.Token()}
-	if lease.HandedOff() {
-		// The previous holder's Unlock wrote us in as holder: the lease's
-		// AcquiredAt is that transaction's commit timestamp.
-		a.handedOverAt = lease.AcquiredAt()
-	}
-	return a, nil
+	// Only a lock the previous holder's Unlock wrote us in as holder of
+	// is a hand-off.
+	return acquisition{token: lease.Token(), notHandedOver: !lease.HandedOff()}, nil
 }
 
-func (c *lockContender) unlock(ctx context.Context) (time.Time, error) {
-	return time.Time{}, c.target.Unlock(ctx)
+func (c *lockContender) unlock(ctx context.Context) error {
+	return c.target.Unlock(ctx)
 }
 
 // lockLog is the slog.Handler of the run's Locks: it counts warnings.

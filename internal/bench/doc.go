@@ -31,16 +31,16 @@
 //     call at least FIFOTolerance earlier is still waiting (its call has
 //     neither returned nor been cancelled). Waiting contenders' start times
 //     are tracked under a mutex, so the check sees one consistent moment.
-//   - Hand-off latency: from the commit timestamp of the release that passed
-//     the lock on (Spanner's clock) to the next holder's Lock returning
-//     (local clock). The emulator runs on the same machine, so the two clocks
-//     agree; against a remote Spanner the figure includes clock skew. For
+//   - Hand-off latency: from the previous holder calling its release to
+//     the next holder's Lock returning, both on the local clock of the one
+//     process that runs the contenders (Spanner's commit timestamps run
+//     ahead of it on the emulator, so they are not used). It includes the
+//     release's own transaction: an upper bound on the time from the
+//     release's commit to the next holder knowing it holds the lock. For
 //     spanmutex, a sample is taken when the lease was handed over in the
-//     previous holder's Unlock transaction (Lease.AcquiredAt is then that
-//     commit); a lock taken free, with nobody to hand it over, gives no
+//     previous holder's Unlock (Lease.HandedOff); a lock taken free gives no
 //     sample. For the naive lock, every acquisition after a release gives a
-//     sample: the release's commit timestamp is paired with the acquisition
-//     of the next token.
+//     sample, paired with the release of the previous token.
 //
 // Figures from the Cloud Spanner emulator, which runs one read-write
 // transaction at a time and aborts the others, show more aborts (and so more

@@ -95,12 +95,11 @@ How to read this:
   - WAIT: from calling Lock to holding the lock.
   - FIFO VIOLATIONS: acquisitions made while another contender that had
     called Lock at least 100ms earlier was still waiting.
-  - HAND-OFF: from the commit timestamp of the release that passed the lock
-    on to the next holder's Lock returning. spanmutex: acquisitions handed
-    over in the previous holder's Unlock (a lock taken free gives no sample);
-    naive: every acquisition after a release. It compares Spanner's clock with
-    the local one: it is short by as much as commit timestamps run ahead
-    (COMMIT TS AHEAD), and can come out negative.
+  - HAND-OFF: from the previous holder calling its release to the next
+    holder's Lock returning, on the local clock (one process): it includes
+    the release's own transaction. spanmutex: acquisitions handed over in the
+    previous holder's Unlock (a lock taken free gives no sample); naive:
+    every acquisition after a release.
 `)
 	_, err := io.WriteString(w, b.String())
 	return err

@@ -126,29 +126,25 @@ func (n *naiveLock) tryLock(ctx context.Context, id string) (int64, error) {
 	return token, nil
 }
 
-func (n *naiveLock) unlock(ctx context.Context) (time.Time, error) {
+func (n *naiveLock) unlock(ctx context.Context) error {
 	id := n.held
 	n.held = ""
 	if id == "" {
-		return time.Time{}, errors.New("bench: unlock of a naive lock this contender does not hold")
+		return errors.New("bench: unlock of a naive lock this contender does not hold")
 	}
-	released, err := n.release(ctx, id)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("bench: release the naive lock: %w", err)
+	if err := n.release(ctx, id); err != nil {
+		return fmt.Errorf("bench: release the naive lock: %w", err)
 	}
-	return released, nil
+	return nil
 }
 
-// release frees the lock if lease id holds it, and returns the commit
-// timestamp of the release (zero if id did not hold it). It runs even if
-// ctx has ended, for at most naiveReleaseTimeout.
-func (n *naiveLock) release(ctx context.Context, id string) (time.Time, error) {
+// release frees the lock if lease id holds it. It runs even if ctx has
+// ended, for at most naiveReleaseTimeout.
+func (n *naiveLock) release(ctx context.Context, id string) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), naiveReleaseTimeout)
 	defer cancel()
-	var mine bool
-	ts, err := n.client.ReadWriteTransaction(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
+	_, err := n.client.ReadWriteTransaction(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
 		n.attempts.Add(1)
-		mine = false
 		r, err := tx.ReadRow(ctx, n.table, spanner.Key{n.name}, []string{"State", "LeaseID"})
 		if errors.Is(err, spanner.ErrRowNotFound) {
 			return nil
@@ -163,15 +159,11 @@ func (n *naiveLock) release(ctx context.Context, id string) (time.Time, error) {
 		if state.StringVal != string(spanmutex.StateStarted) || leaseID.StringVal != id {
 			return nil
 		}
-		mine = true
 		return tx.BufferWrite([]*spanner.Mutation{spanner.Update(n.table,
 			[]string{"Name", "State", "UpdatedAt"},
 			[]any{n.name, string(spanmutex.StateNeeded), spanner.CommitTimestamp})})
 	})
-	if err != nil || !mine {
-		return time.Time{}, err
-	}
-	return ts, nil
+	return err
 }
 
 // undo settles an acquisition that failed, perhaps after its commit went
@@ -190,7 +182,7 @@ func (n *naiveLock) undo(ctx context.Context, id string) {
 	if r.Columns(&leaseID) != nil || leaseID.StringVal != id {
 		return
 	}
-	_, _ = n.release(ctx, id)
+	_ = n.release(ctx, id)
 }
 
 // fullJitter returns the wait before retry number retry (0 for the first):

@@ -25,7 +25,7 @@ type recorder struct {
 type acqRecord struct {
 	token            int64
 	called, returned time.Time // local clock, around the Lock call
-	handedOverAt     time.Time // Spanner's clock; zero if the lock did not say
+	notHandedOver    bool      // the lock says it was not handed over
 	fifoViolation    bool
 	overtaken        time.Duration // with fifoViolation: how much earlier the longest-waiting overtaken contender started
 }
@@ -56,7 +56,7 @@ func (r *recorder) acquired(id int, called time.Time, a acquisition) {
 	now := time.Now()
 	violation, overtaken := r.room.acquire(id)
 	r.acqs = append(r.acqs, acqRecord{token: a.token, called: called, returned: now,
-		handedOverAt: a.handedOverAt, fifoViolation: violation, overtaken: overtaken})
+		notHandedOver: a.notHandedOver, fifoViolation: violation, overtaken: overtaken})
 }
 
 // gaveUp records that contender id's Lock call ended without the lock:
@@ -86,11 +86,8 @@ func (r *recorder) failLocked(err error) {
 	}
 }
 
-// released records the commit timestamp of the release of token.
+// released records when the release of token was called (local clock).
 func (r *recorder) released(token int64, at time.Time) {
-	if at.IsZero() {
-		return
-	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.releases[token] = at
@@ -137,18 +134,15 @@ func (r *recorder) summary() observations {
 	return o
 }
 
-// handOff returns the hand-off latency of acquisition a: from the commit of
-// the release that passed the lock on to a's Lock call returning. That
-// release is the one the lock reported with the acquisition, or else the
-// release of the previous token. Spanner's commit timestamps are compared
-// with the local clock: on the emulator, which runs on the same machine,
-// they agree.
+// handOff returns the hand-off latency of acquisition a: from the call of
+// the release of the previous token to a's Lock call returning, both on the
+// local clock of the one process that runs every contender. It includes the
+// release's own transaction, so it bounds from above the time from the
+// release's commit to the next holder knowing. An acquisition that the lock
+// says was not handed over gives no sample.
 func handOff(a acqRecord, releases map[int64]time.Time) (time.Duration, bool) {
-	from := a.handedOverAt
-	if from.IsZero() {
-		from = releases[a.token-1]
-	}
-	if from.IsZero() {
+	from := releases[a.token-1]
+	if a.notHandedOver || from.IsZero() {
 		return 0, false
 	}
 	return a.returned.Sub(from), true

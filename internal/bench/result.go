@@ -49,8 +49,8 @@ type Result struct {
 
 	// CommitLeadP50 and CommitLeadMax say how far Spanner's commit
 	// timestamps were ahead of the local clock when the run's Commit calls
-	// returned (negative: behind). Hand-off latencies compare the two
-	// clocks, so they are short by up to this much.
+	// returned (negative: behind). That is why hand-off latencies are
+	// measured on the local clock alone.
 	CommitLeadP50, CommitLeadMax time.Duration
 
 	// Errors counts Lock and Unlock calls that failed (other than by the

@@ -222,7 +222,8 @@ func contend(ctx context.Context, id int, c contender, rec *recorder) error {
 			continue
 		}
 		rec.acquired(id, called, a)
-		released, err := c.unlock(ctx)
+		releaseCalled := time.Now()
+		err = c.unlock(ctx)
 		if err != nil {
 			rec.failed(err)
 			if fatal(err) {
@@ -230,7 +231,7 @@ func contend(ctx context.Context, id int, c contender, rec *recorder) error {
 			}
 			continue
 		}
-		rec.released(a.token, released)
+		rec.released(a.token, releaseCalled)
 	}
 	return nil
 }
