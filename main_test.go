@@ -11,6 +11,7 @@ import (
 
 	"github.com/spanmutex/spanmutex/emulator"
 	"github.com/spanmutex/spanmutex/internal/faultinject"
+	"github.com/spanmutex/spanmutex/internal/testutil"
 )
 
 // emu is the emulator shared by this package's integration tests; nil with
@@ -105,15 +106,4 @@ func inspectOne(t *testing.T, c *spanner.Client, name string) Status {
 }
 
 // waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		<-tick.C
-	}
-}
+var waitFor = testutil.WaitFor
