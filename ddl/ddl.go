@@ -164,8 +164,8 @@ func RequestsTable(table string) ([]string, error) {
 			"CREATE UNIQUE NULL_FILTERED INDEX " + table + "OneCreatePerResource ON " + table + " (CreateOf)",
 		"-- The pending requests (new or in-progress) in FIFO order; finished\n-- requests leave it (PendingSince is NULL), so scans never read history.\n" +
 			"CREATE NULL_FILTERED INDEX " + table + "Pending ON " + table + " (PendingSince, RequestID) STORING (Status, Kind, Resource)",
-		"-- Every request of one resource, oldest first.\n" +
-			"CREATE INDEX " + table + "ByResource ON " + table + " (Resource, CreatedAt)",
+		"-- Every request of one resource, oldest first, with what a worker needs\n-- to pick the pending ones and the create without reading the table.\n" +
+			"CREATE INDEX " + table + "ByResource ON " + table + " (Resource, CreatedAt) STORING (Kind, PendingSince)",
 	}, nil
 }
 

@@ -18,21 +18,9 @@ func (c *Capture) enqueueCaptured(ctx context.Context, txn *spanner.ReadWriteTra
 	if len(reqs) == 0 {
 		return 0, nil
 	}
-	keys := make([]spanner.KeySet, len(reqs))
-	for i, r := range reqs {
-		keys[i] = spanner.Key{r.ID}
-	}
-	existing := map[string]bool{}
-	err := txn.Read(ctx, c.q.cfg.table, spanner.KeySets(keys...), []string{"RequestID"}).Do(func(row *spanner.Row) error {
-		var id string
-		if err := row.Columns(&id); err != nil {
-			return err
-		}
-		existing[id] = true
-		return nil
-	})
+	existing, err := c.q.existingIDs(ctx, txn, ids(reqs))
 	if err != nil {
-		return 0, fmt.Errorf("queue: capture: look up %d request ids: %w", len(reqs), err)
+		return 0, err
 	}
 	var fresh []Request
 	var resources []string

@@ -87,41 +87,33 @@ type claimed struct {
 }
 
 // readResource reads, in txn, resource's pending requests, oldest first, and
-// its create (pending or not; nil if it has none): the ids of the resource's
-// requests from the index by resource, then their state, then the whole of
-// the pending ones and the create. Reads by key rather than by query: the
-// emulator answers those without scanning the whole table.
+// its create (pending or not; nil if it has none): the ids, kinds and
+// pending marks of the resource's requests from the index by resource (which
+// stores them), then the whole of the pending ones and the create. Two reads
+// by key rather than a query: the emulator answers those without scanning
+// the whole table.
 func (w *Worker) readResource(ctx context.Context, txn *spanner.ReadWriteTransaction, resource string) ([]Request, *Request, error) {
 	t := w.q.cfg.table
 	fail := func(err error) ([]Request, *Request, error) {
 		return nil, nil, fmt.Errorf("queue: read the pending requests of %q: %w", resource, err)
 	}
-	var all []spanner.KeySet
+	var wanted []string
 	order := map[string]int{} // id → place in (CreatedAt, RequestID) order
-	err := txn.ReadUsingIndex(ctx, t, t+"ByResource", spanner.Key{resource}.AsPrefix(), []string{"RequestID"}).Do(func(row *spanner.Row) error {
-		var id string
-		if err := row.Columns(&id); err != nil {
-			return err
-		}
-		order[id] = len(all)
-		all = append(all, spanner.Key{id})
-		return nil
-	})
-	if err != nil {
-		return fail(err)
-	}
-	if len(all) == 0 {
-		return nil, nil, nil
-	}
-	var wanted []spanner.KeySet
-	err = txn.Read(ctx, t, spanner.KeySets(all...), []string{"RequestID", "Kind", "PendingSince"}).Do(func(row *spanner.Row) error {
+	pendingIDs := map[string]bool{}
+	n := 0
+	// The index stores Kind and PendingSince: the finished history of the
+	// resource is skipped without reading the table.
+	err := txn.ReadUsingIndex(ctx, t, t+"ByResource", spanner.Key{resource}.AsPrefix(), []string{"RequestID", "Kind", "PendingSince"}).Do(func(row *spanner.Row) error {
 		var id, kind string
 		var pendingSince spanner.NullTime
 		if err := row.Columns(&id, &kind, &pendingSince); err != nil {
 			return err
 		}
+		order[id] = n
+		n++
+		pendingIDs[id] = pendingSince.Valid
 		if pendingSince.Valid || Kind(kind) == KindCreate {
-			wanted = append(wanted, spanner.Key{id})
+			wanted = append(wanted, id)
 		}
 		return nil
 	})
@@ -131,18 +123,12 @@ func (w *Worker) readResource(ctx context.Context, txn *spanner.ReadWriteTransac
 	if len(wanted) == 0 {
 		return nil, nil, nil
 	}
-	rows := make([]*Request, len(all))
-	pendingIDs := map[string]bool{}
-	err = txn.Read(ctx, t, spanner.KeySets(wanted...), append(requestColumns[:len(requestColumns):len(requestColumns)], "PendingSince")).Do(func(row *spanner.Row) error {
+	rows := make([]*Request, n)
+	err = txn.Read(ctx, t, keysOf(wanted), requestColumns).Do(func(row *spanner.Row) error {
 		r, err := decodeRequest(row)
 		if err != nil {
 			return err
 		}
-		var pendingSince spanner.NullTime
-		if err := row.Column(len(requestColumns), &pendingSince); err != nil {
-			return err
-		}
-		pendingIDs[r.ID] = pendingSince.Valid
 		if i, ok := order[r.ID]; ok {
 			rows[i] = &r
 		}

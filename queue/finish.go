@@ -46,14 +46,10 @@ func finishMutation(table, id string, kind Kind, out outcome) *spanner.Mutation 
 func (w *Worker) settleFinish(ctx context.Context, prev *finishing) (time.Time, bool, error) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
 	defer cancel()
-	keys := make([]spanner.KeySet, len(prev.ids))
-	for i, id := range prev.ids {
-		keys[i] = spanner.Key{id}
-	}
 	w.stats.reads.Add(1)
 	n := 0
 	var at time.Time
-	err := w.q.client.Single().Read(rctx, w.q.cfg.table, spanner.KeySets(keys...), []string{"Status", "ProcessID", "FinishedAt"}).Do(func(row *spanner.Row) error {
+	err := w.q.client.Single().Read(rctx, w.q.cfg.table, keysOf(prev.ids), []string{"Status", "ProcessID", "FinishedAt"}).Do(func(row *spanner.Row) error {
 		var st string
 		var processID spanner.NullString
 		var finishedAt spanner.NullTime

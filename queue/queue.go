@@ -118,9 +118,9 @@ func (q *Queue) Enqueue(ctx context.Context, reqs ...Request) ([]string, error) 
 	if err != nil && commitUnknown(err) {
 		// The commit may have landed: read our ids back to know.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		landed, rerr := q.allExist(rctx, ids(prepared))
+		landed, rerr := q.existingIDs(rctx, q.client.Single(), ids(prepared))
 		cancel()
-		if rerr == nil && landed {
+		if rerr == nil && len(landed) == len(prepared) {
 			err = nil
 		}
 	}
@@ -221,16 +221,14 @@ func (q *Queue) insert(ctx context.Context, txn *spanner.ReadWriteTransaction, r
 	return txn.BufferWrite(ms)
 }
 
-// createdAmong returns which of resources have a create request, read in txn
-// through the unique index on creates, by key (the emulator answers a query
-// by scanning the whole table; a read by key it answers from the index).
-func (q *Queue) createdAmong(ctx context.Context, txn *spanner.ReadWriteTransaction, resources []string) (map[string]bool, error) {
-	keys := make([]spanner.KeySet, len(resources))
-	for i, r := range resources {
-		keys[i] = spanner.Key{r}
-	}
+// createdAmong returns which of resources have a create request, read with
+// r (a read-write transaction, whose read locks make two concurrent creates
+// of one resource serialize, or a single-use strong read) through the
+// unique index on creates, by key (the emulator answers a query by scanning
+// the whole table; a read by key it answers from the index).
+func (q *Queue) createdAmong(ctx context.Context, r rowReader, resources []string) (map[string]bool, error) {
 	created := map[string]bool{}
-	err := txn.ReadUsingIndex(ctx, q.cfg.table, q.cfg.table+"OneCreatePerResource", spanner.KeySets(keys...), []string{"CreateOf"}).Do(func(row *spanner.Row) error {
+	err := r.ReadUsingIndex(ctx, q.cfg.table, q.cfg.table+"OneCreatePerResource", keysOf(resources), []string{"CreateOf"}).Do(func(row *spanner.Row) error {
 		var res string
 		if err := row.Columns(&res); err != nil {
 			return err
@@ -242,6 +240,23 @@ func (q *Queue) createdAmong(ctx context.Context, txn *spanner.ReadWriteTransact
 		return nil, fmt.Errorf("queue: read the creates of %d resources in table %s: %w", len(resources), q.cfg.table, err)
 	}
 	return created, nil
+}
+
+// existingIDs returns which of ids are in the table, read with r.
+func (q *Queue) existingIDs(ctx context.Context, r rowReader, idList []string) (map[string]bool, error) {
+	existing := map[string]bool{}
+	err := r.Read(ctx, q.cfg.table, keysOf(idList), []string{"RequestID"}).Do(func(row *spanner.Row) error {
+		var id string
+		if err := row.Columns(&id); err != nil {
+			return err
+		}
+		existing[id] = true
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("queue: look up %d request ids in table %s: %w", len(idList), q.cfg.table, err)
+	}
+	return existing, nil
 }
 
 // enqueueError names what Spanner refused. AlreadyExists means that a
@@ -257,50 +272,27 @@ func (q *Queue) enqueueError(ctx context.Context, reqs []Request, err error) err
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	if id, found, rerr := q.firstExisting(rctx, ids(reqs)); rerr == nil && found {
-		return fmt.Errorf("%w: %q; nothing was enqueued (a retry of an Enqueue that had committed finds its own requests: check with Get): %w", ErrDuplicateID, id, err)
-	}
-	var creates []spanner.KeySet
-	for _, r := range reqs {
-		if r.Kind == KindCreate {
-			creates = append(creates, spanner.Key{r.Resource})
+	if existing, rerr := q.existingIDs(rctx, q.client.Single(), ids(reqs)); rerr == nil {
+		for _, r := range reqs {
+			if existing[r.ID] {
+				return fmt.Errorf("%w: %q; nothing was enqueued (a retry of an Enqueue that had committed finds its own requests: check with Get): %w", ErrDuplicateID, r.ID, err)
+			}
 		}
 	}
-	var resource string
-	rerr := q.client.Single().ReadUsingIndex(rctx, q.cfg.table, q.cfg.table+"OneCreatePerResource", spanner.KeySets(creates...), []string{"CreateOf"}).Do(func(row *spanner.Row) error {
-		return row.Columns(&resource)
-	})
-	if rerr == nil && resource != "" {
-		return &DuplicateCreateError{Resource: resource, Err: err}
+	var creates []string
+	for _, r := range reqs {
+		if r.Kind == KindCreate {
+			creates = append(creates, r.Resource)
+		}
+	}
+	if created, rerr := q.createdAmong(rctx, q.client.Single(), creates); rerr == nil {
+		for _, res := range creates {
+			if created[res] {
+				return &DuplicateCreateError{Resource: res, Err: err}
+			}
+		}
 	}
 	return fmt.Errorf("queue: enqueue: %w", err)
-}
-
-// firstExisting returns one of ids that is in the table, by a strong read.
-func (q *Queue) firstExisting(ctx context.Context, idList []string) (string, bool, error) {
-	keys := make([]spanner.KeySet, len(idList))
-	for i, id := range idList {
-		keys[i] = spanner.Key{id}
-	}
-	var found string
-	err := q.client.Single().Read(ctx, q.cfg.table, spanner.KeySets(keys...), []string{"RequestID"}).Do(func(row *spanner.Row) error {
-		return row.Columns(&found)
-	})
-	return found, found != "", err
-}
-
-// allExist reports whether every id is in the table, by a strong read.
-func (q *Queue) allExist(ctx context.Context, idList []string) (bool, error) {
-	keys := make([]spanner.KeySet, len(idList))
-	for i, id := range idList {
-		keys[i] = spanner.Key{id}
-	}
-	n := 0
-	err := q.client.Single().Read(ctx, q.cfg.table, spanner.KeySets(keys...), []string{"RequestID"}).Do(func(*spanner.Row) error {
-		n++
-		return nil
-	})
-	return n == len(idList), err
 }
 
 func ids(reqs []Request) []string {

@@ -9,6 +9,22 @@ import (
 	"google.golang.org/grpc/codes"
 )
 
+// rowReader is what both a read-write transaction and a single-use read
+// offer: reads by key, of the table or of an index.
+type rowReader interface {
+	Read(ctx context.Context, table string, keys spanner.KeySet, columns []string) *spanner.RowIterator
+	ReadUsingIndex(ctx context.Context, table, index string, keys spanner.KeySet, columns []string) *spanner.RowIterator
+}
+
+// keysOf returns the key set of the single-column keys values.
+func keysOf(values []string) spanner.KeySet {
+	keys := make([]spanner.KeySet, len(values))
+	for i, v := range values {
+		keys[i] = spanner.Key{v}
+	}
+	return spanner.KeySets(keys...)
+}
+
 // requestColumns are the columns decodeRequest reads, in its order.
 var requestColumns = []string{"RequestID", "Status", "Kind", "Resource", "Payload", "ProcessID", "Token",
 	"Attempts", "LastError", "CreatedAt", "ClaimedAt", "FinishedAt"}

@@ -125,13 +125,9 @@ func (w *Worker) step(ctx context.Context, lease *spanmutex.Lease, resource stri
 // the step landed).
 func (w *Worker) finishMutations(ctx context.Context, txn *spanner.ReadWriteTransaction, prev *finishing) ([]*spanner.Mutation, int, error) {
 	t := w.q.cfg.table
-	keys := make([]spanner.KeySet, len(prev.ids))
-	for i, id := range prev.ids {
-		keys[i] = spanner.Key{id}
-	}
 	var ms []*spanner.Mutation
 	recorded := 0
-	err := txn.Read(ctx, t, spanner.KeySets(keys...), []string{"RequestID", "Status", "ProcessID", "Kind"}).Do(func(row *spanner.Row) error {
+	err := txn.Read(ctx, t, keysOf(prev.ids), []string{"RequestID", "Status", "ProcessID", "Kind"}).Do(func(row *spanner.Row) error {
 		var id, status, kind string
 		var processID spanner.NullString
 		if err := row.Columns(&id, &status, &processID, &kind); err != nil {
