@@ -215,31 +215,10 @@ func TestFaultMutexExactlyOnce(t *testing.T) {
 	tokens := map[int64]int{}
 	for round := range rounds {
 		name := fmt.Sprintf("fault-once/round-%d", round)
-		var executions atomic.Int64
-		results := make([]contenderResult, contenders)
-		ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
-		var wg sync.WaitGroup
-		start := make(chan struct{})
-		for i := range contenders {
-			m, err := New(clients[i%len(clients)], name, append([]Option{WithOwner(fmt.Sprintf("c%02d", i))}, opts...)...)
-			require.NoError(t, err)
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				<-start
-				out, err := m.Run(ctx, func(ctx context.Context, l *Lease) error {
-					executions.Add(1)
-					return nil
-				})
-				results[i] = contenderResult{out, err}
-			}()
-		}
-		close(start)
-		wg.Wait()
-		cancel()
+		res := raceOnce(t, clients, contenders, name, opts...)
 
 		executed := 0
-		for i, r := range results {
+		for i, r := range res.results {
 			switch {
 			case r.err == nil && r.outcome == Executed:
 				executed++
@@ -251,7 +230,7 @@ func TestFaultMutexExactlyOnce(t *testing.T) {
 				t.Errorf("round %d, contender %d: %v with error %v: not an outcome Run documents for this case", round, i, r.outcome, r.err)
 			}
 		}
-		assert.Equal(t, int64(1), executions.Load(), "round %d: the section must run exactly once", round)
+		assert.Equal(t, int64(1), res.executions, "round %d: the section must run exactly once", round)
 		assert.Equal(t, 1, executed, "round %d: exactly one contender reports Executed", round)
 		st := inspectOne(t, check, name)
 		assert.Equal(t, StateDone, st.State, "round %d", round)

@@ -17,8 +17,27 @@ import (
 // raceResult is what one round of an exactly-once race produced.
 type raceResult struct {
 	executions int64
-	outcomes   map[Outcome]int
-	errs       []error
+	results    []contenderResult // how each contender's Run ended
+}
+
+// outcomes counts the contenders' outcomes.
+func (r raceResult) outcomes() map[Outcome]int {
+	out := map[Outcome]int{}
+	for _, c := range r.results {
+		out[c.outcome]++
+	}
+	return out
+}
+
+// errs returns the contenders' errors.
+func (r raceResult) errs() []error {
+	var errs []error
+	for _, c := range r.results {
+		if c.err != nil {
+			errs = append(errs, c.err)
+		}
+	}
+	return errs
 }
 
 // raceOnce starts contenders goroutines at once, spread over clients, each
@@ -27,14 +46,13 @@ func raceOnce(t *testing.T, clients []*spanner.Client, contenders int, name stri
 	t.Helper()
 	var (
 		executions atomic.Int64
-		mu         sync.Mutex
-		res        = raceResult{outcomes: map[Outcome]int{}}
+		results    = make([]contenderResult, contenders)
 		wg         sync.WaitGroup
 		start      = make(chan struct{})
 	)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	for i := 0; i < contenders; i++ {
+	for i := range contenders {
 		m, err := New(clients[i%len(clients)], name, append([]Option{WithOwner(fmt.Sprintf("contender-%d", i))}, opts...)...)
 		require.NoError(t, err)
 		wg.Add(1)
@@ -45,18 +63,12 @@ func raceOnce(t *testing.T, clients []*spanner.Client, contenders int, name stri
 				executions.Add(1)
 				return nil
 			})
-			mu.Lock()
-			defer mu.Unlock()
-			res.outcomes[out]++
-			if err != nil {
-				res.errs = append(res.errs, err)
-			}
+			results[i] = contenderResult{out, err}
 		}()
 	}
 	close(start)
 	wg.Wait()
-	res.executions = executions.Load()
-	return res
+	return raceResult{executions: executions.Load(), results: results}
 }
 
 // exactlyOnce runs the race for rounds fresh names and checks every round.
@@ -65,9 +77,9 @@ func exactlyOnce(t *testing.T, clients []*spanner.Client, rounds, contenders int
 	for round := 0; round < rounds; round++ {
 		name := fmt.Sprintf("%s/round-%d", t.Name(), round)
 		res := raceOnce(t, clients, contenders, name)
-		require.Empty(t, res.errs, "round %d", round)
+		require.Empty(t, res.errs(), "round %d", round)
 		require.Equal(t, int64(1), res.executions, "round %d: the section must run exactly once", round)
-		require.Equal(t, map[Outcome]int{Executed: 1, AlreadyDone: contenders - 1}, res.outcomes, "round %d", round)
+		require.Equal(t, map[Outcome]int{Executed: 1, AlreadyDone: contenders - 1}, res.outcomes(), "round %d", round)
 		st := inspectOne(t, clients[0], name)
 		require.Equal(t, StateDone, st.State)
 		require.Equal(t, int64(1), st.Token)
