@@ -1,34 +1,16 @@
 package main
 
 import (
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 )
 
 // noBenchLeak fails the test if, within a few seconds of its end, goroutines
 // of the benchmark are still running.
 func noBenchLeak(t *testing.T) {
 	t.Helper()
-	t.Cleanup(func() {
-		deadline := time.Now().Add(5 * time.Second)
-		tick := time.NewTicker(20 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			buf := make([]byte, 1<<20)
-			stacks := string(buf[:runtime.Stack(buf, true)])
-			if !strings.Contains(stacks, "internal/bench.") {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Errorf("goroutines of the benchmark are still running:\n%s", stacks)
-				return
-			}
-			<-tick.C
-		}
-	})
+	noGoroutinesOf(t, "the benchmark", "internal/bench.")
 }
 
 // TestBench runs a short benchmark in-process, against a database of the
@@ -36,47 +18,25 @@ func noBenchLeak(t *testing.T) {
 // prints progress and the tables.
 func TestBench(t *testing.T) {
 	needEmulator(t)
-	cases := []struct {
-		name string
-		host string // $SPANNER_EMULATOR_HOST
-		args []string
-		want string
-	}{
-		{"database flag", emu.Host(), []string{"--database", newDatabase(t)}, "Using database "},
-		{"embedded emulator", "", nil, "Started the Cloud Spanner emulator"},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			if tc.host == "" {
-				needBinary(t)
+	runOnBothBackends(t, newDatabase(t), noBenchLeak, []string{"bench", "--contenders", "1", "--duration", "1s"}, func(t *testing.T, stdout, stderr string) {
+		for _, want := range []string{
+			"[1/2] spanmutex, 1 contender(s) on 1 client(s), for 1s ...",
+			"[2/2] naive, 1 contender(s): ",
+			"LOCK       N  CLIENTS  ACQUISITIONS  ACQ/S  RW ATTEMPTS/ACQ",
+			"\nspanmutex  1  1 ",
+			"\nnaive      1  1 ",
+			"N  RW ATTEMPTS/ACQ NAIVE÷OURS  RPCS/ACQ NAIVE÷OURS  ACQ/S OURS÷NAIVE",
+			"Cloud Spanner emulator",
+			"Completed 2 runs",
+		} {
+			if !strings.Contains(stdout, want) {
+				t.Errorf("stdout does not contain %q:\n%s", want, stdout)
 			}
-			noBenchLeak(t)
-			t.Setenv(emulatorHostEnv, tc.host)
-			t.Setenv(databaseEnv, "")
-			code, stdout, stderr := cli(t, append([]string{"bench", "--contenders", "1", "--duration", "1s"}, tc.args...)...)
-			if code != exitOK {
-				t.Fatalf("bench exited %d; stdout:\n%s\nstderr:\n%s", code, stdout, stderr)
-			}
-			for _, want := range []string{
-				tc.want,
-				"[1/2] spanmutex, 1 contender(s) on 1 client(s), for 1s ...",
-				"[2/2] naive, 1 contender(s): ",
-				"LOCK       N  CLIENTS  ACQUISITIONS  ACQ/S  RW ATTEMPTS/ACQ",
-				"\nspanmutex  1  1 ",
-				"\nnaive      1  1 ",
-				"N  RW ATTEMPTS/ACQ NAIVE÷OURS  RPCS/ACQ NAIVE÷OURS  ACQ/S OURS÷NAIVE",
-				"Cloud Spanner emulator",
-				"Completed 2 runs",
-			} {
-				if !strings.Contains(stdout, want) {
-					t.Errorf("stdout does not contain %q:\n%s", want, stdout)
-				}
-			}
-			if stderr != "" {
-				t.Errorf("stderr is not empty:\n%s", stderr)
-			}
-		})
-	}
+		}
+		if stderr != "" {
+			t.Errorf("stderr is not empty:\n%s", stderr)
+		}
+	})
 }
 
 // TestBenchWithoutSchema points the benchmark at a table that does not

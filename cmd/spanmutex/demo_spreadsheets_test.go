@@ -5,7 +5,6 @@ import (
 	"context"
 	"math/rand/v2"
 	"regexp"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -53,59 +52,38 @@ func sheetsDatabase(t *testing.T) string {
 // embedded emulator of its own, and checks its table.
 func TestDemoSpreadsheets(t *testing.T) {
 	needEmulator(t)
-	cases := []struct {
-		name string
-		host string // $SPANNER_EMULATOR_HOST
-		args []string
-		want string
-	}{
-		{"database flag", emu.Host(), []string{"--database", sheetsDatabase(t)}, "Using database "},
-		{"embedded emulator", "", nil, "Started the Cloud Spanner emulator"},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			if tc.host == "" {
-				needBinary(t)
+	runOnBothBackends(t, sheetsDatabase(t), noSheetsLeak, append([]string{"demo", "spreadsheets"}, sheetsDemoArgs...), func(t *testing.T, stdout, _ string) {
+		for _, want := range []string{"DIED in the middle of the", "Summary: all 11 checks passed: 68 requests"} {
+			if !strings.Contains(stdout, want) {
+				t.Errorf("stdout does not contain %q:\n%s", want, stdout)
 			}
-			noSheetsLeak(t)
-			t.Setenv(emulatorHostEnv, tc.host)
-			t.Setenv(databaseEnv, "")
-			code, stdout, stderr := cli(t, append(append([]string{"demo", "spreadsheets"}, sheetsDemoArgs...), tc.args...)...)
-			if code != exitOK {
-				t.Fatalf("exit %d; stdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+		}
+		rows := sheetsTable(t, stdout)
+		for check, detail := range map[string]string{
+			"every HTTP call answered as planned":                      "68 accepted (202) of 8 creates and 60 clicks; 0 unexpected answers",
+			"every request finished: complete, or error with a reason": "68 complete, 0 error",
+			"none lost: every accepted request exists and finished":    "0 of 68 accepted requests missing",
+			"none stuck: nothing new or in-progress":                   "0 new, 0 in-progress",
+			"zero double creates":                                      "0 in ",
+			"zero updates before their create":                         "0 in ",
+			"zero concurrent writers on one sheet":                     "0 in ",
+			"zero stale-token writes":                                  "0 in ",
+			"duplicate creates refused with 409":                       "3 of 3 refused; 8 of 8 sheets have exactly one create request",
+			"every completed request is in its sheet, once":            "8 of 8 sheets created; clicks of completed updates: 0 missing, 0 applied more than once",
+			"the killed worker's claim was recovered":                  "complete under a higher token",
+		} {
+			got, ok := rows[check]
+			if !ok || got[0] != "PASS" || !strings.Contains(got[1], detail) {
+				t.Errorf("check %q: got %q, want PASS with %q", check, got, detail)
 			}
-			for _, want := range []string{tc.want, "DIED in the middle of the", "Summary: all 11 checks passed: 68 requests"} {
-				if !strings.Contains(stdout, want) {
-					t.Errorf("stdout does not contain %q:\n%s", want, stdout)
-				}
-			}
-			rows := sheetsTable(t, stdout)
-			for check, detail := range map[string]string{
-				"every HTTP call answered as planned":                      "68 accepted (202) of 8 creates and 60 clicks; 0 unexpected answers",
-				"every request finished: complete, or error with a reason": "68 complete, 0 error",
-				"none lost: every accepted request exists and finished":    "0 of 68 accepted requests missing",
-				"none stuck: nothing new or in-progress":                   "0 new, 0 in-progress",
-				"zero double creates":                                      "0 in ",
-				"zero updates before their create":                         "0 in ",
-				"zero concurrent writers on one sheet":                     "0 in ",
-				"zero stale-token writes":                                  "0 in ",
-				"duplicate creates refused with 409":                       "3 of 3 refused; 8 of 8 sheets have exactly one create request",
-				"every completed request is in its sheet, once":            "8 of 8 sheets created; clicks of completed updates: 0 missing, 0 applied more than once",
-				"the killed worker's claim was recovered":                  "complete under a higher token",
-			} {
-				got, ok := rows[check]
-				if !ok || got[0] != "PASS" || !strings.Contains(got[1], detail) {
-					t.Errorf("check %q: got %q, want PASS with %q", check, got, detail)
-				}
-			}
-			if got := rows["clicks grouped into updates"]; !strings.Contains(got[1], "60 clicks applied in") {
-				t.Errorf("grouping row: %q", got)
-			}
-			if got := rows["throughput"]; !strings.Contains(got[1], "68 requests in") {
-				t.Errorf("throughput row: %q", got)
-			}
-		})
-	}
+		}
+		if got := rows["clicks grouped into updates"]; !strings.Contains(got[1], "60 clicks applied in") {
+			t.Errorf("grouping row: %q", got)
+		}
+		if got := rows["throughput"]; !strings.Contains(got[1], "68 requests in") {
+			t.Errorf("throughput row: %q", got)
+		}
+	})
 }
 
 // TestDemoSpreadsheetsCatchesZombieWrites breaks the demo on purpose: the
@@ -243,20 +221,5 @@ func TestSheetsPlan(t *testing.T) {
 // still running a few seconds after it ends.
 func noSheetsLeak(t *testing.T) {
 	t.Helper()
-	t.Cleanup(func() {
-		deadline := time.Now().Add(5 * time.Second)
-		for {
-			buf := make([]byte, 1<<20)
-			stacks := string(buf[:runtime.Stack(buf, true)])
-			if !strings.Contains(stacks, "main.(*sheetsDemo)") && !strings.Contains(stacks, "main.(*sheetsService)") &&
-				!strings.Contains(stacks, "main.(*sheetsWorker)") && !strings.Contains(stacks, "sheets.(*Server)") {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Errorf("goroutines of the spreadsheet demo are still running:\n%s", stacks)
-				return
-			}
-			runtime.Gosched()
-		}
-	})
+	noGoroutinesOf(t, "the spreadsheet demo", "main.(*sheetsDemo)", "main.(*sheetsService)", "main.(*sheetsWorker)", "sheets.(*Server)")
 }

@@ -10,45 +10,21 @@ import (
 // passes and says so.
 func TestDemo(t *testing.T) {
 	needEmulator(t)
-	cases := []struct {
-		name string
-		host string // $SPANNER_EMULATOR_HOST
-		args []string
-		want string
-	}{
-		{"database flag", emu.Host(), []string{"--database", newDatabase(t)}, "Using database "},
-		// No SPANNER_EMULATOR_HOST and no database: the default path, which
-		// starts an emulator of its own.
-		{"embedded emulator", "", nil, "Started the Cloud Spanner emulator"},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			if tc.host == "" {
-				needBinary(t)
+	runOnBothBackends(t, newDatabase(t), noLeak, []string{"demo", "--watermark", "1s", "--instances", "8"}, func(t *testing.T, stdout, _ string) {
+		for _, want := range []string{
+			"the migration ran exactly once",
+			"the 7 other instances saw AlreadyDone (7 did)",
+			"took over from the silent holder",
+			"Summary: in both scenarios the migration ran exactly once",
+		} {
+			if !strings.Contains(stdout, want) {
+				t.Errorf("stdout does not contain %q:\n%s", want, stdout)
 			}
-			noLeak(t)
-			t.Setenv(emulatorHostEnv, tc.host)
-			t.Setenv(databaseEnv, "")
-			code, stdout, stderr := cli(t, append([]string{"demo", "--watermark", "1s", "--instances", "8"}, tc.args...)...)
-			if code != 0 {
-				t.Fatalf("demo exited %d; stdout:\n%s\nstderr:\n%s", code, stdout, stderr)
-			}
-			for _, want := range []string{
-				tc.want,
-				"the migration ran exactly once",
-				"the 7 other instances saw AlreadyDone (7 did)",
-				"took over from the silent holder",
-				"Summary: in both scenarios the migration ran exactly once",
-			} {
-				if !strings.Contains(stdout, want) {
-					t.Errorf("stdout does not contain %q:\n%s", want, stdout)
-				}
-			}
-			if strings.Contains(stdout, "FAIL") {
-				t.Errorf("a check failed:\n%s", stdout)
-			}
-		})
-	}
+		}
+		if strings.Contains(stdout, "FAIL") {
+			t.Errorf("a check failed:\n%s", stdout)
+		}
+	})
 }
 
 // TestDemoWithoutSchema points the demo at a table that does not exist: it

@@ -68,23 +68,79 @@ func goTool() string {
 }
 
 // noLeak fails the test if, within a few seconds of its end, goroutines
-// started by this package's code are still running. (Counting goroutines
-// would not do: os/signal starts one of its own on first use, for good.)
+// started by this package's demo or children are still running.
 func noLeak(t *testing.T) {
 	t.Helper()
+	noGoroutinesOf(t, "this package", "main.(*child)", "main.(*demo)")
+}
+
+// runOnBothBackends runs the command line args in-process twice, each as a
+// subtest: with --database db (a database of the test emulator), and with
+// neither a database nor $SPANNER_EMULATOR_HOST, the default path, which
+// starts an embedded emulator. leak registers the subtest's goroutine-leak
+// check. A run must exit 0 and say which backend it used; check then reads
+// its output.
+func runOnBothBackends(t *testing.T, db string, leak func(*testing.T), args []string, check func(t *testing.T, stdout, stderr string)) {
+	t.Helper()
+	needEmulator(t)
+	cases := []struct {
+		name string
+		host string // $SPANNER_EMULATOR_HOST
+		args []string
+		want string
+	}{
+		{"database flag", emu.Host(), []string{"--database", db}, "Using database "},
+		{"embedded emulator", "", nil, "Started the Cloud Spanner emulator"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.host == "" {
+				needBinary(t)
+			}
+			leak(t)
+			t.Setenv(emulatorHostEnv, tc.host)
+			t.Setenv(databaseEnv, "")
+			code, stdout, stderr := cli(t, append(append([]string(nil), args...), tc.args...)...)
+			if code != exitOK {
+				t.Fatalf("%s exited %d; stdout:\n%s\nstderr:\n%s", strings.Join(args, " "), code, stdout, stderr)
+			}
+			if !strings.Contains(stdout, tc.want) {
+				t.Errorf("stdout does not contain %q:\n%s", tc.want, stdout)
+			}
+			check(t, stdout, stderr)
+		})
+	}
+}
+
+// noGoroutinesOf fails the test if, within a few seconds of its end, any
+// goroutine's stack still names one of markers (functions of what). Counting
+// goroutines would not do: os/signal starts one of its own on first use,
+// for good.
+func noGoroutinesOf(t *testing.T, what string, markers ...string) {
+	t.Helper()
+	running := func(stacks string) bool {
+		for _, m := range markers {
+			if strings.Contains(stacks, m) {
+				return true
+			}
+		}
+		return false
+	}
 	t.Cleanup(func() {
 		deadline := time.Now().Add(5 * time.Second)
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
 		for {
 			buf := make([]byte, 1<<20)
 			stacks := string(buf[:runtime.Stack(buf, true)])
-			if !strings.Contains(stacks, "main.(*child)") && !strings.Contains(stacks, "main.(*demo)") {
+			if !running(stacks) {
 				return
 			}
 			if time.Now().After(deadline) {
-				t.Errorf("goroutines of this package are still running:\n%s", stacks)
+				t.Errorf("goroutines of %s are still running:\n%s", what, stacks)
 				return
 			}
-			runtime.Gosched()
+			<-tick.C
 		}
 	})
 }

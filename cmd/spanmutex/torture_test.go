@@ -2,10 +2,8 @@ package main
 
 import (
 	"regexp"
-	"runtime"
 	"strings"
 	"testing"
-	"time"
 )
 
 // TestTorture runs a short torture in-process, on an emulator of its own
@@ -134,19 +132,5 @@ func TestParseFaults(t *testing.T) {
 // running a few seconds after it ends.
 func tortureNoLeak(t *testing.T) {
 	t.Helper()
-	t.Cleanup(func() {
-		deadline := time.Now().Add(5 * time.Second)
-		for {
-			buf := make([]byte, 1<<20)
-			stacks := string(buf[:runtime.Stack(buf, true)])
-			if !strings.Contains(stacks, "main.(*torture)") && !strings.Contains(stacks, "main.(*freezer)") {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Errorf("goroutines of the torture are still running:\n%s", stacks)
-				return
-			}
-			runtime.Gosched()
-		}
-	})
+	noGoroutinesOf(t, "the torture", "main.(*torture)", "main.(*freezer)")
 }
