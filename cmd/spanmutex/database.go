@@ -60,6 +60,22 @@ func resolveDatabase(cmd string, fs *flag.FlagSet, flagValue string) (string, er
 	return db, nil
 }
 
+// optionalDatabase resolves the database of a command that falls back to
+// an embedded emulator: --database if given (an explicit "" asks for the
+// emulator even when $SPANMUTEX_DATABASE is set), else $SPANMUTEX_DATABASE,
+// else "" (the emulator). A malformed path is a usage error.
+func optionalDatabase(cmd string, fs *flag.FlagSet, flagValue string) (string, error) {
+	if !flagWasSet(fs, "database") && os.Getenv(databaseEnv) != "" {
+		return resolveDatabase(cmd, fs, flagValue)
+	}
+	if flagValue != "" {
+		if err := validateDatabasePath(flagValue); err != nil {
+			return "", usagef(cmd, "--database %q is malformed: %v", flagValue, err)
+		}
+	}
+	return flagValue, nil
+}
+
 // validateDatabasePath checks db against Cloud Spanner's naming rules, so
 // that a typo is reported before any connection is made.
 func validateDatabasePath(db string) error {

@@ -107,19 +107,11 @@ func cmdDemo(ctx context.Context, s streams, args []string) int {
 	if err := o.validate(); err != nil {
 		return reportError(s, err, exitUsage)
 	}
-	// An explicit --database "" asks for the embedded emulator even when
-	// $SPANMUTEX_DATABASE is set.
-	if !flagWasSet(fs, "database") && os.Getenv(databaseEnv) != "" {
-		db, err := resolveDatabase("demo", fs, o.database)
-		if err != nil {
-			return reportError(s, err, exitUsage)
-		}
-		o.database = db
-	} else if o.database != "" {
-		if err := validateDatabasePath(o.database); err != nil {
-			return reportUsage(s, &usageError{cmd: "demo", msg: fmt.Sprintf("--database %q is malformed: %v", o.database, err)})
-		}
+	db, err := optionalDatabase("demo", fs, o.database)
+	if err != nil {
+		return reportError(s, err, exitUsage)
 	}
+	o.database = db
 
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
