@@ -82,7 +82,7 @@ func TestLockRefusesARunOnceRow(t *testing.T) {
 	assert.ErrorContains(t, err, "belongs to a run-once Mutex")
 }
 
-// lockHolder holds l until release is closed.
+// lockAndHold takes l, failing the test if it cannot, and returns the lease.
 func lockAndHold(t *testing.T, l *Lock) *Lease {
 	t.Helper()
 	lease, err := l.Lock(context.Background())

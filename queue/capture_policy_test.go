@@ -3,7 +3,6 @@ package queue
 import (
 	"context"
 	"errors"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/spanmutex/spanmutex/ddl"
+	"github.com/spanmutex/spanmutex/internal/testutil"
 )
 
 func TestCaptureConflictPolicies(t *testing.T) {
@@ -192,24 +192,7 @@ func TestCaptureRunTwiceAtOnceIsRefused(t *testing.T) {
 }
 
 // captureGoroutines counts the goroutines running Capture code.
-func captureGoroutines() int {
-	buf := make([]byte, 1<<20)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			buf = buf[:n]
-			break
-		}
-		buf = make([]byte, 2*len(buf))
-	}
-	count := 0
-	for _, g := range strings.Split(string(buf), "\n\n") {
-		if strings.Contains(g, "queue.(*Capture)") {
-			count++
-		}
-	}
-	return count
-}
+func captureGoroutines() int { return testutil.Goroutines("queue.(*Capture)") }
 
 func TestCaptureRunReportsWhatItCannotRetry(t *testing.T) {
 	c, start := captureDatabase(t)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/spanmutex/spanmutex"
 	"github.com/spanmutex/spanmutex/emulator"
+	"github.com/spanmutex/spanmutex/internal/testutil"
 )
 
 // Shared by the integration tests; both stay unset under -short.
@@ -112,38 +113,9 @@ func runOnBothBackends(t *testing.T, db string, leak func(*testing.T), args []st
 	}
 }
 
-// noGoroutinesOf fails the test if, within a few seconds of its end, any
-// goroutine's stack still names one of markers (functions of what). Counting
-// goroutines would not do: os/signal starts one of its own on first use,
-// for good.
-func noGoroutinesOf(t *testing.T, what string, markers ...string) {
-	t.Helper()
-	running := func(stacks string) bool {
-		for _, m := range markers {
-			if strings.Contains(stacks, m) {
-				return true
-			}
-		}
-		return false
-	}
-	t.Cleanup(func() {
-		deadline := time.Now().Add(5 * time.Second)
-		tick := time.NewTicker(20 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			buf := make([]byte, 1<<20)
-			stacks := string(buf[:runtime.Stack(buf, true)])
-			if !running(stacks) {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Errorf("goroutines of %s are still running:\n%s", what, stacks)
-				return
-			}
-			<-tick.C
-		}
-	})
-}
+// noGoroutinesOf fails the test if goroutines of what (naming one of
+// markers) still run a few seconds after it ends.
+var noGoroutinesOf = testutil.NoGoroutinesOf
 
 // needEmulator skips integration tests under -short.
 func needEmulator(t *testing.T) {

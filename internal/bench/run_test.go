@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"errors"
-	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/spanmutex/spanmutex"
 	"github.com/spanmutex/spanmutex/emulator"
+	"github.com/spanmutex/spanmutex/internal/testutil"
 )
 
 // freshDatabase creates a database of the test emulator with the spanmutex
@@ -46,23 +46,7 @@ func newDatabase(ctx context.Context) (Opener, error) {
 // few seconds after it ends.
 func noLeak(t *testing.T) {
 	t.Helper()
-	t.Cleanup(func() {
-		deadline := time.Now().Add(5 * time.Second)
-		tick := time.NewTicker(20 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			buf := make([]byte, 1<<20)
-			stacks := string(buf[:runtime.Stack(buf, true)])
-			if !strings.Contains(stacks, "internal/bench.contend") && !strings.Contains(stacks, "internal/bench.runOne") {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Errorf("goroutines of the benchmark are still running:\n%s", stacks)
-				return
-			}
-			<-tick.C
-		}
-	})
+	testutil.NoGoroutinesOf(t, "the benchmark", "internal/bench.contend", "internal/bench.runOne")
 }
 
 // TestRun runs both locks with 1 and 10 contenders for 2s each on the

@@ -40,3 +40,20 @@ func TestWaitForFailsAtTheDeadline(t *testing.T) {
 		t.Fatal("WaitFor did not fail the test when the condition never held")
 	}
 }
+
+func TestGoroutinesCountsThoseNamingAMarker(t *testing.T) {
+	stop := make(chan struct{})
+	started := make(chan struct{})
+	go parkedForTest(started, stop)
+	<-started
+	if got := Goroutines("testutil.parkedForTest"); got != 1 {
+		t.Fatalf("Goroutines = %d; want 1", got)
+	}
+	close(stop)
+	WaitFor(t, 5*time.Second, "the goroutine to end", func() bool { return Goroutines("testutil.parkedForTest") == 0 })
+}
+
+func parkedForTest(started, stop chan struct{}) {
+	close(started)
+	<-stop
+}
