@@ -18,6 +18,8 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
+
+	"github.com/spanmutex/spanmutex/internal/testutil"
 )
 
 const commit = "/google.spanner.v1.Spanner/Commit"
@@ -157,11 +159,7 @@ func TestHoldUntilRelease(t *testing.T) {
 	s := &fakeServer{}
 	done := make(chan error, 1)
 	go func() { done <- call(in, s, commit) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for in.Stats().Injected(Hold) == 0 {
-		require.True(t, time.Now().Before(deadline), "the call was not held")
-		time.Sleep(time.Millisecond) // polling a condition, with a deadline
-	}
+	testutil.WaitFor(t, 10*time.Second, "the call to be held", func() bool { return in.Stats().Injected(Hold) > 0 })
 	select {
 	case err := <-done:
 		t.Fatalf("held call returned before Release: %v", err)
