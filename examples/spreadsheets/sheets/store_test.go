@@ -10,6 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/spanmutex/spanmutex/examples/spreadsheets/sheets"
+
+	"github.com/spanmutex/spanmutex/internal/testutil"
 )
 
 // newStore returns a store whose writes are instant.
@@ -259,13 +261,5 @@ func TestStoreRejectsBadInput(t *testing.T) {
 // waitFor polls cond until it holds, failing the test after 10 seconds.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		<-tick.C
-	}
+	testutil.WaitFor(t, 10*time.Second, what, cond)
 }
