@@ -388,6 +388,20 @@ func TestFaultLockUnderEmulatorFaultInjection(t *testing.T) {
 	assert.Equal(t, StateNeeded, rows[0].State)
 }
 
+// faultyAndPlainLocks returns two Locks of name in db: a, owned "a", on a
+// client whose RPCs go through in (disabled until the test enables it),
+// and b, owned "b", on a plain client; and a plain client to check with.
+func faultyAndPlainLocks(t *testing.T, db, name string, in *faultinject.Injector) (a, b *Lock, check *spanner.Client) {
+	t.Helper()
+	ca := faultyClients(t, db, in, 1)[0]
+	in.SetEnabled(false)
+	a, err := NewLock(ca, name, WithOwner("a"))
+	require.NoError(t, err)
+	b, err = NewLock(newClient(t, db), name, WithOwner("b"))
+	require.NoError(t, err)
+	return a, b, newClient(t, db)
+}
+
 // The answer to the Commit of an Unlock is lost: Unlock settles it by
 // reading the row and returns nil, and the lock is handed on exactly once:
 // to the waiter, with the next token, or freed when nobody waits.
@@ -401,13 +415,7 @@ func TestFaultUnlockAnswerLost(t *testing.T) {
 					Action: faultinject.DropResponse, Probability: 1, Limit: 1, Codes: []codes.Code{code},
 					Match: commitWrites(DefaultTable, "State")}) // an unlock writes State; a renewal does not
 				require.NoError(t, err)
-				ca := faultyClients(t, db, in, 1)[0]
-				in.SetEnabled(false)
-				check := newClient(t, db)
-				a, err := NewLock(ca, name, WithOwner("a"))
-				require.NoError(t, err)
-				b, err := NewLock(newClient(t, db), name, WithOwner("b"))
-				require.NoError(t, err)
+				a, b, check := faultyAndPlainLocks(t, db, name, in)
 				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 				defer cancel()
 
@@ -560,13 +568,7 @@ func TestFaultUnlockAnswerLostThenReadFails(t *testing.T) {
 	name := "unlock-blip"
 	in, err := faultinject.New(6, afterDroppedCommit(DefaultTable, "State")...)
 	require.NoError(t, err)
-	ca := faultyClients(t, db, in, 1)[0]
-	in.SetEnabled(false)
-	check := newClient(t, db)
-	a, err := NewLock(ca, name, WithOwner("a"))
-	require.NoError(t, err)
-	b, err := NewLock(newClient(t, db), name, WithOwner("b"))
-	require.NoError(t, err)
+	a, b, check := faultyAndPlainLocks(t, db, name, in)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	la, err := a.Lock(ctx)
