@@ -113,9 +113,7 @@ func cmdDemo(ctx context.Context, s streams, args []string) int {
 	}
 	o.database = db
 
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	ctx, cancel := demoContext(ctx, o.timeout)
 	defer cancel()
 	began := time.Now()
 	d := &demo{out: &console{w: s.stdout}, opts: o, suffix: uuid.NewString()[:8]}
@@ -127,10 +125,7 @@ func cmdDemo(ctx context.Context, s streams, args []string) int {
 
 	ok, err := d.run(ctx)
 	if err != nil {
-		if ctx.Err() != nil {
-			err = fmt.Errorf("demo stopped: %w: %w", context.Cause(ctx), err)
-		}
-		return reportError(s, err, exitError)
+		return reportError(s, demoStopped(ctx, err), exitError)
 	}
 	elapsed := time.Since(began).Round(100 * time.Millisecond)
 	if !ok {
@@ -139,6 +134,22 @@ func cmdDemo(ctx context.Context, s streams, args []string) int {
 	}
 	d.out.printf("\nSummary: in both scenarios the migration ran exactly once; all %d checks passed (%v).\n", d.checks, elapsed)
 	return exitOK
+}
+
+// demoContext is ctx, cancelled also by SIGINT or SIGTERM and after timeout.
+func demoContext(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	return ctx, func() { cancel(); stop() }
+}
+
+// demoStopped says why a demo failed with err: if its ctx ended, that is
+// why (a signal or the timeout).
+func demoStopped(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("demo stopped: %w: %w", context.Cause(ctx), err)
+	}
+	return err
 }
 
 // demo is one run of the demonstration.

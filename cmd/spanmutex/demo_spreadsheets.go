@@ -4,9 +4,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/google/uuid"
@@ -134,9 +131,7 @@ func cmdDemoSpreadsheets(ctx context.Context, s streams, args []string) int {
 // runSheetsDemo runs the demo with validated options and returns the exit
 // status.
 func runSheetsDemo(ctx context.Context, s streams, o *sheetsDemoOptions) int {
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	ctx, cancel := demoContext(ctx, o.timeout)
 	defer cancel()
 	d := &sheetsDemo{out: &console{w: s.stdout}, opts: o, suffix: uuid.NewString()[:8]}
 	closeAll, err := d.setUp(ctx)
@@ -147,10 +142,7 @@ func runSheetsDemo(ctx context.Context, s streams, o *sheetsDemoOptions) int {
 
 	res, err := d.run(ctx)
 	if err != nil {
-		if ctx.Err() != nil {
-			err = fmt.Errorf("demo stopped: %w: %w", context.Cause(ctx), err)
-		}
-		return reportError(s, err, exitError)
+		return reportError(s, demoStopped(ctx, err), exitError)
 	}
 	ok, err := d.verify(ctx, res)
 	if err != nil {
