@@ -16,6 +16,9 @@ type row struct {
 	RenewedAt  time.Time
 	FinishedAt time.Time
 	UpdatedAt  time.Time
+	// Lease is the lease the holder declared (LeaseMicros), 0 if the row
+	// has none.
+	Lease time.Duration
 	// Now is Spanner's CURRENT_TIMESTAMP() read with the row: in the same
 	// read-write transaction when deciding, or the same snapshot when peeking.
 	Now time.Time
@@ -23,9 +26,13 @@ type row struct {
 
 // policy is what a decision depends on besides the row.
 type policy struct {
-	watermark   time.Duration
-	staleness   time.Duration // 0: DONE and FAILED never go stale
-	jitter      time.Duration // this contender's extra wait past the watermark
+	// watermark is this contender's own lease: what it declares when it
+	// acquires, and how it judges a row whose holder declared none.
+	watermark time.Duration
+	staleness time.Duration // 0: DONE and FAILED never go stale
+	// jitter is this contender's extra wait past a holder's lease before a
+	// takeover, as a fraction of that lease, drawn per call.
+	jitter      float64
 	maxAttempts int64
 }
 
@@ -109,7 +116,7 @@ func decide(r row, p policy) decision {
 		}
 		return decision{action: actAcquire, retry: true}
 	case StateStarted:
-		remaining := takeoverAfter(p.watermark, p.jitter) - silentFor(r)
+		remaining := p.takeoverAfter(r) - silentFor(r)
 		if remaining > 0 {
 			return decision{action: actWait, wait: remaining}
 		}

@@ -12,7 +12,7 @@ import (
 func TestDecide(t *testing.T) {
 	now := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
 	ago := func(d time.Duration) time.Time { return now.Add(-d) }
-	pol := policy{watermark: time.Minute, jitter: 10 * time.Second, maxAttempts: 3}
+	pol := policy{watermark: time.Minute, jitter: 1.0 / 6, maxAttempts: 3}
 	stale := pol
 	stale.staleness = time.Hour
 
@@ -41,6 +41,9 @@ func TestDecide(t *testing.T) {
 		{"FAILED on the last attempt: exhausted", row{Exists: true, State: StateFailed, Attempts: 3, FinishedAt: ago(time.Second), Now: now}, pol, decision{action: actExhausted}},
 		{"FAILED exhausted but stale: acquire fresh", row{Exists: true, State: StateFailed, Attempts: 3, FinishedAt: ago(2 * time.Hour), Now: now}, stale, decision{action: actAcquire, fresh: true}},
 		{"FAILED past staleness, no FinishedAt: not stale", row{Exists: true, State: StateFailed, Attempts: 3, Now: now}, stale, decision{action: actExhausted}},
+		{"STARTED, holder declared 10 s, silent 11 s: wait for our jitter's share of its lease", row{Exists: true, State: StateStarted, Attempts: 1, Lease: 10 * time.Second, RenewedAt: ago(11 * time.Second), Now: now}, pol, decision{action: actWait, wait: 10*time.Second + 10*time.Second/6 - 11*time.Second}},
+		{"STARTED, holder declared 10 s, silent 12 s: take over, whatever our watermark", row{Exists: true, State: StateStarted, Attempts: 1, Lease: 10 * time.Second, RenewedAt: ago(12 * time.Second), Now: now}, pol, decision{action: actTakeOver}},
+		{"STARTED, holder declared 1 h, silent 2 min: wait out its lease, not our watermark", row{Exists: true, State: StateStarted, Attempts: 1, Lease: time.Hour, RenewedAt: ago(2 * time.Minute), Now: now}, pol, decision{action: actWait, wait: time.Hour + 10*time.Minute - 2*time.Minute}},
 		{"unknown state: never acquire", row{Exists: true, State: "WEIRD", Now: now}, pol, decision{action: actExhausted}},
 	}
 	for _, tt := range tests {
@@ -73,6 +76,15 @@ func TestTakeoverAfterSaturates(t *testing.T) {
 	assert.Equal(t, 3*time.Second, takeoverAfter(time.Second, 2*time.Second))
 	huge := time.Duration(math.MaxInt64 - 10)
 	assert.Equal(t, time.Duration(math.MaxInt64), takeoverAfter(huge, time.Hour), "no overflow into the past")
+}
+
+func TestDrawFractionStaysInRange(t *testing.T) {
+	assert.Zero(t, drawFraction(0))
+	for i := 0; i < 1000; i++ {
+		f := drawFraction(0.25)
+		assert.GreaterOrEqual(t, f, 0.0)
+		assert.Less(t, f, 0.25)
+	}
 }
 
 func TestDrawJitterStaysInRange(t *testing.T) {

@@ -48,14 +48,15 @@ func fuzzRow(exists bool, state uint8, leaseID string, token, attempts int64, se
 }
 
 // fuzzPolicy turns fuzz input into a policy that New could produce: a
-// positive watermark, a jitter below it (drawJitter's range), a staleness of
-// 0 or above the watermark, and at least one attempt.
+// positive watermark, a jitter fraction in [0, 1) (jitter modulo the
+// watermark, as a fraction of it), a staleness of 0 or above the watermark,
+// and at least one attempt.
 func fuzzPolicy(watermark, jitter, staleness, maxAttempts int64) policy {
 	p := policy{watermark: time.Duration(watermark & math.MaxInt64)}
 	if p.watermark == 0 {
 		p.watermark = 1
 	}
-	p.jitter = time.Duration(jitter&math.MaxInt64) % p.watermark
+	p.jitter = float64(time.Duration(jitter&math.MaxInt64)%p.watermark) / float64(p.watermark)
 	if s := time.Duration(staleness & math.MaxInt64); s > p.watermark {
 		p.staleness = s
 	}
@@ -77,13 +78,19 @@ func refSilent(r row) time.Duration {
 	return max(r.Now.Sub(last), 0) // time.Time.Sub saturates
 }
 
-// refLimit is watermark+jitter without overflow: the silence after which a
-// takeover is allowed.
-func refLimit(p policy) time.Duration {
-	if p.jitter > math.MaxInt64-p.watermark {
+// refLimit is the holder's lease (r's declared one, else the watermark)
+// plus the jitter's share of it, without overflow: the silence after which
+// a takeover is allowed.
+func refLimit(r row, p policy) time.Duration {
+	lease := p.watermark
+	if r.Lease > 0 {
+		lease = r.Lease
+	}
+	jitter := time.Duration(p.jitter * float64(lease))
+	if jitter > math.MaxInt64-lease {
 		return math.MaxInt64
 	}
-	return p.watermark + p.jitter
+	return lease + jitter
 }
 
 // refStale reports whether a finished row's staleness threshold passed.
@@ -147,7 +154,7 @@ func FuzzDecide(f *testing.F) {
 		if d.fresh && d.retry {
 			fail("a fresh generation is not a retry")
 		}
-		silent, limit, stale := refSilent(r), refLimit(p), refStale(r, p)
+		silent, limit, stale := refSilent(r), refLimit(r, p), refStale(r, p)
 		if !r.Exists {
 			if d.action != actAcquire || !d.fresh {
 				fail("no row: acquire a fresh generation")
@@ -271,7 +278,7 @@ func FuzzDecideLock(f *testing.F) {
 		if taking && v.ahead > 0 {
 			fail("takes the lock with %d live waiters before us (FIFO)", v.ahead)
 		}
-		silent, limit := refSilent(r), refLimit(p)
+		silent, limit := refSilent(r), refLimit(r, p)
 		switch {
 		case !r.Exists || r.State == StateNeeded:
 			if want := map[bool]lockAction{true: lockWait, false: lockAcquire}[v.ahead > 0]; d.action != want || d.wait != 0 {

@@ -11,27 +11,6 @@ import (
 	"github.com/google/uuid"
 )
 
-// Polling of queued waiters behind a holder of another process. A waiter
-// with k live waiters before it expects its turn in about k hand-offs; it
-// measures how long a hand-off takes from how fast the token moves, and
-// reads the lock again when three quarters of the time to its turn have
-// passed, at least LockPollInterval and at most MaxLockPollInterval (and a
-// quarter watermark) apart. The head of the queue so learns of a hand-off
-// within about LockPollInterval, and a waiter far back costs a few reads.
-// Behind a holder of its own process a waiter does not poll: that holder's
-// Unlock wakes it.
-const (
-	LockPollInterval    = 20 * time.Millisecond
-	MaxLockPollInterval = 10 * time.Second
-)
-
-// waiterTTLFactor: a queued waiter proves it is alive every half TTL, and is
-// skipped by hand-offs once it has not for waiterTTLFactor watermarks. A
-// dead waiter that is handed the lock before that costs one watermark, as a
-// crashed holder does; renewing more often would cost blind writes from
-// every waiter all the time.
-const waiterTTLFactor = 4
-
 // ErrHeld is matched by the *HeldError TryLock returns when the lock is held
 // or others are queued for it.
 var ErrHeld = errors.New("spanmutex: lock is held")
@@ -78,25 +57,23 @@ type Lock struct {
 	name  string
 	cfg   config
 	store *spannerStore
+	scope *Scope
 
 	mu      sync.Mutex
 	busy    bool       // a Lock or TryLock call is under way, or the lock is held
 	held    *Lease     // the lease while held
 	stopRen func()     // stops its renewals
-	local   *localLock // while held: what the process's contenders share
-
-	// locals and wakeups are the boards this Lock shares with the other
-	// Locks of its process (local.go, wakeup.go): the package's own, but for
-	// tests, whose Locks stand for several processes.
-	locals  *localBoard
-	wakeups *wakeBoard
+	local   *localLock // while held: what the Scope's contenders share
 }
 
-// NewLock returns a reusable lock named name, stored in client's database. It
-// takes the same options as New (WithStaleness and WithNeeded do not apply
-// to a lock; WithMaxAttempts bounds failed Spanner calls in a row); queued
-// waiters prove they are alive about every two watermarks (half the entries'
-// time to live), and Unlock skips waiters that have not for four watermarks. Every error wraps ErrInvalidConfig.
+// NewLock returns a reusable lock named name, stored in client's database.
+// It takes the options of New, and WithScope; WithStaleness and WithNeeded
+// do not apply to a lock, and WithMaxAttempts bounds failed Spanner calls in
+// a row. The watermark is the lease this Lock declares when it holds the
+// lock: it renews within it, and others take over only after it has passed
+// unrenewed, by Spanner's clock, whatever their own watermark. Queued, it
+// proves it is alive every two watermarks, and Unlock skips its entry once
+// it has not for four. Every error wraps ErrInvalidConfig.
 func NewLock(client *spanner.Client, name string, opts ...Option) (*Lock, error) {
 	if client == nil {
 		return nil, fmt.Errorf("%w: nil *spanner.Client: open one with spanner.NewClient", ErrInvalidConfig)
@@ -105,7 +82,11 @@ func NewLock(client *spanner.Client, name string, opts ...Option) (*Lock, error)
 	if err != nil {
 		return nil, err
 	}
-	return &Lock{name: name, cfg: m.cfg, store: newSpannerStore(client, m.cfg.table), locals: locals, wakeups: wakeups}, nil
+	scope := m.cfg.scope
+	if scope == nil {
+		scope = NewScope()
+	}
+	return &Lock{name: name, cfg: m.cfg, store: newSpannerStore(client, m.cfg.table, m.cfg.watermark), scope: scope}, nil
 }
 
 // Name returns the lock's name.
@@ -113,10 +94,6 @@ func (l *Lock) Name() string { return l.name }
 
 // Owner returns the owner identity this Lock records as holder.
 func (l *Lock) Owner() string { return l.cfg.owner }
-
-// waiterTTL is how long a queue entry stays live without a renewal, by
-// Spanner's clock.
-func (l *Lock) waiterTTL() time.Duration { return waiterTTLFactor * l.cfg.watermark }
 
 // localKey names this lock across the process.
 func (l *Lock) localKey() localKey {
@@ -126,9 +103,14 @@ func (l *Lock) localKey() localKey {
 // Stats returns the Spanner operations this Lock has made so far.
 func (l *Lock) Stats() Stats { return l.store.stats.snapshot() }
 
-// Lock blocks until this contender holds the lock, and returns its lease. It
-// returns errors.Join(ErrNotObtained, ctx.Err()) if ctx ends first, having
-// left the queue (and passed the lock on if it was handed over meanwhile).
+// Lock blocks until this contender holds the lock, and returns its lease.
+// Otherwise it returns an error matching ErrNotObtained and ctx.Err() if ctx
+// ends first; an *ExhaustedError if Spanner kept failing (MaxAttempts calls
+// in a row); a *SchemaError; or an error naming the run-once Mutex that owns
+// the name. Whenever it returns without the lease it has left the queue and
+// handed on a lock handed to it meanwhile, in one transaction, so that it
+// delays nobody (if Spanner fails that too for the finish timeout, its entry
+// expires after four watermarks).
 func (l *Lock) Lock(ctx context.Context) (*Lease, error) {
 	return l.lock(ctx, true)
 }
@@ -152,12 +134,12 @@ func (l *Lock) lock(ctx context.Context, wait bool) (*Lease, error) {
 	l.busy = true
 	l.mu.Unlock()
 
-	ll := l.locals.get(l.localKey())
+	ll := l.scope.get(l.localKey())
 	lease, err := l.acquire(ctx, ll, wait)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err != nil {
-		l.locals.put(ll)
+		l.scope.put(ll)
 		l.busy = false
 		return nil, l.store.unreached(err)
 	}
@@ -192,7 +174,7 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	l.mu.Unlock()
 	defer func() {
 		ll.release(lease.id, "") // if the unlock did not say whom it handed the lock to
-		l.locals.put(ll)
+		l.scope.put(ll)
 		l.mu.Lock()
 		l.busy = false
 		l.mu.Unlock()
@@ -225,14 +207,10 @@ func (l *Lock) release(ctx context.Context, ll *localLock, lease *Lease) error {
 	uncertain := false
 	for {
 		sent := l.cfg.clock.Now()
-		to, err := gated(ctx, ll, func() (handOff, error) { return l.store.unlock(ctx, lease, l.waiterTTL()) })
+		to, err := gated(ctx, ll, func() (handOff, error) { return l.store.unlock(ctx, lease) })
 		if err == nil {
 			l.cfg.logger.Debug("unlocked", "token", lease.token, "handed_to", to.owner)
-			local := ""
-			if to.waiterID != "" && l.wakeups.wake(to.waiterID, sent) {
-				local = to.waiterID
-			}
-			ll.release(lease.id, local)
+			l.handedOn(ll, lease.id, to, sent)
 			return nil
 		}
 		if errors.Is(err, ErrLeaseLost) {
@@ -243,7 +221,7 @@ func (l *Lock) release(ctx context.Context, ll *localLock, lease *Lease) error {
 			return err
 		}
 		uncertain = true
-		v, rerr := l.store.readLock(ctx, l.name, endOfQueue, l.waiterTTL())
+		v, rerr := l.store.read(ctx, l.name)
 		if rerr == nil && !(v.State == StateStarted && v.LeaseID == lease.id) {
 			if l.ownUnlock(lease, &LeaseLostError{Name: l.name, Token: lease.token, CurrentState: v.State,
 				CurrentOwner: v.Owner, CurrentToken: v.Token, currentLeaseID: v.LeaseID}) {
@@ -252,6 +230,9 @@ func (l *Lock) release(ctx context.Context, ll *localLock, lease *Lease) error {
 			return &LeaseLostError{Name: l.name, Token: lease.token, CurrentState: v.State, CurrentOwner: v.Owner, CurrentToken: v.Token}
 		}
 		l.cfg.logger.Warn("unlock failed; retrying", "err", err)
+		if !retryable(err) {
+			return fmt.Errorf("spanmutex: unlock %q (token %d): %w", l.name, lease.token, err)
+		}
 		if perr := pauseWith(ctx, l.cfg.clock, bo, 0); perr != nil {
 			return fmt.Errorf("spanmutex: unlock %q (token %d): %w", l.name, lease.token, err)
 		}
@@ -272,33 +253,50 @@ func (l *Lock) ownUnlock(lease *Lease, lost *LeaseLostError) bool {
 	return lost.CurrentToken > lease.token && l.cfg.clock.Now().Sub(lease.lastAnchor()) < l.cfg.watermark
 }
 
+// handedOn records in ll that lease id left the lock, handed (by an
+// unlock or a leave whose transaction was sent at local time sent) to the
+// waiter to says, and wakes that waiter if it waits in this Lock's Scope.
+func (l *Lock) handedOn(ll *localLock, id string, to handOff, sent time.Time) {
+	local := ""
+	if to.waiterID != "" && l.scope.wakes.wake(to.waiterID, sent) {
+		local = to.waiterID
+	}
+	ll.release(id, local)
+}
+
 // acquire runs the contender's loop: take the lock if free, or join the
 // queue and wait to be handed the lock.
 //
 // On success the lease counts as held in ll until Unlock.
 func (l *Lock) acquire(ctx context.Context, ll *localLock, wait bool) (*Lease, error) {
-	w := &waiter{lock: l, local: ll, id: newWaiterID(), key: endOfQueue}
-	wake, unregister := l.wakeups.register(w.id)
+	att := l.cfg.newAttempts(l.name, 2)
+	w := &waiter{lock: l, st: l.store, local: ll, id: newWaiterID(), key: endOfQueue, reads: att[0], writes: att[1],
+		pol: policy{watermark: l.cfg.watermark, jitter: drawFraction(l.cfg.jitter)}}
+	wake, unregister := l.scope.wakes.register(w.id)
 	defer unregister()
 	w.wake = wake
-	pol := policy{watermark: l.cfg.watermark, jitter: drawJitter(l.cfg.watermark, l.cfg.jitter)}
-	lease, err := w.run(ctx, pol, wait)
+	lease, err := w.run(ctx, wait)
 	if err != nil {
 		w.abandon(ctx)
-		ll.release(w.id, "") // if an Unlock of this process handed it to us
-	} else {
-		ll.hold(w.id) // handed over: the Unlock that woke us may have said so already
+		ll.release(w.id, "") // if an Unlock of this Scope handed it to us
+		return nil, err
 	}
+	ll.hold(w.id) // handed over: the Unlock that woke us may have said so already
 	if w.strays {
-		// A join of unknown outcome may have left a second entry of ours;
-		// left there, it would be handed the lock after we are gone.
-		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.finishTimeout)
-		if _, perr := gated(pctx, ll, func() (struct{}, error) { return struct{}{}, l.store.purgeWaiter(pctx, l.name, w.id) }); perr != nil {
-			l.cfg.logger.Warn("lock: purging a stray queue entry failed; it expires after four watermarks", "err", perr)
-		}
-		cancel()
+		// An insert of ours had an unknown outcome: an entry of ours may
+		// remain, and would be handed the lock after we are gone.
+		l.purge(ctx, ll, w.id)
 	}
-	return lease, err
+	return lease, nil
+}
+
+// purge deletes any queue entry left with id, now that id holds the lock.
+func (l *Lock) purge(ctx context.Context, ll *localLock, id string) {
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.finishTimeout)
+	defer cancel()
+	if _, err := gated(pctx, ll, func() (struct{}, error) { return struct{}{}, l.store.purgeWaiter(pctx, l.name, id) }); err != nil {
+		l.cfg.logger.Warn("lock: deleting a stray queue entry failed; it expires after four watermarks", "err", err)
+	}
 }
 
 // newWaiterID returns a random id for a waiter (and its lease), a version 7

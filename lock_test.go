@@ -140,34 +140,17 @@ func TestLockFIFO(t *testing.T) {
 	assert.NotContains(t, hand, false, "every queued waiter was handed the lock by an Unlock")
 }
 
-// process is what the Locks of one process share; a test gives each Lock
-// of a simulated process the same one.
-type process struct {
-	locals  *localBoard
-	wakeups *wakeBoard
-}
-
-func newProcess() process {
-	return process{locals: &localBoard{locks: map[localKey]*localLock{}}, wakeups: &wakeBoard{waiting: map[string]chan time.Time{}}}
-}
-
-// in makes l one of p's Locks.
-func (p process) in(l *Lock) *Lock {
-	l.locals, l.wakeups = p.locals, p.wakeups
-	return l
-}
-
 // Waiters spread over four processes, each behind a holder that is mostly in
 // another process, so that they learn of their turn by polling rather than
 // by a wake-up: they still get the lock in the order they joined the queue,
 // each handed over with the next token.
 func TestLockFIFOAcrossProcesses(t *testing.T) {
 	db := freshDatabase(t)
-	procs := []process{newProcess(), newProcess(), newProcess(), newProcess()}
+	procs := []*Scope{NewScope(), NewScope(), NewScope(), NewScope()}
 	clients := []*spanner.Client{newClient(t, db), newClient(t, db), newClient(t, db), newClient(t, db)}
-	first, err := NewLock(clients[0], "fifo-processes", WithOwner("first"))
+	first, err := NewLock(clients[0], "fifo-processes", WithOwner("first"), WithScope(procs[0]))
 	require.NoError(t, err)
-	lease0 := lockAndHold(t, procs[0].in(first))
+	lease0 := lockAndHold(t, first)
 
 	const n = 24
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -181,9 +164,8 @@ func TestLockFIFOAcrossProcesses(t *testing.T) {
 		wg    sync.WaitGroup
 	)
 	for i := 0; i < n; i++ {
-		l, err := NewLock(clients[i%len(clients)], "fifo-processes", WithOwner(fmt.Sprintf("w%02d", i)))
+		l, err := NewLock(clients[i%len(clients)], "fifo-processes", WithOwner(fmt.Sprintf("w%02d", i)), WithScope(procs[i%len(procs)]))
 		require.NoError(t, err)
-		procs[i%len(procs)].in(l)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -216,8 +198,8 @@ func TestLockFIFOAcrossProcesses(t *testing.T) {
 	assert.NotContains(t, hand, false, "every waiter was handed the lock by an Unlock")
 	assert.Positive(t, reads, "waiters behind holders of other processes polled")
 	for _, p := range procs {
-		assert.Empty(t, p.locals.locks, "every call gave its localLock back")
-		assert.Empty(t, p.wakeups.waiting, "every waiter left the wake-up board")
+		assert.Empty(t, p.locks, "every call gave its localLock back")
+		assert.Empty(t, p.wakes.waiting, "every waiter left the wake-up board")
 	}
 }
 

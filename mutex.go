@@ -35,7 +35,10 @@ func New(client *spanner.Client, name string, opts ...Option) (*Mutex, error) {
 	if err != nil {
 		return nil, err
 	}
-	m.store = newSpannerStore(client, m.cfg.table)
+	if m.cfg.scope != nil {
+		return nil, fmt.Errorf("%w: WithScope applies to NewLock only: a run-once Mutex shares nothing in memory", ErrInvalidConfig)
+	}
+	m.store = newSpannerStore(client, m.cfg.table, m.cfg.watermark)
 	return m, nil
 }
 
@@ -147,155 +150,140 @@ func (m *Mutex) checkSchema(ctx context.Context) error {
 		return nil
 	}
 	// Transient errors are retried like failed reads: MaxAttempts in a row.
-	bo := m.cfg.newBackOff()
-	for failures := 1; ; failures++ {
+	tries := m.cfg.newAttempts(m.name, 1)[0]
+	for {
 		err := m.store.checkSchema(ctx)
 		if err == nil {
 			m.schemaChecked.Store(true)
 			return nil
 		}
-		if !isTransient(err) || ctx.Err() != nil {
+		if !isTransient(err) {
 			return err
 		}
-		if failures >= m.cfg.maxAttempts {
-			return &ExhaustedError{Name: m.name, Attempts: int64(failures), MaxAttempts: m.cfg.maxAttempts, LastError: err.Error(), Err: err}
-		}
-		if perr := m.pause(ctx, bo, 0); perr != nil {
+		if err := tries.failed(ctx, err, 0); err != nil {
 			return err
 		}
 	}
 }
 
-// obtain loops until this call holds the section (lease non-nil) or knows
-// how Run ends without running it.
-func (m *Mutex) obtain(ctx context.Context) (*Lease, Outcome, error) {
-	log := m.cfg.logger
-	pol := policy{
-		watermark:   m.cfg.watermark,
-		staleness:   m.cfg.staleness,
-		jitter:      drawJitter(m.cfg.watermark, m.cfg.jitter),
-		maxAttempts: int64(m.cfg.maxAttempts),
-	}
-	bo := m.cfg.newBackOff()
+// obtainer is one Run call's loop until it holds the section or knows how
+// Run ends without running it.
+type obtainer struct {
+	m   *Mutex
+	pol policy
+	// reads and acquires count failed Spanner calls in a row.
+	reads, acquires *attempts
 	// unresolved holds the ids of acquisitions whose commit outcome is
 	// unknown, with the local time each was sent and whether it was a
 	// takeover. If a later read finds the row STARTED under one of them,
 	// that commit did happen and the section is ours; if Run ends first,
 	// they are settled and given back.
-	unresolved := map[string]pendingAcquisition{}
-	giveUp := func(err error) (*Lease, Outcome, error) {
-		m.settle(ctx, unresolved)
-		return nil, NoOutcome, err
-	}
-	// waitOrGiveUp pauses; if ctx ends or the backoff policy stops, it
-	// returns the error Run ends with.
-	waitOrGiveUp := func(limit time.Duration) error {
-		err := m.pause(ctx, bo, limit)
-		switch {
-		case err == nil:
-			return nil
-		case errors.Is(err, errBackOffStopped):
-			return &ExhaustedError{Name: m.name, MaxAttempts: m.cfg.maxAttempts, LastError: "the backoff policy stopped", Err: err}
-		}
-		return errors.Join(ErrNotObtained, ctx.Err())
-	}
-	// Failed Spanner calls in a row, of each kind; MaxAttempts bounds both.
-	failedReads, failedAcquires := 0, 0
-	exhausted := func(n int, err error) error {
-		return &ExhaustedError{Name: m.name, Attempts: int64(n), MaxAttempts: m.cfg.maxAttempts, LastError: err.Error(), Err: err}
-	}
+	unresolved map[string]pendingAcquisition
+}
+
+// obtain loops until this call holds the section (lease non-nil) or knows
+// how Run ends without running it.
+func (m *Mutex) obtain(ctx context.Context) (*Lease, Outcome, error) {
+	att := m.cfg.newAttempts(m.name, 2)
+	o := &obtainer{m: m, reads: att[0], acquires: att[1], unresolved: map[string]pendingAcquisition{},
+		pol: policy{watermark: m.cfg.watermark, staleness: m.cfg.staleness, jitter: drawFraction(m.cfg.jitter), maxAttempts: int64(m.cfg.maxAttempts)}}
 	for {
-		if ctx.Err() != nil {
-			return giveUp(errors.Join(ErrNotObtained, ctx.Err()))
+		lease, outcome, err, done := o.step(ctx)
+		if done {
+			// Acquisitions of unknown outcome that turn out to have landed
+			// are given back, so that nobody waits for a holder that left.
+			m.settle(ctx, o.unresolved)
+			return lease, outcome, err
 		}
-		r, err := m.store.read(ctx, m.name)
-		if err != nil {
-			switch {
-			case ctx.Err() != nil:
-				return giveUp(errors.Join(ErrNotObtained, ctx.Err()))
-			case !isTransient(err):
-				return giveUp(err)
-			}
-			if failedReads++; failedReads >= m.cfg.maxAttempts {
-				return giveUp(exhausted(failedReads, err))
-			}
-			log.Warn("read failed; backing off", "err", err)
-			if err := waitOrGiveUp(0); err != nil {
-				return giveUp(err)
-			}
-			continue
-		}
-		failedReads = 0
-		if p, ok := unresolved[r.LeaseID]; ok && r.State == StateStarted {
-			log.Info("commit of unknown outcome read back as ours", "token", r.Token)
-			return m.adopt(r, p), NoOutcome, nil
-		}
-		d := decide(r, pol)
-		switch d.action {
-		case actDone:
-			log.Debug("already done", "token", r.Token)
-			m.settle(ctx, unresolved)
-			return nil, AlreadyDone, nil
-		case actExhausted:
-			return giveUp(&ExhaustedError{Name: m.name, Attempts: r.Attempts, MaxAttempts: m.cfg.maxAttempts, LastError: r.LastError})
-		case actWait:
-			log.Debug("held elsewhere; waiting", "holder", r.Owner, "token", r.Token, "takeover_in", d.wait)
-			if err := waitOrGiveUp(d.wait); err != nil {
-				return giveUp(err)
-			}
-			continue
-		case actAcquire:
-			if d.retry {
-				log.Info("last attempt failed; backing off before a retry", "attempts", r.Attempts, "last_error", r.LastError)
-				if err := waitOrGiveUp(0); err != nil {
-					return giveUp(err)
-				}
-			}
-		}
-		// actAcquire, actTakeOver, actAbandon: decide again inside a
-		// read-write transaction, on Spanner's clock, and write.
-		c := claim{owner: m.cfg.owner, leaseID: uuid.NewString()}
-		sent := m.cfg.clock.Now()
-		d2, lease, err := m.store.acquire(ctx, m.name, pol, c)
-		if err != nil {
-			if !isTransient(err) && !isUnknownOutcome(err) && ctx.Err() == nil {
-				return giveUp(err)
-			}
-			// d2 is what the transaction's last run decided: if its commit
-			// landed, it is what was written.
-			p := pendingAcquisition{sent: sent, takeover: d2.action == actTakeOver}
-			unresolved[c.leaseID] = p
-			log.Warn("acquire failed or its outcome is unknown; reading the row again", "err", err)
-			if l := m.resolve(ctx, c.leaseID, p); l != nil {
-				delete(unresolved, c.leaseID)
-				m.settle(ctx, unresolved)
-				return l, NoOutcome, nil
-			}
-			if failedAcquires++; failedAcquires >= m.cfg.maxAttempts {
-				return giveUp(exhausted(failedAcquires, err))
-			}
-			if err := waitOrGiveUp(0); err != nil {
-				return giveUp(err)
-			}
-			continue
-		}
-		failedAcquires = 0
-		if lease != nil {
-			lease.anchor = sent
-			log.Info("acquired", "token", lease.token, "takeover", lease.takeover)
-			m.settle(ctx, unresolved)
-			return lease, NoOutcome, nil
-		}
-		if d2.action == actAbandon {
-			log.Warn("holder abandoned the last allowed attempt; recorded FAILED", "holder", r.Owner, "token", r.Token)
-			return giveUp(&ExhaustedError{Name: m.name, Attempts: int64(m.cfg.maxAttempts), MaxAttempts: m.cfg.maxAttempts,
-				LastError: "holder " + r.Owner + " went silent past the watermark on the last attempt"})
-		}
-		// Someone else changed the row between our snapshot and our
-		// transaction; the next read shows what happened.
 	}
 }
 
+// step reads the row once and acts on it; done reports whether Run's wait
+// is over, with the lease, or the outcome and error Run ends with.
+func (o *obtainer) step(ctx context.Context) (lease *Lease, outcome Outcome, err error, done bool) {
+	m, log := o.m, o.m.cfg.logger
+	if ctx.Err() != nil {
+		return nil, NoOutcome, errNotObtained(ctx), true
+	}
+	r, err := m.store.read(ctx, m.name)
+	if err != nil {
+		if !isTransient(err) && ctx.Err() == nil {
+			return nil, NoOutcome, err, true
+		}
+		if err := o.reads.failed(ctx, err, 0); err != nil {
+			return nil, NoOutcome, err, true
+		}
+		return nil, NoOutcome, nil, false
+	}
+	o.reads.ok()
+	if p, ok := o.unresolved[r.LeaseID]; ok && r.State == StateStarted {
+		log.Info("commit of unknown outcome read back as ours", "token", r.Token)
+		delete(o.unresolved, r.LeaseID)
+		return m.adopt(r, p), NoOutcome, nil, true
+	}
+	d := decide(r, o.pol)
+	switch d.action {
+	case actDone:
+		log.Debug("already done", "token", r.Token)
+		return nil, AlreadyDone, nil, true
+	case actExhausted:
+		return nil, NoOutcome, &ExhaustedError{Name: m.name, Attempts: r.Attempts, MaxAttempts: m.cfg.maxAttempts, LastError: r.LastError}, true
+	case actWait:
+		log.Debug("held elsewhere; waiting", "holder", r.Owner, "token", r.Token, "takeover_in", d.wait)
+		err := o.acquires.pause(ctx, d.wait)
+		return nil, NoOutcome, err, err != nil
+	case actAcquire:
+		if d.retry {
+			log.Info("last attempt failed; backing off before a retry", "attempts", r.Attempts, "last_error", r.LastError)
+			if err := o.acquires.pause(ctx, 0); err != nil {
+				return nil, NoOutcome, err, true
+			}
+		}
+	}
+	return o.acquire(ctx, r)
+}
+
+// acquire decides again on the row inside a read-write transaction, on
+// Spanner's clock, and writes what that decides (actAcquire, actTakeOver,
+// actAbandon); r is the snapshot that suggested it.
+func (o *obtainer) acquire(ctx context.Context, r row) (lease *Lease, outcome Outcome, err error, done bool) {
+	m, log := o.m, o.m.cfg.logger
+	c := claim{owner: m.cfg.owner, leaseID: uuid.NewString()}
+	sent := m.cfg.clock.Now()
+	d, lease, err := m.store.acquire(ctx, m.name, o.pol, c)
+	if err != nil {
+		if !retryable(err) && ctx.Err() == nil {
+			return nil, NoOutcome, err, true
+		}
+		// d is what the transaction's last run decided: if its commit
+		// landed, it is what was written.
+		p := pendingAcquisition{sent: sent, takeover: d.action == actTakeOver}
+		o.unresolved[c.leaseID] = p
+		log.Warn("acquire failed or its outcome is unknown; reading the row again", "err", err)
+		if l := m.resolve(ctx, c.leaseID, p); l != nil {
+			delete(o.unresolved, c.leaseID)
+			return l, NoOutcome, nil, true
+		}
+		if err := o.acquires.failed(ctx, err, 0); err != nil {
+			return nil, NoOutcome, err, true
+		}
+		return nil, NoOutcome, nil, false
+	}
+	o.acquires.ok()
+	switch {
+	case lease != nil:
+		lease.anchor = sent
+		log.Info("acquired", "token", lease.token, "takeover", lease.takeover)
+		return lease, NoOutcome, nil, true
+	case d.action == actAbandon:
+		log.Warn("holder abandoned the last allowed attempt; recorded FAILED", "holder", r.Owner, "token", r.Token)
+		return nil, NoOutcome, &ExhaustedError{Name: m.name, Attempts: int64(m.cfg.maxAttempts), MaxAttempts: m.cfg.maxAttempts,
+			LastError: "holder " + r.Owner + " went silent past its lease on the last attempt"}, true
+	}
+	// Someone else changed the row between our snapshot and our
+	// transaction; the next read shows what happened.
+	return nil, NoOutcome, nil, false
+}
 // resolve reads the row to settle an acquisition whose commit outcome is
 // unknown. It returns the lease if the row shows that the commit happened.
 // It reads even if ctx is done, within the finish timeout: a lease we hold
@@ -342,6 +330,12 @@ func (m *Mutex) giveBack(ctx context.Context, l *Lease) {
 	if err := m.store.release(rctx, l); err != nil {
 		m.cfg.logger.Warn("could not give back an unused lease; others wait for the watermark", "token", l.token, "err", err)
 	}
+}
+
+// errNotObtained is the error of a call whose ctx ended before it obtained
+// the section or lock: it matches ErrNotObtained and ctx.Err().
+func errNotObtained(ctx context.Context) error {
+	return errors.Join(ErrNotObtained, ctx.Err())
 }
 
 // notObtained makes an error that ended a wait because ctx ended (a Spanner

@@ -37,6 +37,11 @@ const (
 	DefaultFinishTimeout = 30 * time.Second
 )
 
+// MinWatermark is the shortest watermark accepted: a lease is renewed every
+// third of it, and a renewal is a Spanner commit, which takes milliseconds
+// to tens of milliseconds; a shorter lease would lapse between renewals.
+const MinWatermark = 100 * time.Millisecond
+
 // MaxNameLength is the longest section name, in characters (the Name column
 // is STRING(256)).
 const MaxNameLength = 256
@@ -57,6 +62,7 @@ type config struct {
 	finishTimeout time.Duration
 	renewInterval time.Duration // 0: a third of the watermark
 	clock         clock
+	scope         *Scope // Lock only: nil for a Scope of its own
 }
 
 func defaultConfig() config {
@@ -89,10 +95,14 @@ func WithTable(name string) Option { return func(c *config) { c.table = name } }
 // process id and a random suffix, unique per Mutex). At most 256 characters.
 func WithOwner(id string) Option { return func(c *config) { c.owner = id } }
 
-// WithWatermark sets how long a STARTED row may go unrenewed, by Spanner's
-// clock, before a contender may take it over (default DefaultWatermark). The
-// holder renews it while the section runs; set it above the longest pause
-// (GC, preemption, network) a live holder may suffer.
+// WithWatermark sets this contender's lease (default DefaultWatermark, at
+// least MinWatermark): when it holds the section or lock it writes the
+// lease into the row and renews it every third of it, and nobody takes over
+// before the row has gone that long unrenewed by Spanner's clock, whatever
+// their own watermark. Set it above the longest pause (GC, preemption,
+// network) a live holder may suffer. A contender's watermark governs only
+// its own lease, and how it judges rows written by a spanmutex too old to
+// declare one.
 func WithWatermark(d time.Duration) Option { return func(c *config) { c.watermark = d } }
 
 // WithStaleness makes a DONE or FAILED row that finished longer ago than d, by
@@ -129,7 +139,8 @@ func WithNeeded(needed func(ctx context.Context) (bool, error)) Option {
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
 
 // WithRenewInterval sets how often a held lease is renewed while the section
-// runs (default: a third of the watermark). It must be below the watermark.
+// runs (default: a third of the watermark). It must be at most half the
+// watermark.
 func WithRenewInterval(d time.Duration) Option { return func(c *config) { c.renewInterval = d } }
 
 // WithFinishTimeout bounds how long Run tries to record DONE or FAILED after
@@ -143,8 +154,8 @@ func (c *config) validate() error {
 	if err := validateText("owner", c.owner, MaxNameLength); err != nil {
 		return fmt.Errorf("%w: WithOwner: %v", ErrInvalidConfig, err)
 	}
-	if c.watermark <= 0 {
-		return fmt.Errorf("%w: WithWatermark(%v): the watermark must be positive; set it above the longest time the section takes", ErrInvalidConfig, c.watermark)
+	if c.watermark < MinWatermark {
+		return fmt.Errorf("%w: WithWatermark(%v): the watermark must be at least %v: it is the lease this holder declares and renews every third of; set it above the longest pause (GC, network) a live holder may suffer", ErrInvalidConfig, c.watermark, MinWatermark)
 	}
 	if c.staleness < 0 || (c.staleness > 0 && c.staleness <= c.watermark) {
 		return fmt.Errorf("%w: WithStaleness(%v): staleness must be 0 (never) or above the watermark (%v), or a running section could be restarted", ErrInvalidConfig, c.staleness, c.watermark)
@@ -161,8 +172,8 @@ func (c *config) validate() error {
 	if c.logger == nil {
 		return fmt.Errorf("%w: WithLogger(nil): give a logger, or leave the option out to log nowhere", ErrInvalidConfig)
 	}
-	if c.renewInterval < 0 || c.renewInterval >= c.watermark {
-		return fmt.Errorf("%w: WithRenewInterval(%v): must be positive and below the watermark (%v), or the lease expires between renewals", ErrInvalidConfig, c.renewInterval, c.watermark)
+	if c.renewInterval < 0 || c.renewInterval > c.watermark/2 {
+		return fmt.Errorf("%w: WithRenewInterval(%v): must be positive and at most half the watermark (%v), so that a failed renewal can be retried before the lease expires", ErrInvalidConfig, c.renewInterval, c.watermark/2)
 	}
 	if c.finishTimeout <= 0 {
 		return fmt.Errorf("%w: WithFinishTimeout(%v): must be positive", ErrInvalidConfig, c.finishTimeout)

@@ -29,7 +29,7 @@ func (c *config) renewEvery() time.Duration {
 // anchor reaches the watermark, the lease is declared lost no later than the
 // earliest moment another holder could start. This measures a duration on the
 // local clock, never compares its wall time with Spanner's.
-func keepAlive(st store, cfg *config, l *Lease, anchor time.Time, onLost func(error)) (stop func()) {
+func keepAlive(st renewer, cfg *config, l *Lease, anchor time.Time, onLost func(error)) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -43,7 +43,7 @@ func keepAlive(st store, cfg *config, l *Lease, anchor time.Time, onLost func(er
 	}
 }
 
-func renewLoop(ctx context.Context, st store, cfg *config, l *Lease, anchor time.Time, onLost func(error)) {
+func renewLoop(ctx context.Context, st renewer, cfg *config, l *Lease, anchor time.Time, onLost func(error)) {
 	clk, watermark, interval := cfg.clock, cfg.watermark, cfg.renewEvery()
 	log := cfg.logger.With("token", l.token)
 	expired := func() bool {

@@ -3,11 +3,38 @@ package spanmutex
 import (
 	"context"
 	"errors"
+	"strings"
 
 	"cloud.google.com/go/spanner"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
+
+// retryable reports whether a failed Spanner call is worth another try: a
+// transient failure, or one whose outcome is unknown (which the caller
+// settles by reading before it relies on anything).
+func retryable(err error) bool { return isTransient(err) || isUnknownOutcome(err) }
+
+// isTransactionLost reports whether err says that the transaction a call
+// used was gone: rolled back or aborted by Spanner behind the client's
+// back. The client retries only Aborted; Spanner (the emulator above all,
+// which runs one read-write transaction at a time and ends the others)
+// also answers NotFound "Transaction not found" and FailedPrecondition
+// "... after it has been committed or rolledback" or "Invalid transaction
+// ID". The transaction's commit may or may not have landed (an earlier
+// try's answer may have been lost), so it counts as unknown outcome too.
+func isTransactionLost(err error) bool {
+	switch spanner.ErrCode(err) {
+	case codes.NotFound:
+		return strings.Contains(err.Error(), "Transaction not found")
+	case codes.FailedPrecondition:
+		msg := err.Error()
+		return strings.Contains(msg, "has been committed or rolledback") ||
+			strings.Contains(msg, "has been committed or rolled back") ||
+			strings.Contains(msg, "Invalid transaction ID")
+	}
+	return false
+}
 
 // isTransient reports whether err is worth another try after a backoff: the
 // Spanner service was briefly unavailable, overloaded, or a transaction lost a
@@ -21,7 +48,7 @@ func isTransient(err error) bool {
 		// our read: we lost that race; the next read shows the winner.
 		return true
 	}
-	return false
+	return isTransactionLost(err)
 }
 
 // isUnknownOutcome reports whether a failed read-write transaction may
@@ -29,7 +56,7 @@ func isTransient(err error) bool {
 // dropped connection) without Spanner's answer to Commit. Such an outcome is
 // settled by reading the row again, never guessed.
 func isUnknownOutcome(err error) bool {
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) || isTransactionLost(err) {
 		return true
 	}
 	if _, ok := status.FromError(err); !ok {

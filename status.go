@@ -43,7 +43,7 @@ func Inspect(ctx context.Context, client *spanner.Client, table, name string) ([
 	if err := ddl.ValidateTableName(table); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
 	}
-	st := newSpannerStore(client, table)
+	st := newSpannerStore(client, table, DefaultWatermark)
 	if err := st.checkSchema(ctx); err != nil {
 		return nil, st.unreached(err)
 	}

@@ -49,7 +49,10 @@ type claim struct {
 type spannerStore struct {
 	client *spanner.Client
 	table  string
-	stats  *storeStats
+	// watermark is the caller's own lease, the judge of rows and queue
+	// entries written without a declared lease.
+	watermark time.Duration
+	stats     *storeStats
 	// reached turns true on the first Spanner call that succeeds; until then
 	// errors say that Spanner may be unreachable.
 	reached atomic.Bool
@@ -59,18 +62,20 @@ type spannerStore struct {
 // succeeded, that Spanner may not be reachable: otherwise an unreachable
 // endpoint shows only as a deadline.
 func (s *spannerStore) unreached(err error) error {
-	if err == nil || s.reached.Load() {
+	if err == nil || s.reached.Load() || errors.Is(err, ErrNotObtained) {
+		// A call cut short by its ctx says so; that alone is no sign that
+		// Spanner is out of reach.
 		return err
 	}
 	return fmt.Errorf("%w (no call to Spanner has succeeded yet: is %s reachable from here? check the endpoint, SPANNER_EMULATOR_HOST and credentials)", err, s.client.DatabaseName())
 }
 
-func newSpannerStore(client *spanner.Client, table string) *spannerStore {
-	return &spannerStore{client: client, table: table, stats: &storeStats{}}
+func newSpannerStore(client *spanner.Client, table string, watermark time.Duration) *spannerStore {
+	return &spannerStore{client: client, table: table, watermark: watermark, stats: &storeStats{}}
 }
 
 var rowColumns = []string{"State", "Owner", "LeaseID", "Token", "Attempts", "LastError",
-	"StartedAt", "RenewedAt", "FinishedAt", "UpdatedAt"}
+	"StartedAt", "RenewedAt", "FinishedAt", "UpdatedAt", "LeaseMicros"}
 
 // readSQL reads the row and CURRENT_TIMESTAMP() in one statement. The LEFT
 // JOIN on a one-row UNNEST returns Spanner's clock even when the row is absent.
@@ -115,12 +120,12 @@ func (s *spannerStore) queryRow(ctx context.Context, q querier, name string) (ro
 func decodeRow(r *spanner.Row, extra ...any) (row, error) {
 	var (
 		state, owner, leaseID, lastErr           spanner.NullString
-		token, attempts                          spanner.NullInt64
+		token, attempts, leaseMicros             spanner.NullInt64
 		started, renewed, finished, updated, now spanner.NullTime
 		exists                                   bool
 	)
 	dest := append([]any{&now, &exists, &state, &owner, &leaseID, &token, &attempts, &lastErr,
-		&started, &renewed, &finished, &updated}, extra...)
+		&started, &renewed, &finished, &updated, &leaseMicros}, extra...)
 	if err := r.Columns(dest...); err != nil {
 		return row{}, err
 	}
@@ -128,7 +133,7 @@ func decodeRow(r *spanner.Row, extra ...any) (row, error) {
 		Exists: exists, State: State(state.StringVal), Owner: owner.StringVal, LeaseID: leaseID.StringVal,
 		Token: token.Int64, Attempts: attempts.Int64, LastError: lastErr.StringVal,
 		StartedAt: nullTime(started), RenewedAt: nullTime(renewed), FinishedAt: nullTime(finished),
-		UpdatedAt: nullTime(updated), Now: now.Time,
+		UpdatedAt: nullTime(updated), Lease: time.Duration(leaseMicros.Int64) * time.Microsecond, Now: now.Time,
 	}, nil
 }
 
@@ -171,9 +176,10 @@ func (s *spannerStore) acquire(ctx context.Context, name string, p policy, c cla
 			if d.fresh {
 				attempts = 1
 			}
-			cols := []string{"Name", "State", "Owner", "LeaseID", "Token", "Attempts", "StartedAt", "RenewedAt", "FinishedAt", "UpdatedAt"}
+			// We declare our own lease: contenders judge our silence by it.
+			cols := []string{"Name", "State", "Owner", "LeaseID", "Token", "Attempts", "StartedAt", "RenewedAt", "FinishedAt", "UpdatedAt", "LeaseMicros"}
 			vals := []any{name, string(StateStarted), c.owner, c.leaseID, lease.token, attempts,
-				spanner.CommitTimestamp, spanner.CommitTimestamp, nil, spanner.CommitTimestamp}
+				spanner.CommitTimestamp, spanner.CommitTimestamp, nil, spanner.CommitTimestamp, p.watermark.Microseconds()}
 			if !r.Exists {
 				cols = append(cols, "CreatedAt")
 				vals = append(vals, spanner.CommitTimestamp)
@@ -181,8 +187,8 @@ func (s *spannerStore) acquire(ctx context.Context, name string, p policy, c cla
 			}
 			return tx.BufferWrite([]*spanner.Mutation{spanner.Update(s.table, cols, vals)})
 		case actAbandon:
-			msg := fmt.Sprintf("abandoned: holder %q (token %d) did not renew or finish within the watermark of %v on attempt %d of %d",
-				r.Owner, r.Token, p.watermark, r.Attempts, p.maxAttempts)
+			msg := fmt.Sprintf("abandoned: holder %q (token %d) did not renew or finish within its lease of %v on attempt %d of %d",
+				r.Owner, r.Token, holderLease(r, p.watermark), r.Attempts, p.maxAttempts)
 			// The abandoning contender's claim id replaces the holder's, so
 			// that the holder, should it come back, finds its lease gone.
 			return tx.BufferWrite([]*spanner.Mutation{spanner.Update(s.table,

@@ -7,8 +7,8 @@ import (
 )
 
 // takeoverAfter is how long, by Spanner's clock, a STARTED row must have gone
-// without a renewal before this contender may take it over: the watermark
-// plus this contender's jitter.
+// without a renewal before this contender may take it over: the holder's
+// lease plus this contender's jitter.
 // The sum saturates instead of overflowing, so that an absurdly long
 // watermark means "never" rather than "at once".
 func takeoverAfter(watermark, jitter time.Duration) time.Duration {
@@ -16,6 +16,36 @@ func takeoverAfter(watermark, jitter time.Duration) time.Duration {
 		return math.MaxInt64
 	}
 	return watermark + jitter
+}
+
+// holderLease returns the lease r's holder declared when it acquired: it
+// renews within it, and no contender takes over before it has passed since
+// the last renewal, by Spanner's clock. A row written without a declared
+// lease (by a spanmutex older than the LeaseMicros column) is judged by the
+// contender's own watermark, own, as it was then.
+func holderLease(r row, own time.Duration) time.Duration {
+	if r.Lease > 0 {
+		return r.Lease
+	}
+	return own
+}
+
+// takeoverAfter returns how long r's holder must have gone silent, by
+// Spanner's clock, before this contender may take over: the holder's
+// declared lease, plus this contender's jitter as a fraction of that lease.
+// Only the holder's declaration sets the bound: a contender configured with
+// a shorter watermark waits as long as one with a longer one.
+func (p policy) takeoverAfter(r row) time.Duration {
+	lease := holderLease(r, p.watermark)
+	return takeoverAfter(lease, time.Duration(p.jitter*float64(lease)))
+}
+
+// drawFraction draws a contender's jitter, uniformly from [0, fraction).
+func drawFraction(fraction float64) float64 {
+	if fraction <= 0 {
+		return 0
+	}
+	return rand.Float64() * fraction
 }
 
 // drawJitter draws a contender's extra wait past the watermark, uniformly

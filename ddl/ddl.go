@@ -123,19 +123,48 @@ func stripComments(sql string) string {
 // be checked against them.
 func MutexColumns() map[string]string {
 	return map[string]string{
-		"Name":       "STRING(256)",
-		"State":      "STRING(16)",
-		"Owner":      "STRING(256)",
-		"LeaseID":    "STRING(36)",
-		"Token":      "INT64",
-		"Attempts":   "INT64",
-		"LastError":  "STRING(MAX)",
-		"CreatedAt":  "TIMESTAMP",
-		"StartedAt":  "TIMESTAMP",
-		"RenewedAt":  "TIMESTAMP",
-		"FinishedAt": "TIMESTAMP",
-		"UpdatedAt":  "TIMESTAMP",
+		"Name":        "STRING(256)",
+		"State":       "STRING(16)",
+		"Owner":       "STRING(256)",
+		"LeaseID":     "STRING(36)",
+		"Token":       "INT64",
+		"Attempts":    "INT64",
+		"LastError":   "STRING(MAX)",
+		"CreatedAt":   "TIMESTAMP",
+		"StartedAt":   "TIMESTAMP",
+		"RenewedAt":   "TIMESTAMP",
+		"FinishedAt":  "TIMESTAMP",
+		"UpdatedAt":   "TIMESTAMP",
+		"LeaseMicros": "INT64",
 	}
+}
+
+// QueueColumns returns the columns spanmutex reads and writes in the
+// waiters' queue table (the mutex table's name followed by QueueSuffix).
+func QueueColumns() map[string]string {
+	return map[string]string{
+		"Name":        "STRING(256)",
+		"EnqueuedAt":  "TIMESTAMP",
+		"WaiterID":    "STRING(36)",
+		"Owner":       "STRING(256)",
+		"RenewedAt":   "TIMESTAMP",
+		"LeaseMicros": "INT64",
+	}
+}
+
+// Upgrade returns the statements that bring a mutex table named table, and
+// its queue, created by an earlier spanmutex up to this schema: the columns
+// added since, all nullable, so that rows already there keep working (a row
+// without a declared lease is judged by each contender's own watermark, as
+// before). Apply them once, before or while the new version rolls out.
+func Upgrade(table string) ([]string, error) {
+	if err := ValidateTableName(table); err != nil {
+		return nil, err
+	}
+	return []string{
+		"ALTER TABLE " + table + " ADD COLUMN LeaseMicros INT64",
+		"ALTER TABLE " + table + QueueSuffix + " ADD COLUMN LeaseMicros INT64",
+	}, nil
 }
 
 // DefaultRequestsTable is the table of package queue when none is configured.

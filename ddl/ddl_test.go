@@ -18,6 +18,28 @@ func TestMutexTableRenames(t *testing.T) {
 	}
 }
 
+func TestQueueTableHasItsColumns(t *testing.T) {
+	stmt, err := QueueTable("Locks")
+	require.NoError(t, err)
+	assert.Contains(t, stmt, "CREATE TABLE LocksQueue (")
+	for col, typ := range QueueColumns() {
+		assert.Contains(t, stmt, col+" "+typ, "the DDL and QueueColumns agree")
+	}
+}
+
+// Upgrade adds every column that the current schema has and the first
+// released one lacked, nullable, to both tables.
+func TestUpgradeAddsTheDeclaredLease(t *testing.T) {
+	stmts, err := Upgrade("Locks")
+	require.NoError(t, err)
+	assert.Equal(t, []string{
+		"ALTER TABLE Locks ADD COLUMN LeaseMicros INT64",
+		"ALTER TABLE LocksQueue ADD COLUMN LeaseMicros INT64",
+	}, stmts)
+	_, err = Upgrade("bad name")
+	assert.ErrorContains(t, err, "invalid table name")
+}
+
 func TestStatementsHaveNoComments(t *testing.T) {
 	stmts, err := Statements(DefaultMutexTable)
 	require.NoError(t, err)

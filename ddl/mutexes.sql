@@ -25,8 +25,14 @@ CREATE TABLE Mutexes (
   -- When the current holder acquired it (STARTED) or the last holder did.
   StartedAt TIMESTAMP OPTIONS (allow_commit_timestamp = true),
   -- When the holder last proved it was alive: set on acquisition and on every
-  -- lease renewal. The watermark is measured from here.
+  -- lease renewal. The holder's lease is measured from here.
   RenewedAt TIMESTAMP OPTIONS (allow_commit_timestamp = true),
+  -- The holder's lease, in microseconds, declared by the holder when it
+  -- acquired: it renews within it, and nobody takes over before RenewedAt
+  -- plus this by Spanner's clock, whatever their own configuration. NULL in
+  -- rows written by spanmutex before it declared leases: contenders then use
+  -- their own watermark.
+  LeaseMicros INT64,
   -- When the section reached DONE or FAILED. Staleness is measured from here.
   FinishedAt TIMESTAMP OPTIONS (allow_commit_timestamp = true),
   -- When the row last changed.

@@ -12,7 +12,11 @@ CREATE TABLE MutexesQueue (
   WaiterID STRING(36) NOT NULL,
   -- The waiter's owner identity.
   Owner STRING(256),
-  -- When the waiter last proved it was alive. Entries older than the
-  -- watermark are skipped by the hand-off.
+  -- When the waiter last proved it was alive.
   RenewedAt TIMESTAMP NOT NULL OPTIONS (allow_commit_timestamp = true),
+  -- The waiter's lease, in microseconds, declared by the waiter: the lease it
+  -- takes if the lock is handed to it, and the entry stays live for four
+  -- of these after RenewedAt (it renews every two). NULL in entries written
+  -- before leases were declared: readers then use their own watermark.
+  LeaseMicros INT64,
 ) PRIMARY KEY (Name, EnqueuedAt, WaiterID)

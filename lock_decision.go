@@ -57,7 +57,7 @@ func decideLock(v lockView, myID string, p policy) lockDecision {
 		}
 		return lockDecision{action: lockAcquire}
 	}
-	remaining := takeoverAfter(p.watermark, p.jitter) - silentFor(r)
+	remaining := p.takeoverAfter(r) - silentFor(r)
 	if remaining > 0 {
 		return lockDecision{action: lockWait, wait: remaining}
 	}

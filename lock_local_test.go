@@ -36,7 +36,7 @@ func TestWakeBoard(t *testing.T) {
 // keeps the lock in the process; gone closes only when no contender of the
 // process holds it; arriving contenders do not try while one does.
 func TestLocalLockHolders(t *testing.T) {
-	board := &localBoard{locks: map[localKey]*localLock{}}
+	board := NewScope()
 	key := localKey{database: "db", table: "Mutexes", name: "x"}
 	ll := board.get(key)
 	assert.Same(t, ll, board.get(key), "one localLock per lock")
@@ -85,12 +85,10 @@ func TestLocalLockHolders(t *testing.T) {
 func TestLocalLockGroupCommitsJoins(t *testing.T) {
 	db := freshDatabase(t)
 	c := newClient(t, db)
-	s := newSpannerStore(c, DefaultTable)
-	board := &localBoard{locks: map[localKey]*localLock{}}
-	ll := board.get(localKey{database: c.DatabaseName(), table: DefaultTable, name: "group"})
+	s := newSpannerStore(c, DefaultTable, time.Minute)
+	ll := NewScope().get(localKey{database: c.DatabaseName(), table: DefaultTable, name: "group"})
 	ctx := context.Background()
 	const n = 50
-	ttl := time.Minute
 
 	// Hold the gate so that the first join waits for it with its batch
 	// taken, and the others queue up behind it.
@@ -105,7 +103,7 @@ func TestLocalLockGroupCommitsJoins(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			results[i] = ll.join(ctx, s, "group", fmt.Sprintf("w%02d", i), ids[i], ttl, time.Minute)
+			results[i] = ll.join(ctx, s, "group", queueInsert{id: ids[i], owner: fmt.Sprintf("w%02d", i), lease: time.Minute}, time.Minute)
 		}()
 	}
 	start(0)
@@ -141,29 +139,16 @@ func TestLocalLockGroupCommitsJoins(t *testing.T) {
 		}
 	}
 
-	// Leaves are group-committed the same way.
-	require.NoError(t, ll.lockGate(ctx))
-	errs := make([]error, n)
-	leave := func(i int) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = ll.leave(ctx, s, "group", results[i].key, time.Minute)
-		}()
+	var declared []int64
+	stmt = spanner.Statement{SQL: "SELECT LeaseMicros FROM MutexesQueue WHERE Name = 'group'"}
+	require.NoError(t, c.Single().Query(ctx, stmt).Do(func(r *spanner.Row) error {
+		var us int64
+		declared = append(declared, us)
+		return r.Columns(&declared[len(declared)-1])
+	}))
+	for _, us := range declared {
+		assert.Equal(t, time.Minute.Microseconds(), us, "each entry declares its waiter's lease")
 	}
-	leave(0)
-	waitFor(t, time.Minute, "the first leave to take its batch", func() bool { return pending(ll) == 0 })
-	for i := 1; i < n; i++ {
-		leave(i)
-	}
-	waitFor(t, time.Minute, "the leaves to queue up behind the first", func() bool { return pending(ll) == n-1 })
-	ll.unlockGate()
-	wg.Wait()
-	for _, err := range errs {
-		require.NoError(t, err)
-	}
-	assert.Equal(t, int64(4), s.stats.blindWrites.Load(), "two more commits")
-	assert.Empty(t, queued(t, c, "group"))
 }
 
 // pending returns how many writes wait for a commit while one is under way,

@@ -1,0 +1,70 @@
+package spanmutex
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+)
+
+// attempts counts the Spanner calls of one kind (reads, or writes) that
+// failed in a row during one Run, Lock or TryLock call, and paces their
+// retries with the call's backoff; MaxAttempts bounds the count. The Mutex
+// and the Lock share it, so that both give up the same way.
+type attempts struct {
+	name string
+	max  int
+	clk  clock
+	bo   backoff.BackOff // shared by the kinds of one call
+	log  *slog.Logger
+	n    int
+}
+
+// newAttempts returns counters for the calls of one Run, Lock or TryLock
+// call, one per kind, sharing one backoff.
+func (c *config) newAttempts(name string, kinds int) []*attempts {
+	bo := c.newBackOff()
+	out := make([]*attempts, kinds)
+	for i := range out {
+		out[i] = &attempts{name: name, max: c.maxAttempts, clk: c.clock, bo: bo, log: c.logger}
+	}
+	return out
+}
+
+// ok records a call that succeeded: the count starts again.
+func (a *attempts) ok() { a.n = 0 }
+
+// failed records that a call failed with err and, if another try is worth
+// it, waits before it (at most limit, when limit > 0). It returns nil to go
+// on, or the error the caller ends with: errors.Join(ErrNotObtained,
+// ctx.Err()) once ctx has ended; err itself when it is not worth another
+// try (see retryable); an *ExhaustedError once max calls in a row failed or
+// the backoff policy stopped.
+func (a *attempts) failed(ctx context.Context, err error, limit time.Duration) error {
+	if ctx.Err() != nil {
+		return notObtained(ctx, err)
+	}
+	if !retryable(err) {
+		return err
+	}
+	if a.n++; a.n >= a.max {
+		return &ExhaustedError{Name: a.name, Attempts: int64(a.n), MaxAttempts: a.max, LastError: err.Error(), Err: err}
+	}
+	a.log.Warn("Spanner call failed; backing off", "err", err, "failures", a.n)
+	return a.pause(ctx, limit)
+}
+
+// pause waits for the backoff's next interval (at most limit, when limit >
+// 0). It returns nil to go on, or the error the caller ends with, as failed.
+func (a *attempts) pause(ctx context.Context, limit time.Duration) error {
+	err := pauseWith(ctx, a.clk, a.bo, limit)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, errBackOffStopped):
+		return &ExhaustedError{Name: a.name, Attempts: int64(a.n), MaxAttempts: a.max, LastError: "the backoff policy stopped", Err: err}
+	}
+	return notObtained(ctx, err)
+}

@@ -1,0 +1,163 @@
+package spanmutex
+
+import (
+	"context"
+	"time"
+
+	"cloud.google.com/go/spanner"
+	"google.golang.org/grpc/codes"
+)
+
+// A waiter's entry in the lock's queue: how it arrives, joins, proves it is
+// alive, and leaves.
+
+// arrive is a Lock call's first move, made without reading the lock first:
+// one read-write transaction that takes the lock if it is free and nobody
+// waits, and otherwise queues us. If another contender of our Scope is
+// acquiring or holds the lock, it queues us in a blind insert shared with
+// the Scope's other waiters that join meanwhile instead. It returns the
+// lease if it took the lock, and otherwise leaves the rest to the waiting
+// loop: queued, or not (w.joined says which) after a refusal or an error,
+// which it returns.
+func (w *waiter) arrive(ctx context.Context) (*Lease, error) {
+	if !w.local.tryAcquiring() {
+		return nil, w.join(ctx)
+	}
+	sent := w.now()
+	res, err := gated(ctx, w.local, func() (acquireResult, error) {
+		return w.st.acquireLock(ctx, w.lock.name, endOfQueue, w.pol, w.claim(), true)
+	})
+	if res.lease != nil {
+		w.local.hold(w.id) // before doneAcquiring: no moment when neither shows
+	}
+	w.local.doneAcquiring()
+	if err == nil {
+		w.touched = true
+	}
+	if lease := res.lease; lease != nil {
+		lease.anchor = sent
+		w.lock.cfg.logger.Debug("lock: acquired", "token", lease.token, "takeover", lease.takeover)
+		return lease, nil
+	}
+	w.quiet = sent
+	switch {
+	case err == nil && res.decision.action == lockWait:
+		w.enqueued(res.key, sent)
+		w.poll.place(res.ahead, res.token)
+		return nil, nil
+	case err == nil:
+		return nil, nil // the waiting loop reads the row and says why
+	case spanner.ErrCode(err) == codes.Aborted && ctx.Err() == nil:
+		// Lost a race: nothing was written. Queue without reading.
+		return nil, w.join(ctx)
+	}
+	if res.sent {
+		// It may have committed: the lock taken (the loop's read finds our
+		// id in the row) or our entry inserted under a key we never learnt
+		// (abandon deletes it by our id).
+		w.touched, w.ownAttempt = true, true
+		w.strays = w.strays || isUnknownOutcome(err)
+	}
+	return nil, err
+}
+
+// join inserts our entry at the back of the queue. An insert of unknown
+// outcome is settled by looking our id up.
+func (w *waiter) join(ctx context.Context) error {
+	l := w.lock
+	w.touched, w.joined = true, true
+	sent := w.now()
+	entry := queueInsert{id: w.id, owner: l.cfg.owner, lease: l.cfg.watermark}
+	res := w.local.join(ctx, w.st, l.name, entry, l.cfg.finishTimeout)
+	if res.err != nil {
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.finishTimeout)
+		found, ok, ferr := w.st.findQueued(fctx, l.name, w.id)
+		cancel()
+		if ferr != nil || !ok {
+			// Not in the queue, or unknown: join again on the next loop. An
+			// entry that did land may be handed the lock (we notice: it
+			// carries our id), and is deleted by our id once we hold the
+			// lock or leave.
+			w.joined = false
+			w.strays = w.strays || ferr != nil || isUnknownOutcome(res.err)
+			return res.err
+		}
+		res.key = found
+	}
+	w.enqueued(res.key, sent)
+	if res.placed {
+		w.poll.place(res.ahead, res.token)
+	}
+	return nil
+}
+
+// enqueued records that our entry, inserted by a commit sent at local time
+// sent, is in the queue under key.
+func (w *waiter) enqueued(key queueKey, sent time.Time) {
+	w.joined, w.touched = true, true
+	w.key, w.entryRenewed, w.quiet = key, sent, sent
+	w.renewEvery = w.entryTTL()/2 - drawJitter(w.entryTTL(), 1.0/8)
+}
+
+// entryTTL is how long our entry stays live without a renewal, by Spanner's
+// clock: waiterTTLFactor of the lease we declare.
+func (w *waiter) entryTTL() time.Duration { return waiterTTLFactor * w.lock.cfg.watermark }
+
+// entryDue reports whether our entry should be renewed at local time now.
+// Half the TTL leaves the other half for a renewal that fails to be retried
+// at the following polls (at most a quarter lease apart) before the entry
+// counts as dead; renewing more often would cost a blind write per waiter
+// and renewal, which in a long queue would outnumber the hand-offs.
+func (w *waiter) entryDue(now time.Time) bool {
+	return now.Sub(w.entryRenewed) >= w.renewEvery
+}
+
+// untilRenewal returns how long after local time now our entry is due for
+// renewal (at least LockPollInterval).
+func (w *waiter) untilRenewal(now time.Time) time.Duration {
+	return max(w.renewEvery-now.Sub(w.entryRenewed), LockPollInterval)
+}
+
+// renewEntry proves the waiter alive. A failure is logged and retried at the
+// next poll; an entry found gone is noticed by the next poll.
+func (w *waiter) renewEntry(ctx context.Context) {
+	sent := w.now()
+	_, err := gated(ctx, w.local, func() (struct{}, error) { return struct{}{}, w.st.renewWaiter(ctx, w.lock.name, w.key) })
+	switch {
+	case err == nil:
+		w.entryRenewed, w.renewEvery = sent, w.entryTTL()/2
+	case spanner.ErrCode(err) == codes.NotFound:
+		w.poll.recheck = true
+	default:
+		w.lock.cfg.logger.Warn("lock: renewing our queue entry failed", "err", err)
+	}
+}
+
+// abandon cleans up after a Lock call that ends without the lock: in one
+// read-write transaction it deletes every entry of ours and, if the lock was
+// handed to us meanwhile (or an acquisition of unknown outcome committed),
+// hands it on. Once that commits no hand-off can reach us, so nobody waits
+// for a caller that has gone. It runs even if ctx is done, and keeps trying
+// for the finish timeout; if that fails too, our entries expire after their
+// TTL and a lock handed to us after our lease.
+func (w *waiter) abandon(ctx context.Context) {
+	if !w.touched {
+		return
+	}
+	l := w.lock
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.finishTimeout)
+	defer cancel()
+	retries := l.cfg.newAttempts(l.name, 1)[0]
+	for {
+		sent := w.now()
+		to, err := gated(ctx, w.local, func() (handOff, error) { return w.st.leave(ctx, l.name, w.id) })
+		if err == nil {
+			l.handedOn(w.local, w.id, to, sent)
+			return
+		}
+		if rerr := retries.failed(ctx, err, 0); rerr != nil {
+			l.cfg.logger.Warn("lock: leaving the queue failed; our entry expires after four leases, and a lock handed to us after one", "err", rerr)
+			return
+		}
+	}
+}

@@ -1,0 +1,237 @@
+package spanmutex
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// localLock is what the contenders of one lock in one Scope share (see
+// Scope for what sharing saves). Entries live while a Lock or Unlock call of
+// their lock is under way.
+type localLock struct {
+	key  localKey
+	refs int // calls under way, under Scope.mu
+
+	// gate is held by the Scope's read-write transaction on the lock: the
+	// unlocks, acquisitions, joins and leaves of one lock conflict with
+	// each other anyway (an unlock reads the head of the queue, which a join
+	// to a short queue writes), and Spanner would abort all but one.
+	gate chan struct{}
+
+	mu      sync.Mutex
+	joins   []*joinRequest // waiters to insert, oldest first
+	joining bool           // a leader is committing joins
+	// acquiring counts this Scope's contenders that are trying to acquire
+	// the lock; heldBy holds the lease ids of those that hold it (or were
+	// handed it by an Unlock of this Scope), as far as this Scope knows: a
+	// lease leaves when its Unlock settles or when its loss is declared.
+	acquiring int
+	heldBy    map[string]struct{}
+	// gone, once made, is closed when heldBy becomes empty.
+	gone chan struct{}
+}
+
+// localKey names a lock within a Scope: its database, table and name.
+type localKey struct{ database, table, name string }
+
+// maxJoinBatch bounds how many waiters one commit inserts into the queue.
+const maxJoinBatch = 256
+
+// joinRequest is one waiter's entry, waiting to be inserted.
+type joinRequest struct {
+	entry queueInsert
+	done  chan joinResult // buffered: whoever commits never blocks
+}
+
+// joinResult is the outcome of a join: the entry's key or the commit's
+// error, or, with lead, that the waiter is to commit the next batch. With
+// placed, ahead is about how many live entries are before the entry, when
+// the lock's token was token.
+type joinResult struct {
+	key    queueKey
+	err    error
+	lead   bool
+	placed bool
+	ahead  int
+	token  int64
+}
+
+// lockGate waits for the gate, or until ctx ends; unlock with unlockGate.
+func (ll *localLock) lockGate(ctx context.Context) error {
+	select {
+	case ll.gate <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (ll *localLock) unlockGate() { <-ll.gate }
+
+// gated runs fn holding the gate.
+func gated[T any](ctx context.Context, ll *localLock, fn func() (T, error)) (T, error) {
+	if err := ll.lockGate(ctx); err != nil {
+		var zero T
+		return zero, err
+	}
+	defer ll.unlockGate()
+	return fn()
+}
+
+// tryAcquiring marks a contender of this Scope as trying to acquire the
+// lock, unless one already is or a contender of this Scope holds it; it
+// reports whether it did. Undo with doneAcquiring.
+func (ll *localLock) tryAcquiring() bool {
+	ll.mu.Lock()
+	defer ll.mu.Unlock()
+	if ll.acquiring > 0 || len(ll.heldBy) > 0 {
+		return false
+	}
+	ll.acquiring++
+	return true
+}
+
+// startAcquiring marks a contender of this Scope as trying to acquire the
+// lock, whatever the others do. Undo with doneAcquiring.
+func (ll *localLock) startAcquiring() {
+	ll.mu.Lock()
+	ll.acquiring++
+	ll.mu.Unlock()
+}
+
+func (ll *localLock) doneAcquiring() {
+	ll.mu.Lock()
+	ll.acquiring--
+	ll.mu.Unlock()
+}
+
+// hold records that the contender with lease id id holds the lock.
+func (ll *localLock) hold(id string) {
+	ll.mu.Lock()
+	defer ll.mu.Unlock()
+	if ll.heldBy == nil {
+		ll.heldBy = map[string]struct{}{}
+	}
+	ll.heldBy[id] = struct{}{}
+}
+
+// release records that lease id no longer holds the lock, handed to the
+// waiter of this Scope with id to if to is not "". When no contender of the
+// Scope holds the lock any more, it wakes the waiters that wait on
+// heldLocally.
+func (ll *localLock) release(id, to string) {
+	ll.mu.Lock()
+	defer ll.mu.Unlock()
+	if _, ok := ll.heldBy[id]; !ok {
+		return
+	}
+	delete(ll.heldBy, id)
+	if to != "" {
+		ll.heldBy[to] = struct{}{}
+	}
+	if len(ll.heldBy) == 0 && ll.gone != nil {
+		close(ll.gone)
+		ll.gone = nil
+	}
+}
+
+// anyHeld reports whether a contender of this Scope holds the lock; if so,
+// the returned channel is closed once none does.
+func (ll *localLock) anyHeld() (bool, <-chan struct{}) {
+	ll.mu.Lock()
+	defer ll.mu.Unlock()
+	return ll.goneLocked()
+}
+
+// heldLocally reports whether lease id, the holder a read showed, is a
+// contender of this Scope that still holds the lock; if so, the returned
+// channel is closed once no contender of the Scope holds it.
+func (ll *localLock) heldLocally(id string) (bool, <-chan struct{}) {
+	ll.mu.Lock()
+	defer ll.mu.Unlock()
+	if _, ok := ll.heldBy[id]; !ok || id == "" {
+		return false, nil
+	}
+	return ll.goneLocked()
+}
+
+// goneLocked returns, if a contender of the Scope holds the lock, a channel
+// closed once none does. Call it with ll.mu held.
+func (ll *localLock) goneLocked() (bool, <-chan struct{}) {
+	if len(ll.heldBy) == 0 {
+		return false, nil
+	}
+	if ll.gone == nil {
+		ll.gone = make(chan struct{})
+	}
+	return true, ll.gone
+}
+
+// join inserts entry into the queue of lock name, together with the entries
+// of the other waiters of this Scope that join meanwhile, and returns its
+// key. The commit is bounded by timeout, whatever ctx says, so that the
+// waiters that share it learn its outcome: an error may be of unknown
+// outcome, for every entry of the batch.
+//
+// Its result also says, when known, about how many live entries are before
+// ours: one read after the commit places the whole batch.
+func (ll *localLock) join(ctx context.Context, st lockStore, name string, entry queueInsert, timeout time.Duration) joinResult {
+	req := &joinRequest{entry: entry, done: make(chan joinResult, 1)}
+	ll.mu.Lock()
+	ll.joins = append(ll.joins, req)
+	lead := !ll.joining
+	ll.joining = true
+	ll.mu.Unlock()
+	if !lead {
+		r := <-req.done
+		if !r.lead {
+			return r
+		}
+	}
+	ll.commitJoins(ctx, st, name, timeout)
+	return <-req.done
+}
+
+// commitJoins inserts the oldest pending entries, the leader's own first, in
+// one blind write, tells each waiter its outcome, and passes the lead to the
+// oldest waiter still pending, if any.
+func (ll *localLock) commitJoins(ctx context.Context, st lockStore, name string, timeout time.Duration) {
+	ll.mu.Lock()
+	batch := ll.joins[:min(len(ll.joins), maxJoinBatch)]
+	ll.joins = ll.joins[len(batch):]
+	ll.mu.Unlock()
+
+	entries := make([]queueInsert, len(batch))
+	for i, r := range batch {
+		entries[i] = r.entry
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	defer cancel()
+	ts, err := gated(cctx, ll, func() (time.Time, error) { return st.enqueue(cctx, name, entries) })
+	// The batch's entries share the commit timestamp, and are queued by
+	// their ids: the first one's place gives every one's. Waiters behind a
+	// holder of this Scope need no place (they do not poll).
+	slices.SortFunc(batch, func(a, b *joinRequest) int { return strings.Compare(a.entry.id, b.entry.id) })
+	var (
+		first  lockView
+		placed bool
+	)
+	if held, _ := ll.anyHeld(); err == nil && !held {
+		v, rerr := st.readLock(cctx, name, queueKey{at: ts, id: batch[0].entry.id})
+		first, placed = v, rerr == nil
+	}
+	for i, r := range batch {
+		r.done <- joinResult{key: queueKey{at: ts, id: r.entry.id}, err: err, placed: placed, ahead: first.ahead + i, token: first.Token}
+	}
+
+	ll.mu.Lock()
+	defer ll.mu.Unlock()
+	if len(ll.joins) == 0 {
+		ll.joining = false
+		return
+	}
+	ll.joins[0].done <- joinResult{lead: true}
+}

@@ -1,0 +1,157 @@
+package spanmutex
+
+import (
+	"context"
+	"time"
+)
+
+// Polling of queued waiters behind a holder of another Scope. A waiter with
+// k live waiters before it expects its turn in about k hand-offs; it
+// measures how long a hand-off takes from how fast the token moves, and
+// reads the lock again when three quarters of the time to its turn have
+// passed, at least LockPollInterval and at most MaxLockPollInterval (and a
+// quarter of its lease) apart. The head of the queue so learns of a
+// hand-off within about LockPollInterval, and a waiter far back costs a few
+// reads. Behind a holder of its own Scope a waiter does not poll: that
+// holder's Unlock wakes it.
+const (
+	LockPollInterval    = 20 * time.Millisecond
+	MaxLockPollInterval = 10 * time.Second
+)
+
+// fullReadEvery bounds how many cheap reads a waiter with others before it
+// makes between two full ones, which correct its estimate of its place.
+const fullReadEvery = 8
+
+// pollPlan is what a waiter knows of its place in the queue, to pace its
+// reads. Between full reads, which count the live entries before ours, a
+// waiter reads only the lock's row and estimates its place from the token:
+// every hand-off adds one.
+type pollPlan struct {
+	// counted and countedToken are the place and token at the last full
+	// read; polls counts cheap reads since; placed reports whether counted
+	// is known; recheck, that a renewal found our entry gone.
+	counted      int
+	countedToken int64
+	polls        int
+	placed       bool
+	recheck      bool
+	// handOff estimates how long one hand-off takes, from how fast the token
+	// moved between reads; lastToken and lastRead are the previous read's.
+	handOff   time.Duration
+	lastToken int64
+	lastRead  time.Time
+}
+
+// place records that about ahead live entries were before ours when the
+// lock's token was token.
+func (p *pollPlan) place(ahead int, token int64) {
+	p.counted, p.countedToken, p.polls, p.placed, p.recheck = ahead, token, 0, true, false
+	if p.lastRead.IsZero() {
+		p.lastToken = token
+	}
+}
+
+// ahead estimates how many live entries are before ours when the lock's
+// token is token.
+func (p *pollPlan) ahead(token int64) int { return max(p.counted-int(token-p.countedToken), 0) }
+
+// interval returns how long to wait before reading the lock again, given the
+// lock's token and about ahead live waiters before us at local time now:
+// three quarters of the expected time to our turn, within
+// [LockPollInterval, ceiling]. The local clock only paces reads.
+func (p *pollPlan) interval(now time.Time, token int64, ahead int, ceiling time.Duration) time.Duration {
+	if p.handOff == 0 {
+		p.handOff = 2 * LockPollInterval
+	}
+	if moved := token - p.lastToken; moved > 0 && !p.lastRead.IsZero() {
+		sample := now.Sub(p.lastRead) / time.Duration(moved)
+		p.handOff = (3*p.handOff + sample) / 4
+	}
+	p.lastToken, p.lastRead = token, now
+	// A hand-off slower than a couple of polls (say, while a crowd joins)
+	// is no guide to the next ones: trusting it would oversleep our turn.
+	perHandOff := min(p.handOff, 2*LockPollInterval)
+	if ahead >= maxAhead {
+		return ceiling
+	}
+	return min(max(time.Duration(ahead)*perHandOff*3/4, LockPollInterval), ceiling)
+}
+
+// look reads the lock: fully (row, place in the queue, our entry) when not
+// queued, when our entry may have been dropped as dead, and every
+// fullReadEvery polls while others are before us; otherwise only the lock's
+// row, a point read whose cost does not grow with the queue, and fully
+// after all if that shows the lock free or its holder silent, or held by
+// another Scope while we do not know our place.
+func (w *waiter) look(ctx context.Context) (lockView, error) {
+	est := w.poll.ahead(w.poll.lastToken)
+	// An Unlock drops our entry only once it has gone unrenewed for its TTL
+	// by Spanner's clock, which is after the TTL has passed on ours since
+	// we sent the last renewal it acknowledged.
+	mayBeDropped := w.poll.recheck || w.now().Sub(w.entryRenewed) >= w.entryTTL()/2
+	if !w.joined || w.key == endOfQueue || mayBeDropped || (w.poll.placed && est > 1 && w.poll.polls >= fullReadEvery) {
+		return w.fullRead(ctx)
+	}
+	r, err := w.st.read(ctx, w.lock.name)
+	if err != nil {
+		return lockView{}, err
+	}
+	mine := r.State == StateStarted && r.LeaseID == w.id
+	if !mine && (r.State != StateStarted || silentFor(r) >= holderLease(r, w.pol.watermark)) {
+		// Free, or its holder silent: whether we are first decides, and
+		// the estimate may be stale (waiters who left do not move the
+		// token). Count exactly.
+		return w.fullRead(ctx)
+	}
+	if !w.poll.placed {
+		if local, _ := w.local.heldLocally(r.LeaseID); !local && !mine {
+			// Behind a holder of another Scope we poll, paced by our place:
+			// count it.
+			return w.fullRead(ctx)
+		}
+		// Behind a holder of our Scope our place does not matter (we do
+		// not poll): say we are far back.
+		return lockView{row: r, ahead: maxAhead, queued: true}, nil
+	}
+	w.poll.polls++
+	return lockView{row: r, ahead: w.poll.ahead(r.Token), queued: true}, nil
+}
+
+// fullRead reads the lock's row, our place in the queue and whether our
+// entry is there.
+func (w *waiter) fullRead(ctx context.Context) (lockView, error) {
+	v, err := w.st.readLock(ctx, w.lock.name, w.key)
+	if err == nil {
+		w.poll.place(v.ahead, v.Token)
+	}
+	return v, err
+}
+
+// ceiling is the longest a waiter behind a holder of another Scope sleeps
+// between reads: a quarter of its own lease, so that it notices a hand-off
+// to it well within the lease it is handed.
+func (w *waiter) ceiling() time.Duration {
+	return min(MaxLockPollInterval, max(w.lock.cfg.watermark/4, LockPollInterval))
+}
+
+// handedAnchor returns the anchor (see keepAlive) of a lease that a read
+// sent at local time sent found handed to us in r: a local time before the
+// commit that made us holder and set RenewedAt. Each of these is one:
+//   - quiet, the send time of an earlier read that did not show it;
+//   - sent less r's silence: the read's snapshot, later than sent, came
+//     that long (by Spanner's clock) after the commit;
+//   - when an Unlock of our Scope woke us, the time it sent its
+//     transaction (a waiter is handed the lock once).
+//
+// The latest is the tightest. Only durations are compared across clocks.
+func (w *waiter) handedAnchor(sent time.Time, r row) time.Time {
+	anchor := w.quiet
+	if a := sent.Add(-silentFor(r)); a.After(anchor) {
+		anchor = a
+	}
+	if w.handedAt.After(anchor) && !w.ownAttempt {
+		anchor = w.handedAt
+	}
+	return anchor
+}

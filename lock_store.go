@@ -1,0 +1,428 @@
+package spanmutex
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"cloud.google.com/go/spanner"
+	"google.golang.org/api/iterator"
+
+	"github.com/spanmutex/spanmutex/ddl"
+)
+
+// lockStore is the narrow interface between a Lock's waiting loop and
+// Spanner, as store is for the run-once Mutex. The decisions stay in
+// decideLock, a pure function; the store reads with Spanner's clock and
+// writes in read-write transactions that decide again. Times in its answers
+// are Spanner's.
+type lockStore interface {
+	renewer
+	// read returns the lock's row and Spanner's clock from one strong,
+	// lock-free snapshot.
+	read(ctx context.Context, name string) (row, error)
+	// readLock returns the row, Spanner's clock, how many live entries are
+	// queued before key (up to maxAhead) and whether key is queued.
+	readLock(ctx context.Context, name string, key queueKey) (lockView, error)
+	// acquireLock decides on the row and queue inside a read-write
+	// transaction and takes the lock if it is free (or its holder silent
+	// past its declared lease) and nobody live waits before key; with join,
+	// it queues a contender that must wait and is not queued yet. It makes
+	// one attempt: an abort is returned, not retried.
+	acquireLock(ctx context.Context, name string, key queueKey, p policy, c claim, join bool) (acquireResult, error)
+	// enqueue inserts entries at the back of the queue in one blind write
+	// and returns its commit timestamp, which keys them.
+	enqueue(ctx context.Context, name string, entries []queueInsert) (time.Time, error)
+	// findQueued looks a waiter's entry up by its id.
+	findQueued(ctx context.Context, name, waiterID string) (queueKey, bool, error)
+	// renewWaiter proves a waiter alive; NotFound if its entry is gone.
+	renewWaiter(ctx context.Context, name string, key queueKey) error
+	// leave deletes every entry of waiterID and, if the lock was handed to
+	// it, hands it on, in one read-write transaction: after it commits, no
+	// hand-off can reach the waiter.
+	leave(ctx context.Context, name, waiterID string) (handOff, error)
+	// purgeWaiter deletes every entry of waiterID, a waiter that holds the
+	// lock: one whose insert had an unknown outcome may remain.
+	purgeWaiter(ctx context.Context, name, waiterID string) error
+	// unlock releases the lock held under l, fenced, handing it to the
+	// oldest live waiter in the same transaction.
+	unlock(ctx context.Context, l *Lease) (handOff, error)
+}
+
+// renewer renews a held lease, fenced on it.
+type renewer interface {
+	renew(ctx context.Context, l *Lease) error
+}
+
+// maxAhead caps how many queue entries a waiter counts before its own, so
+// that a poll reads a bounded number of rows however long the queue.
+const maxAhead = 256
+
+// handOffScan is how many queue entries Unlock reads to find a live one.
+const handOffScan = 16
+
+// waiterTTLFactor: a queued waiter proves it is alive every two of its
+// declared leases, and its entry counts as dead once it has not for four. A
+// dead waiter that is handed the lock before that costs one lease, as a
+// crashed holder does; renewing more often would cost blind writes from
+// every waiter all the time.
+const waiterTTLFactor = 4
+
+// queueKey is a waiter's entry in the queue.
+type queueKey struct {
+	at time.Time // EnqueuedAt, the insert's commit timestamp
+	id string    // WaiterID
+}
+
+// endOfQueue stands for "not queued": every entry is before it.
+var endOfQueue = queueKey{at: time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)}
+
+// queueInsert is a waiter's entry to insert: its id, owner identity and the
+// lease it declares (see ddl/queue.sql).
+type queueInsert struct {
+	id, owner string
+	lease     time.Duration
+}
+
+func (s *spannerStore) queueTable() string { return s.table + ddl.QueueSuffix }
+
+// liveEntry is the SQL condition, on queue entry q, that the waiter renewed
+// it within waiterTTLFactor of its declared leases (or of @lease, the
+// reader's own, for an entry that declared none) by Spanner's clock.
+func liveEntry() string {
+	return fmt.Sprintf("q.RenewedAt >= TIMESTAMP_SUB(CURRENT_TIMESTAMP(), INTERVAL %d * COALESCE(q.LeaseMicros, @lease) MICROSECOND)", waiterTTLFactor)
+}
+
+// lockSQL reads the lock's row, Spanner's clock, how many live entries are
+// queued before key (capped at limit), and whether key itself is queued, in
+// one statement.
+func (s *spannerStore) lockSQL(limit int) string {
+	q := s.queueTable()
+	return fmt.Sprintf("SELECT CURRENT_TIMESTAMP(), m.Name IS NOT NULL, %s, "+
+		"(SELECT COUNT(*) FROM (SELECT 1 FROM `%s` AS q WHERE q.Name = @name "+
+		"AND (q.EnqueuedAt < @at OR (q.EnqueuedAt = @at AND q.WaiterID < @id)) "+
+		"AND %s LIMIT %d)), "+
+		"EXISTS(SELECT 1 FROM `%s` AS q WHERE q.Name = @name AND q.EnqueuedAt = @at AND q.WaiterID = @id) "+
+		"FROM UNNEST([1]) AS one LEFT JOIN `%s` AS m ON m.Name = @name",
+		rowSelectList(), q, liveEntry(), limit, q, s.table)
+}
+
+func (s *spannerStore) queryLock(ctx context.Context, q querier, name string, key queueKey, limit int) (lockView, error) {
+	it := q.Query(ctx, spanner.Statement{SQL: s.lockSQL(limit), Params: map[string]any{
+		"name": name, "at": key.at, "id": key.id, "lease": s.watermark.Microseconds(),
+	}})
+	defer it.Stop()
+	r, err := it.Next()
+	if err != nil {
+		return lockView{}, err
+	}
+	var (
+		v     lockView
+		ahead int64
+	)
+	if v.row, err = decodeRow(r, &ahead, &v.queued); err != nil {
+		return lockView{}, fmt.Errorf("spanmutex: decode lock %q of %s: %w", name, s.table, err)
+	}
+	v.ahead = int(ahead)
+	return v, nil
+}
+
+func (s *spannerStore) readLock(ctx context.Context, name string, key queueKey) (lockView, error) {
+	s.stats.reads.Add(1)
+	v, err := s.queryLock(ctx, s.client.Single(), name, key, maxAhead)
+	if err != nil {
+		return lockView{}, s.explain(ctx, err)
+	}
+	s.reached.Store(true)
+	return v, nil
+}
+
+func (s *spannerStore) enqueue(ctx context.Context, name string, entries []queueInsert) (time.Time, error) {
+	ms := make([]*spanner.Mutation, len(entries))
+	for i, e := range entries {
+		ms[i] = s.enqueueMutation(name, e)
+	}
+	ts, err := s.blindWrite(ctx, ms)
+	if err != nil {
+		return ts, s.explain(ctx, err)
+	}
+	return ts, nil
+}
+
+// blindWrite commits ms in a write-only read-write transaction, retried by
+// the client when Spanner aborts it, and returns its commit timestamp. Such
+// a transaction reads nothing, so it waits for no lock before its commit;
+// every attempt, aborted ones included, counts as a blind write.
+func (s *spannerStore) blindWrite(ctx context.Context, ms []*spanner.Mutation) (time.Time, error) {
+	return s.client.ReadWriteTransaction(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
+		s.stats.blindWrites.Add(1)
+		return tx.BufferWrite(ms)
+	})
+}
+
+// enqueueMutation inserts a waiter's entry, keyed by the commit timestamp.
+func (s *spannerStore) enqueueMutation(name string, e queueInsert) *spanner.Mutation {
+	return spanner.Insert(s.queueTable(),
+		[]string{"Name", "EnqueuedAt", "WaiterID", "Owner", "RenewedAt", "LeaseMicros"},
+		[]any{name, spanner.CommitTimestamp, e.id, e.owner, spanner.CommitTimestamp, e.lease.Microseconds()})
+}
+
+func (s *spannerStore) findQueued(ctx context.Context, name, waiterID string) (queueKey, bool, error) {
+	s.stats.reads.Add(1)
+	stmt := spanner.Statement{
+		SQL:    fmt.Sprintf("SELECT EnqueuedAt FROM `%s` WHERE Name = @name AND WaiterID = @id", s.queueTable()),
+		Params: map[string]any{"name": name, "id": waiterID},
+	}
+	it := s.client.Single().Query(ctx, stmt)
+	defer it.Stop()
+	r, err := it.Next()
+	if errors.Is(err, iterator.Done) {
+		return queueKey{}, false, nil
+	}
+	if err != nil {
+		return queueKey{}, false, s.explain(ctx, err)
+	}
+	var at time.Time
+	if err := r.Columns(&at); err != nil {
+		return queueKey{}, false, err
+	}
+	return queueKey{at: at, id: waiterID}, true, nil
+}
+
+func (s *spannerStore) renewWaiter(ctx context.Context, name string, key queueKey) error {
+	_, err := s.blindWrite(ctx, []*spanner.Mutation{spanner.Update(s.queueTable(),
+		[]string{"Name", "EnqueuedAt", "WaiterID", "RenewedAt"},
+		[]any{name, key.at, key.id, spanner.CommitTimestamp})})
+	return err
+}
+
+// deleteWaiterSQL deletes every entry of waiter @id, including one whose
+// insert had an unknown outcome and whose key was never learnt.
+func (s *spannerStore) deleteWaiterSQL() spanner.Statement {
+	return spanner.Statement{SQL: fmt.Sprintf("DELETE FROM `%s` WHERE Name = @name AND WaiterID = @id", s.queueTable())}
+}
+
+func (s *spannerStore) purgeWaiter(ctx context.Context, name, waiterID string) error {
+	_, err := s.client.ReadWriteTransaction(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
+		s.stats.rwAttempts.Add(1)
+		stmt := s.deleteWaiterSQL()
+		stmt.Params = map[string]any{"name": name, "id": waiterID}
+		_, err := tx.Update(ctx, stmt)
+		return err
+	})
+	if err != nil {
+		return s.explain(ctx, err)
+	}
+	return nil
+}
+
+func (s *spannerStore) leave(ctx context.Context, name, waiterID string) (handOff, error) {
+	var to handOff
+	_, err := s.client.ReadWriteTransaction(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
+		s.stats.rwAttempts.Add(1)
+		to = handOff{}
+		// The query below sees the deletion: a read-write transaction
+		// reads its own DML.
+		stmt := s.deleteWaiterSQL()
+		stmt.Params = map[string]any{"name": name, "id": waiterID}
+		if _, err := tx.Update(ctx, stmt); err != nil {
+			return err
+		}
+		v, head, err := s.queryUnlock(ctx, tx, name)
+		if err != nil || !(v.Exists && v.State == StateStarted && v.LeaseID == waiterID) {
+			return err
+		}
+		var ms []*spanner.Mutation
+		to, ms = s.handOffMutations(v, head, name, waiterID)
+		return tx.BufferWrite(ms)
+	})
+	if err != nil {
+		return handOff{}, s.explain(ctx, err)
+	}
+	return to, nil
+}
+
+// acquireLock makes one attempt, not retried when Spanner aborts it: a
+// contender that loses a race for a free lock joins the queue rather than
+// retrying, so that a crowd arriving at a free lock costs one attempt each,
+// not a storm. Deciding needs only whether anyone live is before us (count
+// to 1); a joiner counts on, to pace its polls by its place.
+func (s *spannerStore) acquireLock(ctx context.Context, name string, key queueKey, p policy, c claim, join bool) (acquireResult, error) {
+	tx, err := spanner.NewReadWriteStmtBasedTransactionWithOptions(ctx, s.client,
+		spanner.TransactionOptions{BeginTransactionOption: spanner.InlinedBeginTransaction})
+	if err != nil {
+		return acquireResult{}, s.explain(ctx, err)
+	}
+	s.stats.rwAttempts.Add(1)
+	limit := 1
+	if join {
+		limit = maxAhead
+	}
+	v, err := s.queryLock(ctx, tx, name, key, limit)
+	if err != nil {
+		s.rollback(ctx, tx)
+		return acquireResult{}, s.explain(ctx, err)
+	}
+	s.reached.Store(true)
+	d := decideLock(v, c.leaseID, p) // Spanner's clock: CURRENT_TIMESTAMP() of this transaction.
+	var ms []*spanner.Mutation
+	switch {
+	case d.action == lockAcquire || d.action == lockTakeOver:
+		ms = append(ms, s.holderMutation(v.row, name, c.owner, c.leaseID, p.watermark))
+		if v.queued {
+			ms = append(ms, spanner.Delete(s.queueTable(), spanner.Key{name, key.at, key.id}))
+		}
+	case d.action == lockWait && join && key == endOfQueue:
+		ms = append(ms, s.enqueueMutation(name, queueInsert{id: c.leaseID, owner: c.owner, lease: p.watermark}))
+	default:
+		s.rollback(ctx, tx)
+		return acquireResult{decision: d, key: endOfQueue}, nil
+	}
+	if err := tx.BufferWrite(ms); err != nil {
+		s.rollback(ctx, tx)
+		return acquireResult{}, err
+	}
+	commitTS, err := tx.Commit(ctx)
+	if err != nil {
+		return acquireResult{sent: true}, s.explain(ctx, err)
+	}
+	if d.action == lockWait {
+		return acquireResult{decision: d, key: queueKey{at: commitTS, id: c.leaseID}, ahead: v.ahead, token: v.Token}, nil
+	}
+	lease := newLease(name, c.owner, c.leaseID, v.Token+1, d.action == lockTakeOver, s.table)
+	lease.acquiredAt = commitTS
+	return acquireResult{decision: d, lease: lease, key: endOfQueue}, nil
+}
+
+// rollback ends a transaction that will not commit. It does so with a ctx of
+// its own: the caller's may be what ended it, and a transaction left open
+// holds its locks on the emulator until it times out.
+func (s *spannerStore) rollback(ctx context.Context, tx *spanner.ReadWriteStmtBasedTransaction) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
+	defer cancel()
+	tx.Rollback(rctx)
+}
+
+// rollbackTimeout bounds a rollback sent after the caller's ctx ended.
+const rollbackTimeout = 5 * time.Second
+
+// acquireResult is what acquireLock decided and did: the lease if it took
+// the lock; the key of our new entry if it queued us, with the live entries
+// before it (up to maxAhead) and the lock's token. With an error, sent
+// reports whether the commit was sent: if not, nothing was written.
+type acquireResult struct {
+	decision lockDecision
+	lease    *Lease
+	key      queueKey
+	ahead    int
+	token    int64
+	sent     bool
+}
+
+// holderMutation makes owner (with lease id leaseID, declaring lease; 0 for
+// none) the holder of the lock whose row was read as r, with the next token.
+func (s *spannerStore) holderMutation(r row, name, owner, leaseID string, lease time.Duration) *spanner.Mutation {
+	declared := spanner.NullInt64{Int64: lease.Microseconds(), Valid: lease > 0}
+	cols := []string{"Name", "State", "Owner", "LeaseID", "Token", "Attempts", "StartedAt", "RenewedAt", "FinishedAt", "UpdatedAt", "LeaseMicros"}
+	vals := []any{name, string(StateStarted), owner, leaseID, r.Token + 1, int64(0),
+		spanner.CommitTimestamp, spanner.CommitTimestamp, nil, spanner.CommitTimestamp, declared}
+	if !r.Exists {
+		return spanner.Insert(s.table, append(cols, "CreatedAt"), append(vals, spanner.CommitTimestamp))
+	}
+	return spanner.Update(s.table, cols, vals)
+}
+
+func (s *spannerStore) unlock(ctx context.Context, l *Lease) (handOff, error) {
+	var to handOff
+	_, err := s.client.ReadWriteTransaction(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
+		s.stats.rwAttempts.Add(1)
+		to = handOff{}
+		v, head, err := s.queryUnlock(ctx, tx, l.name)
+		if err != nil {
+			return err
+		}
+		if !v.Exists || v.State != StateStarted || v.LeaseID != l.id || v.Token != l.token {
+			return &LeaseLostError{Name: l.name, Token: l.token, CurrentState: v.State, CurrentOwner: v.Owner,
+				CurrentToken: v.Token, currentLeaseID: v.LeaseID}
+		}
+		var ms []*spanner.Mutation
+		to, ms = s.handOffMutations(v, head, l.name, l.id)
+		return tx.BufferWrite(ms)
+	})
+	var lost *LeaseLostError
+	if errors.As(err, &lost) {
+		return handOff{}, lost
+	}
+	if err != nil {
+		return handOff{}, s.explain(ctx, err)
+	}
+	return to, nil
+}
+
+// handOffMutations hands the lock, read as v and held by lease id from, to
+// the oldest live entry of head, with the next token and the lease that
+// waiter declared; dead entries it passes are deleted. With no live waiter
+// the lock becomes NEEDED (free). An entry with the releasing lease's own id
+// is a duplicate left by a join of unknown outcome: never hand the lock
+// back to ourselves.
+func (s *spannerStore) handOffMutations(v row, head []*queueEntry, name, from string) (handOff, []*spanner.Mutation) {
+	var ms []*spanner.Mutation
+	for _, e := range head {
+		ms = append(ms, spanner.Delete(s.queueTable(), spanner.Key{name, e.EnqueuedAt, e.WaiterID}))
+		// Spanner's clock: v.Now is this transaction's CURRENT_TIMESTAMP().
+		declared := time.Duration(e.LeaseMicros.Int64) * time.Microsecond
+		ttl := waiterTTLFactor * holderLease(row{Lease: declared}, s.watermark)
+		if v.Now.Sub(e.RenewedAt) < ttl && e.WaiterID != from {
+			ms = append(ms, s.holderMutation(v, name, e.Owner.StringVal, e.WaiterID, declared))
+			return handOff{owner: e.Owner.StringVal, waiterID: e.WaiterID}, ms
+		}
+	}
+	ms = append(ms, spanner.Update(s.table, []string{"Name", "State", "UpdatedAt"},
+		[]any{name, string(StateNeeded), spanner.CommitTimestamp}))
+	return handOff{}, ms
+}
+
+// queueEntry is an entry of the waiters' queue, as unlockSQL reads it.
+type queueEntry struct {
+	EnqueuedAt  time.Time
+	WaiterID    string
+	Owner       spanner.NullString
+	RenewedAt   time.Time
+	LeaseMicros spanner.NullInt64
+}
+
+// unlockSQL reads the lock's row, Spanner's clock and the first
+// handOffScan entries of the queue, oldest first, in one statement.
+func (s *spannerStore) unlockSQL() string {
+	return fmt.Sprintf("SELECT CURRENT_TIMESTAMP(), m.Name IS NOT NULL, %s, "+
+		"ARRAY(SELECT AS STRUCT q.EnqueuedAt, q.WaiterID, q.Owner, q.RenewedAt, q.LeaseMicros FROM `%s` AS q "+
+		"WHERE q.Name = @name ORDER BY q.EnqueuedAt, q.WaiterID LIMIT %d) "+
+		"FROM UNNEST([1]) AS one LEFT JOIN `%s` AS m ON m.Name = @name",
+		rowSelectList(), s.queueTable(), handOffScan, s.table)
+}
+
+// queryUnlock runs unlockSQL.
+func (s *spannerStore) queryUnlock(ctx context.Context, q querier, name string) (row, []*queueEntry, error) {
+	it := q.Query(ctx, spanner.Statement{SQL: s.unlockSQL(), Params: map[string]any{"name": name}})
+	defer it.Stop()
+	r, err := it.Next()
+	if err != nil {
+		return row{}, nil, err
+	}
+	var head []*queueEntry
+	v, err := decodeRow(r, &head)
+	if err != nil {
+		return row{}, nil, fmt.Errorf("spanmutex: decode lock %q of %s: %w", name, s.table, err)
+	}
+	if v.Exists && !v.State.Valid() {
+		return row{}, nil, fmt.Errorf("spanmutex: row %q of %s has unknown state %q, written by something other than spanmutex; fix or delete the row", name, s.table, v.State)
+	}
+	return v, head, nil
+}
+
+// handOff is the waiter an unlock handed the lock to: its owner identity
+// and its waiter id, which is also its lease id.
+type handOff struct {
+	owner, waiterID string
+}

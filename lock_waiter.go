@@ -1,0 +1,260 @@
+package spanmutex
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"cloud.google.com/go/spanner"
+	"google.golang.org/grpc/codes"
+)
+
+// waiter is one Lock or TryLock call of a contender: it takes the lock if it
+// is free, or joins the queue and waits to be handed the lock. Its steps are
+// arrive (one transaction that takes the lock or queues us), look (read the
+// lock), try (take a lock found free), await (queue, renew our entry,
+// sleep), and on failure abandon (leave, passing on a lock handed to us).
+type waiter struct {
+	lock  *Lock
+	st    lockStore
+	pol   policy
+	local *localLock
+	// wake receives the hint that an Unlock of our Scope handed us the lock;
+	// handedAt is, once it did, the local time just before that Unlock's
+	// transaction was sent.
+	wake     <-chan time.Time
+	handedAt time.Time
+	// id is the waiter's queue id and, once it holds the lock, its lease id:
+	// a hand-off writes it into the lock's row, which is how the waiter (or
+	// the read that settles an acquisition of unknown outcome) knows.
+	id  string
+	key queueKey // endOfQueue until joined
+	// joined reports whether an entry may be in the queue; touched whether
+	// the lock may have been given to us (joined, or an acquisition sent);
+	// strays whether an entry of ours whose key we never learnt may exist.
+	joined, touched, strays bool
+	// ownAttempt reports whether an acquisition of ours may have committed
+	// without our knowing: the lock found in our name may then be our own
+	// doing rather than a hand-off.
+	ownAttempt bool
+	// entryRenewed is the local send time of the last renewal of our entry;
+	// renewEvery, how often to renew it: half the entry's TTL, drawn lower
+	// at random for the first renewal so that waiters that joined together
+	// do not renew together.
+	entryRenewed time.Time
+	renewEvery   time.Duration
+	// quiet is the local send time of the latest read that did not show the
+	// lock handed to us: a hand-off found later committed after it, so it is
+	// a safe anchor for the lease's renewals.
+	quiet time.Time
+	// reads and writes count failed Spanner calls in a row.
+	reads, writes *attempts
+	poll          pollPlan
+}
+
+// run takes the lock or waits for it; with wait false it never queues.
+func (w *waiter) run(ctx context.Context, wait bool) (*Lease, error) {
+	w.quiet = w.now()
+	if wait {
+		lease, err := w.arrive(ctx)
+		if lease != nil {
+			return lease, nil
+		}
+		if err != nil {
+			if err := w.writes.failed(ctx, err, 0); err != nil {
+				return nil, err
+			}
+		} else if err := w.waitBehindScope(ctx); err != nil {
+			return nil, err
+		}
+	}
+	for {
+		if ctx.Err() != nil {
+			return nil, errNotObtained(ctx)
+		}
+		sent := w.now()
+		v, err := w.look(ctx)
+		if err != nil {
+			if err := w.reads.failed(ctx, err, 0); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		w.reads.ok()
+		if w.dropped(v) {
+			continue
+		}
+		lease, done, err := w.act(ctx, v, sent, wait)
+		if done {
+			return lease, err
+		}
+	}
+}
+
+// act does what the lock read as v at local time sent calls for, and reports
+// whether the call is over (with the lease or the error it ends with).
+func (w *waiter) act(ctx context.Context, v lockView, sent time.Time, wait bool) (*Lease, bool, error) {
+	d := decideLock(v, w.id, w.pol)
+	switch d.action {
+	case lockWrongKind:
+		return nil, true, fmt.Errorf("spanmutex: lock %q: the row is %s: it belongs to a run-once Mutex of the same name (or was written by something else); use another name for the lock", w.lock.name, v.State)
+	case lockHeld:
+		return w.handed(v, sent), true, nil
+	case lockAcquire, lockTakeOver:
+		lease, queue, err := w.try(ctx, v, sent, wait)
+		if lease != nil || err != nil {
+			return lease, true, err
+		}
+		if !queue {
+			return nil, false, nil // read again
+		}
+	}
+	w.quiet = sent
+	if !wait {
+		return nil, true, &HeldError{Name: w.lock.name, Holder: v.Owner, Token: v.Token, Waiters: v.ahead}
+	}
+	if err := w.await(ctx, v, d, sent); err != nil {
+		return nil, true, err
+	}
+	return nil, false, nil
+}
+
+func (w *waiter) now() time.Time { return w.lock.cfg.clock.Now() }
+
+// dropped reports whether v shows our entry gone although we joined: an
+// Unlock skipped it as dead because we did not renew it in time. We then
+// join again, at the back.
+func (w *waiter) dropped(v lockView) bool {
+	mine := v.Exists && v.State == StateStarted && v.LeaseID == w.id
+	if !w.joined || v.queued || mine || w.key == endOfQueue {
+		return false
+	}
+	w.lock.cfg.logger.Warn("lock: our queue entry was dropped as dead; joining again")
+	w.joined, w.key = false, endOfQueue
+	return true
+}
+
+// handed returns the lease of a lock found handed to us (or taken by an
+// acquisition of ours whose answer was lost) by a read sent at local time
+// sent.
+func (w *waiter) handed(v lockView, sent time.Time) *Lease {
+	lease := newLease(w.lock.name, v.Owner, w.id, v.Token, false, w.lock.store.table)
+	lease.acquiredAt, lease.handedOff = v.StartedAt, !w.ownAttempt
+	lease.anchor = w.handedAnchor(sent, v.row)
+	w.lock.cfg.logger.Debug("lock: handed to us", "token", v.Token)
+	return lease
+}
+
+// try takes a lock that a read at local time sent found free (or its holder
+// silent past its declared lease). It returns the lease if it took it;
+// queue if the caller should wait in the queue instead; an error to end
+// with; or nothing, to read again.
+func (w *waiter) try(ctx context.Context, v lockView, sent time.Time, wait bool) (lease *Lease, queue bool, err error) {
+	if !w.local.tryAcquiring() {
+		if wait && !w.joined {
+			// Another contender of our Scope is acquiring or holds the lock:
+			// our read is stale, and trying would cost an attempt that is
+			// refused or aborted. Queue instead.
+			return nil, true, nil
+		}
+		w.local.startAcquiring()
+	}
+	w.touched = true
+	txSent := w.now()
+	res, err := gated(ctx, w.local, func() (acquireResult, error) {
+		return w.st.acquireLock(ctx, w.lock.name, w.key, w.pol, w.claim(), false)
+	})
+	if res.lease != nil {
+		w.local.hold(w.id) // before doneAcquiring: no moment when neither shows
+	}
+	w.local.doneAcquiring()
+	if err == nil {
+		w.writes.ok()
+		if res.lease != nil {
+			res.lease.anchor = txSent
+			w.lock.cfg.logger.Debug("lock: acquired", "token", res.lease.token, "takeover", res.lease.takeover)
+		}
+		w.quiet = sent
+		return res.lease, false, nil
+	}
+	// If it did commit, the next read finds our id in the row; a hand-off
+	// found then committed after our read at sent.
+	w.quiet = sent
+	if spanner.ErrCode(err) == codes.Aborted && ctx.Err() == nil {
+		// Lost a race for the lock, a known outcome: nothing was written.
+		// Wait in the queue instead of retrying.
+		if !wait {
+			return nil, false, &HeldError{Name: w.lock.name, Holder: "(a concurrent contender)", Waiters: v.ahead}
+		}
+		return nil, !w.joined, nil
+	}
+	w.ownAttempt = w.ownAttempt || res.sent
+	return nil, false, w.writes.failed(ctx, err, 0)
+}
+
+// claim is who we are in an acquisition: our owner identity and our id.
+func (w *waiter) claim() claim { return claim{owner: w.lock.cfg.owner, leaseID: w.id} }
+
+// await waits in the queue after a read at local time sent showed v and
+// decideLock said d: it joins if we are not queued, renews our entry when
+// due, and sleeps until the next read is due, a wake-up, or ctx's end.
+func (w *waiter) await(ctx context.Context, v lockView, d lockDecision, sent time.Time) error {
+	if !w.joined {
+		if err := w.join(ctx); err != nil {
+			return w.writes.failed(ctx, err, 0)
+		}
+		w.writes.ok()
+		return nil
+	}
+	if w.entryDue(w.now()) {
+		w.renewEntry(ctx)
+	}
+	interval := w.poll.interval(sent, v.Token, v.ahead, w.ceiling())
+	if d.wait > 0 && v.ahead == 0 {
+		interval = min(interval, d.wait)
+	}
+	var gone <-chan struct{}
+	if v.State == StateStarted && d.wait > 0 {
+		if local, ch := w.local.heldLocally(v.LeaseID); local {
+			// Its Unlock wakes us if it hands us the lock, and gone closes
+			// if the lock leaves the Scope: no need to poll. We still read
+			// by the time our entry is due for renewal, and when a takeover
+			// of a silent holder would be allowed.
+			interval, gone = max(interval, min(w.lock.cfg.watermark, d.wait, w.untilRenewal(w.now()))), ch
+		}
+	}
+	if err := w.sleep(ctx, interval, gone); err != nil {
+		return errNotObtained(ctx)
+	}
+	return nil
+}
+
+// waitBehindScope waits, after arriving queued behind a holder of our own
+// Scope, for its Unlock's wake-up or for the lock to leave the Scope before
+// the first read.
+func (w *waiter) waitBehindScope(ctx context.Context) error {
+	held, gone := w.local.anyHeld()
+	if !held || !w.joined || w.key == endOfQueue {
+		return nil
+	}
+	if err := w.sleep(ctx, min(w.lock.cfg.watermark, w.untilRenewal(w.now())), gone); err != nil {
+		return errNotObtained(ctx)
+	}
+	return nil
+}
+
+// sleep waits for d, or until an Unlock of our Scope says it handed us the
+// lock, or gone is closed, or until ctx ends; it returns ctx.Err() in the
+// last case.
+func (w *waiter) sleep(ctx context.Context, d time.Duration, gone <-chan struct{}) error {
+	c, stop := w.lock.cfg.clock.NewTimer(d)
+	defer stop()
+	select {
+	case <-c:
+	case w.handedAt = <-w.wake:
+	case <-gone:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return nil
+}

@@ -1,0 +1,61 @@
+package spanmutex
+
+import (
+	"sync"
+	"time"
+)
+
+// A Scope is what the Locks of one process share: Locks made with the same
+// Scope coordinate in memory, as the contenders of one process, and Locks of
+// different Scopes behave exactly as contenders in different processes,
+// whether or not they share an address space or a *spanner.Client.
+//
+// Sharing saves Spanner work and time, never correctness: every decision on
+// ownership is still taken in a read-write transaction with Spanner's clock.
+// Within a Scope, one read-write transaction on a lock runs at a time (they
+// would abort each other), waiters that join the same lock together are
+// inserted in one commit, a contender that arrives while another of its
+// Scope acquires or holds the lock queues at once, and an Unlock wakes the
+// waiter of its Scope it hands the lock to instead of letting it poll.
+//
+// Give every Lock of a process the same Scope (one per process is the usual
+// choice: NewScope in main, passed with WithScope). A Lock made without
+// WithScope gets a Scope of its own. A Scope's zero value is not usable; it
+// is safe for concurrent use and needs no closing: it holds state only while
+// calls of its Locks are under way.
+type Scope struct {
+	mu    sync.Mutex
+	locks map[localKey]*localLock
+	wakes wakeBoard
+}
+
+// NewScope returns a Scope for the Locks of one process.
+func NewScope() *Scope {
+	return &Scope{locks: map[localKey]*localLock{}, wakes: wakeBoard{waiting: map[string]chan time.Time{}}}
+}
+
+// WithScope makes a Lock one of the contenders of scope (see Scope). It
+// applies to NewLock only.
+func WithScope(scope *Scope) Option { return func(c *config) { c.scope = scope } }
+
+// get returns the localLock of key, to be given back with put.
+func (s *Scope) get(key localKey) *localLock {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ll := s.locks[key]
+	if ll == nil {
+		ll = &localLock{key: key, gate: make(chan struct{}, 1)}
+		s.locks[key] = ll
+	}
+	ll.refs++
+	return ll
+}
+
+// put gives back a localLock from get; the last one out removes it.
+func (s *Scope) put(ll *localLock) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ll.refs--; ll.refs == 0 {
+		delete(s.locks, ll.key)
+	}
+}
