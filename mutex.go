@@ -284,6 +284,7 @@ func (o *obtainer) acquire(ctx context.Context, r row) (lease *Lease, outcome Ou
 	// transaction; the next read shows what happened.
 	return nil, NoOutcome, nil, false
 }
+
 // resolve reads the row to settle an acquisition whose commit outcome is
 // unknown. It returns the lease if the row shows that the commit happened.
 // It reads even if ctx is done, within the finish timeout: a lease we hold
