@@ -56,7 +56,9 @@ func (e *HeldError) Is(target error) bool { return target == ErrHeld }
 type Lock struct {
 	name  string
 	cfg   config
-	store *spannerStore
+	store lockStore
+	sp    *spannerStore // the store on Spanner; nil in unit tests
+	key   localKey
 	scope *Scope
 
 	mu      sync.Mutex
@@ -86,7 +88,9 @@ func NewLock(client *spanner.Client, name string, opts ...Option) (*Lock, error)
 	if scope == nil {
 		scope = NewScope()
 	}
-	return &Lock{name: name, cfg: m.cfg, store: newSpannerStore(client, m.cfg.table, m.cfg.watermark), scope: scope}, nil
+	sp := newSpannerStore(client, m.cfg.table, m.cfg.watermark)
+	key := localKey{database: client.DatabaseName(), table: m.cfg.table, name: name}
+	return &Lock{name: name, cfg: m.cfg, store: sp, sp: sp, key: key, scope: scope}, nil
 }
 
 // Name returns the lock's name.
@@ -95,13 +99,13 @@ func (l *Lock) Name() string { return l.name }
 // Owner returns the owner identity this Lock records as holder.
 func (l *Lock) Owner() string { return l.cfg.owner }
 
-// localKey names this lock across the process.
-func (l *Lock) localKey() localKey {
-	return localKey{database: l.store.client.DatabaseName(), table: l.store.table, name: l.name}
-}
-
 // Stats returns the Spanner operations this Lock has made so far.
-func (l *Lock) Stats() Stats { return l.store.stats.snapshot() }
+func (l *Lock) Stats() Stats {
+	if l.sp == nil {
+		return Stats{}
+	}
+	return l.sp.stats.snapshot()
+}
 
 // Lock blocks until this contender holds the lock, and returns its lease.
 // Otherwise it returns an error matching ErrNotObtained and ctx.Err() if ctx
@@ -134,14 +138,17 @@ func (l *Lock) lock(ctx context.Context, wait bool) (*Lease, error) {
 	l.busy = true
 	l.mu.Unlock()
 
-	ll := l.scope.get(l.localKey())
+	ll := l.scope.get(l.key)
 	lease, err := l.acquire(ctx, ll, wait)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err != nil {
 		l.scope.put(ll)
 		l.busy = false
-		return nil, l.store.unreached(err)
+		if l.sp != nil {
+			err = l.sp.unreached(err)
+		}
+		return nil, err
 	}
 	l.held, l.local = lease, ll
 	l.stopRen = keepAlive(l.store, &l.cfg, lease, lease.anchor, func(err error) {

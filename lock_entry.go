@@ -147,7 +147,7 @@ func (w *waiter) abandon(ctx context.Context) {
 	l := w.lock
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.finishTimeout)
 	defer cancel()
-	retries := l.cfg.newAttempts(l.name, 1)[0]
+	bo := l.cfg.newBackOff()
 	for {
 		sent := w.now()
 		to, err := gated(ctx, w.local, func() (handOff, error) { return w.st.leave(ctx, l.name, w.id) })
@@ -155,8 +155,8 @@ func (w *waiter) abandon(ctx context.Context) {
 			l.handedOn(w.local, w.id, to, sent)
 			return
 		}
-		if rerr := retries.failed(ctx, err, 0); rerr != nil {
-			l.cfg.logger.Warn("lock: leaving the queue failed; our entry expires after four leases, and a lock handed to us after one", "err", rerr)
+		if !retryable(err) || pauseWith(ctx, l.cfg.clock, bo, 0) != nil {
+			l.cfg.logger.Warn("lock: leaving the queue failed; our entry expires after four leases, and a lock handed to us after one", "err", err)
 			return
 		}
 	}

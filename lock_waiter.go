@@ -138,7 +138,7 @@ func (w *waiter) dropped(v lockView) bool {
 // acquisition of ours whose answer was lost) by a read sent at local time
 // sent.
 func (w *waiter) handed(v lockView, sent time.Time) *Lease {
-	lease := newLease(w.lock.name, v.Owner, w.id, v.Token, false, w.lock.store.table)
+	lease := newLease(w.lock.name, v.Owner, w.id, v.Token, false, w.lock.cfg.table)
 	lease.acquiredAt, lease.handedOff = v.StartedAt, !w.ownAttempt
 	lease.anchor = w.handedAnchor(sent, v.row)
 	w.lock.cfg.logger.Debug("lock: handed to us", "token", v.Token)

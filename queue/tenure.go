@@ -27,7 +27,7 @@ var errShutdownGrace = errors.New("queue: the worker is shutting down and the ha
 // request).
 func (w *Worker) tenure(ctx context.Context, resource string) (held, worked bool) {
 	log := w.cfg.logger.With("resource", resource)
-	opts := append([]spanmutex.Option{spanmutex.WithOwner(w.cfg.id)}, w.q.cfg.lockOpts...)
+	opts := append([]spanmutex.Option{spanmutex.WithOwner(w.cfg.id), spanmutex.WithScope(w.scope)}, w.q.cfg.lockOpts...)
 	lock, err := spanmutex.NewLock(w.q.client, lockName(w.q.cfg.table, resource), opts...)
 	if err != nil { // New validated the options; only a bad name gets here
 		log.Error("cannot make the resource's lock", "err", err)

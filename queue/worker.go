@@ -53,9 +53,12 @@ import (
 //
 // A Worker is safe for concurrent use; Run may run once at a time.
 type Worker struct {
-	q       *Queue
-	h       Handler
-	cfg     workerConfig
+	q   *Queue
+	h   Handler
+	cfg workerConfig
+	// scope makes the Worker's resource locks the contenders of one
+	// process (see spanmutex.Scope).
+	scope   *spanmutex.Scope
 	running atomic.Bool
 	stats   workerCounters
 	// shutdownErr collects failures to release at shutdown; touched only by
@@ -80,7 +83,7 @@ func (q *Queue) NewWorker(h Handler, opts ...WorkerOption) (*Worker, error) {
 		return nil, err
 	}
 	cfg.logger = cfg.logger.With("worker", cfg.id, "table", q.cfg.table)
-	return &Worker{q: q, h: h, cfg: cfg}, nil
+	return &Worker{q: q, h: h, cfg: cfg, scope: spanmutex.NewScope()}, nil
 }
 
 // ID returns the worker's identity, recorded as the owner of the resources'

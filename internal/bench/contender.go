@@ -51,9 +51,11 @@ func newFleet(kind Kind, n int, clients []*spanner.Client, table, name string) (
 	return nil, fmt.Errorf("bench: unknown lock kind %q", kind)
 }
 
-// newLockFleet makes n spanmutex.Lock contenders, one Lock each.
+// newLockFleet makes n spanmutex.Lock contenders, one Lock each, all of
+// one Scope: the contenders of one process.
 func newLockFleet(n int, clients []*spanner.Client, table, name string) (*fleet, error) {
 	warns := &warnings{byMessage: map[string]int{}}
+	scope := spanmutex.NewScope()
 	locks := make([]*spanmutex.Lock, n)
 	f := &fleet{contenders: make([]contender, n), warnings: warns.snapshot}
 	for i := range n {
@@ -61,6 +63,7 @@ func newLockFleet(n int, clients []*spanner.Client, table, name string) (*fleet,
 		l, err := spanmutex.NewLock(clients[i%len(clients)], name,
 			spanmutex.WithTable(table),
 			spanmutex.WithOwner(fmt.Sprintf("bench-%d", i)),
+			spanmutex.WithScope(scope),
 			spanmutex.WithLogger(slog.New(h)))
 		if err != nil {
 			return nil, err
