@@ -130,6 +130,7 @@ func (l *Lock) lock(ctx context.Context, wait bool) (*Lease, error) {
 	if ctx == nil {
 		return nil, errNilContext
 	}
+	began := time.Now()
 	l.mu.Lock()
 	if l.busy {
 		l.mu.Unlock()
@@ -146,7 +147,7 @@ func (l *Lock) lock(ctx context.Context, wait bool) (*Lease, error) {
 		l.scope.put(ll)
 		l.busy = false
 		if l.sp != nil {
-			err = l.sp.unreached(err)
+			err = l.sp.unreached(err, began)
 		}
 		return nil, err
 	}

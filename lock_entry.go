@@ -24,8 +24,10 @@ func (w *waiter) arrive(ctx context.Context) (*Lease, error) {
 		return nil, w.join(ctx)
 	}
 	sent := w.now()
+	octx, cancel := detached(ctx, w.lock.cfg.finishTimeout)
+	defer cancel()
 	res, err := gated(ctx, w.local, func() (acquireResult, error) {
-		return w.st.acquireLock(ctx, w.lock.name, endOfQueue, w.pol, w.claim(), true)
+		return w.st.acquireLock(octx, w.lock.name, endOfQueue, w.pol, w.claim(), true)
 	})
 	if res.lease != nil {
 		w.local.hold(w.id) // before doneAcquiring: no moment when neither shows
@@ -70,7 +72,7 @@ func (w *waiter) join(ctx context.Context) error {
 	entry := queueInsert{id: w.id, owner: l.cfg.owner, lease: l.cfg.watermark}
 	res := w.local.join(ctx, w.st, l.name, entry, l.cfg.finishTimeout)
 	if res.err != nil {
-		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.finishTimeout)
+		fctx, cancel := detached(ctx, l.cfg.finishTimeout)
 		found, ok, ferr := w.st.findQueued(fctx, l.name, w.id)
 		cancel()
 		if ferr != nil || !ok {
@@ -122,7 +124,9 @@ func (w *waiter) untilRenewal(now time.Time) time.Duration {
 // next poll; an entry found gone is noticed by the next poll.
 func (w *waiter) renewEntry(ctx context.Context) {
 	sent := w.now()
-	_, err := gated(ctx, w.local, func() (struct{}, error) { return struct{}{}, w.st.renewWaiter(ctx, w.lock.name, w.key) })
+	octx, cancel := detached(ctx, w.lock.cfg.finishTimeout)
+	defer cancel()
+	_, err := gated(ctx, w.local, func() (struct{}, error) { return struct{}{}, w.st.renewWaiter(octx, w.lock.name, w.key) })
 	switch {
 	case err == nil:
 		w.entryRenewed, w.renewEvery = sent, w.entryTTL()/2
@@ -145,7 +149,7 @@ func (w *waiter) abandon(ctx context.Context) {
 		return
 	}
 	l := w.lock
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.finishTimeout)
+	ctx, cancel := detached(ctx, l.cfg.finishTimeout)
 	defer cancel()
 	bo := l.cfg.newBackOff()
 	for {

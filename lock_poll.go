@@ -93,7 +93,9 @@ func (w *waiter) look(ctx context.Context) (lockView, error) {
 	if !w.joined || w.key == endOfQueue || mayBeDropped || (w.poll.placed && est > 1 && w.poll.polls >= fullReadEvery) {
 		return w.fullRead(ctx)
 	}
-	r, err := w.st.read(ctx, w.lock.name)
+	octx, cancel := detached(ctx, w.lock.cfg.finishTimeout)
+	defer cancel()
+	r, err := w.st.read(octx, w.lock.name)
 	if err != nil {
 		return lockView{}, err
 	}
@@ -121,7 +123,9 @@ func (w *waiter) look(ctx context.Context) (lockView, error) {
 // fullRead reads the lock's row, our place in the queue and whether our
 // entry is there.
 func (w *waiter) fullRead(ctx context.Context) (lockView, error) {
-	v, err := w.st.readLock(ctx, w.lock.name, w.key)
+	octx, cancel := detached(ctx, w.lock.cfg.finishTimeout)
+	defer cancel()
+	v, err := w.st.readLock(octx, w.lock.name, w.key)
 	if err == nil {
 		w.poll.place(v.ahead, v.Token)
 	}

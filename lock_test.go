@@ -357,6 +357,10 @@ func TestLockThousandWaiters(t *testing.T) {
 	for i := range clients {
 		clients[i] = newClient(t, db)
 	}
+	scopes := make([]*Scope, len(clients)) // eight processes, a client each
+	for i := range scopes {
+		scopes[i] = NewScope()
+	}
 	const n = 1000
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -369,7 +373,7 @@ func TestLockThousandWaiters(t *testing.T) {
 	start := time.Now()
 	locks := make([]*Lock, n)
 	for i := 0; i < n; i++ {
-		l, err := NewLock(clients[i%len(clients)], "thousand", WithOwner(fmt.Sprintf("w%04d", i)))
+		l, err := NewLock(clients[i%len(clients)], "thousand", WithOwner(fmt.Sprintf("w%04d", i)), WithScope(scopes[i%len(scopes)]))
 		require.NoError(t, err)
 		locks[i] = l
 		wg.Add(1)

@@ -161,8 +161,10 @@ func (w *waiter) try(ctx context.Context, v lockView, sent time.Time, wait bool)
 	}
 	w.touched = true
 	txSent := w.now()
+	octx, cancel := detached(ctx, w.lock.cfg.finishTimeout)
+	defer cancel()
 	res, err := gated(ctx, w.local, func() (acquireResult, error) {
-		return w.st.acquireLock(ctx, w.lock.name, w.key, w.pol, w.claim(), false)
+		return w.st.acquireLock(octx, w.lock.name, w.key, w.pol, w.claim(), false)
 	})
 	if res.lease != nil {
 		w.local.hold(w.id) // before doneAcquiring: no moment when neither shows

@@ -80,9 +80,9 @@ func (m *Mutex) Owner() string { return m.cfg.owner }
 
 // unreached adds to err, if no Spanner call has succeeded yet, that Spanner
 // may be unreachable.
-func (m *Mutex) unreached(err error) error {
+func (m *Mutex) unreached(err error, began time.Time) error {
 	if st, ok := m.store.(*spannerStore); ok {
-		return st.unreached(err)
+		return st.unreached(err, began)
 	}
 	return err
 }
@@ -120,6 +120,7 @@ func (m *Mutex) Run(ctx context.Context, fn func(ctx context.Context, lease *Lea
 	if ctx == nil {
 		return NoOutcome, errNilContext
 	}
+	began := time.Now()
 	if fn == nil {
 		return NoOutcome, fmt.Errorf("spanmutex: Run(%q): nil section function", m.name)
 	}
@@ -134,11 +135,11 @@ func (m *Mutex) Run(ctx context.Context, fn func(ctx context.Context, lease *Lea
 		}
 	}
 	if err := m.checkSchema(ctx); err != nil {
-		return NoOutcome, m.unreached(notObtained(ctx, err))
+		return NoOutcome, m.unreached(notObtained(ctx, err), began)
 	}
 	lease, outcome, err := m.obtain(ctx)
 	if lease == nil {
-		return outcome, m.unreached(notObtained(ctx, err))
+		return outcome, m.unreached(notObtained(ctx, err), began)
 	}
 	return m.runHeld(ctx, lease, fn)
 }
@@ -205,7 +206,9 @@ func (o *obtainer) step(ctx context.Context) (lease *Lease, outcome Outcome, err
 	if ctx.Err() != nil {
 		return nil, NoOutcome, errNotObtained(ctx), true
 	}
-	r, err := m.store.read(ctx, m.name)
+	octx, cancel := detached(ctx, m.cfg.finishTimeout)
+	defer cancel()
+	r, err := m.store.read(octx, m.name)
 	if err != nil {
 		if !isTransient(err) && ctx.Err() == nil {
 			return nil, NoOutcome, err, true
@@ -250,7 +253,9 @@ func (o *obtainer) acquire(ctx context.Context, r row) (lease *Lease, outcome Ou
 	m, log := o.m, o.m.cfg.logger
 	c := claim{owner: m.cfg.owner, leaseID: uuid.NewString()}
 	sent := m.cfg.clock.Now()
-	d, lease, err := m.store.acquire(ctx, m.name, o.pol, c)
+	octx, cancel := detached(ctx, m.cfg.finishTimeout)
+	defer cancel()
+	d, lease, err := m.store.acquire(octx, m.name, o.pol, c)
 	if err != nil {
 		if !retryable(err) && ctx.Err() == nil {
 			return nil, NoOutcome, err, true

@@ -37,6 +37,7 @@ func Inspect(ctx context.Context, client *spanner.Client, table, name string) ([
 	if client == nil {
 		return nil, fmt.Errorf("%w: nil *spanner.Client", ErrInvalidConfig)
 	}
+	began := time.Now()
 	if table == "" {
 		table = DefaultTable
 	}
@@ -45,7 +46,7 @@ func Inspect(ctx context.Context, client *spanner.Client, table, name string) ([
 	}
 	st := newSpannerStore(client, table, DefaultWatermark)
 	if err := st.checkSchema(ctx); err != nil {
-		return nil, st.unreached(err)
+		return nil, st.unreached(err, began)
 	}
 	sql := fmt.Sprintf("SELECT CURRENT_TIMESTAMP(), Name, State, Owner, Token, Attempts, LastError, StartedAt, RenewedAt, FinishedAt, UpdatedAt FROM `%s`", table)
 	params := map[string]any{}

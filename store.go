@@ -61,10 +61,12 @@ type spannerStore struct {
 // unreached adds, to an error that ends a call before any Spanner call has
 // succeeded, that Spanner may not be reachable: otherwise an unreachable
 // endpoint shows only as a deadline.
-func (s *spannerStore) unreached(err error) error {
-	if err == nil || s.reached.Load() || errors.Is(err, ErrNotObtained) {
-		// A call cut short by its ctx says so; that alone is no sign that
-		// Spanner is out of reach.
+//
+// A call that began at local time began and was cut short by its ctx within
+// a second says only that: so short a wait is no sign that Spanner is out of
+// reach (an impatient caller on a busy database).
+func (s *spannerStore) unreached(err error, began time.Time) error {
+	if err == nil || s.reached.Load() || (errors.Is(err, ErrNotObtained) && time.Since(began) < time.Second) {
 		return err
 	}
 	return fmt.Errorf("%w (no call to Spanner has succeeded yet: is %s reachable from here? check the endpoint, SPANNER_EMULATOR_HOST and credentials)", err, s.client.DatabaseName())
