@@ -1,0 +1,237 @@
+//go:build unix
+
+package spanmutex
+
+// The contender side of the process harness (process_test.go): when the
+// test binary starts with procSpecEnv set, it runs the role described there
+// instead of the tests, and exits. A contender opens its own Spanner client
+// and uses only the public API.
+
+import (
+	"bufio"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"cloud.google.com/go/spanner"
+)
+
+// init turns the test binary into a contender process when procSpecEnv is
+// set; TestMain (and so the emulator it starts) is never reached then.
+func init() {
+	if js := os.Getenv(procSpecEnv); js != "" {
+		os.Exit(runContender(js))
+	}
+}
+
+// runContender runs the role of the procSpec in js and returns the exit
+// status: 0 if the role ended without a fatal error.
+func runContender(js string) int {
+	var spec procSpec
+	if err := json.Unmarshal([]byte(js), &spec); err != nil {
+		fmt.Fprintf(os.Stderr, "contender: bad %s: %v\n", procSpecEnv, err)
+		return 2
+	}
+	out := &eventWriter{proc: spec.ID}
+	ctx := context.Background()
+	client, err := openContenderClient(ctx, spec.Database)
+	if err != nil {
+		out.fatal(err)
+		return 1
+	}
+	defer client.Close()
+	out.emit(procEvent{Kind: "ready"})
+	roles := map[string]func(context.Context, *spanner.Client, procSpec, *eventWriter) error{
+		"counter": runCounter, "storm": runStorm, "interactive": runInteractive,
+	}
+	role := roles[spec.Role]
+	if role == nil {
+		out.fatal(fmt.Errorf("unknown role %q", spec.Role))
+		return 2
+	}
+	if err := role(ctx, client, spec, out); err != nil {
+		out.fatal(err)
+		return 1
+	}
+	out.emit(procEvent{Kind: "exit"})
+	return 0
+}
+
+// openContenderClient opens a client of db as a service replica would; the
+// client finds the emulator through SPANNER_EMULATOR_HOST. Its session pool
+// starts small: twenty processes each opening a hundred sessions would only
+// slow the emulator down.
+func openContenderClient(ctx context.Context, db string) (*spanner.Client, error) {
+	cfg := spanner.ClientConfig{SessionPoolConfig: spanner.DefaultSessionPoolConfig, DisableNativeMetrics: true}
+	cfg.SessionPoolConfig.MinOpened = 4
+	return spanner.NewClientWithConfig(ctx, db, cfg)
+}
+
+// options are the Lock options of spec, with owner as the owner identity.
+func (s procSpec) options(owner string) []Option {
+	opts := []Option{WithOwner(owner), WithJitter(s.Jitter)}
+	if s.Watermark > 0 {
+		opts = append(opts, WithWatermark(s.Watermark))
+	}
+	return opts
+}
+
+// eventWriter writes a contender's events to stdout as JSON lines, one write
+// per event, numbered in the order written. Safe for concurrent use.
+type eventWriter struct {
+	proc string
+	mu   sync.Mutex
+	seq  int
+}
+
+func (w *eventWriter) emit(e procEvent) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.seq++
+	e.Proc, e.Seq = w.proc, w.seq
+	if e.End == 0 {
+		e.End = time.Now().UnixNano()
+	}
+	if e.Start == 0 {
+		e.Start = e.End
+	}
+	js, _ := json.Marshal(e)
+	os.Stdout.Write(append(js, '\n'))
+}
+
+// fatal records the error that ends the contender.
+func (w *eventWriter) fatal(err error) {
+	w.emit(withErr(procEvent{Kind: "fatal"}, err))
+}
+
+// leaseEvent describes a call of kind, the call-th of the process, begun at
+// local time start, about lease (nil if none), that returned err.
+func leaseEvent(kind string, call int, lease *Lease, start time.Time, err error) procEvent {
+	e := procEvent{Kind: kind, Call: call, Start: start.UnixNano(), End: time.Now().UnixNano()}
+	if lease != nil {
+		e.Owner, e.Token, e.TookOver, e.HandedOff, e.AcquiredAt =
+			lease.Owner(), lease.Token(), lease.TookOver(), lease.HandedOff(), lease.AcquiredAt()
+	}
+	return withErr(e, err)
+}
+
+// withErr fills in e's error fields from err.
+func withErr(e procEvent, err error) procEvent {
+	if err != nil {
+		e.Err, e.Class = err.Error(), errClass(err)
+		e.Code = spanner.ErrCode(err).String()
+	}
+	return e
+}
+
+// errClass names what err matches, among the errors Lock, Unlock and Guard
+// document: "not-obtained", "exhausted", "held", "lease-lost"; "other" for
+// anything else (such as a raw Spanner error).
+func errClass(err error) string {
+	var (
+		ex   *ExhaustedError
+		held *HeldError
+	)
+	switch {
+	case errors.Is(err, ErrNotObtained):
+		return "not-obtained"
+	case errors.As(err, &ex):
+		return "exhausted"
+	case errors.As(err, &held):
+		return "held"
+	case errors.Is(err, ErrLeaseLost):
+		return "lease-lost"
+	}
+	return "other"
+}
+
+// runInteractive runs one Lock, driven by commands read from stdin, one a
+// line, until "exit" or the end of stdin:
+//
+//	lock [DURATION]  Lock, with that ctx timeout (default 2m)
+//	trylock          TryLock
+//	unlock           Unlock
+//	guard            a guarded write to History (guardedWrite) with the lease
+//	hold DURATION    keep the lease that long (renewing), or until it is lost
+//
+// Each command writes one event of its name; a lease that is lost writes a
+// "lost" event when its Done closes.
+func runInteractive(ctx context.Context, client *spanner.Client, spec procSpec, out *eventWriter) error {
+	l, err := NewLock(client, spec.Lock, spec.options(spec.ID)...)
+	if err != nil {
+		return err
+	}
+	var lease *Lease
+	sc := bufio.NewScanner(os.Stdin)
+	for call := 1; sc.Scan(); call++ {
+		cmd, arg, _ := strings.Cut(strings.TrimSpace(sc.Text()), " ")
+		if cmd == "exit" {
+			return nil
+		}
+		var d time.Duration
+		if arg != "" {
+			if d, err = time.ParseDuration(arg); err != nil {
+				return fmt.Errorf("command %q: %w", sc.Text(), err)
+			}
+		}
+		if lease, err = interactiveCommand(ctx, client, l, lease, cmd, d, call, out); err != nil {
+			return err
+		}
+	}
+	return sc.Err()
+}
+
+// interactiveCommand runs one command of runInteractive (with its duration
+// argument d, or 0) on l, which holds lease (nil if none), writes its
+// event, and returns the lease held afterwards. Only an unknown command is
+// an error: a call's error is recorded in its event.
+func interactiveCommand(ctx context.Context, client *spanner.Client, l *Lock, lease *Lease, cmd string, d time.Duration, call int, out *eventWriter) (*Lease, error) {
+	start := time.Now()
+	switch cmd {
+	case "lock", "trylock":
+		lctx, cancel := context.WithTimeout(ctx, cmp.Or(d, 2*time.Minute))
+		defer cancel()
+		var err error
+		if cmd == "lock" {
+			lease, err = l.Lock(lctx)
+		} else {
+			lease, err = l.TryLock(lctx)
+		}
+		out.emit(leaseEvent(cmd, call, lease, start, err))
+		if lease != nil {
+			go reportLoss(lease, call, out)
+		}
+	case "unlock":
+		uctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		out.emit(leaseEvent(cmd, call, lease, start, l.Unlock(uctx)))
+		lease = nil
+	case "guard":
+		gctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		out.emit(leaseEvent(cmd, call, lease, start, guardedWrite(gctx, client, lease)))
+	case "hold":
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-lease.Done():
+		}
+		out.emit(leaseEvent(cmd, call, lease, start, lease.Err()))
+	default:
+		return lease, fmt.Errorf("unknown command %q", cmd)
+	}
+	return lease, nil
+}
+
+// reportLoss writes a "lost" event, with Lease.Err, when lease's Done closes.
+func reportLoss(lease *Lease, call int, out *eventWriter) {
+	<-lease.Done()
+	out.emit(leaseEvent("lost", call, lease, time.Now(), lease.Err()))
+}
