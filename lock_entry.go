@@ -72,7 +72,7 @@ func (w *waiter) join(ctx context.Context) error {
 	entry := queueInsert{id: w.id, owner: l.cfg.owner, lease: l.cfg.watermark}
 	res := w.local.join(ctx, w.st, l.name, entry, l.cfg.finishTimeout)
 	if res.err != nil {
-		fctx, cancel := detached(ctx, l.cfg.finishTimeout)
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.finishTimeout)
 		found, ok, ferr := w.st.findQueued(fctx, l.name, w.id)
 		cancel()
 		if ferr != nil || !ok {
@@ -137,26 +137,23 @@ func (w *waiter) renewEntry(ctx context.Context) {
 	}
 }
 
-// abandon cleans up after a Lock call that ends without the lock: in one
-// read-write transaction it deletes every entry of ours and, if the lock was
-// handed to us meanwhile (or an acquisition of unknown outcome committed),
-// hands it on. Once that commits no hand-off can reach us, so nobody waits
-// for a caller that has gone. It runs even if ctx is done, and keeps trying
-// for the finish timeout; if that fails too, our entries expire after their
-// TTL and a lock handed to us after our lease.
+// abandon cleans up after a Lock call that ends without the lock: it
+// deletes every entry of ours and, if the lock was handed to us meanwhile
+// (or an acquisition of unknown outcome committed), hands it on, so that
+// nobody waits for a caller that has gone. It runs even if ctx is done, and
+// keeps trying for the finish timeout; if that fails too, our entries
+// expire after their TTL and a lock handed to us after our lease.
 func (w *waiter) abandon(ctx context.Context) {
 	if !w.touched {
 		return
 	}
 	l := w.lock
-	ctx, cancel := detached(ctx, l.cfg.finishTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.finishTimeout)
 	defer cancel()
 	bo := l.cfg.newBackOff()
 	for {
-		sent := w.now()
-		to, err := gated(ctx, w.local, func() (handOff, error) { return w.st.leave(ctx, l.name, w.id) })
+		err := w.leave(ctx)
 		if err == nil {
-			l.handedOn(w.local, w.id, to, sent)
 			return
 		}
 		if !retryable(err) || pauseWith(ctx, l.cfg.clock, bo, 0) != nil {
@@ -164,4 +161,30 @@ func (w *waiter) abandon(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// leave makes one try at what abandon does. When our only entry is one we
+// know, a blind delete and a strong read do: a hand-off to us that
+// committed before the delete shows in the read, and none can commit after
+// it (an Unlock that read our entry conflicts with the delete). Otherwise,
+// and when the read shows the lock handed to us, one read-write transaction
+// deletes our entries by id and hands the lock on.
+func (w *waiter) leave(ctx context.Context) error {
+	l := w.lock
+	if w.joined && w.key != endOfQueue && !w.strays && !w.ownAttempt {
+		if _, err := gated(ctx, w.local, func() (struct{}, error) { return struct{}{}, w.st.dequeue(ctx, l.name, w.key) }); err != nil {
+			return err
+		}
+		w.joined = false
+		r, err := w.st.read(ctx, l.name)
+		if err != nil || !(r.State == StateStarted && r.LeaseID == w.id) {
+			return err
+		}
+	}
+	sent := w.now()
+	to, err := gated(ctx, w.local, func() (handOff, error) { return w.st.leave(ctx, l.name, w.id) })
+	if err == nil {
+		l.handedOn(w.local, w.id, to, sent)
+	}
+	return err
 }

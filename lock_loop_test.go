@@ -189,6 +189,16 @@ func (s *memLockStore) leave(_ context.Context, _, id string) (handOff, error) {
 	return to, err
 }
 
+func (s *memLockStore) dequeue(_ context.Context, _ string, key queueKey) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	apply, err := s.begin("dequeue")
+	if apply {
+		s.remove(func(e memEntry) bool { return e.key == key })
+	}
+	return err
+}
+
 func (s *memLockStore) purgeWaiter(_ context.Context, _, id string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -335,7 +345,7 @@ func TestLockGivingUpHandsOnALockHandedToUs(t *testing.T) {
 	// reads that: its leave must pass the lock on to next.
 	st.mu.Lock()
 	st.fault = func(op string) (bool, error) {
-		if op == "leave" { // called with st.mu held
+		if op == "leave" { // called with st.mu held; only when the lock was handed to us
 			assert.Equal(t, "quitter", st.r.Owner, "the quitter was handed the lock before it left")
 		}
 		return true, nil
@@ -369,7 +379,7 @@ func TestLockLeaveIsRetried(t *testing.T) {
 	require.NoError(t, err)
 	leaves := 0
 	st.fault = func(op string) (bool, error) {
-		if op == "leave" {
+		if op == "leave" || op == "dequeue" {
 			if leaves++; leaves <= 3 {
 				return false, errTransactionLost
 			}

@@ -42,6 +42,9 @@ type lockStore interface {
 	// it, hands it on, in one read-write transaction: after it commits, no
 	// hand-off can reach the waiter.
 	leave(ctx context.Context, name, waiterID string) (handOff, error)
+	// dequeue deletes the entry key with a blind write: it reads nothing,
+	// so it waits for no lock.
+	dequeue(ctx context.Context, name string, key queueKey) error
 	// purgeWaiter deletes every entry of waiterID, a waiter that holds the
 	// lock: one whose insert had an unknown outcome may remain.
 	purgeWaiter(ctx context.Context, name, waiterID string) error
@@ -188,6 +191,14 @@ func (s *spannerStore) findQueued(ctx context.Context, name, waiterID string) (q
 		return queueKey{}, false, err
 	}
 	return queueKey{at: at, id: waiterID}, true, nil
+}
+
+func (s *spannerStore) dequeue(ctx context.Context, name string, key queueKey) error {
+	_, err := s.blindWrite(ctx, []*spanner.Mutation{spanner.Delete(s.queueTable(), spanner.Key{name, key.at, key.id})})
+	if err != nil {
+		return s.explain(ctx, err)
+	}
+	return nil
 }
 
 func (s *spannerStore) renewWaiter(ctx context.Context, name string, key queueKey) error {

@@ -8,6 +8,7 @@ package spanmutex
 // and uses only the public API.
 
 import (
+	"log/slog"
 	"bufio"
 	"cmp"
 	"context"
@@ -76,6 +77,11 @@ func openContenderClient(ctx context.Context, db string) (*spanner.Client, error
 // options are the Lock options of spec, with owner as the owner identity.
 func (s procSpec) options(owner string) []Option {
 	opts := []Option{WithOwner(owner), WithJitter(s.Jitter)}
+	// SPANMUTEX_TEST_LOG_DIR=DIR makes each contender log its decisions to DIR/OWNER.log.
+	if dir := os.Getenv("SPANMUTEX_TEST_LOG_DIR"); dir != "" {
+		f, _ := os.OpenFile(dir+"/"+owner+".log", os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		opts = append(opts, WithLogger(slog.New(slog.NewTextHandler(f, &slog.HandlerOptions{Level: slog.LevelDebug}))))
+	}
 	if s.Watermark > 0 {
 		opts = append(opts, WithWatermark(s.Watermark))
 	}
