@@ -8,13 +8,13 @@ package spanmutex
 // and uses only the public API.
 
 import (
-	"log/slog"
 	"bufio"
 	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 	"sync"
