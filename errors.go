@@ -100,7 +100,21 @@ func (e *SchemaError) Error() string {
 	if len(e.Missing) > 0 {
 		msg += " (" + strings.Join(e.Missing, ", ") + ")"
 	}
+	if e.onlyUpgrade() {
+		return msg + fmt.Sprintf("; the table predates declared leases: add the columns with: spanmutex ddl --upgrade --table %s | gcloud spanner databases ddl update DATABASE --instance=INSTANCE --ddl-file=/dev/stdin", e.Table)
+	}
 	return msg + fmt.Sprintf("; create the schema with: spanmutex ddl --table %s | gcloud spanner databases ddl update DATABASE --instance=INSTANCE --ddl-file=/dev/stdin", e.Table)
+}
+
+// onlyUpgrade reports whether every missing column is one that ddl.Upgrade
+// adds to a table of an earlier spanmutex.
+func (e *SchemaError) onlyUpgrade() bool {
+	for _, m := range e.Missing {
+		if !strings.HasSuffix(m, "LeaseMicros INT64 missing") {
+			return false
+		}
+	}
+	return len(e.Missing) > 0
 }
 
 // Is reports whether target is ErrSchema.

@@ -298,7 +298,8 @@ func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }
 func (s *spannerStore) explain(ctx context.Context, err error) error {
 	code, msg := spanner.ErrCode(err), err.Error()
 	if (code == codes.NotFound || code == codes.InvalidArgument) &&
-		(strings.Contains(msg, "Table not found") || strings.Contains(msg, "Column not found") || strings.Contains(msg, "Unrecognized name")) {
+		(strings.Contains(msg, "Table not found") || strings.Contains(msg, "Column not found") || strings.Contains(msg, "Unrecognized name") ||
+			strings.Contains(msg, "not found inside")) {
 		return s.schemaError(ctx, err)
 	}
 	return s.explainOther(err)
@@ -331,11 +332,38 @@ func (s *spannerStore) schemaError(ctx context.Context, cause error) error {
 }
 
 // checkSchema reads INFORMATION_SCHEMA and returns a *SchemaError naming
-// what is missing or mistyped, or nil if the table has every column.
+// what is missing or mistyped, or nil if the table has every column. The
+// waiters' queue table is checked too when it exists (a Mutex does not need
+// it).
 func (s *spannerStore) checkSchema(ctx context.Context) error {
+	have, err := s.columns(ctx, s.table)
+	if err != nil {
+		return err
+	}
+	if len(have) == 0 {
+		return &SchemaError{Table: s.table, Problem: "does not exist in database " + s.client.DatabaseName()}
+	}
+	missing := missingColumns(have, ddl.MutexColumns(), "")
+	queue, err := s.columns(ctx, s.queueTable())
+	if err != nil {
+		return err
+	}
+	if len(queue) > 0 {
+		missing = append(missing, missingColumns(queue, ddl.QueueColumns(), s.queueTable()+".")...)
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	slices.Sort(missing)
+	return &SchemaError{Table: s.table, Problem: "does not have the columns spanmutex needs", Missing: missing}
+}
+
+// columns returns the columns of table with their Spanner types; none if
+// the table does not exist.
+func (s *spannerStore) columns(ctx context.Context, table string) (map[string]string, error) {
 	stmt := spanner.Statement{
 		SQL:    "SELECT COLUMN_NAME, SPANNER_TYPE FROM INFORMATION_SCHEMA.COLUMNS WHERE TABLE_SCHEMA = '' AND TABLE_NAME = @t",
-		Params: map[string]any{"t": s.table},
+		Params: map[string]any{"t": table},
 	}
 	have := map[string]string{}
 	err := s.client.Single().Query(ctx, stmt).Do(func(r *spanner.Row) error {
@@ -347,23 +375,22 @@ func (s *spannerStore) checkSchema(ctx context.Context) error {
 		return nil
 	})
 	if err != nil {
-		return s.explainOther(err)
+		return nil, s.explainOther(err)
 	}
 	s.reached.Store(true)
-	if len(have) == 0 {
-		return &SchemaError{Table: s.table, Problem: "does not exist in database " + s.client.DatabaseName()}
-	}
+	return have, nil
+}
+
+// missingColumns describes the columns of want that have lacks or types
+// otherwise, each prefixed with prefix.
+func missingColumns(have, want map[string]string, prefix string) []string {
 	var missing []string
-	for name, typ := range ddl.MutexColumns() {
+	for name, typ := range want {
 		if got, ok := have[name]; !ok {
-			missing = append(missing, name+" "+typ+" missing")
+			missing = append(missing, prefix+name+" "+typ+" missing")
 		} else if got != typ {
-			missing = append(missing, fmt.Sprintf("%s is %s, want %s", name, got, typ))
+			missing = append(missing, fmt.Sprintf("%s%s is %s, want %s", prefix, name, got, typ))
 		}
 	}
-	if len(missing) == 0 {
-		return nil
-	}
-	slices.Sort(missing)
-	return &SchemaError{Table: s.table, Problem: "does not have the columns spanmutex needs", Missing: missing}
+	return missing
 }

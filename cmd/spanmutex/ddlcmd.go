@@ -11,17 +11,21 @@ import (
 
 // ddlHelp is the help of "spanmutex ddl".
 var ddlHelp = helpText{
-	usage: "spanmutex ddl [--table TABLE] [--requests TABLE] [--change-stream NAME --watch T1,T2]",
+	usage: "spanmutex ddl [--table TABLE] [--upgrade] [--requests TABLE] [--change-stream NAME --watch T1,T2]",
 	about: `Prints the schema spanmutex needs, with comments that explain each column:
 the mutex table (run-once sections and reusable locks), its waiters' queue
 (TABLE followed by "Queue") and the fence table (Fences). With --requests,
 also the request queue of package queue and its indexes. With
 --change-stream, also the change stream over the --watch tables and the
 checkpoint table (CaptureCheckpoints) of package queue's capture.
-Statements end with ";". Apply them with your migration tool, or with gcloud.`,
+Statements end with ";". Apply them with your migration tool, or with gcloud.
+With --upgrade, prints instead the ALTER statements that bring tables made by
+an earlier spanmutex up to date (the LeaseMicros columns of declared leases);
+rows already there keep working, judged by each reader's own watermark.`,
 	after: `Examples:
   spanmutex ddl
   spanmutex ddl --table JobLocks > mutexes.sql
+  spanmutex ddl --upgrade --table JobLocks
   spanmutex ddl --requests Requests
   spanmutex ddl --requests Requests --change-stream OrdersStream --watch Orders,OrderItems
   spanmutex ddl | gcloud spanner databases ddl update DATABASE --instance=INSTANCE --ddl-file=/dev/stdin`,
@@ -34,6 +38,7 @@ func cmdDDL(_ context.Context, s streams, args []string) int {
 	requests := fs.String("requests", "", "also print the request queue (package queue) under this table name, e.g. "+ddl.DefaultRequestsTable)
 	stream := fs.String("change-stream", "", "also print this change stream over the --watch tables, and the capture's checkpoint table")
 	watch := fs.String("watch", "", "comma-separated tables the --change-stream watches")
+	upgrade := fs.Bool("upgrade", false, "print only the ALTER statements that upgrade tables made by an earlier spanmutex")
 	positional, code, done := parseFlags(s, "ddl", fs, ddlHelp, args)
 	if done {
 		return code
@@ -47,7 +52,14 @@ func cmdDDL(_ context.Context, s streams, args []string) int {
 	if (*stream == "") != (*watch == "") {
 		return reportUsage(s, &usageError{cmd: "ddl", msg: "--change-stream and --watch go together: name the stream and the tables it watches"})
 	}
-	stmts, err := ddl.Schema(*table, ddl.DefaultFenceTable)
+	if *upgrade && (*requests != "" || *stream != "") {
+		return reportUsage(s, &usageError{cmd: "ddl", msg: "--upgrade prints only the mutex table's upgrade; leave out --requests and --change-stream"})
+	}
+	schema := func(table string) ([]string, error) { return ddl.Schema(table, ddl.DefaultFenceTable) }
+	if *upgrade {
+		schema = ddl.Upgrade
+	}
+	stmts, err := schema(*table)
 	if err != nil {
 		return reportError(s, err, exitError)
 	}

@@ -1,0 +1,96 @@
+package spanmutex
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/spanner"
+	database "cloud.google.com/go/spanner/admin/database/apiv1"
+	"cloud.google.com/go/spanner/admin/database/apiv1/databasepb"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/spanmutex/spanmutex/ddl"
+)
+
+// olderSchema returns the schema as spanmutex created it before leases were
+// declared: without the LeaseMicros columns.
+func olderSchema(t *testing.T) []string {
+	t.Helper()
+	stmts, err := ddl.Statements(DefaultTable)
+	require.NoError(t, err)
+	for i, s := range stmts {
+		var keep []string
+		for _, line := range strings.Split(s, "\n") {
+			if !strings.Contains(line, "LeaseMicros") {
+				keep = append(keep, line)
+			}
+		}
+		stmts[i] = strings.Join(keep, "\n")
+	}
+	return stmts
+}
+
+// applyDDL runs statements on db.
+func applyDDL(t *testing.T, db string, stmts ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	admin, err := database.NewDatabaseAdminClient(ctx, emu.ClientOptions()...)
+	require.NoError(t, err)
+	defer admin.Close()
+	op, err := admin.UpdateDatabaseDdl(ctx, &databasepb.UpdateDatabaseDdlRequest{Database: db, Statements: stmts})
+	require.NoError(t, err)
+	require.NoError(t, op.Wait(ctx))
+}
+
+// A table made by an earlier spanmutex is reported with the statement that
+// upgrades it; once upgraded, a row written without a declared lease is
+// judged by each contender's own watermark, as before.
+func TestUpgradeFromTablesWithoutDeclaredLeases(t *testing.T) {
+	needEmulator(t)
+	ctx := context.Background()
+	db, err := emu.CreateDatabase(ctx, olderSchema(t)...)
+	require.NoError(t, err)
+	c := newClient(t, db)
+
+	l, err := NewLock(c, "legacy")
+	require.NoError(t, err)
+	_, err = l.TryLock(ctx)
+	require.ErrorIs(t, err, ErrSchema)
+	assert.Contains(t, err.Error(), "LeaseMicros INT64 missing")
+	assert.Contains(t, err.Error(), "spanmutex ddl --upgrade --table Mutexes")
+	m, err := New(c, "legacy-run")
+	require.NoError(t, err)
+	_, err = m.Run(ctx, func(context.Context, *Lease) error { t.Error("ran on an old schema"); return nil })
+	require.ErrorIs(t, err, ErrSchema)
+
+	upgrade, err := ddl.Upgrade(DefaultTable)
+	require.NoError(t, err)
+	applyDDL(t, db, upgrade...)
+
+	// A holder of the earlier version: STARTED, renewed 5 s ago, no lease.
+	renewed := time.Now().Add(-5 * time.Second)
+	_, err = c.Apply(ctx, []*spanner.Mutation{spanner.Insert(DefaultTable,
+		[]string{"Name", "State", "Owner", "LeaseID", "Token", "Attempts", "CreatedAt", "StartedAt", "RenewedAt", "UpdatedAt"},
+		[]any{"legacy", "STARTED", "old", "old-lease", int64(7), int64(0), renewed, renewed, renewed, renewed})})
+	require.NoError(t, err)
+	patient, err := NewLock(c, "legacy", WithWatermark(time.Minute))
+	require.NoError(t, err)
+	_, err = patient.TryLock(ctx)
+	require.ErrorIs(t, err, ErrHeld, "5 s of silence is within a minute")
+	hasty, err := NewLock(c, "legacy", WithWatermark(time.Second), WithJitter(0))
+	require.NoError(t, err)
+	lease, err := hasty.TryLock(ctx)
+	require.NoError(t, err, "5 s of silence is past a second")
+	assert.True(t, lease.TookOver())
+	assert.Equal(t, int64(8), lease.Token())
+	row, err := c.Single().ReadRow(ctx, DefaultTable, spanner.Key{"legacy"}, []string{"LeaseMicros"})
+	require.NoError(t, err)
+	var us int64
+	require.NoError(t, row.Columns(&us))
+	assert.Equal(t, time.Second.Microseconds(), us, "the new holder declares its lease")
+	require.NoError(t, hasty.Unlock(ctx))
+}
