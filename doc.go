@@ -16,7 +16,26 @@
 // the section; the others wait with lock-free reads and return AlreadyDone
 // when it is DONE. A failed section is retried by whoever calls or waits next,
 // at most MaxAttempts starts in all. A holder that goes silent for longer than
-// the watermark (plus a random jitter per contender) is taken over.
+// its lease (plus a random jitter per contender) is taken over.
+//
+// # Leases
+//
+// Each holder declares its lease, its watermark (WithWatermark), in the row
+// when it acquires, and renews it every third of it. Contenders take over
+// only once the row has gone that long unrenewed by Spanner's clock, whatever
+// their own watermark: replicas configured differently can make a takeover
+// later, never earlier than the holder promised. A lost lease closes
+// Lease.Done and, for a Mutex, cancels the section's ctx.
+//
+// # The reusable lock
+//
+// A Lock (NewLock) is held by one holder at a time, again and again: Lock
+// waits in a FIFO queue, Unlock hands the lock to the oldest live waiter in
+// the same transaction. Locks made with the same Scope (WithScope) share
+// what one process's contenders can share in memory; Locks of different
+// Scopes behave exactly as separate processes. Lease.Guard fences writes in
+// your own Spanner transactions; Fence fences writes to other resources by
+// token.
 //
 // # Guarantees
 //
@@ -40,8 +59,8 @@
 //
 // # Clocks
 //
-// Ownership decisions use Spanner's clock only: the watermark and staleness
-// are compared against commit timestamps stored in the row, using
+// Ownership decisions use Spanner's clock only: the holder's declared lease
+// and staleness are compared against commit timestamps stored in the row, using
 // CURRENT_TIMESTAMP() read in the same read-write transaction that writes the
 // decision. The local clock only paces the waits between reads; a local clock
 // that is hours off changes no decision.
@@ -54,6 +73,7 @@
 //		return migrate(ctx, lease.Token())
 //	})
 //
-// A Mutex is safe for concurrent use. Package emulator starts the Cloud Spanner
-// emulator for tests; cmd/spanmutex is a CLI that wraps any command.
+// Bound every ctx you pass: a call waits as long as its ctx allows. A Mutex is
+// safe for concurrent use. Package emulator starts the Cloud Spanner emulator
+// for tests; cmd/spanmutex is a CLI that wraps any command.
 package spanmutex
