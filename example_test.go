@@ -123,3 +123,50 @@ func ExampleInspect() {
 	// Output:
 	// nightly-report DONE reporter-7 1 1
 }
+
+// Hold a reusable lock, one holder at a time, in FIFO order. The Locks of
+// one process share a Scope; a Lock in another Scope is another process.
+func ExampleLock_Lock() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // always bound ctx
+	defer cancel()
+	emu, err := emulator.Start(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer emu.Close()
+
+	scope := spanmutex.NewScope() // one per process
+	l, err := spanmutex.NewLock(emu.Client(), "sheets/1234", spanmutex.WithScope(scope))
+	if err != nil {
+		log.Fatal(err)
+	}
+	lease, err := l.Lock(ctx)
+	if err != nil {
+		log.Fatal(err) // matches spanmutex.ErrNotObtained if ctx ended first
+	}
+	fmt.Println("holding with token", lease.Token())
+
+	// Another replica (its own Scope) cannot take it meanwhile.
+	other, err := spanmutex.NewLock(emu.Client(), "sheets/1234", spanmutex.WithOwner("replica-2"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	_, err = other.TryLock(ctx)
+	fmt.Println("the other replica:", errors.Is(err, spanmutex.ErrHeld))
+
+	if err := l.Unlock(ctx); err != nil {
+		log.Fatal(err)
+	}
+	lease, err = other.TryLock(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("the other replica holds it with token", lease.Token())
+	if err := other.Unlock(ctx); err != nil {
+		log.Fatal(err)
+	}
+	// Output:
+	// holding with token 1
+	// the other replica: true
+	// the other replica holds it with token 2
+}
