@@ -146,14 +146,52 @@ func nullTime(t spanner.NullTime) time.Time {
 	return t.Time
 }
 
+// read is a point read by key, not a query: on Spanner and even more on the
+// emulator a key read costs a fraction of a SQL statement (0.5-0.9 ms
+// against 2-3 ms there). Spanner's clock comes with it: the strong read's
+// timestamp is the snapshot's time, as CURRENT_TIMESTAMP() would be.
 func (s *spannerStore) read(ctx context.Context, name string) (row, error) {
 	s.stats.reads.Add(1)
-	r, err := s.queryRow(ctx, s.client.Single(), name)
-	if err != nil {
+	ro := s.client.Single()
+	defer ro.Close()
+	r, err := ro.ReadRow(ctx, s.table, spanner.Key{name}, rowColumns)
+	var out row
+	switch {
+	case errors.Is(err, spanner.ErrRowNotFound):
+	case err != nil:
 		return row{}, s.explain(ctx, err)
+	default:
+		if out, err = decodeReadRow(r); err != nil {
+			return row{}, fmt.Errorf("spanmutex: decode row %q of %s: %w", name, s.table, err)
+		}
+		if !out.State.Valid() {
+			return row{}, fmt.Errorf("spanmutex: row %q of %s has unknown state %q, written by something other than spanmutex; fix or delete the row", name, s.table, out.State)
+		}
+	}
+	if out.Now, err = ro.Timestamp(); err != nil {
+		return row{}, fmt.Errorf("spanmutex: read %q of %s: no read timestamp: %w", name, s.table, err)
 	}
 	s.reached.Store(true)
-	return r, nil
+	return out, nil
+}
+
+// decodeReadRow decodes rowColumns read by key from an existing row.
+func decodeReadRow(r *spanner.Row) (row, error) {
+	var (
+		state, owner, leaseID, lastErr      spanner.NullString
+		token, attempts, leaseMicros        spanner.NullInt64
+		started, renewed, finished, updated spanner.NullTime
+	)
+	if err := r.Columns(&state, &owner, &leaseID, &token, &attempts, &lastErr,
+		&started, &renewed, &finished, &updated, &leaseMicros); err != nil {
+		return row{}, err
+	}
+	return row{
+		Exists: true, State: State(state.StringVal), Owner: owner.StringVal, LeaseID: leaseID.StringVal,
+		Token: token.Int64, Attempts: attempts.Int64, LastError: lastErr.StringVal,
+		StartedAt: nullTime(started), RenewedAt: nullTime(renewed), FinishedAt: nullTime(finished),
+		UpdatedAt: nullTime(updated), Lease: time.Duration(leaseMicros.Int64) * time.Microsecond,
+	}, nil
 }
 
 func (s *spannerStore) acquire(ctx context.Context, name string, p policy, c claim) (decision, *Lease, error) {
