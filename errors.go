@@ -110,7 +110,7 @@ func (e *SchemaError) Error() string {
 // adds to a table of an earlier spanmutex.
 func (e *SchemaError) onlyUpgrade() bool {
 	for _, m := range e.Missing {
-		if !strings.HasSuffix(m, "LeaseMicros INT64 missing") {
+		if !strings.HasSuffix(m, "LeaseMicros INT64 missing") && !strings.HasSuffix(m, "WakeAddr STRING(64) missing") {
 			return false
 		}
 	}

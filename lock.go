@@ -268,6 +268,8 @@ func (l *Lock) handedOn(ll *localLock, id string, to handOff, sent time.Time) {
 	local := ""
 	if to.waiterID != "" && l.scope.wakes.wake(to.waiterID, sent) {
 		local = to.waiterID
+	} else if to.wakeAddr != "" {
+		l.scope.sendWake(context.Background(), to.wakeAddr, to.waiterID)
 	}
 	ll.release(id, local)
 }

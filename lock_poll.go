@@ -19,6 +19,11 @@ const (
 	MaxLockPollInterval = 10 * time.Second
 )
 
+// listeningPoll is how often, at most, a waiter whose Scope listens for
+// wake-ups reads a held lock: the Unlock that hands it the lock wakes it,
+// and a lost datagram costs up to this much.
+const listeningPoll = time.Second
+
 // fullReadEvery bounds how many cheap reads a waiter with others before it
 // makes between two full ones, which correct its estimate of its place.
 const fullReadEvery = 8

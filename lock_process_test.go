@@ -346,3 +346,32 @@ func TestLockProcessesMismatchedWatermarks(t *testing.T) {
 		assert.GreaterOrEqual(t, gap, long, "the takeover came before the holder's watermark had passed")
 	})
 }
+
+// A waiter whose process listens for wake-ups (ListenScope) is woken by the
+// Unlock of another process that hands it the lock: it holds the lock long
+// before its fallback poll (a quarter of its 40 s lease) would have found it.
+func TestLockProcessesWakeUpAcrossProcesses(t *testing.T) {
+	db := freshDatabase(t)
+	check := newClient(t, db)
+	const name = "wake-up"
+	holder := startInteractive(t, "holder", db, name, 2*time.Second)
+	hl := holder.do(t, "lock", time.Minute)
+	require.True(t, hl.ok(), hl.Err)
+
+	waiter := startContender(t, procSpec{Role: "interactive", ID: "waiter", Database: db, Lock: name, Watermark: 40 * time.Second, Listen: true})
+	waiter.await(t, time.Minute, 0, "ready", nil)
+	waiter.send(t, "lock")
+	waitFor(t, time.Minute, "the waiter to queue", func() bool { return slices.Equal(queued(t, check, name), []string{"waiter"}) })
+	hu := holder.do(t, "unlock", time.Minute)
+	require.True(t, hu.ok(), hu.Err)
+	wl, _ := waiter.await(t, time.Minute, 0, "lock", nil)
+	require.True(t, wl.ok(), wl.Err)
+	after := time.Duration(wl.End - hu.End)
+	t.Logf("hand-off across processes by wake-up: %v from the holder's Unlock returning to the waiter's Lock returning; the waiter made %d reads, its Scope received %d wake-ups",
+		after, wl.Reads, wl.WakeUps)
+	assert.True(t, wl.HandedOff)
+	assert.Equal(t, hl.Token+1, wl.Token)
+	assert.Equal(t, int64(1), wl.WakeUps, "the Unlock's datagram reached the waiter's Scope")
+	assert.Less(t, after, 5*time.Second, "well before the fallback poll, 10 s after the waiter's last read")
+	assert.True(t, waiter.do(t, "unlock", time.Minute).ok())
+}

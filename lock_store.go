@@ -84,8 +84,8 @@ var endOfQueue = queueKey{at: time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)}
 // queueInsert is a waiter's entry to insert: its id, owner identity and the
 // lease it declares (see ddl/queue.sql).
 type queueInsert struct {
-	id, owner string
-	lease     time.Duration
+	id, owner, wakeAddr string
+	lease               time.Duration
 }
 
 func (s *spannerStore) queueTable() string { return s.table + ddl.QueueSuffix }
@@ -166,9 +166,12 @@ func (s *spannerStore) blindWrite(ctx context.Context, ms []*spanner.Mutation) (
 
 // enqueueMutation inserts a waiter's entry, keyed by the commit timestamp.
 func (s *spannerStore) enqueueMutation(name string, e queueInsert) *spanner.Mutation {
-	return spanner.Insert(s.queueTable(),
-		[]string{"Name", "EnqueuedAt", "WaiterID", "Owner", "RenewedAt", "LeaseMicros"},
-		[]any{name, spanner.CommitTimestamp, e.id, e.owner, spanner.CommitTimestamp, e.lease.Microseconds()})
+	cols := []string{"Name", "EnqueuedAt", "WaiterID", "Owner", "RenewedAt", "LeaseMicros"}
+	vals := []any{name, spanner.CommitTimestamp, e.id, e.owner, spanner.CommitTimestamp, e.lease.Microseconds()}
+	if e.wakeAddr != "" {
+		cols, vals = append(cols, "WakeAddr"), append(vals, e.wakeAddr)
+	}
+	return spanner.Insert(s.queueTable(), cols, vals)
 }
 
 func (s *spannerStore) findQueued(ctx context.Context, name, waiterID string) (queueKey, bool, error) {
@@ -285,7 +288,7 @@ func (s *spannerStore) acquireLock(ctx context.Context, name string, key queueKe
 			ms = append(ms, spanner.Delete(s.queueTable(), spanner.Key{name, key.at, key.id}))
 		}
 	case d.action == lockWait && join && key == endOfQueue:
-		ms = append(ms, s.enqueueMutation(name, queueInsert{id: c.leaseID, owner: c.owner, lease: p.watermark}))
+		ms = append(ms, s.enqueueMutation(name, queueInsert{id: c.leaseID, owner: c.owner, lease: p.watermark, wakeAddr: c.wakeAddr}))
 	default:
 		s.rollback(ctx, tx)
 		return acquireResult{decision: d, key: endOfQueue}, nil
@@ -386,7 +389,7 @@ func (s *spannerStore) handOffMutations(v row, head []*queueEntry, name, from st
 		ttl := waiterTTLFactor * holderLease(row{Lease: declared}, s.watermark)
 		if v.Now.Sub(e.RenewedAt) < ttl && e.WaiterID != from {
 			ms = append(ms, s.holderMutation(v, name, e.Owner.StringVal, e.WaiterID, declared))
-			return handOff{owner: e.Owner.StringVal, waiterID: e.WaiterID}, ms
+			return handOff{owner: e.Owner.StringVal, waiterID: e.WaiterID, wakeAddr: e.WakeAddr.StringVal}, ms
 		}
 	}
 	ms = append(ms, spanner.Update(s.table, []string{"Name", "State", "UpdatedAt"},
@@ -401,13 +404,14 @@ type queueEntry struct {
 	Owner       spanner.NullString
 	RenewedAt   time.Time
 	LeaseMicros spanner.NullInt64
+	WakeAddr    spanner.NullString
 }
 
 // unlockSQL reads the lock's row, Spanner's clock and the first
 // handOffScan entries of the queue, oldest first, in one statement.
 func (s *spannerStore) unlockSQL() string {
 	return fmt.Sprintf("SELECT CURRENT_TIMESTAMP(), m.Name IS NOT NULL, %s, "+
-		"ARRAY(SELECT AS STRUCT q.EnqueuedAt, q.WaiterID, q.Owner, q.RenewedAt, q.LeaseMicros FROM `%s` AS q "+
+		"ARRAY(SELECT AS STRUCT q.EnqueuedAt, q.WaiterID, q.Owner, q.RenewedAt, q.LeaseMicros, q.WakeAddr FROM `%s` AS q "+
 		"WHERE q.Name = @name ORDER BY q.EnqueuedAt, q.WaiterID LIMIT %d) "+
 		"FROM UNNEST([1]) AS one LEFT JOIN `%s` AS m ON m.Name = @name",
 		rowSelectList(), s.queueTable(), handOffScan, s.table)
@@ -432,8 +436,9 @@ func (s *spannerStore) queryUnlock(ctx context.Context, q querier, name string) 
 	return v, head, nil
 }
 
-// handOff is the waiter an unlock handed the lock to: its owner identity
-// and its waiter id, which is also its lease id.
+// handOff is the waiter an unlock handed the lock to: its owner identity,
+// its waiter id, which is also its lease id, and where its process listens
+// for wake-ups, if it does.
 type handOff struct {
-	owner, waiterID string
+	owner, waiterID, wakeAddr string
 }

@@ -195,7 +195,9 @@ func (w *waiter) try(ctx context.Context, v lockView, sent time.Time, wait bool)
 }
 
 // claim is who we are in an acquisition: our owner identity and our id.
-func (w *waiter) claim() claim { return claim{owner: w.lock.cfg.owner, leaseID: w.id} }
+func (w *waiter) claim() claim {
+	return claim{owner: w.lock.cfg.owner, leaseID: w.id, wakeAddr: w.lock.scope.Addr()}
+}
 
 // await waits in the queue after a read at local time sent showed v and
 // decideLock said d: it joins if we are not queued, renews our entry when
@@ -212,6 +214,11 @@ func (w *waiter) await(ctx context.Context, v lockView, d lockDecision, sent tim
 		w.renewEntry(ctx)
 	}
 	interval := w.poll.interval(sent, v.Token, v.ahead, w.ceiling())
+	if w.lock.scope.Addr() != "" && v.State == StateStarted {
+		// The Unlock that hands us the lock wakes us: polling is only the
+		// fallback for a lost datagram.
+		interval = min(max(interval, listeningPoll), w.ceiling())
+	}
 	if d.wait > 0 && v.ahead == 0 {
 		interval = min(interval, d.wait)
 	}
@@ -253,7 +260,10 @@ func (w *waiter) sleep(ctx context.Context, d time.Duration, gone <-chan struct{
 	defer stop()
 	select {
 	case <-c:
-	case w.handedAt = <-w.wake:
+	case t := <-w.wake:
+		if !t.IsZero() { // a wake-up from another process anchors nothing
+			w.handedAt = t
+		}
 	case <-gone:
 	case <-ctx.Done():
 		return ctx.Err()

@@ -47,6 +47,13 @@ func runContender(js string) int {
 		return 1
 	}
 	defer client.Close()
+	if spec.Listen {
+		if spec.scope, err = ListenScope("127.0.0.1:0", ""); err != nil {
+			out.fatal(err)
+			return 1
+		}
+		defer spec.scope.Close()
+	}
 	out.emit(procEvent{Kind: "ready"})
 	roles := map[string]func(context.Context, *spanner.Client, procSpec, *eventWriter) error{
 		"counter": runCounter, "storm": runStorm, "interactive": runInteractive,
@@ -77,6 +84,9 @@ func openContenderClient(ctx context.Context, db string) (*spanner.Client, error
 // options are the Lock options of spec, with owner as the owner identity.
 func (s procSpec) options(owner string) []Option {
 	opts := []Option{WithOwner(owner), WithJitter(s.Jitter)}
+	if s.scope != nil {
+		opts = append(opts, WithScope(s.scope))
+	}
 	// SPANMUTEX_TEST_LOG_DIR=DIR makes each contender log its decisions to DIR/OWNER.log.
 	if dir := os.Getenv("SPANMUTEX_TEST_LOG_DIR"); dir != "" {
 		f, _ := os.OpenFile(dir+"/"+owner+".log", os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
@@ -209,7 +219,9 @@ func interactiveCommand(ctx context.Context, client *spanner.Client, l *Lock, le
 		} else {
 			lease, err = l.TryLock(lctx)
 		}
-		out.emit(leaseEvent(cmd, call, lease, start, err))
+		e := leaseEvent(cmd, call, lease, start, err)
+		e.Reads, e.WakeUps = l.Stats().Reads, l.scope.Stats().WakeUpsReceived
+		out.emit(e)
 		if lease != nil {
 			go reportLoss(lease, call, out)
 		}

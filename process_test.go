@@ -44,6 +44,11 @@ type procSpec struct {
 	Duration                 time.Duration
 	MinDeadline, MaxDeadline time.Duration
 	Dir                      string // the counter's directory
+	// Listen makes the process's Locks share one Scope that listens for
+	// wake-ups (ListenScope on 127.0.0.1:0).
+	Listen bool
+	// scope is that Scope, in the contender process.
+	scope *Scope
 }
 
 // procEvent is one line of a contender's history.
@@ -60,6 +65,10 @@ type procEvent struct {
 	TookOver   bool      `json:"took_over,omitempty"`
 	HandedOff  bool      `json:"handed_off,omitempty"`
 	AcquiredAt time.Time `json:"acquired_at,omitzero"`
+	// Reads and WakeUps, for an interactive lock call: the Lock's reads so
+	// far, and the wake-ups its Scope received from other processes.
+	Reads   int64 `json:"reads,omitempty"`
+	WakeUps int64 `json:"wake_ups,omitempty"`
 	// Start and End are the local wall clock (Unix ns) around the call:
 	// comparable across the processes of one machine, never with Spanner's.
 	Start int64 `json:"start"`

@@ -2,6 +2,7 @@ package spanmutex
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -24,9 +25,17 @@ import (
 // is safe for concurrent use and needs no closing: it holds state only while
 // calls of its Locks are under way.
 type Scope struct {
-	mu    sync.Mutex
-	locks map[localKey]*localLock
-	wakes wakeBoard
+	mu       sync.Mutex
+	locks    map[localKey]*localLock
+	wakes    wakeBoard
+	listener *listener // nil unless made by ListenScope
+	sent     atomic.Int64
+	received atomic.Int64
+}
+
+// Stats returns the Scope's wake-up counts.
+func (s *Scope) Stats() ScopeStats {
+	return ScopeStats{WakeUpsSent: s.sent.Load(), WakeUpsReceived: s.received.Load()}
 }
 
 // NewScope returns a Scope for the Locks of one process.

@@ -19,6 +19,17 @@ type Stats struct {
 	Reads int64
 }
 
+// ScopeStats counts a Scope's wake-ups across processes (see ListenScope).
+// Counts are cumulative.
+type ScopeStats struct {
+	// WakeUpsSent counts datagrams its Unlocks sent to waiters of other
+	// processes they handed the lock to.
+	WakeUpsSent int64
+	// WakeUpsReceived counts datagrams its listener received that named a
+	// waiter of this Scope.
+	WakeUpsReceived int64
+}
+
 // storeStats are the counters behind Stats.
 type storeStats struct {
 	rwAttempts  atomic.Int64

@@ -43,6 +43,8 @@ type store interface {
 type claim struct {
 	owner   string
 	leaseID string
+	// wakeAddr is where a Lock's waiter listens for wake-ups, if it does.
+	wakeAddr string
 }
 
 // spannerStore is the store on a Cloud Spanner table.

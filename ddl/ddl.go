@@ -149,6 +149,7 @@ func QueueColumns() map[string]string {
 		"Owner":       "STRING(256)",
 		"RenewedAt":   "TIMESTAMP",
 		"LeaseMicros": "INT64",
+		"WakeAddr":    "STRING(64)",
 	}
 }
 
@@ -156,7 +157,7 @@ func QueueColumns() map[string]string {
 // its queue, created by an earlier spanmutex up to this schema: the columns
 // added since, all nullable, so that rows already there keep working (a row
 // without a declared lease is judged by each contender's own watermark, as
-// before). Apply them once, before or while the new version rolls out.
+// before; an entry without a wake-up address is found by polling). Apply them once, before or while the new version rolls out.
 func Upgrade(table string) ([]string, error) {
 	if err := ValidateTableName(table); err != nil {
 		return nil, err
@@ -164,6 +165,7 @@ func Upgrade(table string) ([]string, error) {
 	return []string{
 		"ALTER TABLE " + table + " ADD COLUMN LeaseMicros INT64",
 		"ALTER TABLE " + table + QueueSuffix + " ADD COLUMN LeaseMicros INT64",
+		"ALTER TABLE " + table + QueueSuffix + " ADD COLUMN WakeAddr STRING(64)",
 	}, nil
 }
 

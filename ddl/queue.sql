@@ -19,4 +19,8 @@ CREATE TABLE MutexesQueue (
   -- of these after RenewedAt (it renews every two). NULL in entries written
   -- before leases were declared: readers then use their own watermark.
   LeaseMicros INT64,
+  -- Where the waiter's process listens for wake-ups (host:port, UDP), if it
+  -- does: the Unlock that hands it the lock sends it a datagram after its
+  -- commit, so that it reads the lock at once instead of at its next poll.
+  WakeAddr STRING(64),
 ) PRIMARY KEY (Name, EnqueuedAt, WaiterID)

@@ -1,0 +1,63 @@
+package spanmutex
+
+import (
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// ListenScope refuses addresses it cannot listen on or advertise, with
+// errors that say what to give instead.
+func TestListenScopeRejectsBadAddresses(t *testing.T) {
+	for _, tc := range []struct{ addr, advertise, want string }{
+		{"no-port", "", "give host:port"},
+		{"0.0.0.0:0", "", "give the address others reach this process at"},
+		{"127.0.0.1:0", strings.Repeat("h", 65), "longer than 64"},
+	} {
+		_, err := ListenScope(tc.addr, tc.advertise)
+		require.Error(t, err, tc.addr)
+		assert.ErrorContains(t, err, tc.want)
+	}
+	s, err := ListenScope("0.0.0.0:0", "10.0.0.7:7946")
+	require.NoError(t, err)
+	assert.Equal(t, "10.0.0.7:7946", s.Addr())
+	require.NoError(t, s.Close())
+	require.NoError(t, s.Close(), "closing twice is harmless")
+	assert.Empty(t, NewScope().Addr())
+	assert.NoError(t, NewScope().Close())
+}
+
+// A listening Scope wakes the waiter a datagram names, without a send time
+// (it anchors nothing), and ignores datagrams of another form or for
+// nobody it knows.
+func TestListenScopeWakesTheNamedWaiter(t *testing.T) {
+	s, err := ListenScope("127.0.0.1:0", "")
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, s.Close()) })
+	id := newWaiterID()
+	ch, unregister := s.wakes.register(id)
+	defer unregister()
+
+	conn, err := net.Dial("udp", s.Addr())
+	require.NoError(t, err)
+	defer conn.Close()
+	for _, junk := range []string{"hello", wakeMagic + "someone-else", wakeMagic + id + "-and-more-than-fits"} {
+		_, err := conn.Write([]byte(junk))
+		require.NoError(t, err)
+	}
+	sender := NewScope()
+	sender.sendWake(t.Context(), s.Addr(), id)
+	select {
+	case at := <-ch:
+		assert.True(t, at.IsZero(), "a wake-up from another process carries no send time")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the wake-up did not arrive")
+	}
+	waitFor(t, 10*time.Second, "the receipt to be counted", func() bool { return s.Stats().WakeUpsReceived == 1 })
+	assert.Equal(t, int64(1), sender.Stats().WakeUpsSent)
+	assert.Equal(t, int64(1), s.Stats().WakeUpsReceived, "junk and strangers are not counted")
+}
