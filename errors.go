@@ -35,6 +35,37 @@ var (
 	ErrNotObtained = errors.New("spanmutex: not obtained")
 )
 
+// joinedError is errors.Join on one line: its message is its errors'
+// messages joined by ": ", so that a log line stays one line; errors.Is and
+// errors.As see every one of them.
+type joinedError struct{ errs []error }
+
+// joinErrors joins the non-nil errs into one error, or returns nil if there
+// are none.
+func joinErrors(errs ...error) error {
+	var kept []error
+	for _, err := range errs {
+		if err != nil {
+			kept = append(kept, err)
+		}
+	}
+	if len(kept) == 0 {
+		return nil
+	}
+	return &joinedError{errs: kept}
+}
+
+func (e *joinedError) Error() string {
+	msgs := make([]string, len(e.errs))
+	for i, err := range e.errs {
+		msgs[i] = err.Error()
+	}
+	return strings.Join(msgs, ": ")
+}
+
+// Unwrap returns the joined errors.
+func (e *joinedError) Unwrap() []error { return e.errs }
+
 // ExhaustedError is returned by Run when it gives up. It matches
 // ErrAttemptsExhausted.
 type ExhaustedError struct {

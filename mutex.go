@@ -341,7 +341,7 @@ func (m *Mutex) giveBack(ctx context.Context, l *Lease) {
 // errNotObtained is the error of a call whose ctx ended before it obtained
 // the section or lock: it matches ErrNotObtained and ctx.Err().
 func errNotObtained(ctx context.Context) error {
-	return errors.Join(ErrNotObtained, ctx.Err())
+	return joinErrors(ErrNotObtained, ctx.Err())
 }
 
 // notObtained makes an error that ended a wait because ctx ended (a Spanner
@@ -351,7 +351,7 @@ func notObtained(ctx context.Context, err error) error {
 	if err == nil || ctx.Err() == nil || errors.Is(err, ErrNotObtained) {
 		return err
 	}
-	return errors.Join(ErrNotObtained, ctx.Err(), err)
+	return joinErrors(ErrNotObtained, ctx.Err(), err)
 }
 
 // errBackOffStopped is returned by pause when the backoff policy says Stop.
@@ -392,7 +392,7 @@ func sleep(ctx context.Context, clk clock, d time.Duration) error {
 func (m *Mutex) runHeld(ctx context.Context, lease *Lease, fn func(context.Context, *Lease) error) (Outcome, error) {
 	if ctx.Err() != nil {
 		m.giveBack(ctx, lease)
-		return NoOutcome, errors.Join(ErrNotObtained, ctx.Err())
+		return NoOutcome, errNotObtained(ctx)
 	}
 	// The section's ctx ends with the caller's, or when the lease is lost,
 	// with the *LeaseLostError as its cause.
@@ -417,7 +417,7 @@ func (m *Mutex) runHeld(ctx context.Context, lease *Lease, fn func(context.Conte
 	if runErr != nil {
 		secErr := &SectionError{Name: m.name, Token: lease.token, Err: runErr}
 		if err := m.finish(ctx, lease, StateFailed, runErr.Error()); err != nil {
-			return Executed, errors.Join(secErr, err)
+			return Executed, joinErrors(secErr, err)
 		}
 		m.cfg.logger.Info("section failed; recorded FAILED", "token", lease.token, "err", runErr)
 		return Executed, secErr

@@ -3,15 +3,21 @@ package spanmutex
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"unicode"
 	"unicode/utf8"
 )
 
 // ValidateName reports whether name can name a critical section: 1 to
-// MaxNameLength characters of valid UTF-8, with no control characters.
+// MaxNameLength characters of valid UTF-8, with no control characters and no
+// leading or trailing white space (" lead" and "lead" would be two sections
+// that look like one).
 func ValidateName(name string) error {
 	if err := validateText("name", name, MaxNameLength); err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalidConfig, err)
+	}
+	if strings.TrimSpace(name) != name {
+		return fmt.Errorf("%w: name %q starts or ends with white space; trim it", ErrInvalidConfig, name)
 	}
 	return nil
 }
