@@ -30,7 +30,7 @@ stands for one process: it has its own Spanner client (its own sessions and
 gRPC connection), its own faults, and its own spanmutex.Scope, given with
 WithScope to every Lock it makes. For the Lock that is the same as separate
 OS processes: a Scope is the only in-memory state Locks share (the library
-keeps no package-level state), and Locks of different Scopes coordinate only
+keeps no mutable package-level state), and Locks of different Scopes coordinate only
 through Spanner; what the clients still share is the Go runtime and its
 scheduler. (Locks in real separate processes are tested by the library's
 lock_process_test.go.) Each client does one thing at a time, at random:
@@ -49,7 +49,8 @@ misses the news would; only the fence stops it. The faults (--faults):
   abort        the emulator aborts commits at random (--enable_fault_injection)
   unavailable  a call fails with UNAVAILABLE before it is sent (--fault-rate)
   drop-commit  a commit succeeds but its answer is lost (--fault-rate)
-  delay        a call waits up to an eighth of the watermark (--fault-rate)
+  delay        a call waits up to an eighth of its client's watermark
+               (--fault-rate)
   pause        now and then a client freezes for 1.3 to 2.5 of its watermarks,
                so that it is taken over while it believes it holds the lock
   impatient    three Lock calls in ten give up after 5 to 60 ms: they must
@@ -70,8 +71,10 @@ run no lock is held by a token no Lock call returned.
 It also reports liveness: per lock, the longest stall, a stretch during which
 the lock was free (or held by a token no Lock call returned) while a Lock call
 waited, on the local clock, from when the previous hold had certainly ended
-(its Unlock returned, or its lease expired) until the next Lock returned. A
-stall is a violation only past 4 × the longest declared lease + 2s.
+(its Unlock returned, or its lease expired) until the next Lock returned: an
+upper bound, which includes the waiters' own latency (an impatient call's
+clean-up after its deadline, say). A stall is a violation only past 4 × the
+longest declared lease + 2s.
 
 It prints the operations done, the faults injected, each check, the longest
 stalls, and every violation with the sub-history that shows it.`,
