@@ -189,7 +189,7 @@ func TestTortureHelp(t *testing.T) {
 			"--faults string", `(default "abort,unavailable,drop-commit,delay,pause,impatient,mismatched")`, "--fault-rate float", "--watermark duration",
 			"--locks int", "--seed uint", "--history string", "--check-timeout duration", "--progress duration",
 			"drop-commit", "pause", "impatient", "mismatched", "porcupine", "Exit status:", "Examples:",
-			"spanmutex.Scope", "no mutable package-level state", "lock_process_test.go", "4 × the longest declared lease + 2s",
+			"spanmutex.Scope", "no mutable package-level state", "lock_process_test.go", "longest declared lease + 2s",
 		} {
 			if !strings.Contains(stdout, want) {
 				t.Errorf("%v does not contain %q:\n%s", args, want, stdout)
