@@ -26,7 +26,14 @@ var tortureHelp = helpText{
 	usage: "spanmutex torture [flags]",
 	about: `Runs a mixed workload against an embedded Cloud Spanner emulator with faults
 on, records every operation, and checks the history. Each of --clients clients
-has its own Spanner client and does one thing at a time, at random:
+stands for one process: it has its own Spanner client (its own sessions and
+gRPC connection), its own faults, and its own spanmutex.Scope, given with
+WithScope to every Lock it makes. For the Lock that is the same as separate
+OS processes: a Scope is the only in-memory state Locks share (the library
+keeps no mutable package-level state), and Locks of different Scopes coordinate only
+through Spanner; what the clients still share is the Go runtime and its
+scheduler. (Locks in real separate processes are tested by the library's
+lock_process_test.go.) Each client does one thing at a time, at random:
 
   - Run a run-once section (Mutex.Run), on a name all clients share until it is
     done, then on a fresh one. The section makes a guarded write of its token
@@ -42,17 +49,35 @@ misses the news would; only the fence stops it. The faults (--faults):
   abort        the emulator aborts commits at random (--enable_fault_injection)
   unavailable  a call fails with UNAVAILABLE before it is sent (--fault-rate)
   drop-commit  a commit succeeds but its answer is lost (--fault-rate)
-  delay        a call waits up to an eighth of the watermark (--fault-rate)
-  pause        now and then a client freezes for 1.3 to 2.5 watermarks, so
-               that it is taken over while it believes it holds the lock
+  delay        a call waits up to an eighth of its client's watermark
+               (--fault-rate)
+  pause        now and then a client freezes for 1.3 to 2.5 of its watermarks,
+               so that it is taken over while it believes it holds the lock
+  impatient    three Lock calls in ten give up after 5 to 60 ms: they must
+               return ErrNotObtained and leave no lock held behind them
+  mismatched   every other client declares a lease of a third or three times
+               --watermark (at least 100ms): a takeover must wait for the
+               lease its holder declared, whatever the taker's own
 
 The history is then checked (see internal/history): a linearizability check of
 each name with porcupine against a model of what Spanner may commit, and direct
 checks on commit timestamps: tokens increase, holders never overlap, a
 resource's tokens never decrease, a run-once section is done at most once,
-takeovers wait for the watermark, and the table agrees with what clients were
-told. It prints the operations done, the faults injected, each check, and every
-violation with the sub-history that shows it.`,
+takeovers wait for the lease the previous holder declared, and the table
+agrees with what clients were told; a Lock call that returns no lease returns
+ErrNotObtained, an *ExhaustedError or (TryLock) a *HeldError, and after the
+run no lock is held by a token no Lock call returned.
+
+It also reports liveness: per lock, the longest stall, a stretch during which
+the lock was free (or held by a token no Lock call returned) while a Lock call
+waited, on the local clock, from when the previous hold had certainly ended
+(its Unlock returned, or its lease expired) until the next Lock returned: an
+upper bound, which includes the waiters' own latency (an impatient call's
+clean-up after its deadline, say). A stall is a violation only past 4 × the
+longest declared lease + 2s.
+
+It prints the operations done, the faults injected, each check, the longest
+stalls, and every violation with the sub-history that shows it.`,
 	after: `SIGINT (Ctrl-C) or SIGTERM stops the workload early: what was recorded is still
 checked, and the exit status is 1. Once the check has begun, a signal ends the
 command at once. --seed repeats the random choices, not the timing of
@@ -62,7 +87,7 @@ Exit status: 0 if no check found a violation, 1 if one did (or the run failed or
 was stopped early), 2 on a usage error.
 
 Examples:
-  spanmutex torture --duration 1m --clients 8 --faults abort,unavailable,drop-commit,delay,pause
+  spanmutex torture --duration 1m --clients 8 --faults abort,unavailable,drop-commit,delay,pause,impatient,mismatched
   spanmutex torture --duration 10m --history /tmp/history.jsonl
   spanmutex torture --faults none --clients 2 --duration 10s`,
 }
@@ -93,7 +118,7 @@ func tortureFlags() (*flag.FlagSet, *tortureOptions) {
 	fs.IntVar(&o.clients, "clients", 8, "how many clients, 2 to 64")
 	fs.StringVar(&o.faultList, "faults", strings.Join(allFaults, ","), "the faults to inject, comma-separated, or none")
 	fs.Float64Var(&o.rate, "fault-rate", 0.02, "the chance that each call meets each of unavailable, drop-commit and delay")
-	fs.DurationVar(&o.watermark, "watermark", 2*time.Second, "the watermark of every mutex and lock")
+	fs.DurationVar(&o.watermark, "watermark", 2*time.Second, "the watermark (declared lease) of every mutex and lock; with --faults mismatched, of every other client")
 	fs.IntVar(&o.locks, "locks", 3, "how many reusable locks the clients share, 1 to 100")
 	fs.Uint64Var(&o.seed, "seed", 0, "seed of the workload's and the faults' random choices (0: pick one)")
 	fs.StringVar(&o.history, "history", "", "also write the recorded history to this file, as JSON lines (it is written to a temporary file anyway on a violation)")
@@ -130,6 +155,20 @@ func (o *tortureOptions) validate() error {
 
 // has reports whether fault f is on.
 func (o *tortureOptions) has(f string) bool { return slices.Contains(o.faults, f) }
+
+// clientWatermark is the watermark, the lease it declares, of client i
+// (from 0): --watermark, or with the mismatched fault, for every other
+// client alternately a third of it (at least spanmutex.MinWatermark) and
+// three times it.
+func (o *tortureOptions) clientWatermark(i int) time.Duration {
+	switch {
+	case !o.has(faultMismatched) || i%2 == 0:
+		return o.watermark
+	case i%4 == 1:
+		return max(o.watermark/3, spanmutex.MinWatermark)
+	}
+	return 3 * o.watermark
+}
 
 // cmdTorture is "spanmutex torture [flags]".
 func cmdTorture(ctx context.Context, s streams, args []string) int {
@@ -186,18 +225,31 @@ type torture struct {
 	pauses  atomic.Int64
 }
 
-// tortureClient is one client of the workload.
+// tortureClient is one client of the workload, and stands for one process
+// (see connect).
 type tortureClient struct {
 	*history.Client
-	faults  *clientFaults
-	rng     *rand.Rand // used by the client's goroutine only
-	locks   map[string]*spanmutex.Lock
-	holding atomic.Bool // holds (or believes it holds) a lease
+	faults    *clientFaults
+	watermark time.Duration    // the lease its Mutexes and Locks declare
+	scope     *spanmutex.Scope // the one Scope of all its Locks
+	rng       *rand.Rand       // used by the client's goroutine only
+	locks     map[string]*spanmutex.Lock
+	holding   atomic.Bool  // holds (or believes it holds) a lease
+	impatient atomic.Int64 // Lock calls cut short by the impatient fault
+	gaveUp    atomic.Int64 // of those, the ones that returned ErrNotObtained
 }
 
 // connect starts the emulator, with the table of guarded writes, and opens
 // one Spanner client per workload client, with its faults; it returns a
 // function that closes everything it opened.
+//
+// Each workload client is one process for the Lock: its own Spanner client
+// (own sessions, own gRPC connection), own fault injector and freezer, and
+// its own Scope for all its Locks. A Scope is the only in-memory state
+// Locks share (the library has no package-level mutable state), so Locks of
+// different clients meet only in Spanner, exactly as in separate processes;
+// only the Go runtime and its scheduler remain shared. The library's
+// lock_process_test.go runs Locks in real separate processes.
 func (t *torture) connect(ctx context.Context) (func(), error) {
 	o := t.opts
 	eopts := []emulator.Option{emulator.WithDDL(history.WritesDDL(tortureWrites))}
@@ -226,36 +278,64 @@ func (t *torture) connect(ctx context.Context) (func(), error) {
 		_ = emu.Close()
 	}
 	for i := range o.clients {
-		id := fmt.Sprintf("c%d", i+1)
-		cf, err := newClientFaults(o.faults, o.rate, o.watermark/8, o.seed+uint64(i)+1)
+		c, err := t.newClient(ctx, i)
+		if c != nil {
+			t.clients = append(t.clients, c)
+		}
 		if err != nil {
 			closeAll()
 			return nil, err
-		}
-		sc, err := emu.NewClient(ctx, emu.Database(), cf.clientOptions(t.rec.RenewalObserver(id, spanmutex.DefaultTable))...)
-		if err != nil {
-			closeAll()
-			return nil, err
-		}
-		c := &tortureClient{
-			Client: &history.Client{ID: id, Spanner: sc, Rec: t.rec, Writes: tortureWrites},
-			faults: cf,
-			rng:    rand.New(rand.NewPCG(o.seed, uint64(i))),
-			locks:  map[string]*spanmutex.Lock{},
-		}
-		t.clients = append(t.clients, c)
-		for l := range o.locks {
-			name := lockName(l)
-			lk, err := spanmutex.NewLock(sc, name, spanmutex.WithOwner(id), spanmutex.WithWatermark(o.watermark), spanmutex.WithMaxAttempts(6))
-			if err != nil {
-				closeAll()
-				return nil, err
-			}
-			c.locks[name] = lk
 		}
 	}
-	t.out.printf("Created database %s; opened %d clients.\n", emu.Database(), len(t.clients))
+	t.out.printf("Created database %s; opened %d clients, each with a Spanner client and a Scope of its own.\n", emu.Database(), len(t.clients))
+	if o.has(faultMismatched) {
+		t.out.printf("Declared leases: %s.\n", t.leases())
+	}
 	return closeAll, nil
+}
+
+// newClient opens workload client i: its faults, its Spanner client, its
+// Scope and its Locks. If it returns a client with an error, the client
+// must be closed.
+func (t *torture) newClient(ctx context.Context, i int) (*tortureClient, error) {
+	o := t.opts
+	id := fmt.Sprintf("c%d", i+1)
+	wm := o.clientWatermark(i)
+	cf, err := newClientFaults(o.faults, o.rate, wm/8, o.seed+uint64(i)+1)
+	if err != nil {
+		return nil, err
+	}
+	sc, err := t.emu.NewClient(ctx, t.emu.Database(), cf.clientOptions(t.rec.RenewalObserver(id, spanmutex.DefaultTable))...)
+	if err != nil {
+		return nil, err
+	}
+	c := &tortureClient{
+		Client:    &history.Client{ID: id, Spanner: sc, Rec: t.rec, Writes: tortureWrites, Lease: wm},
+		faults:    cf,
+		watermark: wm,
+		scope:     spanmutex.NewScope(),
+		rng:       rand.New(rand.NewPCG(o.seed, uint64(i))),
+		locks:     map[string]*spanmutex.Lock{},
+	}
+	for l := range o.locks {
+		name := lockName(l)
+		lk, err := spanmutex.NewLock(sc, name, spanmutex.WithOwner(id), spanmutex.WithWatermark(wm),
+			spanmutex.WithMaxAttempts(6), spanmutex.WithScope(c.scope))
+		if err != nil {
+			return c, err
+		}
+		c.locks[name] = lk
+	}
+	return c, nil
+}
+
+// leases lists the lease each client declares.
+func (t *torture) leases() string {
+	var parts []string
+	for _, c := range t.clients {
+		parts = append(parts, fmt.Sprintf("%s %v", c.ID, c.watermark))
+	}
+	return strings.Join(parts, ", ")
 }
 
 func lockName(i int) string { return fmt.Sprintf("lock-%d", i+1) }
@@ -338,6 +418,7 @@ func (t *torture) run(ctx context.Context, stopSignals func()) (bool, error) {
 	rep.WriteOperations(&b)
 	t.writeFaults(&b)
 	rep.WriteChecks(&b)
+	rep.WriteLiveness(&b)
 	rep.WriteViolations(&b)
 	t.out.printf("%s", b.String())
 	if written == "" && !rep.OK() {
@@ -389,6 +470,14 @@ func (t *torture) writeFaults(w *strings.Builder) {
 	}
 	counts[faultPause] = t.pauses.Load()
 	counts[faultAbort] = aborts
+	var gaveUp int64
+	for _, c := range t.clients {
+		counts[faultImpatient] += c.impatient.Load()
+		gaveUp += c.gaveUp.Load()
+		if c.watermark != t.opts.watermark {
+			counts[faultMismatched]++
+		}
+	}
 	var total int64
 	for _, f := range t.opts.faults {
 		total += counts[f]
@@ -398,7 +487,9 @@ func (t *torture) writeFaults(w *strings.Builder) {
 		faultUnavailable: "calls failed before they were sent",
 		faultDropCommit:  "commits whose answer was lost",
 		faultDelay:       "calls delayed",
-		faultPause:       "clients frozen past the watermark",
+		faultPause:       "clients frozen past their watermark",
+		faultImpatient:   fmt.Sprintf("Lock calls with a deadline of %v to %v (%d gave up with ErrNotObtained)", impatientMin, impatientMax, gaveUp),
+		faultMismatched:  fmt.Sprintf("clients declaring a lease other than --watermark %v", t.opts.watermark),
 	}
 	fmt.Fprintf(w, "Faults injected: %d\n", total)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -430,16 +521,15 @@ func (t *torture) reportProgress(ctx context.Context) {
 }
 
 // pauseNowAndThen freezes a client every 2 to 5 watermarks, a holder if one
-// holds, for 1.3 to 2.5 watermarks: past the watermark and any jitter, so
-// that it is taken over while it believes it still holds its lease.
+// holds, for 1.3 to 2.5 of that client's watermarks: past the lease it
+// declared and any jitter, so that it is taken over while it believes it
+// still holds its lease.
 func (t *torture) pauseNowAndThen(ctx context.Context) {
 	wm := t.opts.watermark
 	rng := rand.New(rand.NewPCG(t.opts.seed, 1<<32))
-	between := func(lo, hi float64) time.Duration {
-		return time.Duration((lo + rng.Float64()*(hi-lo)) * float64(wm))
-	}
+	between := func(lo, hi float64) float64 { return lo + rng.Float64()*(hi-lo) }
 	for {
-		if !wait(ctx, between(2, 5)) {
+		if !wait(ctx, time.Duration(between(2, 5)*float64(wm))) {
 			return
 		}
 		var holders []*tortureClient
@@ -454,7 +544,7 @@ func (t *torture) pauseNowAndThen(ctx context.Context) {
 		c := holders[rng.IntN(len(holders))]
 		c.faults.freezer.freeze()
 		t.pauses.Add(1)
-		wait(ctx, between(1.3, 2.5))
+		wait(ctx, time.Duration(between(1.3, 2.5)*float64(c.watermark)))
 		c.faults.freezer.thaw()
 	}
 }
@@ -487,15 +577,15 @@ func (t *torture) work(ctx context.Context, c *tortureClient) {
 	}
 }
 
-// holdTimeout bounds how long a client waits for a section or lock.
-func (t *torture) holdTimeout() time.Duration { return 8 * t.opts.watermark }
+// holdTimeout bounds how long client c waits for a section or lock.
+func (t *torture) holdTimeout(c *tortureClient) time.Duration { return 8 * c.watermark }
 
 // writeContext is the context of a holder's guarded write: not the
 // section's, which is cancelled when the lease is lost, because the holder
 // stands for one that does not notice; a frozen client's write waits for
 // the thaw and then meets the fence.
-func (t *torture) writeContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), 4*t.opts.watermark)
+func (t *torture) writeContext(ctx context.Context, c *tortureClient) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), 4*c.watermark)
 }
 
 // errOnPurpose is what a section returns when it fails on purpose.
@@ -506,12 +596,12 @@ var errOnPurpose = errors.New("torture: the section failed on purpose")
 func (t *torture) runOnce(ctx context.Context, c *tortureClient) {
 	k := t.section.Load()
 	name := fmt.Sprintf("section-%06d", k)
-	m, err := spanmutex.New(c.Spanner, name, spanmutex.WithOwner(c.ID), spanmutex.WithWatermark(t.opts.watermark),
+	m, err := spanmutex.New(c.Spanner, name, spanmutex.WithOwner(c.ID), spanmutex.WithWatermark(c.watermark),
 		spanmutex.WithMaxAttempts(4))
 	if err != nil {
 		return
 	}
-	rctx, cancel := context.WithTimeout(ctx, t.holdTimeout())
+	rctx, cancel := context.WithTimeout(ctx, t.holdTimeout(c))
 	defer cancel()
 	out, err := c.Run(rctx, m, func(sctx context.Context, lease *spanmutex.Lease) error {
 		c.holding.Store(true)
@@ -521,7 +611,7 @@ func (t *torture) runOnce(ctx context.Context, c *tortureClient) {
 		}
 		// Work for up to a watermark: long enough, half the time, for the
 		// lease to be renewed.
-		wait(context.WithoutCancel(sctx), time.Duration(c.rng.Int64N(int64(t.opts.watermark))))
+		wait(context.WithoutCancel(sctx), time.Duration(c.rng.Int64N(int64(c.watermark))))
 		if c.rng.Float64() < 0.1 {
 			return errOnPurpose
 		}
@@ -534,31 +624,40 @@ func (t *torture) runOnce(ctx context.Context, c *tortureClient) {
 
 // write makes one guarded write of lease's token to resource.
 func (t *torture) write(ctx context.Context, c *tortureClient, lease *spanmutex.Lease, resource string) error {
-	wctx, cancel := t.writeContext(ctx)
+	wctx, cancel := t.writeContext(ctx, c)
 	defer cancel()
 	return c.Write(wctx, lease, resource, lease.Guard)
 }
 
 // lockCycle takes one of the locks, makes one to three guarded writes while
 // holding it (the last one just before Unlock marks the end of its hold in
-// Spanner's commit order), and unlocks it.
+// Spanner's commit order), and unlocks it. With the impatient fault, some
+// Lock calls give up after a few milliseconds.
 func (t *torture) lockCycle(ctx context.Context, c *tortureClient, try bool) {
 	name := lockName(c.rng.IntN(t.opts.locks))
 	l := c.locks[name]
-	lctx, cancel := context.WithTimeout(ctx, t.holdTimeout())
+	timeout, impatient := t.holdTimeout(c), false
+	if !try && t.opts.has(faultImpatient) && c.rng.Float64() < impatientShare {
+		timeout, impatient = impatientMin+time.Duration(c.rng.Int64N(int64(impatientMax-impatientMin))), true
+		c.impatient.Add(1)
+	}
+	lctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	lease, err := c.Lock(lctx, l, try)
 	if err != nil {
-		if try {
+		if impatient && errors.Is(err, spanmutex.ErrNotObtained) {
+			c.gaveUp.Add(1)
+		}
+		if try || impatient {
 			// Held: come back a little later rather than spin.
-			wait(ctx, time.Duration(c.rng.Int64N(int64(t.opts.watermark/10))))
+			wait(ctx, time.Duration(c.rng.Int64N(int64(c.watermark/10))))
 		}
 		return
 	}
 	c.holding.Store(true)
 	for i := range 1 + c.rng.IntN(3) {
 		if i > 0 {
-			wait(context.WithoutCancel(ctx), time.Duration(c.rng.Int64N(int64(t.opts.watermark/4))))
+			wait(context.WithoutCancel(ctx), time.Duration(c.rng.Int64N(int64(c.watermark/4))))
 		}
 		if err := t.write(ctx, c, lease, name); errors.Is(err, spanmutex.ErrLeaseLost) {
 			break

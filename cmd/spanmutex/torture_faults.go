@@ -24,10 +24,20 @@ const (
 	faultDropCommit  = "drop-commit" // a commit succeeds and its answer is lost: its outcome is unknown
 	faultDelay       = "delay"       // a call is held back a while before it is sent
 	faultPause       = "pause"       // a client freezes past the watermark, and is taken over
+	faultImpatient   = "impatient"   // some Lock calls give up after 5 to 60 ms
+	faultMismatched  = "mismatched"  // every other client declares a lease of a third or three times --watermark
 )
 
 // allFaults lists the faults in the order reports show them.
-var allFaults = []string{faultAbort, faultUnavailable, faultDropCommit, faultDelay, faultPause}
+var allFaults = []string{faultAbort, faultUnavailable, faultDropCommit, faultDelay, faultPause, faultImpatient, faultMismatched}
+
+// impatientShare is the share of Lock calls the impatient fault cuts
+// short, and impatientMin and impatientMax bound their deadlines.
+const (
+	impatientShare = 0.3
+	impatientMin   = 5 * time.Millisecond
+	impatientMax   = 60 * time.Millisecond
+)
 
 // parseFaults parses --faults: a comma-separated subset of allFaults, or
 // "none".

@@ -2,8 +2,12 @@ package main
 
 import (
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/spanmutex/spanmutex"
 )
 
 // TestTorture runs a short torture in-process, on an emulator of its own
@@ -18,8 +22,10 @@ func TestTorture(t *testing.T) {
 		t.Fatalf("torture exited %d; stdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
 	for _, want := range []string{
-		"spanmutex torture: 4 clients for 10s, faults abort,unavailable,drop-commit,delay,pause",
+		"spanmutex torture: 4 clients for 10s, faults abort,unavailable,drop-commit,delay,pause,impatient,mismatched",
 		"with --enable_fault_injection",
+		"each with a Spanner client and a Scope of its own",
+		"Declared leases: c1 2s, c2 666.666666ms, c3 2s, c4 6s.",
 		"Operations: ",
 		"  acquire ",
 		"  guarded-write ",
@@ -29,10 +35,16 @@ func TestTorture(t *testing.T) {
 		"  drop-commit ",
 		"  delay ",
 		"  pause ",
+		"  impatient ",
+		"  mismatched   2 ",
 		"Checks:",
 		"  linearizable ",
 		"  holders-disjoint ",
+		"  lock-errors-expected ",
+		"  no-lock-left-held ",
+		"  stall-bounded ",
 		"Violations: 0\n",
+		"Liveness: ",
 		"Elapsed: ",
 	} {
 		if !strings.Contains(stdout, want) {
@@ -57,6 +69,84 @@ func TestTortureWithoutFaults(t *testing.T) {
 	if code != exitOK || !strings.Contains(stdout, "faults none") || !strings.Contains(stdout, "Faults injected: 0\n") ||
 		!strings.Contains(stdout, "Violations: 0\n") || !strings.Contains(stdout, "Using the Cloud Spanner emulator at") {
 		t.Errorf("exit %d; stdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+}
+
+// Impatient Lock calls give up with ErrNotObtained, within Lock's contract,
+// and leave no lock held; the stalls are reported. On the tests' emulator.
+func TestTortureImpatient(t *testing.T) {
+	needEmulator(t)
+	tortureNoLeak(t)
+	t.Setenv(emulatorHostEnv, emu.Host())
+	code, stdout, stderr := cli(t, "torture", "--duration", "6s", "--clients", "4", "--locks", "1", "--watermark", "500ms",
+		"--faults", "impatient", "--progress", "0")
+	if code != exitOK || stderr != "" {
+		t.Fatalf("exit %d; stdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	m := regexp.MustCompile(`  impatient +(\d+) +Lock calls with a deadline of 5ms to 60ms \((\d+) gave up with ErrNotObtained\)`).FindStringSubmatch(stdout)
+	if m == nil || m[1] == "0" || m[2] == "0" {
+		t.Errorf("no impatient Lock call gave up:\n%s", stdout)
+	}
+	for _, want := range []string{
+		"Violations: 0\n",
+		regexp.MustCompile(`lock-errors-expected +ok +[1-9]`).FindString(stdout),
+		regexp.MustCompile(`no-lock-left-held +ok +1 `).FindString(stdout),
+		"Liveness: longest stall ",
+		"  lock-1 ",
+	} {
+		if want == "" || !strings.Contains(stdout, want) {
+			t.Errorf("stdout does not show %q:\n%s", want, stdout)
+		}
+	}
+}
+
+// Clients that declare different leases take each other over only after
+// the holder's declared lease. Paused holders are taken over; on the
+// tests' emulator.
+func TestTortureMismatched(t *testing.T) {
+	needEmulator(t)
+	tortureNoLeak(t)
+	t.Setenv(emulatorHostEnv, emu.Host())
+	code, stdout, stderr := cli(t, "torture", "--duration", "8s", "--clients", "4", "--locks", "1", "--watermark", "300ms",
+		"--faults", "mismatched,pause", "--progress", "0")
+	if code != exitOK || stderr != "" {
+		t.Fatalf("exit %d; stdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	for _, want := range []string{
+		"Declared leases: c1 300ms, c2 100ms, c3 300ms, c4 900ms.",
+		"  mismatched  2 ",
+		"Violations: 0\n",
+	} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("stdout does not contain %q:\n%s", want, stdout)
+		}
+	}
+	if m := regexp.MustCompile(`takeover-after-watermark +(ok|nothing to check) +(\d+)`).FindStringSubmatch(stdout); m == nil {
+		t.Errorf("no verdict on takeovers:\n%s", stdout)
+	} else {
+		t.Logf("takeovers checked against the holder's declared lease: %s", m[2])
+	}
+}
+
+// Only the mismatched fault gives clients other leases.
+func TestTortureClientWatermark(t *testing.T) {
+	o := &tortureOptions{watermark: 2 * time.Second}
+	for i := range 4 {
+		if got := o.clientWatermark(i); got != 2*time.Second {
+			t.Errorf("without mismatched, client %d: %v", i, got)
+		}
+	}
+	o.faults = []string{faultMismatched}
+	var got []time.Duration
+	for i := range 4 {
+		got = append(got, o.clientWatermark(i))
+	}
+	if want := []time.Duration{2 * time.Second, 2 * time.Second / 3, 2 * time.Second, 6 * time.Second}; !slices.Equal(got, want) {
+		t.Errorf("mismatched: %v, want %v", got, want)
+	}
+	o.watermark = 200 * time.Millisecond
+	if got := o.clientWatermark(1); got != spanmutex.MinWatermark {
+		t.Errorf("a third of 200ms: %v, want the minimum %v", got, spanmutex.MinWatermark)
 	}
 }
 
@@ -96,9 +186,10 @@ func TestTortureHelp(t *testing.T) {
 		}
 		for _, want := range []string{
 			"Usage: spanmutex torture [flags]", "--duration duration", "(default 1m0s)", "--clients int", "(default 8)",
-			"--faults string", `(default "abort,unavailable,drop-commit,delay,pause")`, "--fault-rate float", "--watermark duration",
+			"--faults string", `(default "abort,unavailable,drop-commit,delay,pause,impatient,mismatched")`, "--fault-rate float", "--watermark duration",
 			"--locks int", "--seed uint", "--history string", "--check-timeout duration", "--progress duration",
-			"drop-commit", "pause", "porcupine", "Exit status:", "Examples:",
+			"drop-commit", "pause", "impatient", "mismatched", "porcupine", "Exit status:", "Examples:",
+			"spanmutex.Scope", "no mutable package-level state", "lock_process_test.go", "longest declared lease + 2s",
 		} {
 			if !strings.Contains(stdout, want) {
 				t.Errorf("%v does not contain %q:\n%s", args, want, stdout)

@@ -33,16 +33,29 @@ const (
 	CheckResourceTokens = "resource-tokens"
 	// CheckRunOnce: a run-once section records DONE at most once.
 	CheckRunOnce = "run-once"
-	// CheckTakeover: a takeover commits at least a watermark after the
-	// last commit that proved the previous holder alive.
+	// CheckTakeover: a takeover commits at least the lease the previous
+	// holder declared (Op.Lease, not the taker's watermark) after the last
+	// commit that proved that holder alive.
 	CheckTakeover = "takeover-after-watermark"
 	// CheckTable: what clients were told agrees with what the table holds
 	// after the run.
 	CheckTable = "history-matches-table"
+	// CheckLockErrors: every Lock call that returned no lease returned an
+	// error of its contract: ErrNotObtained, an *ExhaustedError, or (from
+	// TryLock) a *HeldError.
+	CheckLockErrors = "lock-errors-expected"
+	// CheckLeftHeld: once every client has stopped, no lock is held by a
+	// token that no Lock call returned: a caller that gave up (with
+	// ErrNotObtained, say) handed on or gave back whatever it was handed.
+	CheckLeftHeld = "no-lock-left-held"
+	// CheckLiveness: no lock stays free (or held by a token no caller
+	// received) for longer than StallBound while a Lock call waits for it.
+	CheckLiveness = "stall-bounded"
 )
 
 // checkOrder is the order in which the report lists the checks.
-var checkOrder = []string{CheckLinearizable, CheckTokens, CheckDisjoint, CheckResourceTokens, CheckRunOnce, CheckTakeover, CheckTable}
+var checkOrder = []string{CheckLinearizable, CheckTokens, CheckDisjoint, CheckResourceTokens, CheckRunOnce, CheckTakeover,
+	CheckTable, CheckLockErrors, CheckLeftHeld, CheckLiveness}
 
 // DefaultTimeout bounds porcupine's search on each name.
 const DefaultTimeout = 2 * time.Minute
@@ -57,8 +70,8 @@ const maxSubHistory = 40
 
 // Config says how to check a history.
 type Config struct {
-	// Watermark is the watermark every contender used; 0 skips
-	// CheckTakeover.
+	// Watermark is the lease of holders whose acquisitions were recorded
+	// without one (Op.Lease 0); 0 skips CheckTakeover for them.
 	Watermark time.Duration
 	// Timeout bounds porcupine's search on each name (default
 	// DefaultTimeout). A name whose search times out is listed in
@@ -79,6 +92,8 @@ type Readback struct {
 	Writes map[string]WrittenRow
 	// Rows are the mutex rows of run-once sections, by name.
 	Rows map[string]FinalRow
+	// Locks are the rows of the Locks, by name; nil skips CheckLeftHeld.
+	Locks map[string]FinalRow
 }
 
 // WrittenRow is one row a guarded write wrote.
@@ -92,6 +107,7 @@ type WrittenRow struct {
 type FinalRow struct {
 	State string
 	Token int64
+	Owner string
 }
 
 // Violation is one broken property, with the sub-history that shows it.
@@ -123,6 +139,13 @@ type Report struct {
 	RanTwice             int // run-once sections whose body started more than once (a retry, or a takeover)
 	Settled              int // operations of unknown outcome settled by the read-back
 	UnattributedRenewals int // renewals seen on the wire with no acquisition to attribute them to
+	GaveUp               int // Lock calls that returned ErrNotObtained
+	UnseenTakeovers      int // takeovers of a token no Lock call returned (handed to a caller that then gave up, or frozen)
+
+	// Liveness: the longest stall of each Lock name, and the bound
+	// CheckLiveness holds them to (see liveness.go).
+	Stalls     map[string]Stall
+	StallBound time.Duration
 }
 
 // OK reports whether no check found a violation.
@@ -151,6 +174,8 @@ func Check(ops []Op, cfg Config) *Report {
 			r.Takeovers++
 		case o.Kind == Write && o.Outcome == LeaseLost:
 			r.StaleWritesRefused++
+		case o.Kind == Acquire && o.Refusal == RefusedNotObtained:
+			r.GaveUp++
 		}
 	}
 	byName := map[string][]Op{}
@@ -162,13 +187,29 @@ func Check(ops []Op, cfg Config) *Report {
 	names := sortedKeys(byName)
 	r.Names = len(names)
 	bounds := latestEffects(ops)
+	r.StallBound = StallBound(longestLease(ops, cfg.Watermark))
+	end := historyEnd(ops)
 	for _, name := range names {
 		r.checkLinearizable(name, byName[name], bounds, cfg)
 		r.checkTimeline(name, byName[name], cfg)
 		r.countBeliefs(byName[name])
+		r.checkLockErrors(name, byName[name])
+		r.checkLiveness(name, byName[name], cfg, end)
+	}
+	if cfg.Readback != nil && cfg.Readback.Locks != nil {
+		r.checkLeftHeld(byName, cfg.Readback.Locks)
 	}
 	r.checkResources(ops)
 	return r
+}
+
+// declaredLease is the lease the holder of acquisition a declared, or
+// fallback if the history does not say.
+func declaredLease(a Op, fallback time.Duration) time.Duration {
+	if a.Lease > 0 {
+		return a.Lease
+	}
+	return fallback
 }
 
 func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
@@ -549,22 +590,27 @@ func (r *Report) checkTimeline(name string, ops []Op, cfg Config) {
 		}
 	}
 
-	// Takeovers only after the watermark, by Spanner's clock.
-	if cfg.Watermark > 0 {
-		for _, a := range acqs {
-			if !a.Takeover {
-				continue
-			}
-			i, ok := index[a.Token-1]
-			if !ok {
-				continue // the previous holder is not in the history
-			}
-			r.Checked[CheckTakeover]++
-			prev := acqs[i]
-			if silent := a.Commit.Sub(lastAlive[prev.Token]); silent < cfg.Watermark-clockTolerance {
-				r.violate(Violation{Check: CheckTakeover, Name: name, Ops: []Op{prev, a},
-					Message: fmt.Sprintf("token %d took over from token %d after %v of silence by commit timestamps, less than the watermark %v", a.Token, prev.Token, silent, cfg.Watermark)})
-			}
+	// Takeovers only after the lease the holder declared, by Spanner's
+	// clock: the taker's own watermark does not matter.
+	for _, a := range acqs {
+		if !a.Takeover {
+			continue
+		}
+		i, ok := index[a.Token-1]
+		if !ok {
+			r.UnseenTakeovers++ // the previous holder's Lock call returned no lease
+			continue
+		}
+		prev := acqs[i]
+		lease := declaredLease(prev, cfg.Watermark)
+		if lease <= 0 {
+			continue
+		}
+		r.Checked[CheckTakeover]++
+		if silent := a.Commit.Sub(lastAlive[prev.Token]); silent < lease-clockTolerance {
+			r.violate(Violation{Check: CheckTakeover, Name: name, Ops: []Op{prev, a},
+				Message: fmt.Sprintf("token %d (lease %v) took over from token %d after %v of silence by commit timestamps, less than the lease %v that token %d declared",
+					a.Token, declaredLease(a, cfg.Watermark), prev.Token, silent, lease, prev.Token)})
 		}
 	}
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"cloud.google.com/go/spanner"
 
@@ -33,6 +34,11 @@ type Client struct {
 	Spanner *spanner.Client // its own Spanner client, with Rec.RenewalObserver(ID, ...) installed
 	Rec     *Recorder
 	Writes  string // the table of guarded writes (see WritesDDL)
+	// Lease is the lease this client's Locks and Mutexes declare (their
+	// watermark), recorded with each of its acquisitions: the takeover
+	// and liveness checks judge a holder by its own declaration. 0 leaves
+	// it to Config.Watermark.
+	Lease time.Duration
 
 	seq atomic.Int64
 }
@@ -44,7 +50,7 @@ func (c *Client) Lock(ctx context.Context, l *spanmutex.Lock, try bool) (*spanmu
 	if try {
 		note = "TryLock"
 	}
-	call := c.Rec.Begin(Op{Client: c.ID, Kind: Acquire, Name: l.Name(), Note: note})
+	call := c.Rec.Begin(Op{Client: c.ID, Kind: Acquire, Name: l.Name(), Note: note, Try: try})
 	var (
 		lease *spanmutex.Lease
 		err   error
@@ -55,12 +61,32 @@ func (c *Client) Lock(ctx context.Context, l *spanmutex.Lock, try bool) (*spanmu
 		lease, err = l.Lock(ctx)
 	}
 	if err != nil {
-		call.End(Result{Outcome: NoEffect, Err: err})
+		call.End(Result{Outcome: NoEffect, Err: err, Refusal: classifyRefusal(err, try)})
 		return nil, err
 	}
-	call.End(Result{Outcome: OK, Token: lease.Token(), Takeover: lease.TookOver(), Commit: lease.AcquiredAt()})
+	call.End(Result{Outcome: OK, Token: lease.Token(), Takeover: lease.TookOver(), Commit: lease.AcquiredAt(),
+		Lease: c.Lease, HandedOff: lease.HandedOff()})
 	c.Rec.Event(Op{Client: c.ID, Kind: SectionStart, Name: l.Name(), Token: lease.Token()})
 	return lease, nil
+}
+
+// classifyRefusal says what the error of a Lock (or, if try, TryLock) call
+// that returned no lease matched. Lock's contract allows ErrNotObtained and
+// *ExhaustedError; TryLock's adds *HeldError.
+func classifyRefusal(err error, try bool) Refusal {
+	var (
+		exhausted *spanmutex.ExhaustedError
+		held      *spanmutex.HeldError
+	)
+	switch {
+	case errors.Is(err, spanmutex.ErrNotObtained):
+		return RefusedNotObtained
+	case errors.As(err, &exhausted):
+		return RefusedExhausted
+	case try && errors.As(err, &held):
+		return RefusedHeld
+	}
+	return RefusedUnexpected
 }
 
 // Unlock records the end of the holder's section, then calls l.Unlock and
@@ -99,7 +125,7 @@ func (c *Client) Run(ctx context.Context, m *spanmutex.Mutex, fn func(ctx contex
 	)
 	out, err := m.Run(ctx, func(ctx context.Context, lease *spanmutex.Lease) error {
 		held = lease
-		acquire.End(Result{Outcome: OK, Token: lease.Token(), Takeover: lease.TookOver(), Commit: lease.AcquiredAt()})
+		acquire.End(Result{Outcome: OK, Token: lease.Token(), Takeover: lease.TookOver(), Commit: lease.AcquiredAt(), Lease: c.Lease})
 		c.Rec.Event(Op{Client: c.ID, Kind: SectionStart, Name: name, RunOnce: true, Token: lease.Token()})
 		fnErr := fn(ctx, lease)
 		c.Rec.Event(Op{Client: c.ID, Kind: SectionEnd, Name: name, RunOnce: true, Token: lease.Token(), Note: lostNote(lease)})
@@ -165,9 +191,9 @@ func (c *Client) Write(ctx context.Context, lease *spanmutex.Lease, resource str
 
 // ReadBack reads, in one strong snapshot each, the writes table and the
 // mutex rows (in mutexTable, "" for the default) of the run-once sections
-// in ops. Call it after every client has stopped.
+// and the Locks in ops. Call it after every client has stopped.
 func ReadBack(ctx context.Context, client *spanner.Client, writesTable, mutexTable string, ops []Op) (*Readback, error) {
-	rb := &Readback{Writes: map[string]WrittenRow{}, Rows: map[string]FinalRow{}}
+	rb := &Readback{Writes: map[string]WrittenRow{}, Rows: map[string]FinalRow{}, Locks: map[string]FinalRow{}}
 	stmt := spanner.Statement{SQL: fmt.Sprintf("SELECT Writer, Resource, Token, CommittedAt FROM `%s`", writesTable)}
 	err := client.Single().Query(ctx, stmt).Do(func(r *spanner.Row) error {
 		var id spanner.NullString
@@ -181,10 +207,13 @@ func ReadBack(ctx context.Context, client *spanner.Client, writesTable, mutexTab
 	if err != nil {
 		return nil, fmt.Errorf("history: read %s: %w", writesTable, err)
 	}
-	runOnce := map[string]bool{}
+	runOnce, locks := map[string]bool{}, map[string]bool{}
 	for _, o := range ops {
-		if o.RunOnce {
+		switch {
+		case o.RunOnce:
 			runOnce[o.Name] = true
+		case o.Kind == Acquire:
+			locks[o.Name] = true
 		}
 	}
 	rows, err := spanmutex.Inspect(ctx, client, mutexTable, "")
@@ -192,8 +221,12 @@ func ReadBack(ctx context.Context, client *spanner.Client, writesTable, mutexTab
 		return nil, fmt.Errorf("history: read the mutex rows: %w", err)
 	}
 	for _, s := range rows {
-		if runOnce[s.Name] {
-			rb.Rows[s.Name] = FinalRow{State: string(s.State), Token: s.Token}
+		fr := FinalRow{State: string(s.State), Token: s.Token, Owner: s.Owner}
+		switch {
+		case runOnce[s.Name]:
+			rb.Rows[s.Name] = fr
+		case locks[s.Name]:
+			rb.Locks[s.Name] = fr
 		}
 	}
 	return rb, nil

@@ -70,9 +70,68 @@ func TestClientRecordsRun(t *testing.T) {
 	}
 	rb, err := history.ReadBack(ctx, a.Spanner, writesTable, "", ops)
 	require.NoError(t, err)
-	assert.Equal(t, history.FinalRow{State: "DONE", Token: 2}, rb.Rows["S"])
+	assert.Equal(t, history.FinalRow{State: "DONE", Token: 2, Owner: "B"}, rb.Rows["S"])
 	assert.Len(t, rb.Writes, 2)
 	rep := history.Check(ops, history.Config{Watermark: watermark, Readback: rb, VisualizeDir: t.TempDir()})
 	assert.True(t, rep.OK())
 	assert.Equal(t, 1, rep.RanTwice)
+}
+
+// Client records what Lock calls did: the lease each holder declared, a
+// Lock that gave up (ErrNotObtained) and a refused TryLock, with what their
+// errors matched; the read-back finds the lock free, and the history
+// checks clean.
+func TestClientRecordsLock(t *testing.T) {
+	needEmulator(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	db, err := emu.NewDatabase(ctx, history.WritesDDL(writesTable))
+	require.NoError(t, err)
+	rec := history.NewRecorder()
+	a, b := openClient(t, db, rec, "A", nil), openClient(t, db, rec, "B", nil)
+	a.Lease, b.Lease = watermark, 3*watermark
+	lock := func(c *history.Client) *spanmutex.Lock {
+		l, err := spanmutex.NewLock(c.Spanner, "L", spanmutex.WithOwner(c.ID), spanmutex.WithWatermark(c.Lease),
+			spanmutex.WithScope(spanmutex.NewScope()))
+		require.NoError(t, err)
+		return l
+	}
+	la, lb := lock(a), lock(b)
+	held, err := a.Lock(ctx, la, false)
+	require.NoError(t, err)
+	impatient, stop := context.WithTimeout(ctx, 30*time.Millisecond)
+	_, err = b.Lock(impatient, lb, false)
+	stop()
+	require.ErrorIs(t, err, spanmutex.ErrNotObtained)
+	_, err = b.Lock(ctx, lb, true)
+	require.ErrorIs(t, err, spanmutex.ErrHeld)
+	require.NoError(t, a.Unlock(ctx, la, held))
+	held, err = b.Lock(ctx, lb, false)
+	require.NoError(t, err)
+	require.NoError(t, b.Unlock(ctx, lb, held))
+
+	ops := rec.Ops()
+	var leases []time.Duration
+	var refusals []history.Refusal
+	for _, o := range ops {
+		if o.Kind != history.Acquire {
+			continue
+		}
+		if o.Outcome == history.OK {
+			leases = append(leases, o.Lease)
+		} else {
+			refusals = append(refusals, o.Refusal)
+		}
+	}
+	assert.Equal(t, []time.Duration{watermark, 3 * watermark}, leases)
+	assert.Equal(t, []history.Refusal{history.RefusedNotObtained, history.RefusedHeld}, refusals)
+	rb, err := history.ReadBack(ctx, a.Spanner, writesTable, "", ops)
+	require.NoError(t, err)
+	assert.Equal(t, history.FinalRow{State: "NEEDED", Token: 2, Owner: "B"}, rb.Locks["L"])
+	rep := history.Check(ops, history.Config{Watermark: watermark, Readback: rb, VisualizeDir: t.TempDir()})
+	assert.True(t, rep.OK())
+	assert.Equal(t, 1, rep.GaveUp)
+	assert.Equal(t, 2, rep.Checked[history.CheckLockErrors])
+	assert.Equal(t, 1, rep.Checked[history.CheckLeftHeld])
+	assert.Equal(t, history.StallBound(3*watermark), rep.StallBound)
 }

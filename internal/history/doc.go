@@ -32,10 +32,17 @@
 //   - direct checks on Spanner's commit timestamps alone: tokens increase
 //     in commit order; every guarded write and renewal of a holder
 //     committed between its acquisition and the next one; the tokens of a
-//     resource's writes never decrease in commit order; a takeover came a
-//     watermark after the previous holder's last sign of life;
+//     resource's writes never decrease in commit order; a takeover came
+//     the lease the previous holder declared (Op.Lease) after its last
+//     sign of life, whatever the taker's own watermark;
 //   - the history against the table read back after the run: what clients
-//     were told committed is there, what they were told was refused is not.
+//     were told committed is there, what they were told was refused is not,
+//     and no lock is left held by a token no Lock call returned;
+//   - Lock calls that returned no lease returned an error of Lock's
+//     contract (ErrNotObtained, *ExhaustedError, *HeldError from TryLock);
+//   - liveness: the longest stall of each lock, a stretch of the local
+//     clock during which it was free while a Lock call waited, reported,
+//     and a violation only past StallBound (liveness.go).
 //
 // A violation comes with the offending sub-history and, for the
 // linearizability check, porcupine's HTML visualization in a temporary

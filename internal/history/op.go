@@ -87,7 +87,37 @@ type Op struct {
 	// reading the table back after the run; the operation may have taken
 	// effect after it returned.
 	Settled bool `json:"settled,omitempty"`
+	// Lease is, for an acquisition, the lease its holder declared in the
+	// row (its watermark): no takeover may come before the holder has gone
+	// that long without a renewal, whatever the taker's own watermark.
+	// 0 in histories recorded without it: Config.Watermark stands in.
+	Lease time.Duration `json:"lease,omitempty"`
+	// HandedOff is, for a Lock acquisition, Lease.HandedOff: the previous
+	// holder's Unlock made this caller the holder, so the lock was never
+	// free in between.
+	HandedOff bool `json:"handed_off,omitempty"`
+	// Try marks a TryLock call, which never waits.
+	Try bool `json:"try,omitempty"`
+	// Refusal is, for a Lock or TryLock call that returned no lease, what
+	// its error matched.
+	Refusal Refusal `json:"refusal,omitempty"`
 }
+
+// Refusal is what the error of a Lock or TryLock call that returned no
+// lease matched.
+type Refusal string
+
+// The refusals. Every one but RefusedUnexpected is in Lock's contract.
+const (
+	// RefusedNotObtained: spanmutex.ErrNotObtained (its context ended).
+	RefusedNotObtained Refusal = "not-obtained"
+	// RefusedExhausted: a *spanmutex.ExhaustedError (Spanner kept failing).
+	RefusedExhausted Refusal = "exhausted"
+	// RefusedHeld: a *spanmutex.HeldError, from TryLock only.
+	RefusedHeld Refusal = "held"
+	// RefusedUnexpected: anything else; CheckLockErrors reports it.
+	RefusedUnexpected Refusal = "unexpected"
+)
 
 // String describes the operation on one line.
 func (o Op) String() string {
@@ -106,6 +136,12 @@ func (o Op) String() string {
 	if o.Takeover {
 		b.WriteString(" takeover")
 	}
+	if o.HandedOff {
+		b.WriteString(" handed-off")
+	}
+	if o.Lease > 0 {
+		fmt.Fprintf(&b, " lease=%v", o.Lease)
+	}
 	fmt.Fprintf(&b, " -> %s", o.Outcome)
 	if !o.Commit.IsZero() {
 		fmt.Fprintf(&b, " commit=%s", o.Commit.UTC().Format("15:04:05.000000"))
@@ -115,6 +151,9 @@ func (o Op) String() string {
 	}
 	if o.Note != "" {
 		fmt.Fprintf(&b, " (%s)", o.Note)
+	}
+	if o.Refusal != "" {
+		fmt.Fprintf(&b, " refusal=%s", o.Refusal)
 	}
 	if o.Err != "" {
 		fmt.Fprintf(&b, " err=%q", truncate(o.Err, 160))

@@ -48,6 +48,11 @@ type Result struct {
 	Commit   time.Time // the Spanner commit timestamp, if known
 	Err      error
 	Note     string
+	// Acquisitions: the lease the holder declared, Lease.HandedOff, and
+	// for a call that returned no lease, what its error matched.
+	Lease     time.Duration
+	HandedOff bool
+	Refusal   Refusal
 }
 
 // Begin records the invocation of o now, and returns the Call to end when
@@ -86,6 +91,13 @@ func (c *Call) End(res Result) {
 		}
 		if res.Note != "" {
 			o.Note = res.Note
+		}
+		if res.Lease > 0 {
+			o.Lease = res.Lease
+		}
+		o.HandedOff = o.HandedOff || res.HandedOff
+		if res.Refusal != "" {
+			o.Refusal = res.Refusal
 		}
 		r.done = append(r.done, *o)
 	})

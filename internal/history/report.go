@@ -46,8 +46,11 @@ var checkDescriptions = map[string]string{
 	CheckDisjoint:       "guarded writes and renewals, within their holder's interval",
 	CheckResourceTokens: "guarded writes, per resource in commit order",
 	CheckRunOnce:        "run-once sections",
-	CheckTakeover:       "takeovers, against the watermark",
+	CheckTakeover:       "takeovers, against the lease the previous holder declared",
 	CheckTable:          "operations, against the table read back",
+	CheckLockErrors:     "Lock calls that returned no lease, against Lock's contract",
+	CheckLeftHeld:       "locks, read back after the run",
+	CheckLiveness:       "free stretches of locks while a Lock call waited, against the stall bound",
 }
 
 // WriteChecks writes each check's verdict, what the run went through, and
@@ -74,6 +77,7 @@ func (r *Report) WriteChecks(w io.Writer) {
 	_ = tw.Flush()
 	fmt.Fprintf(w, "Seen, not violations: %d takeovers, %d stale guarded writes refused by Guard, %d times two holders believed they held a name at once, %d run-once sections started more than once (retries and takeovers), %d outcomes settled by read-back",
 		r.Takeovers, r.StaleWritesRefused, r.BeliefOverlaps, r.RanTwice, r.Settled)
+	fmt.Fprintf(w, ", %d Lock calls that gave up (ErrNotObtained), %d takeovers of a token no Lock call returned", r.GaveUp, r.UnseenTakeovers)
 	if r.UnattributedRenewals > 0 {
 		fmt.Fprintf(w, ", %d renewals not attributed", r.UnattributedRenewals)
 	}
@@ -97,10 +101,11 @@ func (r *Report) WriteViolations(w io.Writer) {
 	}
 }
 
-// Write writes the whole report: operations, checks, violations.
+// Write writes the whole report: operations, checks, liveness, violations.
 func (r *Report) Write(w io.Writer) {
 	r.WriteOperations(w)
 	r.WriteChecks(w)
+	r.WriteLiveness(w)
 	r.WriteViolations(w)
 }
 
