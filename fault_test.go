@@ -538,8 +538,8 @@ func TestFaultPausedHolderWritesAreRejected(t *testing.T) {
 
 // afterDroppedCommit returns two faultinject rules for a network blip: the
 // answer to the first Commit that writes table (column, if not "") is lost
-// with DEADLINE_EXCEEDED, and the next stream call (a query) made after it
-// fails with DEADLINE_EXCEEDED before it is sent. The query that would
+// with DEADLINE_EXCEEDED, and the next stream call (a query or key read) made after it
+// fails with DEADLINE_EXCEEDED before it is sent. The read (query or key read) that would
 // settle the lost answer so fails too.
 func afterDroppedCommit(table, column string) []faultinject.Rule {
 	var armed atomic.Bool
@@ -554,7 +554,7 @@ func afterDroppedCommit(table, column string) []faultinject.Rule {
 				armed.Store(true)
 				return true
 			}},
-		{Name: "next query fails", Methods: []string{"ExecuteStreamingSql"}, Action: faultinject.Fail, Probability: 1, Limit: 1,
+		{Name: "next read fails", Methods: []string{"ExecuteStreamingSql", "StreamingRead"}, Action: faultinject.Fail, Probability: 1, Limit: 1,
 			Codes: []codes.Code{codes.DeadlineExceeded},
 			Match: func(string, any) bool { return armed.Load() }},
 	}
@@ -654,7 +654,7 @@ func TestFaultTransientErrorOnFirstRead(t *testing.T) {
 		what := map[int]string{0: "schema check", 1: "first read of the row"}[skip]
 		t.Run(what, func(t *testing.T) {
 			db := freshDatabase(t)
-			in, err := faultinject.New(8, faultinject.Rule{Name: "query fails once", Methods: []string{"ExecuteStreamingSql"},
+			in, err := faultinject.New(8, faultinject.Rule{Name: "read fails once", Methods: []string{"ExecuteStreamingSql", "StreamingRead"},
 				Action: faultinject.Fail, Probability: 1, Skip: skip, Limit: 1, Codes: []codes.Code{codes.DeadlineExceeded}})
 			require.NoError(t, err)
 			c := faultyClients(t, db, in, 1)[0]
