@@ -45,7 +45,8 @@ Flags go before NAME or between NAME and "--".`,
        (stderr says which)
   N    COMMAND failed with exit status N (128+signal if a signal killed it;
        127 if it was not found, 126 if it could not be started); NAME is FAILED
-  75   gave up: NAME failed on its last allowed attempt (--max-attempts)
+  75   gave up: NAME failed on its last allowed attempt (--max-attempts);
+       'spanmutex reset NAME' re-arms it
   2    usage error
   1    any other error, stated on stderr; among them: interrupted while
        waiting (COMMAND did not run), and a lease lost while COMMAND ran

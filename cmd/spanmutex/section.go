@@ -72,7 +72,7 @@ func report(s streams, name string, c *child, outcome spanmutex.Outcome, err err
 	}
 	switch {
 	case errors.Is(err, spanmutex.ErrAttemptsExhausted):
-		fmt.Fprintf(s.stderr, "%s\nspanmutex: not running COMMAND again; reset the row or raise --max-attempts to retry\n", errorLine(err))
+		fmt.Fprintf(s.stderr, "%s\nspanmutex: not running COMMAND again; once its cause is fixed, re-arm it with 'spanmutex reset %s' (or raise --max-attempts)\n", errorLine(err), name)
 		return exitExhausted
 	case errors.Is(err, spanmutex.ErrNotObtained):
 		why := "stopped"
