@@ -100,6 +100,9 @@ func (m *Mutex) Stats() Stats {
 //   - Executed, nil: fn ran here, returned nil, and the row is DONE.
 //   - Executed, *SectionError: fn ran here and failed; the row is FAILED with
 //     its text and another contender may retry while attempts remain.
+//   - Executed, *InterruptedError: fn ran here and returned one (see
+//     Interrupt): it was stopped from outside, and the row was given back,
+//     NEEDED with the attempt not counted, for another contender to run.
 //   - Executed, *LeaseLostError: fn ran here and returned, but the row had
 //     been taken over meanwhile (its renewals did not reach Spanner for a
 //     watermark, or it was recorded abandoned).
@@ -414,6 +417,10 @@ func (m *Mutex) runHeld(ctx context.Context, lease *Lease, fn func(context.Conte
 	}()
 	runErr := fn(sctx, lease)
 	stopRenewing()
+	var interrupted *InterruptedError
+	if errors.As(runErr, &interrupted) {
+		return Executed, m.interrupted(ctx, lease, interrupted)
+	}
 	if runErr != nil {
 		secErr := &SectionError{Name: m.name, Token: lease.token, Err: runErr}
 		if err := m.finish(ctx, lease, StateFailed, runErr.Error()); err != nil {

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"os/signal"
 	"sync"
 	"syscall"
+	"time"
 )
 
 // forwardSignals routes SIGINT and SIGTERM to deliver until the returned stop
@@ -42,6 +44,21 @@ func (c *child) deliver(sig os.Signal) {
 	defer c.mu.Unlock()
 	if c.proc != nil {
 		_ = c.proc.Signal(sig) // fails only if COMMAND has already exited
+		if c.forwarded == nil {
+			c.forwarded = sig
+			if c.grace > 0 {
+				proc := c.proc
+				c.killer = time.AfterFunc(c.grace, func() {
+					c.mu.Lock()
+					defer c.mu.Unlock()
+					if c.proc == proc {
+						c.killed = true
+						fmt.Fprintf(c.s.stderr, "spanmutex: COMMAND did not exit within the %v grace after %s; sending it SIGKILL\n", c.grace, signalName(sig))
+						_ = proc.Kill()
+					}
+				})
+			}
+		}
 		return
 	}
 	if c.interrupt == nil {
