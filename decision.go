@@ -16,6 +16,9 @@ type row struct {
 	RenewedAt  time.Time
 	FinishedAt time.Time
 	UpdatedAt  time.Time
+	// Version is the version that last started the row ("" if NULL, or not
+	// read because the Mutex has no version).
+	Version string
 	// Now is Spanner's CURRENT_TIMESTAMP() read with the row: in the same
 	// read-write transaction when deciding, or the same snapshot when peeking.
 	Now time.Time
@@ -27,6 +30,7 @@ type policy struct {
 	staleness   time.Duration // 0: DONE and FAILED never go stale
 	jitter      time.Duration // this contender's extra wait past the watermark
 	maxAttempts int64
+	version     string // "": versions are not compared
 }
 
 // action is what a contender should do with a row.
@@ -89,6 +93,9 @@ func decide(r row, p policy) decision {
 	if !r.Exists {
 		return decision{action: actAcquire, fresh: true}
 	}
+	if p.version != "" && r.Version != p.version {
+		return decideOtherVersion(r, p)
+	}
 	switch r.State {
 	case StateNeeded:
 		// Written when an acquisition is given back unused: the attempt it
@@ -121,4 +128,16 @@ func decide(r row, p policy) decision {
 	// An unknown state was written by something other than spanmutex; touch
 	// nothing and let the caller report it.
 	return decision{action: actExhausted}
+}
+
+// decideOtherVersion decides on a row last started at another version than
+// ours: it is a new generation, with fresh attempts, once nobody runs it.
+func decideOtherVersion(r row, p policy) decision {
+	if r.State == StateStarted {
+		if remaining := takeoverAfter(p.watermark, p.jitter) - silentFor(r); remaining > 0 {
+			return decision{action: actWait, wait: remaining}
+		}
+		return decision{action: actTakeOver, fresh: true}
+	}
+	return decision{action: actAcquire, fresh: true}
 }

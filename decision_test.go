@@ -15,6 +15,8 @@ func TestDecide(t *testing.T) {
 	pol := policy{watermark: time.Minute, jitter: 10 * time.Second, maxAttempts: 3}
 	stale := pol
 	stale.staleness = time.Hour
+	v2 := pol
+	v2.version = "v2"
 
 	tests := []struct {
 		name string
@@ -41,6 +43,15 @@ func TestDecide(t *testing.T) {
 		{"FAILED on the last attempt: exhausted", row{Exists: true, State: StateFailed, Attempts: 3, FinishedAt: ago(time.Second), Now: now}, pol, decision{action: actExhausted}},
 		{"FAILED exhausted but stale: acquire fresh", row{Exists: true, State: StateFailed, Attempts: 3, FinishedAt: ago(2 * time.Hour), Now: now}, stale, decision{action: actAcquire, fresh: true}},
 		{"FAILED past staleness, no FinishedAt: not stale", row{Exists: true, State: StateFailed, Attempts: 3, Now: now}, stale, decision{action: actExhausted}},
+		{"version: DONE at the same version: done", row{Exists: true, State: StateDone, Attempts: 1, Version: "v2", Now: now}, v2, decision{action: actDone}},
+		{"version: DONE at another version: acquire fresh", row{Exists: true, State: StateDone, Attempts: 1, Version: "v1", Now: now}, v2, decision{action: actAcquire, fresh: true}},
+		{"version: DONE at no version: acquire fresh", row{Exists: true, State: StateDone, Attempts: 1, Now: now}, v2, decision{action: actAcquire, fresh: true}},
+		{"version: FAILED exhausted at another version: acquire fresh", row{Exists: true, State: StateFailed, Attempts: 3, Version: "v1", Now: now}, v2, decision{action: actAcquire, fresh: true}},
+		{"version: FAILED exhausted at the same version: exhausted", row{Exists: true, State: StateFailed, Attempts: 3, Version: "v2", Now: now}, v2, decision{action: actExhausted}},
+		{"version: NEEDED exhausted at another version: acquire fresh", row{Exists: true, State: StateNeeded, Attempts: 3, Version: "v1", Now: now}, v2, decision{action: actAcquire, fresh: true}},
+		{"version: STARTED live at another version: wait", row{Exists: true, State: StateStarted, Attempts: 3, Version: "v1", RenewedAt: ago(30 * time.Second), Now: now}, v2, decision{action: actWait, wait: 40 * time.Second}},
+		{"version: STARTED silent at another version, last attempt: take over fresh", row{Exists: true, State: StateStarted, Attempts: 3, Version: "v1", RenewedAt: ago(time.Hour), Now: now}, v2, decision{action: actTakeOver, fresh: true}},
+		{"no version asked: a row's version is ignored", row{Exists: true, State: StateDone, Attempts: 1, Version: "v1", Now: now}, pol, decision{action: actDone}},
 		{"unknown state: never acquire", row{Exists: true, State: "WEIRD", Now: now}, pol, decision{action: actExhausted}},
 	}
 	for _, tt := range tests {

@@ -35,7 +35,9 @@ func New(client *spanner.Client, name string, opts ...Option) (*Mutex, error) {
 	if err != nil {
 		return nil, err
 	}
-	m.store = newSpannerStore(client, m.cfg.table)
+	st := newSpannerStore(client, m.cfg.table)
+	st.versioned = m.cfg.version != ""
+	m.store = st
 	return m, nil
 }
 
@@ -178,6 +180,7 @@ func (m *Mutex) obtain(ctx context.Context) (*Lease, Outcome, error) {
 		staleness:   m.cfg.staleness,
 		jitter:      drawJitter(m.cfg.watermark, m.cfg.jitter),
 		maxAttempts: int64(m.cfg.maxAttempts),
+		version:     m.cfg.version,
 	}
 	bo := m.cfg.newBackOff()
 	// unresolved holds the ids of acquisitions whose commit outcome is

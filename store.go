@@ -50,6 +50,9 @@ type spannerStore struct {
 	client *spanner.Client
 	table  string
 	stats  *storeStats
+	// versioned: the Mutex has a version, so rows are read and written with
+	// the Version column, which the table must then have.
+	versioned bool
 	// reached turns true on the first Spanner call that succeeds; until then
 	// errors say that Spanner may be unreachable.
 	reached atomic.Bool
@@ -75,8 +78,12 @@ var rowColumns = []string{"State", "Owner", "LeaseID", "Token", "Attempts", "Las
 // readSQL reads the row and CURRENT_TIMESTAMP() in one statement. The LEFT
 // JOIN on a one-row UNNEST returns Spanner's clock even when the row is absent.
 func (s *spannerStore) readSQL() string {
+	cols := rowSelectList()
+	if s.versioned {
+		cols += ", m.Version"
+	}
 	return fmt.Sprintf("SELECT CURRENT_TIMESTAMP(), m.Name IS NOT NULL, %s FROM UNNEST([1]) AS one LEFT JOIN `%s` AS m ON m.Name = @name",
-		rowSelectList(), s.table)
+		cols, s.table)
 }
 
 // rowSelectList is rowColumns of the table aliased m, for a SELECT list.
@@ -99,7 +106,13 @@ func (s *spannerStore) queryRow(ctx context.Context, q querier, name string) (ro
 	if err != nil {
 		return row{}, err
 	}
-	out, err := decodeRow(r)
+	var version spanner.NullString
+	var extra []any
+	if s.versioned {
+		extra = append(extra, &version)
+	}
+	out, err := decodeRow(r, extra...)
+	out.Version = version.StringVal
 	if err != nil {
 		return row{}, fmt.Errorf("spanmutex: decode row %q of %s: %w", name, s.table, err)
 	}
@@ -174,6 +187,10 @@ func (s *spannerStore) acquire(ctx context.Context, name string, p policy, c cla
 			cols := []string{"Name", "State", "Owner", "LeaseID", "Token", "Attempts", "StartedAt", "RenewedAt", "FinishedAt", "UpdatedAt"}
 			vals := []any{name, string(StateStarted), c.owner, c.leaseID, lease.token, attempts,
 				spanner.CommitTimestamp, spanner.CommitTimestamp, nil, spanner.CommitTimestamp}
+			if s.versioned && p.version != "" {
+				cols = append(cols, "Version")
+				vals = append(vals, p.version)
+			}
 			if !r.Exists {
 				cols = append(cols, "CreatedAt")
 				vals = append(vals, spanner.CommitTimestamp)
@@ -346,8 +363,14 @@ func (s *spannerStore) checkSchema(ctx context.Context) error {
 		return &SchemaError{Table: s.table, Problem: "does not exist in database " + s.client.DatabaseName()}
 	}
 	var missing []string
+	added := ddl.AddedMutexColumns()
 	for name, typ := range ddl.MutexColumns() {
-		if got, ok := have[name]; !ok {
+		if _, ok := have[name]; !ok && added[name] != "" && !(name == "Version" && s.versioned) {
+			continue // added after the first release, and not used here
+		}
+		if got, ok := have[name]; !ok && added[name] != "" {
+			missing = append(missing, name+" "+typ+" missing (spanmutex ddl --alter --table "+s.table+" prints the ALTER TABLE that adds it)")
+		} else if !ok {
 			missing = append(missing, name+" "+typ+" missing")
 		} else if got != typ {
 			missing = append(missing, fmt.Sprintf("%s is %s, want %s", name, got, typ))

@@ -10,6 +10,7 @@ import (
 	_ "embed"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -135,7 +136,39 @@ func MutexColumns() map[string]string {
 		"RenewedAt":  "TIMESTAMP",
 		"FinishedAt": "TIMESTAMP",
 		"UpdatedAt":  "TIMESTAMP",
+		"Version":    "STRING(256)",
 	}
+}
+
+// AddedMutexColumns returns the columns of MutexColumns that were added
+// after the mutex table's first release, with their types. They are
+// nullable: a table created before lacks them and keeps working, except for
+// the features that need them (Version: spanmutex.WithVersion); MutexAlter
+// returns the statements that add them.
+func AddedMutexColumns() map[string]string {
+	return map[string]string{
+		"Version": "STRING(256)",
+	}
+}
+
+// MutexAlter returns the ALTER TABLE statements that add AddedMutexColumns
+// to an existing mutex table named table, in a stable order. Apply only
+// those whose column the table lacks: Spanner rejects adding a column twice.
+func MutexAlter(table string) ([]string, error) {
+	if err := ValidateTableName(table); err != nil {
+		return nil, err
+	}
+	added := AddedMutexColumns()
+	names := make([]string, 0, len(added))
+	for name := range added {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	out := make([]string, len(names))
+	for i, name := range names {
+		out[i] = fmt.Sprintf("ALTER TABLE %s ADD COLUMN %s %s", table, name, added[name])
+	}
+	return out, nil
 }
 
 // DefaultRequestsTable is the table of package queue when none is configured.

@@ -11,20 +11,26 @@ import (
 
 // ddlHelp is the help of "spanmutex ddl".
 var ddlHelp = helpText{
-	usage: "spanmutex ddl [--table TABLE] [--requests TABLE] [--change-stream NAME --watch T1,T2]",
+	usage: "spanmutex ddl [--table TABLE] [--requests TABLE] [--change-stream NAME --watch T1,T2]\n       spanmutex ddl --alter [--table TABLE]",
 	about: `Prints the schema spanmutex needs, with comments that explain each column:
 the mutex table (run-once sections and reusable locks), its waiters' queue
 (TABLE followed by "Queue") and the fence table (Fences). With --requests,
 also the request queue of package queue and its indexes. With
 --change-stream, also the change stream over the --watch tables and the
 checkpoint table (CaptureCheckpoints) of package queue's capture.
-Statements end with ";". Apply them with your migration tool, or with gcloud.`,
+Statements end with ";". Apply them with your migration tool, or with gcloud.
+
+With --alter, prints instead the ALTER TABLE statements that add to a mutex
+table created by an earlier release the nullable columns added since
+(Version, used by 'run --version' and spanmutex.WithVersion). Apply the ones
+whose column the table lacks; without them, everything else keeps working.`,
 	after: `Examples:
   spanmutex ddl
   spanmutex ddl --table JobLocks > mutexes.sql
   spanmutex ddl --requests Requests
   spanmutex ddl --requests Requests --change-stream OrdersStream --watch Orders,OrderItems
-  spanmutex ddl | gcloud spanner databases ddl update DATABASE --instance=INSTANCE --ddl-file=/dev/stdin`,
+  spanmutex ddl | gcloud spanner databases ddl update DATABASE --instance=INSTANCE --ddl-file=/dev/stdin
+  spanmutex ddl --alter | gcloud spanner databases ddl update DATABASE --instance=INSTANCE --ddl-file=/dev/stdin`,
 }
 
 // cmdDDL is "spanmutex ddl [--table TABLE]".
@@ -34,6 +40,7 @@ func cmdDDL(_ context.Context, s streams, args []string) int {
 	requests := fs.String("requests", "", "also print the request queue (package queue) under this table name, e.g. "+ddl.DefaultRequestsTable)
 	stream := fs.String("change-stream", "", "also print this change stream over the --watch tables, and the capture's checkpoint table")
 	watch := fs.String("watch", "", "comma-separated tables the --change-stream watches")
+	alter := fs.Bool("alter", false, "print only the ALTER TABLE statements that add the columns added since the first release to an existing mutex table")
 	positional, code, done := parseFlags(s, "ddl", fs, ddlHelp, args)
 	if done {
 		return code
@@ -46,6 +53,19 @@ func cmdDDL(_ context.Context, s streams, args []string) int {
 	}
 	if (*stream == "") != (*watch == "") {
 		return reportUsage(s, &usageError{cmd: "ddl", msg: "--change-stream and --watch go together: name the stream and the tables it watches"})
+	}
+	if *alter {
+		if *requests != "" || *stream != "" {
+			return reportUsage(s, &usageError{cmd: "ddl", msg: "--alter prints only the mutex table's ALTER statements: leave out --requests and --change-stream"})
+		}
+		stmts, err := ddl.MutexAlter(*table)
+		if err != nil {
+			return reportError(s, err, exitError)
+		}
+		for _, stmt := range stmts {
+			fmt.Fprintln(s.stdout, stmt+";")
+		}
+		return exitOK
 	}
 	stmts, err := ddl.Schema(*table, ddl.DefaultFenceTable)
 	if err != nil {

@@ -65,6 +65,7 @@ Environment:
 Examples:
   spanmutex run migrate-v42 -- ./migrate --to 42
   spanmutex run --watermark 30m --max-attempts 5 backfill-2024 -- ./backfill.sh
+  spanmutex run --version "$RELEASE" migrate -- ./migrate up     # once per release
   SPANMUTEX_DATABASE=projects/my-project/instances/my-instance/databases/my-db spanmutex run seed -- make seed`,
 }
 
@@ -86,6 +87,7 @@ type runOptions struct {
 	staleness   time.Duration
 	maxAttempts int
 	grace       time.Duration
+	version     string
 	verbose     bool
 }
 
@@ -104,6 +106,8 @@ func runFlags() (*flag.FlagSet, *runOptions) {
 		"give up (exit 75) once NAME has been started this many times without success")
 	fs.DurationVar(&o.grace, "grace", defaultGrace,
 		"after forwarding SIGINT or SIGTERM to COMMAND, wait this long for it to exit, then kill it (SIGKILL) and give NAME back; 0: wait for ever")
+	fs.StringVar(&o.version, "version", "",
+		"run NAME once per version (a release): a row DONE at another version runs again, with fresh attempts; the same version stays DONE")
 	fs.BoolVar(&o.verbose, "verbose", false, "log the mutex's decisions to stderr")
 	return fs, o
 }
@@ -185,6 +189,11 @@ func (o *runOptions) validate() error {
 			return usagef("run", "--owner: %v", err)
 		}
 	}
+	if o.version != "" {
+		if err := validateOwner(o.version); err != nil {
+			return usagef("run", "--version: %v", err)
+		}
+	}
 	return nil
 }
 
@@ -214,6 +223,9 @@ func (o *runOptions) mutexOptions(s streams) []spanmutex.Option {
 	}
 	if o.owner != "" {
 		opts = append(opts, spanmutex.WithOwner(o.owner))
+	}
+	if o.version != "" {
+		opts = append(opts, spanmutex.WithVersion(o.version))
 	}
 	if o.verbose {
 		opts = append(opts, spanmutex.WithLogger(slog.New(slog.NewTextHandler(s.stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))))
