@@ -116,6 +116,11 @@ func (c *child) terminateOnCancel(ctx context.Context, proc *os.Process) (stop f
 		case <-ctx.Done():
 			cause = context.Cause(ctx)
 			_ = proc.Signal(syscall.SIGTERM)
+			c.mu.Lock()
+			if c.proc == proc {
+				c.armKiller("SIGTERM")
+			}
+			c.mu.Unlock()
 		case <-done:
 		}
 	}()
