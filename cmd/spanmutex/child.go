@@ -68,8 +68,17 @@ func (c *child) ended(err error) error {
 	if c.killed {
 		how = fmt.Sprintf("was killed (SIGKILL) after the %v grace", c.grace)
 	}
-	return spanmutex.Interrupt(fmt.Sprintf("%s was sent to spanmutex run (owner %s, pid %d) while COMMAND ran; it was forwarded to COMMAND, which %s",
-		signalName(c.forwarded), c.lease.Owner(), os.Getpid(), how), err)
+	return spanmutex.Interrupt(fmt.Sprintf("%s was sent to spanmutex run (%s) while COMMAND ran; it was forwarded to COMMAND, which %s",
+		signalName(c.forwarded), whoRuns(c.lease), how), err)
+}
+
+// whoRuns names this process, and the owner of lease if there is one, for
+// the reason an interruption records.
+func whoRuns(lease *spanmutex.Lease) string {
+	if lease == nil {
+		return fmt.Sprintf("pid %d", os.Getpid())
+	}
+	return fmt.Sprintf("owner %s, pid %d", lease.Owner(), os.Getpid())
 }
 
 // start starts COMMAND under the lock, so that a signal is either seen here
@@ -79,8 +88,8 @@ func (c *child) start(ctx context.Context, lease *spanmutex.Lease) (*exec.Cmd, e
 	defer c.mu.Unlock()
 	c.lease = lease
 	if c.interrupt != nil {
-		return nil, spanmutex.Interrupt(fmt.Sprintf("%s was sent to spanmutex run (owner %s, pid %d) before COMMAND started",
-			signalName(c.interrupt), lease.Owner(), os.Getpid()), nil)
+		return nil, spanmutex.Interrupt(fmt.Sprintf("%s was sent to spanmutex run (%s) before COMMAND started",
+			signalName(c.interrupt), whoRuns(lease)), nil)
 	}
 	if ctx.Err() != nil {
 		return nil, fmt.Errorf("interrupted before COMMAND started: %w", context.Cause(ctx))

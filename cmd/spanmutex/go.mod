@@ -14,8 +14,10 @@ replace (
 
 require (
 	cloud.google.com/go/spanner v1.84.1
+	github.com/golang-migrate/migrate/v4 v4.19.0
 	github.com/google/uuid v1.6.0
 	github.com/spanmutex/spanmutex v0.0.0
+	github.com/spanmutex/spanmutex/migrations v0.0.0-00010101000000-000000000000
 	google.golang.org/api v0.244.0
 	google.golang.org/grpc v1.74.2
 )
@@ -45,6 +47,8 @@ require (
 	github.com/google/s2a-go v0.1.9 // indirect
 	github.com/googleapis/enterprise-certificate-proxy v0.3.6 // indirect
 	github.com/googleapis/gax-go/v2 v2.15.0 // indirect
+	github.com/hashicorp/errwrap v1.1.0 // indirect
+	github.com/hashicorp/go-multierror v1.1.1 // indirect
 	github.com/planetscale/vtprotobuf v0.6.1-0.20240319094008-0393e58bdf10 // indirect
 	github.com/spiffe/go-spiffe/v2 v2.5.0 // indirect
 	github.com/zeebo/errs v1.4.0 // indirect
