@@ -167,11 +167,11 @@ func demoStopped(ctx context.Context, err error) error {
 type demo struct {
 	out        *console
 	opts       *demoOptions
-	suffix     string            // makes this run's mutex names unique
+	suffix     string             // makes this run's mutex names unique
 	emu        *emulator.Emulator // the embedded emulator; nil with --database
 	clients    []*spanner.Client  // one per simulated instance
-	partitions []*partition      // one per client, to simulate a crash
-	checks     int               // how many checks passed
+	partitions []*partition       // one per client, to simulate a crash
+	checks     int                // how many checks passed
 }
 
 // run plays both scenarios and reports whether every check held.
