@@ -43,7 +43,10 @@
 // name. (For a command that is not a migration tool and must run once per
 // release, see spanmutex.WithVersion.)
 //
-// goose: not supported. goose's lock.SessionLocker takes a *sql.Conn and
-// goose needs a database/sql dialect; it has none for Spanner, so a goose
-// locker would need go-sql-spanner and a custom goose Store as well.
+// goose: not supported. Its lockers (lock.SessionLocker on a *sql.Conn,
+// lock.Locker on a *sql.DB) could wrap a spanmutex Lock and ignore the
+// connection, but goose reaches Spanner only through database/sql
+// (go-sql-spanner) with a Spanner dialect or a custom store, which this
+// module does not take on: which goose and go-sql-spanner releases work with
+// the Spanner client pinned here was not checked.
 package migrations
