@@ -20,7 +20,15 @@ import (
 var emu *emulator.Emulator
 
 func TestMain(m *testing.M) {
-	os.Exit(emulator.RunTests(m, func(e *emulator.Emulator) { emu = e }))
+	os.Exit(emulator.RunTests(m, func(e *emulator.Emulator) {
+		emu = e
+		// The testable examples call emulator.Start as a user would; this
+		// makes them attach to the emulator already running, with a fresh
+		// database each, and migrations.Up's admin client find it.
+		if os.Getenv(emulator.HostEnv) == "" {
+			os.Setenv(emulator.HostEnv, e.Host())
+		}
+	}))
 }
 
 // needEmulator skips the test under -short.

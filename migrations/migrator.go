@@ -164,6 +164,10 @@ func (m *Migrator) Up(ctx context.Context) (res Result, err error) {
 		mg.GracefulStop <- true
 		err = <-done
 	}
+	if stopped == nil && mctx.Err() != nil {
+		// golang-migrate returned first, failing because mctx ended.
+		stopped = context.Cause(mctx)
+	}
 
 	d.mu.Lock()
 	res.Applied, res.DDLRetries = append([]int(nil), d.applied...), d.retries
