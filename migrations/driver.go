@@ -53,6 +53,10 @@ type lockedDriver struct {
 
 var _ database.Driver = (*lockedDriver)(nil)
 
+// cleanMarkTimeout bounds the write of a migration's clean mark once Up's
+// ctx has ended.
+const cleanMarkTimeout = 30 * time.Second
+
 // Open is not supported: open migrations through New and Up, which hold the
 // lock while golang-migrate's driver opens.
 func (d *lockedDriver) Open(string) (database.Driver, error) {
@@ -76,9 +80,18 @@ func (d *lockedDriver) Version() (int, bool, error) { return d.upstream.Version(
 func (d *lockedDriver) Drop() error { return d.upstream.Drop() }
 
 // SetVersion writes the version table as golang-migrate's spanner driver
-// does (one row), in a read-write transaction fenced on the lease.
+// does (one row), in a read-write transaction fenced on the lease. The
+// clean mark after a migration is written even if Up's ctx has ended (within
+// cleanMarkTimeout): the migration is applied, and leaving it marked dirty
+// would stop every later Up for nothing. A lost lease still stops it.
 func (d *lockedDriver) SetVersion(version int, dirty bool) error {
-	if err := d.setVersion(d.ctx, version, dirty); err != nil {
+	ctx := d.ctx
+	if !dirty {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(d.ctx), cleanMarkTimeout)
+		defer cancel()
+	}
+	if err := d.setVersion(ctx, version, dirty); err != nil {
 		return err
 	}
 	d.mu.Lock()
