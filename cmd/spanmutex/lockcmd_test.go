@@ -97,3 +97,33 @@ func TestLockLostStopsCommand(t *testing.T) {
 		t.Errorf("the second COMMAND wrote %q; want \"ran 2\"", lines)
 	}
 }
+
+// TestLockForwardsSignals sends SIGTERM to "spanmutex lock" while COMMAND
+// runs: COMMAND gets it, lock exits with COMMAND's status, and the lock is
+// released: the next "lock" gets it at once.
+func TestLockForwardsSignals(t *testing.T) {
+	needEmulator(t)
+	t.Parallel()
+	db, name, dir := newDatabase(t), uniqueName(t), t.TempDir()
+	ready, got := filepath.Join(dir, "READY"), filepath.Join(dir, "got")
+	p := startProcess(t, []string{"READY=" + ready, "FILE=" + got}, "lock", "--database", db, name, "--", "sh", "-c",
+		`trap 'echo got-term >> "$FILE"; exit 3' TERM; touch "$READY"; while :; do sleep 0.1; done`)
+	waitForFile(t, p, ready, 30*time.Second)
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.wait(t, 30*time.Second); code != 3 {
+		t.Fatalf("exit %d, want COMMAND's 3; stderr:\n%s", code, p.stderr.String())
+	}
+	if lines := readLines(t, got); len(lines) != 1 || lines[0] != "got-term" {
+		t.Errorf("COMMAND wrote %q; want \"got-term\"", lines)
+	}
+	began := time.Now()
+	next := startProcess(t, nil, "lock", "--database", db, name, "--", "true")
+	if code := next.wait(t, 30*time.Second); code != 0 {
+		t.Fatalf("next lock: exit %d; stderr:\n%s", code, next.stderr.String())
+	}
+	if took := time.Since(began); took > 10*time.Second {
+		t.Errorf("the next lock took %v: the interrupted one was not released", took)
+	}
+}
