@@ -53,6 +53,8 @@ type spannerStore struct {
 	// versioned: the Mutex has a version, so rows are read and written with
 	// the Version column, which the table must then have.
 	versioned bool
+	// hasVersion: checkSchema found the Version column.
+	hasVersion atomic.Bool
 	// reached turns true on the first Spanner call that succeeds; until then
 	// errors say that Spanner may be unreachable.
 	reached atomic.Bool
@@ -362,6 +364,7 @@ func (s *spannerStore) checkSchema(ctx context.Context) error {
 	if len(have) == 0 {
 		return &SchemaError{Table: s.table, Problem: "does not exist in database " + s.client.DatabaseName()}
 	}
+	s.hasVersion.Store(have["Version"] != "")
 	var missing []string
 	added := ddl.AddedMutexColumns()
 	for name, typ := range ddl.MutexColumns() {

@@ -32,8 +32,12 @@ func TestRunVersionReArms(t *testing.T) {
 	if lines := readLines(t, file); strings.Join(lines, ",") != "1,2" {
 		t.Errorf("COMMAND wrote tokens %q; want 1 then 2, once per version", lines)
 	}
-	if r := inspect(t, db, name); r.State != spanmutex.StateDone || r.Attempts != 1 {
-		t.Errorf("row is %s after %d attempts; want DONE after 1", r.State, r.Attempts)
+	if r := inspect(t, db, name); r.State != spanmutex.StateDone || r.Attempts != 1 || r.Version != "release-2" {
+		t.Errorf("row is %s after %d attempts at version %q; want DONE after 1 at release-2", r.State, r.Attempts, r.Version)
+	}
+	p := startProcess(t, nil, "status", "--database", db, name)
+	if code := p.wait(t, 30*time.Second); code != 0 || !strings.Contains(p.stdout.String(), "VERSION") || !strings.Contains(p.stdout.String(), "release-2") {
+		t.Errorf("status: exit %d; stdout does not show the version:\n%s", code, p.stdout.String())
 	}
 }
 
