@@ -19,6 +19,9 @@ type row struct {
 	// Lease is the lease the holder declared (LeaseMicros), 0 if the row
 	// has none.
 	Lease time.Duration
+	// Version is the version that last started the row ("" if NULL, or not
+	// read because the Mutex has no version).
+	Version string
 	// Now is Spanner's CURRENT_TIMESTAMP() read with the row: in the same
 	// read-write transaction when deciding, or the same snapshot when peeking.
 	Now time.Time
@@ -34,6 +37,7 @@ type policy struct {
 	// takeover, as a fraction of that lease, drawn per call.
 	jitter      float64
 	maxAttempts int64
+	version     string // "": versions are not compared
 }
 
 // action is what a contender should do with a row.
@@ -96,6 +100,9 @@ func decide(r row, p policy) decision {
 	if !r.Exists {
 		return decision{action: actAcquire, fresh: true}
 	}
+	if p.version != "" && r.Version != p.version {
+		return decideOtherVersion(r, p)
+	}
 	switch r.State {
 	case StateNeeded:
 		// Written when an acquisition is given back unused: the attempt it
@@ -128,4 +135,16 @@ func decide(r row, p policy) decision {
 	// An unknown state was written by something other than spanmutex; touch
 	// nothing and let the caller report it.
 	return decision{action: actExhausted}
+}
+
+// decideOtherVersion decides on a row last started at another version than
+// ours: it is a new generation, with fresh attempts, once nobody runs it.
+func decideOtherVersion(r row, p policy) decision {
+	if r.State == StateStarted {
+		if remaining := p.takeoverAfter(r) - silentFor(r); remaining > 0 {
+			return decision{action: actWait, wait: remaining}
+		}
+		return decision{action: actTakeOver, fresh: true}
+	}
+	return decision{action: actAcquire, fresh: true}
 }

@@ -15,6 +15,8 @@ func TestDecide(t *testing.T) {
 	pol := policy{watermark: time.Minute, jitter: 1.0 / 6, maxAttempts: 3}
 	stale := pol
 	stale.staleness = time.Hour
+	v2 := pol
+	v2.version = "v2"
 
 	tests := []struct {
 		name string
@@ -44,6 +46,15 @@ func TestDecide(t *testing.T) {
 		{"STARTED, holder declared 10 s, silent 11 s: wait for our jitter's share of its lease", row{Exists: true, State: StateStarted, Attempts: 1, Lease: 10 * time.Second, RenewedAt: ago(11 * time.Second), Now: now}, pol, decision{action: actWait, wait: 10*time.Second + 10*time.Second/6 - 11*time.Second}},
 		{"STARTED, holder declared 10 s, silent 12 s: take over, whatever our watermark", row{Exists: true, State: StateStarted, Attempts: 1, Lease: 10 * time.Second, RenewedAt: ago(12 * time.Second), Now: now}, pol, decision{action: actTakeOver}},
 		{"STARTED, holder declared 1 h, silent 2 min: wait out its lease, not our watermark", row{Exists: true, State: StateStarted, Attempts: 1, Lease: time.Hour, RenewedAt: ago(2 * time.Minute), Now: now}, pol, decision{action: actWait, wait: time.Hour + 10*time.Minute - 2*time.Minute}},
+		{"version: DONE at the same version: done", row{Exists: true, State: StateDone, Attempts: 1, Version: "v2", Now: now}, v2, decision{action: actDone}},
+		{"version: DONE at another version: acquire fresh", row{Exists: true, State: StateDone, Attempts: 1, Version: "v1", Now: now}, v2, decision{action: actAcquire, fresh: true}},
+		{"version: DONE at no version: acquire fresh", row{Exists: true, State: StateDone, Attempts: 1, Now: now}, v2, decision{action: actAcquire, fresh: true}},
+		{"version: FAILED exhausted at another version: acquire fresh", row{Exists: true, State: StateFailed, Attempts: 3, Version: "v1", Now: now}, v2, decision{action: actAcquire, fresh: true}},
+		{"version: FAILED exhausted at the same version: exhausted", row{Exists: true, State: StateFailed, Attempts: 3, Version: "v2", Now: now}, v2, decision{action: actExhausted}},
+		{"version: NEEDED exhausted at another version: acquire fresh", row{Exists: true, State: StateNeeded, Attempts: 3, Version: "v1", Now: now}, v2, decision{action: actAcquire, fresh: true}},
+		{"version: STARTED live at another version: wait", row{Exists: true, State: StateStarted, Attempts: 3, Version: "v1", RenewedAt: ago(30 * time.Second), Now: now}, v2, decision{action: actWait, wait: 40 * time.Second}},
+		{"version: STARTED silent at another version, last attempt: take over fresh", row{Exists: true, State: StateStarted, Attempts: 3, Version: "v1", RenewedAt: ago(time.Hour), Now: now}, v2, decision{action: actTakeOver, fresh: true}},
+		{"no version asked: a row's version is ignored", row{Exists: true, State: StateDone, Attempts: 1, Version: "v1", Now: now}, pol, decision{action: actDone}},
 		{"unknown state: never acquire", row{Exists: true, State: "WEIRD", Now: now}, pol, decision{action: actExhausted}},
 	}
 	for _, tt := range tests {

@@ -57,6 +57,15 @@
 //
 // CORRECTNESS_DISCLAIMER.md states these precisely, with the test behind each.
 //
+// # Releases, resets and interruptions
+//
+// WithVersion runs a section once per version (a release): a row DONE at
+// another version is a new generation. Mutex.Reset re-arms a FAILED or
+// exhausted section, refusing a live holder. A section that returns
+// Interrupt (stopped from outside, as by a pod eviction) gives the row back
+// without using up an attempt. Schema migrations with golang-migrate are
+// package github.com/spanmutex/spanmutex/migrations, a module of its own.
+//
 // # Clocks
 //
 // Ownership decisions use Spanner's clock only: the holder's declared lease

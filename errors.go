@@ -132,7 +132,7 @@ func (e *SchemaError) Error() string {
 		msg += " (" + strings.Join(e.Missing, ", ") + ")"
 	}
 	if e.onlyUpgrade() {
-		return msg + fmt.Sprintf("; the table predates declared leases: add the columns with: spanmutex ddl --upgrade --table %s | gcloud spanner databases ddl update DATABASE --instance=INSTANCE --ddl-file=/dev/stdin", e.Table)
+		return msg + fmt.Sprintf("; the table was made by an earlier spanmutex: add the columns with: spanmutex ddl --upgrade --table %s | gcloud spanner databases ddl update DATABASE --instance=INSTANCE --ddl-file=/dev/stdin", e.Table)
 	}
 	return msg + fmt.Sprintf("; create the schema with: spanmutex ddl --table %s | gcloud spanner databases ddl update DATABASE --instance=INSTANCE --ddl-file=/dev/stdin", e.Table)
 }
@@ -141,7 +141,8 @@ func (e *SchemaError) Error() string {
 // adds to a table of an earlier spanmutex.
 func (e *SchemaError) onlyUpgrade() bool {
 	for _, m := range e.Missing {
-		if !strings.HasSuffix(m, "LeaseMicros INT64 missing") && !strings.HasSuffix(m, "WakeAddr STRING(64) missing") {
+		if !strings.HasSuffix(m, "LeaseMicros INT64 missing") && !strings.HasSuffix(m, "WakeAddr STRING(64) missing") &&
+			!strings.HasSuffix(m, "Version STRING(256) missing") {
 			return false
 		}
 	}

@@ -38,7 +38,9 @@ func New(client *spanner.Client, name string, opts ...Option) (*Mutex, error) {
 	if m.cfg.scope != nil {
 		return nil, fmt.Errorf("%w: WithScope applies to NewLock only: a run-once Mutex shares nothing in memory", ErrInvalidConfig)
 	}
-	m.store = newSpannerStore(client, m.cfg.table, m.cfg.watermark)
+	st := newSpannerStore(client, m.cfg.table, m.cfg.watermark)
+	st.versioned = m.cfg.version != ""
+	m.store = st
 	return m, nil
 }
 
@@ -103,6 +105,9 @@ func (m *Mutex) Stats() Stats {
 //   - Executed, nil: fn ran here, returned nil, and the row is DONE.
 //   - Executed, *SectionError: fn ran here and failed; the row is FAILED with
 //     its text and another contender may retry while attempts remain.
+//   - Executed, *InterruptedError: fn ran here and returned one (see
+//     Interrupt): it was stopped from outside, and the row was given back,
+//     NEEDED with the attempt not counted, for another contender to run.
 //   - Executed, *LeaseLostError: fn ran here and returned, but the row had
 //     been taken over meanwhile (its renewals did not reach Spanner for a
 //     watermark, or it was recorded abandoned).
@@ -187,7 +192,8 @@ type obtainer struct {
 func (m *Mutex) obtain(ctx context.Context) (*Lease, Outcome, error) {
 	att := m.cfg.newAttempts(m.name, 2)
 	o := &obtainer{m: m, reads: att[0], acquires: att[1], unresolved: map[string]pendingAcquisition{},
-		pol: policy{watermark: m.cfg.watermark, staleness: m.cfg.staleness, jitter: drawFraction(m.cfg.jitter), maxAttempts: int64(m.cfg.maxAttempts)}}
+		pol: policy{watermark: m.cfg.watermark, staleness: m.cfg.staleness, jitter: drawFraction(m.cfg.jitter),
+			maxAttempts: int64(m.cfg.maxAttempts), version: m.cfg.version}}
 	for {
 		lease, outcome, err, done := o.step(ctx)
 		if done {
@@ -414,6 +420,10 @@ func (m *Mutex) runHeld(ctx context.Context, lease *Lease, fn func(context.Conte
 	}()
 	runErr := fn(sctx, lease)
 	stopRenewing()
+	var interrupted *InterruptedError
+	if errors.As(runErr, &interrupted) {
+		return Executed, m.interrupted(ctx, lease, interrupted)
+	}
 	if runErr != nil {
 		secErr := &SectionError{Name: m.name, Token: lease.token, Err: runErr}
 		if err := m.finish(ctx, lease, StateFailed, runErr.Error()); err != nil {

@@ -61,6 +61,7 @@ type config struct {
 	logger        *slog.Logger
 	finishTimeout time.Duration
 	renewInterval time.Duration // 0: a third of the watermark
+	version       string        // "": versions are not compared
 	clock         clock
 	scope         *Scope // Lock only: nil for a Scope of its own
 }
@@ -135,6 +136,20 @@ func WithNeeded(needed func(ctx context.Context) (bool, error)) Option {
 	return func(c *config) { c.needed = needed }
 }
 
+// WithVersion runs the section once per version, such as a release: a row
+// DONE (or FAILED, exhausted or given back) at another version, or at none,
+// is NEEDED again for this Mutex, decided in the acquiring transaction, as a
+// new generation with MaxAttempts fresh attempts; a row DONE at the same
+// version stays DONE. A holder of another version that is still running is
+// waited for (and taken over after the watermark) as usual. Versions are
+// compared for equality only: during a rolling deploy, replicas of the old
+// and the new release alternate it, so make the section idempotent (as
+// migrate.Up is). At most MaxNameLength characters; default "" (the version
+// is neither compared nor written). The table needs the Version column
+// (`spanmutex ddl --upgrade` prints the statement that adds it). It does not
+// apply to a Lock.
+func WithVersion(v string) Option { return func(c *config) { c.version = v } }
+
 // WithLogger sets where the Mutex logs its decisions (default: nowhere).
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
 
@@ -153,6 +168,11 @@ func (c *config) validate() error {
 	}
 	if err := validateText("owner", c.owner, MaxNameLength); err != nil {
 		return fmt.Errorf("%w: WithOwner: %v", ErrInvalidConfig, err)
+	}
+	if c.version != "" {
+		if err := validateText("version", c.version, MaxNameLength); err != nil {
+			return fmt.Errorf("%w: WithVersion: %v", ErrInvalidConfig, err)
+		}
 	}
 	if c.watermark < MinWatermark {
 		return fmt.Errorf("%w: WithWatermark(%v): the watermark must be at least %v: it is the lease this holder declares and renews every third of; set it above the longest pause (GC, network) a live holder may suffer", ErrInvalidConfig, c.watermark, MinWatermark)

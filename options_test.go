@@ -38,6 +38,8 @@ func TestNewRejectsBadInput(t *testing.T) {
 		{"table with SQL", "s", []Option{WithTable("T; DROP TABLE X")}, "invalid table name"},
 		{"empty owner", "s", []Option{WithOwner("")}, ""}, // empty means default: valid
 		{"oversized owner", "s", []Option{WithOwner(strings.Repeat("o", 300))}, "owner is 300 characters"},
+		{"oversized version", "s", []Option{WithVersion(strings.Repeat("v", 300))}, "WithVersion: version is 300 characters"},
+		{"version with a control character", "s", []Option{WithVersion("v1\n")}, "WithVersion: version"},
 		{"non-UTF-8 owner", "s", []Option{WithOwner("\xfe")}, "owner"},
 		{"zero watermark", "s", []Option{WithWatermark(0)}, "watermark must be at least 100ms"},
 		{"negative watermark", "s", []Option{WithWatermark(-time.Second)}, "watermark must be at least 100ms"},

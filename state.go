@@ -4,7 +4,7 @@ package spanmutex
 //
 //	(no row) ──acquire──▶ STARTED ──fn ok──▶ DONE
 //	NEEDED   ──acquire──▶ STARTED ──fn err─▶ FAILED ──retry──▶ STARTED
-//	STARTED ──given back unused──▶ NEEDED
+//	STARTED ──given back unused, or interrupted (see Interrupt)──▶ NEEDED
 //	STARTED (holder silent past the watermark) ──takeover──▶ STARTED (token+1)
 //	DONE/FAILED older than the staleness threshold ──acquire──▶ STARTED
 type State string
@@ -14,8 +14,8 @@ const (
 	// StateNeeded: the section must run and nobody holds it. Rows are created
 	// directly in STARTED, and a row that is absent counts as NEEDED; NEEDED
 	// is written when an acquisition is given back unused (its caller's ctx
-	// ended before the section could start), returning the attempt it
-	// counted.
+	// ended before the section could start) or its section was interrupted
+	// (Interrupt), returning the attempt it counted, and by Mutex.Reset.
 	StateNeeded State = "NEEDED"
 	// StateStarted: a holder acquired the section and is running it.
 	StateStarted State = "STARTED"

@@ -22,6 +22,9 @@ type Status struct {
 	RenewedAt  time.Time // zero if never started
 	FinishedAt time.Time // zero unless DONE or FAILED
 	UpdatedAt  time.Time
+	// Version is the version that last started the row (see WithVersion);
+	// "" if none, or if the table has no Version column.
+	Version string
 	// Age is how long ago, by Spanner's clock at the read, the row last
 	// changed (UpdatedAt).
 	Age time.Duration
@@ -48,7 +51,11 @@ func Inspect(ctx context.Context, client *spanner.Client, table, name string) ([
 	if err := st.checkSchema(ctx); err != nil {
 		return nil, st.unreached(err, began)
 	}
-	sql := fmt.Sprintf("SELECT CURRENT_TIMESTAMP(), Name, State, Owner, Token, Attempts, LastError, StartedAt, RenewedAt, FinishedAt, UpdatedAt FROM `%s`", table)
+	version := "CAST(NULL AS STRING)" // a table created before the Version column
+	if st.hasVersion.Load() {
+		version = "Version"
+	}
+	sql := fmt.Sprintf("SELECT CURRENT_TIMESTAMP(), Name, State, Owner, Token, Attempts, LastError, StartedAt, RenewedAt, FinishedAt, UpdatedAt, %s FROM `%s`", version, table)
 	params := map[string]any{}
 	if name != "" {
 		sql += " WHERE Name = @name"
@@ -60,13 +67,13 @@ func Inspect(ctx context.Context, client *spanner.Client, table, name string) ([
 		var (
 			now                                 time.Time
 			s                                   Status
-			state, owner, lastErr               spanner.NullString
+			state, owner, lastErr, ver          spanner.NullString
 			started, renewed, finished, updated spanner.NullTime
 		)
-		if err := r.Columns(&now, &s.Name, &state, &owner, &s.Token, &s.Attempts, &lastErr, &started, &renewed, &finished, &updated); err != nil {
+		if err := r.Columns(&now, &s.Name, &state, &owner, &s.Token, &s.Attempts, &lastErr, &started, &renewed, &finished, &updated, &ver); err != nil {
 			return err
 		}
-		s.State, s.Owner, s.LastError = State(state.StringVal), owner.StringVal, lastErr.StringVal
+		s.State, s.Owner, s.LastError, s.Version = State(state.StringVal), owner.StringVal, lastErr.StringVal, ver.StringVal
 		s.StartedAt, s.RenewedAt, s.FinishedAt, s.UpdatedAt = nullTime(started), nullTime(renewed), nullTime(finished), nullTime(updated)
 		s.Age = now.Sub(s.UpdatedAt)
 		out = append(out, s)

@@ -55,6 +55,11 @@ type spannerStore struct {
 	// entries written without a declared lease.
 	watermark time.Duration
 	stats     *storeStats
+	// versioned: the Mutex has a version, so rows are read and written with
+	// the Version column, which the table must then have.
+	versioned bool
+	// hasVersion: checkSchema found the Version column.
+	hasVersion atomic.Bool
 	// reached turns true on the first Spanner call that succeeds; until then
 	// errors say that Spanner may be unreachable.
 	reached atomic.Bool
@@ -84,8 +89,12 @@ var rowColumns = []string{"State", "Owner", "LeaseID", "Token", "Attempts", "Las
 // readSQL reads the row and CURRENT_TIMESTAMP() in one statement. The LEFT
 // JOIN on a one-row UNNEST returns Spanner's clock even when the row is absent.
 func (s *spannerStore) readSQL() string {
+	cols := rowSelectList()
+	if s.versioned {
+		cols += ", m.Version"
+	}
 	return fmt.Sprintf("SELECT CURRENT_TIMESTAMP(), m.Name IS NOT NULL, %s FROM UNNEST([1]) AS one LEFT JOIN `%s` AS m ON m.Name = @name",
-		rowSelectList(), s.table)
+		cols, s.table)
 }
 
 // rowSelectList is rowColumns of the table aliased m, for a SELECT list.
@@ -108,7 +117,13 @@ func (s *spannerStore) queryRow(ctx context.Context, q querier, name string) (ro
 	if err != nil {
 		return row{}, err
 	}
-	out, err := decodeRow(r)
+	var version spanner.NullString
+	var extra []any
+	if s.versioned {
+		extra = append(extra, &version)
+	}
+	out, err := decodeRow(r, extra...)
+	out.Version = version.StringVal
 	if err != nil {
 		return row{}, fmt.Errorf("spanmutex: decode row %q of %s: %w", name, s.table, err)
 	}
@@ -156,14 +171,18 @@ func (s *spannerStore) read(ctx context.Context, name string) (row, error) {
 	s.stats.reads.Add(1)
 	ro := s.client.Single()
 	defer ro.Close()
-	r, err := ro.ReadRow(ctx, s.table, spanner.Key{name}, rowColumns)
+	cols := rowColumns
+	if s.versioned {
+		cols = append(slices.Clip(cols), "Version")
+	}
+	r, err := ro.ReadRow(ctx, s.table, spanner.Key{name}, cols)
 	var out row
 	switch {
 	case errors.Is(err, spanner.ErrRowNotFound):
 	case err != nil:
 		return row{}, s.explain(ctx, err)
 	default:
-		if out, err = decodeReadRow(r); err != nil {
+		if out, err = decodeReadRow(r, s.versioned); err != nil {
 			return row{}, fmt.Errorf("spanmutex: decode row %q of %s: %w", name, s.table, err)
 		}
 		if !out.State.Valid() {
@@ -177,15 +196,20 @@ func (s *spannerStore) read(ctx context.Context, name string) (row, error) {
 	return out, nil
 }
 
-// decodeReadRow decodes rowColumns read by key from an existing row.
-func decodeReadRow(r *spanner.Row) (row, error) {
+// decodeReadRow decodes rowColumns, and Version if versioned, read by key
+// from an existing row.
+func decodeReadRow(r *spanner.Row, versioned bool) (row, error) {
 	var (
-		state, owner, leaseID, lastErr      spanner.NullString
-		token, attempts, leaseMicros        spanner.NullInt64
-		started, renewed, finished, updated spanner.NullTime
+		state, owner, leaseID, lastErr, version spanner.NullString
+		token, attempts, leaseMicros            spanner.NullInt64
+		started, renewed, finished, updated     spanner.NullTime
 	)
-	if err := r.Columns(&state, &owner, &leaseID, &token, &attempts, &lastErr,
-		&started, &renewed, &finished, &updated, &leaseMicros); err != nil {
+	dest := []any{&state, &owner, &leaseID, &token, &attempts, &lastErr,
+		&started, &renewed, &finished, &updated, &leaseMicros}
+	if versioned {
+		dest = append(dest, &version)
+	}
+	if err := r.Columns(dest...); err != nil {
 		return row{}, err
 	}
 	return row{
@@ -193,6 +217,7 @@ func decodeReadRow(r *spanner.Row) (row, error) {
 		Token: token.Int64, Attempts: attempts.Int64, LastError: lastErr.StringVal,
 		StartedAt: nullTime(started), RenewedAt: nullTime(renewed), FinishedAt: nullTime(finished),
 		UpdatedAt: nullTime(updated), Lease: time.Duration(leaseMicros.Int64) * time.Microsecond,
+		Version: version.StringVal,
 	}, nil
 }
 
@@ -222,6 +247,10 @@ func (s *spannerStore) acquire(ctx context.Context, name string, p policy, c cla
 			cols := []string{"Name", "State", "Owner", "LeaseID", "Token", "Attempts", "StartedAt", "RenewedAt", "FinishedAt", "UpdatedAt", "LeaseMicros"}
 			vals := []any{name, string(StateStarted), c.owner, c.leaseID, lease.token, attempts,
 				spanner.CommitTimestamp, spanner.CommitTimestamp, nil, spanner.CommitTimestamp, p.watermark.Microseconds()}
+			if s.versioned && p.version != "" {
+				cols = append(cols, "Version")
+				vals = append(vals, p.version)
+			}
 			if !r.Exists {
 				cols = append(cols, "CreatedAt")
 				vals = append(vals, spanner.CommitTimestamp)
@@ -383,7 +412,8 @@ func (s *spannerStore) checkSchema(ctx context.Context) error {
 	if len(have) == 0 {
 		return &SchemaError{Table: s.table, Problem: "does not exist in database " + s.client.DatabaseName()}
 	}
-	missing := missingColumns(have, ddl.MutexColumns(), "")
+	s.hasVersion.Store(have["Version"] != "")
+	missing := missingColumns(have, s.neededColumns(), "")
 	queue, err := s.columns(ctx, s.queueTable())
 	if err != nil {
 		return err
@@ -419,6 +449,19 @@ func (s *spannerStore) columns(ctx context.Context, table string) (map[string]st
 	}
 	s.reached.Store(true)
 	return have, nil
+}
+
+// neededColumns returns the mutex table's columns this store uses: every
+// one but the optional ones (ddl.AddedMutexColumns), save Version when the
+// Mutex has a version.
+func (s *spannerStore) neededColumns() map[string]string {
+	need := ddl.MutexColumns()
+	for name := range ddl.AddedMutexColumns() {
+		if !(name == "Version" && s.versioned) {
+			delete(need, name)
+		}
+	}
+	return need
 }
 
 // missingColumns describes the columns of want that have lacks or types

@@ -136,6 +136,16 @@ func MutexColumns() map[string]string {
 		"FinishedAt":  "TIMESTAMP",
 		"UpdatedAt":   "TIMESTAMP",
 		"LeaseMicros": "INT64",
+		"Version":     "STRING(256)",
+	}
+}
+
+// AddedMutexColumns returns the columns of MutexColumns that a mutex table
+// may lack and still work, with their types: they serve only the features
+// that need them (Version: spanmutex.WithVersion). Upgrade adds them.
+func AddedMutexColumns() map[string]string {
+	return map[string]string{
+		"Version": "STRING(256)",
 	}
 }
 
@@ -157,13 +167,17 @@ func QueueColumns() map[string]string {
 // its queue, created by an earlier spanmutex up to this schema: the columns
 // added since, all nullable, so that rows already there keep working (a row
 // without a declared lease is judged by each contender's own watermark, as
-// before; an entry without a wake-up address is found by polling). Apply them once, before or while the new version rolls out.
+// before; an entry without a wake-up address is found by polling; a row
+// without a version is of no version). Apply those whose column the table
+// lacks (Spanner rejects adding a column twice), before or while the new
+// version rolls out.
 func Upgrade(table string) ([]string, error) {
 	if err := ValidateTableName(table); err != nil {
 		return nil, err
 	}
 	return []string{
 		"ALTER TABLE " + table + " ADD COLUMN LeaseMicros INT64",
+		"ALTER TABLE " + table + " ADD COLUMN Version STRING(256)",
 		"ALTER TABLE " + table + QueueSuffix + " ADD COLUMN LeaseMicros INT64",
 		"ALTER TABLE " + table + QueueSuffix + " ADD COLUMN WakeAddr STRING(64)",
 	}, nil

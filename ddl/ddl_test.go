@@ -34,6 +34,7 @@ func TestUpgradeAddsTheDeclaredLease(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []string{
 		"ALTER TABLE Locks ADD COLUMN LeaseMicros INT64",
+		"ALTER TABLE Locks ADD COLUMN Version STRING(256)",
 		"ALTER TABLE LocksQueue ADD COLUMN LeaseMicros INT64",
 		"ALTER TABLE LocksQueue ADD COLUMN WakeAddr STRING(64)",
 	}, stmts)

@@ -37,4 +37,9 @@ CREATE TABLE Mutexes (
   FinishedAt TIMESTAMP OPTIONS (allow_commit_timestamp = true),
   -- When the row last changed.
   UpdatedAt TIMESTAMP NOT NULL OPTIONS (allow_commit_timestamp = true),
+  -- The version (spanmutex.WithVersion, run --version) that last started the
+  -- section: a row DONE at another version runs again. NULL when unused.
+  -- Added after the first release: 'spanmutex ddl --alter' adds it to a table
+  -- created before.
+  Version STRING(256),
 ) PRIMARY KEY (Name)

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/spanmutex/spanmutex"
 )
@@ -16,13 +17,19 @@ import (
 // and SIGTERM: to COMMAND while it runs, and to the wait for the lease before
 // it starts. Its methods are safe for concurrent use.
 type child struct {
-	argv      []string
-	s         streams
-	stopWait  context.CancelFunc // ends Run's wait for the lease
+	argv     []string
+	s        streams
+	stopWait context.CancelFunc // ends Run's wait for the lease
+	// grace is how long COMMAND has to exit after a forwarded signal before
+	// it is killed (0: never killed).
+	grace     time.Duration
 	mu        sync.Mutex
 	proc      *os.Process      // COMMAND, once started
 	lease     *spanmutex.Lease // the lease COMMAND runs under, once acquired
 	interrupt os.Signal        // the first signal received before COMMAND started
+	forwarded os.Signal        // the first signal forwarded to COMMAND
+	killer    *time.Timer      // kills COMMAND once the grace after forwarded is over
+	killed    bool             // the killer fired
 }
 
 // section is the critical section handed to Mutex.Run: it runs COMMAND with
@@ -37,7 +44,41 @@ func (c *child) section(ctx context.Context, lease *spanmutex.Lease) error {
 	if cause := stopWatch(); cause != nil {
 		fmt.Fprintf(c.s.stderr, "spanmutex: sent COMMAND SIGTERM: %v\n", cause)
 	}
-	return err
+	return c.ended(err)
+}
+
+// ended turns how COMMAND ended into the section's result. COMMAND that
+// failed after a signal was forwarded to it was stopped from outside (a pod
+// eviction, a Ctrl-C), not failing by itself: the row is given back rather
+// than recorded FAILED. COMMAND that exited 0 despite the signal finished.
+func (c *child) ended(err error) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.proc = nil
+	if c.killer != nil {
+		c.killer.Stop()
+	}
+	if c.forwarded == nil || err == nil {
+		return err
+	}
+	how := "exited"
+	if code, failed := commandStatus(err); failed {
+		how = fmt.Sprintf("exited with status %d", code)
+	}
+	if c.killed {
+		how = fmt.Sprintf("was killed (SIGKILL) after the %v grace", c.grace)
+	}
+	return spanmutex.Interrupt(fmt.Sprintf("%s was sent to spanmutex run (%s) while COMMAND ran; it was forwarded to COMMAND, which %s",
+		signalName(c.forwarded), whoRuns(c.lease), how), err)
+}
+
+// whoRuns names this process, and the owner of lease if there is one, for
+// the reason an interruption records.
+func whoRuns(lease *spanmutex.Lease) string {
+	if lease == nil {
+		return fmt.Sprintf("pid %d", os.Getpid())
+	}
+	return fmt.Sprintf("owner %s, pid %d", lease.Owner(), os.Getpid())
 }
 
 // start starts COMMAND under the lock, so that a signal is either seen here
@@ -47,7 +88,8 @@ func (c *child) start(ctx context.Context, lease *spanmutex.Lease) (*exec.Cmd, e
 	defer c.mu.Unlock()
 	c.lease = lease
 	if c.interrupt != nil {
-		return nil, fmt.Errorf("interrupted by %s before COMMAND started", signalName(c.interrupt))
+		return nil, spanmutex.Interrupt(fmt.Sprintf("%s was sent to spanmutex run (%s) before COMMAND started",
+			signalName(c.interrupt), whoRuns(lease)), nil)
 	}
 	if ctx.Err() != nil {
 		return nil, fmt.Errorf("interrupted before COMMAND started: %w", context.Cause(ctx))
@@ -83,6 +125,11 @@ func (c *child) terminateOnCancel(ctx context.Context, proc *os.Process) (stop f
 		case <-ctx.Done():
 			cause = context.Cause(ctx)
 			_ = proc.Signal(syscall.SIGTERM)
+			c.mu.Lock()
+			if c.proc == proc {
+				c.armKiller("SIGTERM")
+			}
+			c.mu.Unlock()
 		case <-done:
 		}
 	}()

@@ -40,7 +40,8 @@ func TestDeliverBeforeStart(t *testing.T) {
 		t.Errorf("interruptedBy() = %v, want SIGTERM", c.interruptedBy())
 	}
 	err := c.section(ctx, nil)
-	if err == nil || !strings.Contains(err.Error(), "interrupted by SIGTERM before COMMAND started") {
+	if !errors.Is(err, spanmutex.ErrInterrupted) || !strings.Contains(err.Error(), "SIGTERM was sent to spanmutex run") ||
+		!strings.Contains(err.Error(), "before COMMAND started") {
 		t.Errorf("section after the signal = %v; want it not to start COMMAND", err)
 	}
 }

@@ -11,7 +11,7 @@ import (
 
 // ddlHelp is the help of "spanmutex ddl".
 var ddlHelp = helpText{
-	usage: "spanmutex ddl [--table TABLE] [--upgrade] [--requests TABLE] [--change-stream NAME --watch T1,T2]",
+	usage: "spanmutex ddl [--table TABLE] [--requests TABLE] [--change-stream NAME --watch T1,T2]\n       spanmutex ddl --upgrade [--table TABLE]",
 	about: `Prints the schema spanmutex needs, with comments that explain each column:
 the mutex table (run-once sections and reusable locks), its waiters' queue
 (TABLE followed by "Queue") and the fence table (Fences). With --requests,
@@ -19,16 +19,21 @@ also the request queue of package queue and its indexes. With
 --change-stream, also the change stream over the --watch tables and the
 checkpoint table (CaptureCheckpoints) of package queue's capture.
 Statements end with ";". Apply them with your migration tool, or with gcloud.
-With --upgrade, prints instead the ALTER statements that bring tables made by
-an earlier spanmutex up to date (the LeaseMicros columns of declared leases);
-rows already there keep working, judged by each reader's own watermark.`,
+
+With --upgrade, prints instead the ALTER TABLE statements that bring tables
+made by an earlier spanmutex up to date: the nullable columns added since
+(LeaseMicros of declared leases, the queue's WakeAddr of wake-ups, Version of
+'run --version'). Apply the ones whose column the table lacks (Spanner
+refuses to add a column twice); rows already there keep working, a row
+without a declared lease judged by each reader's own watermark.`,
 	after: `Examples:
   spanmutex ddl
   spanmutex ddl --table JobLocks > mutexes.sql
   spanmutex ddl --upgrade --table JobLocks
   spanmutex ddl --requests Requests
   spanmutex ddl --requests Requests --change-stream OrdersStream --watch Orders,OrderItems
-  spanmutex ddl | gcloud spanner databases ddl update DATABASE --instance=INSTANCE --ddl-file=/dev/stdin`,
+  spanmutex ddl | gcloud spanner databases ddl update DATABASE --instance=INSTANCE --ddl-file=/dev/stdin
+  spanmutex ddl --upgrade | gcloud spanner databases ddl update DATABASE --instance=INSTANCE --ddl-file=/dev/stdin`,
 }
 
 // cmdDDL is "spanmutex ddl [--table TABLE]".
@@ -38,7 +43,7 @@ func cmdDDL(_ context.Context, s streams, args []string) int {
 	requests := fs.String("requests", "", "also print the request queue (package queue) under this table name, e.g. "+ddl.DefaultRequestsTable)
 	stream := fs.String("change-stream", "", "also print this change stream over the --watch tables, and the capture's checkpoint table")
 	watch := fs.String("watch", "", "comma-separated tables the --change-stream watches")
-	upgrade := fs.Bool("upgrade", false, "print only the ALTER statements that upgrade tables made by an earlier spanmutex")
+	upgrade := fs.Bool("upgrade", false, "print only the ALTER TABLE statements that upgrade tables made by an earlier spanmutex")
 	positional, code, done := parseFlags(s, "ddl", fs, ddlHelp, args)
 	if done {
 		return code
@@ -53,7 +58,7 @@ func cmdDDL(_ context.Context, s streams, args []string) int {
 		return reportUsage(s, &usageError{cmd: "ddl", msg: "--change-stream and --watch go together: name the stream and the tables it watches"})
 	}
 	if *upgrade && (*requests != "" || *stream != "") {
-		return reportUsage(s, &usageError{cmd: "ddl", msg: "--upgrade prints only the mutex table's upgrade; leave out --requests and --change-stream"})
+		return reportUsage(s, &usageError{cmd: "ddl", msg: "--upgrade prints only the mutex table's ALTER statements: leave out --requests and --change-stream"})
 	}
 	schema := func(table string) ([]string, error) { return ddl.Schema(table, ddl.DefaultFenceTable) }
 	if *upgrade {

@@ -29,6 +29,7 @@ func (d *demo) connect(ctx context.Context) (func(), error) {
 			return nil, err
 		}
 		closeAll = func() { _ = emu.Close() }
+		d.emu = emu
 		db = emu.Database()
 		if emu.Started() {
 			d.out.printf("Started the Cloud Spanner emulator at %s (pid %d).\n", emu.Host(), emu.PID())
@@ -63,4 +64,13 @@ func (d *demo) closeClients() {
 	for _, c := range d.clients {
 		c.Close()
 	}
+}
+
+// newClient opens a client of db, another database of the demo's emulator
+// or instance.
+func (d *demo) newClient(ctx context.Context, db string) (*spanner.Client, error) {
+	if d.emu != nil {
+		return d.emu.NewClient(ctx, db)
+	}
+	return openClient(ctx, db)
 }

@@ -21,7 +21,7 @@ func (d *demo) takeoverScenario(outer context.Context) (bool, error) {
 	ctx := outer
 	name := "demo-takeover-" + d.suffix
 	n := len(d.clients)
-	d.out.printf("\n== Scenario 2: the first holder crashes mid-migration; another takes over after the watermark ==\n")
+	d.out.printf("\n== Scenario 3: the first holder crashes mid-migration; another takes over after the watermark ==\n")
 	d.out.printf("   mutex %q, watermark %v (measured on Spanner's clock)\n\n", name, d.opts.watermark)
 
 	var (

@@ -26,6 +26,11 @@ var (
 
 // TestMain starts the emulator and builds the binary once, unless -short.
 func TestMain(m *testing.M) {
+	if os.Getenv(replicaEnv) != "" {
+		// Started by the demo, run in-process by a test, as one of its
+		// replicas: be spanmutex.
+		os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+	}
 	flag.Parse()
 	os.Exit(testMain(m))
 }

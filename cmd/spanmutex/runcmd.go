@@ -36,8 +36,12 @@ environment variables added:
                    COMMAND makes, so that writes of a taken-over holder can
                    be rejected
   SPANMUTEX_OWNER  the owner identity recorded in the row
-SIGINT and SIGTERM received while COMMAND runs are forwarded to it, and its
-exit status is recorded. Received while waiting, they stop the wait.
+SIGINT and SIGTERM received while COMMAND runs are forwarded to it. If
+COMMAND then fails (or does not exit within --grace and is killed), the run
+was interrupted, not failed: NAME is given back (NEEDED, this attempt not
+counted, the signal recorded as its last error) for the next run to start
+again. If COMMAND exits 0 anyway, NAME is DONE. Received while waiting, the
+signals stop the wait.
 
 Flags go before NAME or between NAME and "--".`,
 	after: `Exit status:
@@ -45,7 +49,10 @@ Flags go before NAME or between NAME and "--".`,
        (stderr says which)
   N    COMMAND failed with exit status N (128+signal if a signal killed it;
        127 if it was not found, 126 if it could not be started); NAME is FAILED
-  75   gave up: NAME failed on its last allowed attempt (--max-attempts)
+  N    interrupted: SIGINT or SIGTERM was forwarded to COMMAND, which then
+       exited with status N (128+signal if it died of it); NAME is NEEDED again
+  75   gave up: NAME failed on its last allowed attempt (--max-attempts);
+       'spanmutex reset NAME' re-arms it
   2    usage error
   1    any other error, stated on stderr; among them: interrupted while
        waiting (COMMAND did not run), and a lease lost while COMMAND ran
@@ -58,8 +65,18 @@ Environment:
 Examples:
   spanmutex run migrate-v42 -- ./migrate --to 42
   spanmutex run --watermark 30m --max-attempts 5 backfill-2024 -- ./backfill.sh
+  spanmutex run --version "$RELEASE" migrate -- ./migrate up     # once per release
   SPANMUTEX_DATABASE=projects/my-project/instances/my-instance/databases/my-db spanmutex run seed -- make seed`,
 }
+
+// defaultGrace and recordTimeout fit an interrupted run into the 30 s a
+// Kubernetes pod gets by default between SIGTERM and SIGKILL: COMMAND has
+// defaultGrace to exit, then recording how it ended takes at most
+// recordTimeout.
+const (
+	defaultGrace  = 20 * time.Second
+	recordTimeout = 10 * time.Second
+)
 
 // runOptions are the flags of "spanmutex run".
 type runOptions struct {
@@ -69,6 +86,8 @@ type runOptions struct {
 	watermark   time.Duration
 	staleness   time.Duration
 	maxAttempts int
+	grace       time.Duration
+	version     string
 	verbose     bool
 }
 
@@ -85,6 +104,10 @@ func runFlags() (*flag.FlagSet, *runOptions) {
 		"run NAME again once its DONE or FAILED row is older than this (0: never); must be above --watermark")
 	fs.IntVar(&o.maxAttempts, "max-attempts", spanmutex.DefaultMaxAttempts,
 		"give up (exit 75) once NAME has been started this many times without success")
+	fs.DurationVar(&o.grace, "grace", defaultGrace,
+		"after forwarding SIGINT or SIGTERM to COMMAND, wait this long for it to exit, then kill it (SIGKILL) and give NAME back; 0: wait for ever")
+	fs.StringVar(&o.version, "version", "",
+		"run NAME once per version (a release): a row DONE at another version runs again, with fresh attempts; the same version stays DONE")
 	fs.BoolVar(&o.verbose, "verbose", false, "log the mutex's decisions to stderr")
 	return fs, o
 }
@@ -158,9 +181,17 @@ func (o *runOptions) validate() error {
 	if o.maxAttempts < 1 {
 		return usagef("run", "--max-attempts %d: must be at least 1", o.maxAttempts)
 	}
+	if o.grace < 0 {
+		return usagef("run", "--grace %v: must be 0 (wait for ever) or positive", o.grace)
+	}
 	if o.owner != "" {
 		if err := validateOwner(o.owner); err != nil {
 			return usagef("run", "--owner: %v", err)
+		}
+	}
+	if o.version != "" {
+		if err := validateOwner(o.version); err != nil {
+			return usagef("run", "--version: %v", err)
 		}
 	}
 	return nil
@@ -188,9 +219,13 @@ func (o *runOptions) mutexOptions(s streams) []spanmutex.Option {
 		spanmutex.WithWatermark(o.watermark),
 		spanmutex.WithStaleness(o.staleness),
 		spanmutex.WithMaxAttempts(o.maxAttempts),
+		spanmutex.WithFinishTimeout(recordTimeout),
 	}
 	if o.owner != "" {
 		opts = append(opts, spanmutex.WithOwner(o.owner))
+	}
+	if o.version != "" {
+		opts = append(opts, spanmutex.WithVersion(o.version))
 	}
 	if o.verbose {
 		opts = append(opts, spanmutex.WithLogger(slog.New(slog.NewTextHandler(s.stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))))

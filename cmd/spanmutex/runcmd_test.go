@@ -3,6 +3,7 @@
 package main
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -144,28 +145,55 @@ func TestRunExitStatus(t *testing.T) {
 	}
 }
 
-// TestRunForwardsSignals sends SIGTERM to spanmutex while COMMAND runs:
-// COMMAND receives it, and its exit status is spanmutex's and is recorded.
+// TestRunForwardsSignals sends SIGTERM to spanmutex while COMMAND runs, as
+// a pod eviction does: COMMAND receives it, its exit status is spanmutex's,
+// and the row is given back (NEEDED, the attempt not counted, the signal
+// recorded). Evictions never use up the attempts: with --max-attempts 1,
+// after two interrupted runs (one COMMAND traps the signal and exits 3, one
+// ignores it and is killed after --grace), a third run completes.
 func TestRunForwardsSignals(t *testing.T) {
 	needEmulator(t)
 	t.Parallel()
 	db, name, dir := newDatabase(t), uniqueName(t), t.TempDir()
 	ready, file := filepath.Join(dir, "READY"), filepath.Join(dir, "got")
-	p := startProcess(t, []string{"READY=" + ready, "FILE=" + file},
-		"run", "--database", db, name, "--", "sh", "-c",
-		`trap 'echo got-term >> "$FILE"; exit 3' TERM; touch "$READY"; while :; do sleep 0.1; done`)
-	waitForFile(t, p, ready, 30*time.Second)
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
+	cases := []struct {
+		script    string
+		want      int
+		wantError string
+	}{
+		{`trap 'echo got-term >> "$FILE"; exit 3' TERM; touch "$READY"; while :; do sleep 0.1; done`, 3, "which exited with status 3"},
+		{`trap 'echo got-term >> "$FILE"' TERM; touch "$READY"; while :; do sleep 0.1; done`, 128 + 9, "was killed (SIGKILL) after the 1s grace"},
 	}
-	if code := p.wait(t, 30*time.Second); code != 3 {
-		t.Fatalf("exit %d, want COMMAND's 3; stderr:\n%s", code, p.stderr.String())
+	for i, tc := range cases {
+		_ = os.Remove(ready)
+		p := startProcess(t, []string{"READY=" + ready, "FILE=" + file},
+			"run", "--database", db, "--max-attempts", "1", "--grace", "1s", name, "--", "sh", "-c", tc.script)
+		waitForFile(t, p, ready, 30*time.Second)
+		if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		if code := p.wait(t, 30*time.Second); code != tc.want {
+			t.Fatalf("run %d: exit %d, want %d; stderr:\n%s", i, code, tc.want, p.stderr.String())
+		}
+		if !strings.Contains(p.stderr.String(), "is given back: NEEDED, this attempt not counted") {
+			t.Errorf("run %d: stderr does not say the row was given back:\n%s", i, p.stderr.String())
+		}
+		r := inspect(t, db, name)
+		if r.State != spanmutex.StateNeeded || r.Attempts != 0 || !strings.Contains(r.LastError, "SIGTERM was sent to spanmutex run") ||
+			!strings.Contains(r.LastError, tc.wantError) {
+			t.Errorf("run %d: row is %s after %d attempts with last error %q; want NEEDED after 0, saying SIGTERM and %q",
+				i, r.State, r.Attempts, r.LastError, tc.wantError)
+		}
 	}
-	if lines := readLines(t, file); len(lines) != 1 || lines[0] != "got-term" {
-		t.Errorf("COMMAND wrote %q; want \"got-term\"", lines)
+	if lines := readLines(t, file); len(lines) != 2 || lines[0] != "got-term" || lines[1] != "got-term" {
+		t.Errorf("COMMAND wrote %q; want \"got-term\" twice", lines)
 	}
-	if r := inspect(t, db, name); r.State != spanmutex.StateFailed || !strings.Contains(r.LastError, "exit status 3") {
-		t.Errorf("row is %s with last error %q; want FAILED with exit status 3", r.State, r.LastError)
+	p := startProcess(t, nil, "run", "--database", db, "--max-attempts", "1", name, "--", "true")
+	if code := p.wait(t, 30*time.Second); code != 0 || !strings.Contains(p.stderr.String(), "ran here") {
+		t.Fatalf("run after two interruptions: exit %d; stderr:\n%s", code, p.stderr.String())
+	}
+	if r := inspect(t, db, name); r.State != spanmutex.StateDone || r.Attempts != 1 || r.Token != 3 {
+		t.Errorf("row is %s after %d attempts, token %d; want DONE after 1, token 3", r.State, r.Attempts, r.Token)
 	}
 }
 

@@ -26,7 +26,7 @@ func runSection(ctx context.Context, s streams, o *runOptions, name string, comm
 
 	waitCtx, stopWait := context.WithCancel(ctx)
 	defer stopWait()
-	c := &child{argv: command, s: s, stopWait: stopWait}
+	c := &child{argv: command, s: s, stopWait: stopWait, grace: o.grace}
 	stop := c.forwardSignals()
 	outcome, err := m.Run(waitCtx, c.section)
 	stop()
@@ -57,6 +57,20 @@ func report(s streams, name string, c *child, outcome spanmutex.Outcome, err err
 		fmt.Fprintf(s.stderr, "spanmutex: COMMAND %s, but the lease on %q was lost meanwhile, so nothing was recorded\n%s\n", how, name, errorLine(err))
 		return exitError
 	}
+	if errors.Is(err, spanmutex.ErrInterrupted) {
+		code := exitError
+		if c, failed := commandStatus(err); failed {
+			code = c
+		}
+		var ie *spanmutex.InterruptedError
+		if errors.As(err, &ie) && ie == err {
+			fmt.Fprintf(s.stderr, "spanmutex: interrupted: %s; %q is given back: NEEDED, this attempt not counted, and the next run starts it again\n", ie.Reason, name)
+		} else {
+			// Giving the row back failed too: say everything.
+			fmt.Fprintf(s.stderr, "%s\nspanmutex: interrupted, and %q could not be given back (above); if it is still STARTED, it is taken over after the watermark\n", errorLine(err), name)
+		}
+		return code
+	}
 	if code, failed := commandStatus(err); failed {
 		how := fmt.Sprintf("COMMAND failed (exit status %d)", code)
 		var se *startError
@@ -72,7 +86,7 @@ func report(s streams, name string, c *child, outcome spanmutex.Outcome, err err
 	}
 	switch {
 	case errors.Is(err, spanmutex.ErrAttemptsExhausted):
-		fmt.Fprintf(s.stderr, "%s\nspanmutex: not running COMMAND again; reset the row or raise --max-attempts to retry\n", errorLine(err))
+		fmt.Fprintf(s.stderr, "%s\nspanmutex: not running COMMAND again; once its cause is fixed, re-arm it with 'spanmutex reset %s' (or raise --max-attempts)\n", errorLine(err), name)
 		return exitExhausted
 	case errors.Is(err, spanmutex.ErrNotObtained):
 		why := "stopped"

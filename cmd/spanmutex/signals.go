@@ -1,10 +1,12 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"os/signal"
 	"sync"
 	"syscall"
+	"time"
 )
 
 // forwardSignals routes SIGINT and SIGTERM to deliver until the returned stop
@@ -42,6 +44,10 @@ func (c *child) deliver(sig os.Signal) {
 	defer c.mu.Unlock()
 	if c.proc != nil {
 		_ = c.proc.Signal(sig) // fails only if COMMAND has already exited
+		if c.forwarded == nil {
+			c.forwarded = sig
+			c.armKiller(signalName(sig))
+		}
 		return
 	}
 	if c.interrupt == nil {
@@ -59,4 +65,22 @@ func signalName(sig os.Signal) string {
 		return "SIGTERM"
 	}
 	return sig.String()
+}
+
+// armKiller kills COMMAND if it has not exited within the grace after it
+// was told to stop (why). It is called with c.mu held, once COMMAND runs.
+func (c *child) armKiller(why string) {
+	if c.grace <= 0 || c.killer != nil {
+		return
+	}
+	proc := c.proc
+	c.killer = time.AfterFunc(c.grace, func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.proc == proc {
+			c.killed = true
+			fmt.Fprintf(c.s.stderr, "spanmutex: COMMAND did not exit within the %v grace after %s; sending it SIGKILL\n", c.grace, why)
+			_ = proc.Kill()
+		}
+	})
 }

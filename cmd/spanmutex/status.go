@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -83,10 +84,19 @@ func cmdStatus(ctx context.Context, s streams, args []string) int {
 // writeStatus writes rows as an aligned table.
 func writeStatus(w io.Writer, rows []spanmutex.Status) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tSTATE\tOWNER\tTOKEN\tATTEMPTS\tAGE\tLAST ERROR")
+	versions := slices.ContainsFunc(rows, func(r spanmutex.Status) bool { return r.Version != "" })
+	if versions {
+		fmt.Fprintln(tw, "NAME\tSTATE\tVERSION\tOWNER\tTOKEN\tATTEMPTS\tAGE\tLAST ERROR")
+	} else {
+		fmt.Fprintln(tw, "NAME\tSTATE\tOWNER\tTOKEN\tATTEMPTS\tAGE\tLAST ERROR")
+	}
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\n",
-			r.Name, r.State, dash(r.Owner), r.Token, r.Attempts, formatAge(r.Age), dash(oneLine(r.LastError, maxLastError)))
+		version := ""
+		if versions {
+			version = dash(r.Version) + "\t"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s%s\t%d\t%d\t%s\t%s\n",
+			r.Name, r.State, version, dash(r.Owner), r.Token, r.Attempts, formatAge(r.Age), dash(oneLine(r.LastError, maxLastError)))
 	}
 	_ = tw.Flush()
 }

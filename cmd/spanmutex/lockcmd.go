@@ -1,0 +1,213 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spanmutex/spanmutex"
+)
+
+// exitLeaseLost is the exit status of "lock" when the lock was lost while
+// COMMAND ran: another holder may have run meanwhile.
+const exitLeaseLost = 76
+
+// lockHelp is the help of "spanmutex lock".
+var lockHelp = helpText{
+	usage: "spanmutex lock [flags] NAME -- COMMAND [ARGS...]",
+	about: `Holds the reusable lock NAME while COMMAND runs, every time (like
+'etcdctl lock'): one holder at a time across every process that locks NAME
+against the same database and table. Waiters queue and are served first
+come, first served; when COMMAND exits, the lock is released and handed to
+the oldest live waiter.
+
+While COMMAND runs, the lease is renewed. A holder that stops renewing (it
+crashed, froze, or lost its connection) for --watermark, by Spanner's clock,
+is taken over by a waiter with a higher fencing token. If this process finds
+that it lost the lock while COMMAND runs, it sends COMMAND SIGTERM (and
+SIGKILL after --grace), says so, and exits 76.
+
+COMMAND runs with stdin, stdout and stderr inherited, and with these
+environment variables added:
+  SPANMUTEX_NAME   NAME
+  SPANMUTEX_TOKEN  the fencing token of this hold: pass it with every write
+                   COMMAND makes, so that writes of a taken-over holder can
+                   be rejected
+  SPANMUTEX_OWNER  the owner identity recorded in the row
+SIGINT and SIGTERM received while COMMAND runs are forwarded to it (and
+COMMAND is killed if it has not exited --grace later); received while
+waiting, they stop the wait.
+
+Flags go before NAME or between NAME and "--".`,
+	after: `Exit status:
+  N    COMMAND's own exit status (0 when it succeeded; 128+signal if a signal
+       killed it; 127 if it was not found, 126 if it could not be started)
+  76   the lock was lost while COMMAND ran: COMMAND was sent SIGTERM, and
+       another holder may have run meanwhile
+  2    usage error
+  1    any other error, stated on stderr; among them: interrupted while
+       waiting (COMMAND did not run)
+
+Environment:
+  SPANMUTEX_DATABASE     default for --database
+  SPANNER_EMULATOR_HOST  connect to the Cloud Spanner emulator at host:port
+
+Examples:
+  spanmutex lock nightly-report -- ./report.sh
+  spanmutex lock --watermark 1m deploy-prod -- ./deploy.sh "$SPANMUTEX_TOKEN"`,
+}
+
+// lockOptions are the flags of "spanmutex lock".
+type lockOptions struct {
+	database  string
+	table     string
+	owner     string
+	watermark time.Duration
+	grace     time.Duration
+	verbose   bool
+}
+
+// lockFlags defines the flags of "spanmutex lock" on a new flag set.
+func lockFlags() (*flag.FlagSet, *lockOptions) {
+	o := &lockOptions{}
+	fs := newFlagSet("lock")
+	fs.StringVar(&o.database, "database", "", databaseFlagUsage)
+	fs.StringVar(&o.table, "table", spanmutex.DefaultTable, "the mutex table")
+	fs.StringVar(&o.owner, "owner", "", "the owner identity recorded in the row (default host:pid:random)")
+	fs.DurationVar(&o.watermark, "watermark", spanmutex.DefaultWatermark,
+		"how long a holder may go without renewing its lease, by Spanner's clock, before a waiter takes over")
+	fs.DurationVar(&o.grace, "grace", defaultGrace,
+		"after forwarding a signal to COMMAND, or sending it SIGTERM because the lock was lost, kill it (SIGKILL) if it has not exited this long later; 0: never")
+	fs.BoolVar(&o.verbose, "verbose", false, "log the lock's decisions to stderr")
+	return fs, o
+}
+
+// cmdLock is "spanmutex lock [flags] NAME -- COMMAND [ARGS...]".
+func cmdLock(ctx context.Context, s streams, args []string) int {
+	fs, o := lockFlags()
+	flagArgs, command, hasDash := splitCommand(args)
+	positional, code, done := parseFlags(s, "lock", fs, lockHelp, flagArgs)
+	if done {
+		return code
+	}
+	name, err := checkRunArgs(positional, command, hasDash)
+	var ue *usageError
+	if errors.As(err, &ue) {
+		ue.cmd = "lock"
+		ue.msg = strings.ReplaceAll(ue.msg, "spanmutex run", "spanmutex lock")
+	}
+	if err == nil {
+		o.database, err = resolveDatabase("lock", fs, o.database)
+	}
+	if err == nil {
+		err = o.validate()
+	}
+	if err != nil {
+		return reportError(s, err, exitError)
+	}
+	return holdLock(ctx, s, o, name, command)
+}
+
+// validate checks the flags before anything connects.
+func (o *lockOptions) validate() error {
+	if err := validateTable("lock", o.table); err != nil {
+		return err
+	}
+	if o.watermark <= 0 {
+		return usagef("lock", "--watermark %v: must be positive", o.watermark)
+	}
+	if o.grace < 0 {
+		return usagef("lock", "--grace %v: must be 0 (never kill) or positive", o.grace)
+	}
+	if o.owner != "" {
+		if err := validateOwner(o.owner); err != nil {
+			return usagef("lock", "--owner: %v", err)
+		}
+	}
+	return nil
+}
+
+// holdLock takes the lock, runs COMMAND under it, releases it, and returns
+// the exit status that "spanmutex lock" documents.
+func holdLock(ctx context.Context, s streams, o *lockOptions, name string, command []string) int {
+	client, err := openClient(ctx, o.database)
+	if err != nil {
+		return reportError(s, err, exitError)
+	}
+	defer client.Close()
+	opts := []spanmutex.Option{spanmutex.WithTable(o.table), spanmutex.WithWatermark(o.watermark)}
+	if o.owner != "" {
+		opts = append(opts, spanmutex.WithOwner(o.owner))
+	}
+	if o.verbose {
+		opts = append(opts, spanmutex.WithLogger(slog.New(slog.NewTextHandler(s.stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))))
+	}
+	l, err := spanmutex.NewLock(client, name, opts...)
+	if errors.Is(err, spanmutex.ErrInvalidConfig) {
+		return reportUsage(s, &usageError{cmd: "lock", msg: err.Error()})
+	}
+	if err != nil {
+		return reportError(s, err, exitError)
+	}
+
+	waitCtx, stopWait := context.WithCancel(ctx)
+	defer stopWait()
+	c := &child{argv: command, s: s, stopWait: stopWait, grace: o.grace}
+	stopSignals := sync.OnceFunc(c.forwardSignals())
+	defer stopSignals()
+	lease, err := l.Lock(waitCtx)
+	if err != nil {
+		if sig := c.interruptedBy(); sig != nil {
+			fmt.Fprintf(s.stderr, "spanmutex: interrupted by %s while waiting for the lock %q; COMMAND did not run\n", signalName(sig), name)
+			return exitError
+		}
+		return reportError(s, explainConnection(err), exitError)
+	}
+
+	// COMMAND's context ends when the lease is lost, with why as its cause:
+	// the child then sends COMMAND SIGTERM.
+	runCtx, stopRun := context.WithCancelCause(ctx)
+	go func() {
+		select {
+		case <-lease.Done():
+			stopRun(lease.Err())
+		case <-runCtx.Done():
+		}
+	}()
+	cmdErr := c.section(runCtx, lease)
+	stopRun(nil)
+	stopSignals()
+	lost := lease.Err()
+
+	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+	defer cancel()
+	unlockErr := l.Unlock(uctx)
+
+	if lost != nil {
+		fmt.Fprintf(s.stderr, "spanmutex: the lock %q (token %d) was lost while COMMAND ran, so another holder may have run meanwhile; COMMAND was sent SIGTERM\n%s\n",
+			name, lease.Token(), errorLine(lost))
+		return exitLeaseLost
+	}
+	if unlockErr != nil {
+		fmt.Fprintf(s.stderr, "spanmutex: COMMAND ended, but releasing the lock %q failed; waiters take it over after the watermark\n%s\n", name, errorLine(unlockErr))
+	}
+	if cmdErr == nil {
+		if unlockErr != nil {
+			return exitError
+		}
+		return exitOK
+	}
+	if code, failed := commandStatus(cmdErr); failed {
+		var se *startError
+		if errors.As(cmdErr, &se) {
+			fmt.Fprintf(s.stderr, "spanmutex: could not %v\n", se)
+		}
+		return code
+	}
+	return reportError(s, cmdErr, exitError)
+}

@@ -1,0 +1,129 @@
+//go:build unix
+
+package main
+
+import (
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestLockExcludesProcesses: 8 "spanmutex lock" processes started at once
+// each run a COMMAND that appends a begin line, works, and appends an end
+// line to one file. Every COMMAND runs, each alone: the lines come in
+// begin/end pairs of one token, with tokens strictly increasing.
+func TestLockExcludesProcesses(t *testing.T) {
+	needEmulator(t)
+	t.Parallel()
+	db, name := newDatabase(t), uniqueName(t)
+	file := filepath.Join(t.TempDir(), "log")
+	const n = 8
+	procs := make([]*process, n)
+	for i := range procs {
+		// The sleep is COMMAND's work, so that overlaps would show.
+		procs[i] = startProcess(t, []string{"FILE=" + file, fmt.Sprintf("ME=%d", i)},
+			"lock", "--database", db, name, "--", "sh", "-c",
+			`echo "begin $SPANMUTEX_TOKEN $ME" >> "$FILE"; sleep 0.2; echo "end $SPANMUTEX_TOKEN $ME" >> "$FILE"; exit $((ME % 3))`)
+	}
+	for i, p := range procs {
+		if code := p.wait(t, 3*time.Minute); code != i%3 {
+			t.Errorf("process %d exited %d, want COMMAND's %d; stderr:\n%s", i, code, i%3, p.stderr.String())
+		}
+	}
+	lines := readLines(t, file)
+	if len(lines) != 2*n {
+		t.Fatalf("%d lines, want %d:\n%s", len(lines), 2*n, strings.Join(lines, "\n"))
+	}
+	seen, last := map[string]bool{}, int64(0)
+	for i := 0; i < len(lines); i += 2 {
+		b, e := strings.Fields(lines[i]), strings.Fields(lines[i+1])
+		if b[0] != "begin" || e[0] != "end" || b[1] != e[1] || b[2] != e[2] {
+			t.Fatalf("COMMANDs overlapped: lines %d-%d are %q, %q:\n%s", i, i+1, lines[i], lines[i+1], strings.Join(lines, "\n"))
+		}
+		token, err := strconv.ParseInt(b[1], 10, 64)
+		if err != nil || token <= last {
+			t.Errorf("token %q after %d: want strictly increasing tokens", b[1], last)
+		}
+		last = token
+		seen[b[2]] = true
+	}
+	if len(seen) != n {
+		t.Errorf("%d distinct processes ran COMMAND, want %d", len(seen), n)
+	}
+}
+
+// TestLockLostStopsCommand freezes a holder (SIGSTOP) past the watermark, so
+// that a waiter takes the lock over; when it resumes, it finds the lock
+// lost, sends COMMAND SIGTERM, says so and exits 76.
+func TestLockLostStopsCommand(t *testing.T) {
+	needEmulator(t)
+	t.Parallel()
+	db, name, dir := newDatabase(t), uniqueName(t), t.TempDir()
+	ready, got, ran := filepath.Join(dir, "READY"), filepath.Join(dir, "got"), filepath.Join(dir, "ran")
+	holder := startProcess(t, []string{"READY=" + ready, "FILE=" + got},
+		"lock", "--database", db, "--watermark", "2s", name, "--", "sh", "-c",
+		`trap 'echo got-term >> "$FILE"; exit 3' TERM; touch "$READY"; while :; do sleep 0.1; done`)
+	waitForFile(t, holder, ready, 30*time.Second)
+	pid := holder.cmd.Process.Pid
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil { // spanmutex only: COMMAND runs on
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT) })
+
+	second := startProcess(t, []string{"FILE=" + ran},
+		"lock", "--database", db, "--watermark", "2s", name, "--", "sh", "-c", `echo "ran $SPANMUTEX_TOKEN" >> "$FILE"`)
+	if code := second.wait(t, 60*time.Second); code != 0 {
+		t.Fatalf("second process: exit %d; stderr:\n%s", code, second.stderr.String())
+	}
+	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	if code := holder.wait(t, 30*time.Second); code != exitLeaseLost {
+		t.Errorf("resumed holder exited %d, want %d; stderr:\n%s", code, exitLeaseLost, holder.stderr.String())
+	}
+	for _, want := range []string{"sent COMMAND SIGTERM", "was lost while COMMAND ran"} {
+		if !strings.Contains(holder.stderr.String(), want) {
+			t.Errorf("holder's stderr does not say %q:\n%s", want, holder.stderr.String())
+		}
+	}
+	if lines := readLines(t, got); len(lines) != 1 || lines[0] != "got-term" {
+		t.Errorf("the holder's COMMAND wrote %q; want \"got-term\"", lines)
+	}
+	if lines := readLines(t, ran); len(lines) != 1 || lines[0] != "ran 2" {
+		t.Errorf("the second COMMAND wrote %q; want \"ran 2\"", lines)
+	}
+}
+
+// TestLockForwardsSignals sends SIGTERM to "spanmutex lock" while COMMAND
+// runs: COMMAND gets it, lock exits with COMMAND's status, and the lock is
+// released: the next "lock" gets it at once.
+func TestLockForwardsSignals(t *testing.T) {
+	needEmulator(t)
+	t.Parallel()
+	db, name, dir := newDatabase(t), uniqueName(t), t.TempDir()
+	ready, got := filepath.Join(dir, "READY"), filepath.Join(dir, "got")
+	p := startProcess(t, []string{"READY=" + ready, "FILE=" + got}, "lock", "--database", db, name, "--", "sh", "-c",
+		`trap 'echo got-term >> "$FILE"; exit 3' TERM; touch "$READY"; while :; do sleep 0.1; done`)
+	waitForFile(t, p, ready, 30*time.Second)
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.wait(t, 30*time.Second); code != 3 {
+		t.Fatalf("exit %d, want COMMAND's 3; stderr:\n%s", code, p.stderr.String())
+	}
+	if lines := readLines(t, got); len(lines) != 1 || lines[0] != "got-term" {
+		t.Errorf("COMMAND wrote %q; want \"got-term\"", lines)
+	}
+	began := time.Now()
+	next := startProcess(t, nil, "lock", "--database", db, name, "--", "true")
+	if code := next.wait(t, 30*time.Second); code != 0 {
+		t.Fatalf("next lock: exit %d; stderr:\n%s", code, next.stderr.String())
+	}
+	if took := time.Since(began); took > 10*time.Second {
+		t.Errorf("the next lock took %v: the interrupted one was not released", took)
+	}
+}

@@ -1,0 +1,85 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/spanmutex/spanmutex"
+)
+
+// resetHelp is the help of "spanmutex reset".
+var resetHelp = helpText{
+	usage: "spanmutex reset [flags] NAME",
+	about: `Re-arms the critical section NAME after it failed or gave up ("spanmutex run"
+exited 75): its row becomes NEEDED with no attempt counted, so the next
+"spanmutex run NAME" runs COMMAND again with --max-attempts fresh attempts.
+The fencing token is kept, so the next run gets a higher one.
+
+It is fenced like an acquisition, in one read-write transaction on Spanner's
+clock: it refuses a row STARTED by a holder that renewed its lease within
+--watermark (a live holder is never cut off) and says who holds it; a
+holder silent for longer is cut off, and its late result is rejected. It
+refuses a DONE row (nothing to re-arm: use a new NAME or 'run --version')
+and a NAME that has no row.`,
+	after: `Exit status: 0 if the row was reset, 1 if it was refused or on any other
+error (stderr says why), 2 on a usage error.
+
+Examples:
+  spanmutex reset migrate-v42
+  spanmutex reset --watermark 30m backfill-2024`,
+}
+
+// cmdReset is "spanmutex reset [flags] NAME".
+func cmdReset(ctx context.Context, s streams, args []string) int {
+	fs := newFlagSet("reset")
+	database := addDatabaseFlag(fs)
+	table := fs.String("table", spanmutex.DefaultTable, "the mutex table")
+	watermark := fs.Duration("watermark", spanmutex.DefaultWatermark,
+		"a STARTED holder that renewed its lease within this long, by Spanner's clock, is live and is not reset; use the --watermark NAME runs with")
+	positional, code, done := parseFlags(s, "reset", fs, resetHelp, args)
+	if done {
+		return code
+	}
+	if len(positional) != 1 {
+		return reportUsage(s, &usageError{cmd: "reset", msg: fmt.Sprintf("want exactly one NAME, got %d argument(s)", len(positional))})
+	}
+	name := positional[0]
+	if err := spanmutex.ValidateName(name); err != nil {
+		return reportUsage(s, &usageError{cmd: "reset", msg: "bad NAME: " + strings.TrimPrefix(err.Error(), spanmutex.ErrInvalidConfig.Error()+": ")})
+	}
+	if *watermark <= 0 {
+		return reportUsage(s, &usageError{cmd: "reset", msg: fmt.Sprintf("--watermark %v: must be positive", *watermark)})
+	}
+	db, err := resolveDatabase("reset", fs, *database)
+	if err == nil {
+		err = validateTable("reset", *table)
+	}
+	if err != nil {
+		return reportError(s, err, exitError)
+	}
+	client, err := openClient(ctx, db)
+	if err != nil {
+		return reportError(s, err, exitError)
+	}
+	defer client.Close()
+	m, err := spanmutex.New(client, name, spanmutex.WithTable(*table), spanmutex.WithWatermark(*watermark))
+	if err != nil {
+		return reportError(s, err, exitError)
+	}
+	res, err := m.Reset(ctx)
+	if errors.Is(err, spanmutex.ErrResetRefused) {
+		fmt.Fprintf(s.stderr, "%s\nspanmutex: the row of %q is unchanged\n", errorLine(err), name)
+		return exitError
+	}
+	if err != nil {
+		return reportError(s, explainConnection(err), exitError)
+	}
+	fmt.Fprintf(s.stderr, "spanmutex: %q reset: it was %s after %d attempt(s) (token %d); it is now NEEDED with no attempt counted, and the next run starts it\n",
+		name, res.Before, res.Attempts, res.Token)
+	if res.LastError != "" {
+		fmt.Fprintf(s.stderr, "spanmutex: its last error was: %s\n", oneLine(res.LastError, 200))
+	}
+	return exitOK
+}

@@ -1,0 +1,53 @@
+//go:build unix
+
+package main
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spanmutex/spanmutex"
+)
+
+// TestRunVersionReArms: "run --version V" runs COMMAND once per version:
+// a second run of the same version finds it done, a new version runs it
+// again with the next token.
+func TestRunVersionReArms(t *testing.T) {
+	needEmulator(t)
+	t.Parallel()
+	db, name := newDatabase(t), uniqueName(t)
+	file := filepath.Join(t.TempDir(), "ran")
+	steps := []struct{ version, want string }{
+		{"release-1", "ran here"}, {"release-1", "already done"}, {"release-2", "ran here"}, {"release-2", "already done"},
+	}
+	for i, st := range steps {
+		p := startProcess(t, []string{"FILE=" + file}, "run", "--database", db, "--version", st.version, name, "--",
+			"sh", "-c", `echo "$SPANMUTEX_TOKEN" >> "$FILE"`)
+		if code := p.wait(t, 60*time.Second); code != 0 || !strings.Contains(p.stderr.String(), st.want) {
+			t.Fatalf("step %d (%s): exit %d, want 0 and %q; stderr:\n%s", i, st.version, code, st.want, p.stderr.String())
+		}
+	}
+	if lines := readLines(t, file); strings.Join(lines, ",") != "1,2" {
+		t.Errorf("COMMAND wrote tokens %q; want 1 then 2, once per version", lines)
+	}
+	if r := inspect(t, db, name); r.State != spanmutex.StateDone || r.Attempts != 1 || r.Version != "release-2" {
+		t.Errorf("row is %s after %d attempts at version %q; want DONE after 1 at release-2", r.State, r.Attempts, r.Version)
+	}
+	p := startProcess(t, nil, "status", "--database", db, name)
+	if code := p.wait(t, 30*time.Second); code != 0 || !strings.Contains(p.stdout.String(), "VERSION") || !strings.Contains(p.stdout.String(), "release-2") {
+		t.Errorf("status: exit %d; stdout does not show the version:\n%s", code, p.stdout.String())
+	}
+}
+
+// TestDDLUpgrade prints the ALTER TABLE statements for the columns added
+// since the first release.
+func TestDDLUpgrade(t *testing.T) {
+	code, stdout, stderr := cli(t, "ddl", "--upgrade", "--table", "Locks")
+	want := "ALTER TABLE Locks ADD COLUMN LeaseMicros INT64;\n\nALTER TABLE Locks ADD COLUMN Version STRING(256);\n\n" +
+		"ALTER TABLE LocksQueue ADD COLUMN LeaseMicros INT64;\n\nALTER TABLE LocksQueue ADD COLUMN WakeAddr STRING(64);\n"
+	if code != exitOK || stdout != want {
+		t.Errorf("ddl --upgrade: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+}

@@ -1,0 +1,132 @@
+package spanmutex
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"cloud.google.com/go/spanner"
+)
+
+// ErrInterrupted is matched by the *InterruptedError a section returns
+// (through Interrupt) when it was stopped from outside before it could
+// finish, and by the error Run then returns.
+var ErrInterrupted = errors.New("spanmutex: section interrupted")
+
+// InterruptedError says that a section was stopped from outside (a SIGTERM
+// of a pod eviction, a shutdown) rather than failing by itself. When the
+// section returns one, Run gives the row back instead of recording FAILED:
+// the row becomes NEEDED, the attempt is not counted, and Reason is stored
+// in LastError; the next contender runs the section again. It matches
+// ErrInterrupted; Unwrap returns Err.
+type InterruptedError struct {
+	Name   string // the section; set by Run
+	Token  int64  // the token it ran with; set by Run
+	Reason string // why it was stopped, in words: recorded in LastError
+	Err    error  // how the section ended, if there is an error to keep
+}
+
+// Interrupt returns the error a section returns to say that it was stopped
+// from outside before it could finish, and why: Run then gives the row back
+// (NEEDED, attempt not counted, reason recorded) instead of recording
+// FAILED. Use it only for stops that say nothing about the section itself:
+// a section interrupted for ever is retried for ever. err is how the section
+// ended (it may be nil).
+func Interrupt(reason string, err error) error {
+	return &InterruptedError{Reason: reason, Err: err}
+}
+
+func (e *InterruptedError) Error() string {
+	msg := "spanmutex: "
+	if e.Name != "" {
+		msg += fmt.Sprintf("section %q (token %d) ", e.Name, e.Token)
+	}
+	msg += "interrupted: " + e.Reason
+	if e.Err != nil {
+		msg += ": " + e.Err.Error()
+	}
+	return msg
+}
+
+// Is reports whether target is ErrInterrupted.
+func (e *InterruptedError) Is(target error) bool { return target == ErrInterrupted }
+
+// Unwrap returns how the section ended.
+func (e *InterruptedError) Unwrap() error { return e.Err }
+
+// interrupter is a store that can give back an interrupted section's row.
+type interrupter interface {
+	interrupt(ctx context.Context, l *Lease, reason string) error
+}
+
+// interrupted gives back the row of a section that returned an
+// *InterruptedError, within the finish timeout even if ctx is done, and
+// returns the error Run ends with.
+func (m *Mutex) interrupted(ctx context.Context, lease *Lease, ie *InterruptedError) error {
+	out := &InterruptedError{Name: m.name, Token: lease.token, Reason: ie.Reason, Err: ie.Err}
+	reason := out.Reason
+	if ie.Err != nil {
+		reason += ": " + ie.Err.Error()
+	}
+	st, ok := m.store.(interrupter)
+	if !ok {
+		// A store that cannot give back records the interruption as a failure.
+		if err := m.finish(ctx, lease, StateFailed, "interrupted: "+reason); err != nil {
+			return errors.Join(out, err)
+		}
+		return out
+	}
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.finishTimeout)
+	defer cancel()
+	bo := m.cfg.newBackOff()
+	for {
+		err := st.interrupt(fctx, lease, "interrupted: "+reason)
+		if err == nil {
+			m.cfg.logger.Info("section interrupted; gave the row back (NEEDED, attempt not counted)", "token", lease.token, "reason", reason)
+			return out
+		}
+		if errors.Is(err, ErrLeaseLost) {
+			return errors.Join(out, err)
+		}
+		m.cfg.logger.Warn("giving back the interrupted section failed; retrying", "err", err)
+		if perr := m.pause(fctx, bo, 0); perr != nil {
+			return errors.Join(out, fmt.Errorf("spanmutex: section %q (token %d): could not give the row back: %w", m.name, lease.token, err))
+		}
+	}
+}
+
+// interrupt moves our STARTED row to NEEDED with one attempt fewer and the
+// reason in LastError, fenced on the lease. A try whose answer was lost is
+// recognised: the row NEEDED under our lease id and token.
+func (s *spannerStore) interrupt(ctx context.Context, l *Lease, reason string) error {
+	_, err := s.client.ReadWriteTransaction(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
+		s.stats.rwAttempts.Add(1)
+		err := l.Guard(ctx, tx)
+		var lost *LeaseLostError
+		if errors.As(err, &lost) && lost.CurrentState == StateNeeded && lost.currentLeaseID == l.id && lost.CurrentToken == l.token {
+			return nil // an earlier try committed
+		}
+		if err != nil {
+			return err
+		}
+		r, err := tx.ReadRow(ctx, s.table, spanner.Key{l.name}, []string{"Attempts"})
+		if err != nil {
+			return err
+		}
+		var attempts int64
+		if err := r.Columns(&attempts); err != nil {
+			return err
+		}
+		return tx.BufferWrite([]*spanner.Mutation{spanner.Update(s.table,
+			[]string{"Name", "State", "Attempts", "LastError", "FinishedAt", "UpdatedAt"},
+			[]any{l.name, string(StateNeeded), max(attempts-1, 0), truncate(reason, maxErrorText), spanner.CommitTimestamp, spanner.CommitTimestamp})})
+	})
+	var lost *LeaseLostError
+	if errors.As(err, &lost) {
+		return lost
+	}
+	if err != nil {
+		return s.explain(ctx, err)
+	}
+	return nil
+}

@@ -1,0 +1,245 @@
+package migrations
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"cloud.google.com/go/spanner"
+	dbadmin "cloud.google.com/go/spanner/admin/database/apiv1"
+	adminpb "cloud.google.com/go/spanner/admin/database/apiv1/databasepb"
+	"github.com/cenkalti/backoff/v4"
+	"github.com/golang-migrate/migrate/v4/database"
+	spannerdriver "github.com/golang-migrate/migrate/v4/database/spanner"
+
+	"github.com/spanmutex/spanmutex"
+)
+
+// lockedDriver is the database.Driver golang-migrate runs against: its
+// upstream spanner driver, opened while a spanmutex Lock is held, with
+//
+//   - Lock and Unlock that hold nothing themselves but check the lease:
+//     the spanmutex Lock is taken before the upstream driver is opened
+//     (its Open creates the version table) and released after Up returns;
+//   - Run that retries DDL Spanner rejects because of a concurrent schema
+//     change or read-write transaction, and runs files marked DMLMarker as
+//     DML in one read-write transaction fenced on the lease;
+//   - SetVersion fenced on the lease, so a migrator that lost the lock
+//     cannot move the version.
+//
+// Its methods take no context (golang-migrate's interface has none): they
+// use the Up call's.
+type lockedDriver struct {
+	upstream database.Driver // for Version and Drop
+	client   *spanner.Client
+	admin    *dbadmin.DatabaseAdminClient
+	cfg      *config
+	lease    *spanmutex.Lease
+	ctx      context.Context // Up's, cancelled when the lease is lost
+
+	mu sync.Mutex
+	// clean is the last version known clean, -1 for none.
+	clean int
+	// unapplied: the last Run failed without applying anything (a rejected
+	// DDL given up, a rolled-back DML transaction), so the dirty mark it
+	// leaves may be taken back.
+	unapplied bool
+	applied   []int // versions applied by this driver, in order
+	retries   int   // DDL sent again after a concurrent-schema-change rejection
+}
+
+var _ database.Driver = (*lockedDriver)(nil)
+
+// cleanMarkTimeout bounds the write of a migration's clean mark once Up's
+// ctx has ended.
+const cleanMarkTimeout = 30 * time.Second
+
+// Open is not supported: open migrations through New and Up, which hold the
+// lock while golang-migrate's driver opens.
+func (d *lockedDriver) Open(string) (database.Driver, error) {
+	return nil, errors.New("migrations: open the driver through migrations.New and Migrator.Up")
+}
+
+// Close closes nothing: the clients belong to the Migrator's caller.
+func (d *lockedDriver) Close() error { return nil }
+
+// Lock checks that the lease is still held: the lock itself was taken
+// before the driver was opened.
+func (d *lockedDriver) Lock() error { return d.lease.Err() }
+
+// Unlock does nothing: the lock is released by Up once golang-migrate is done.
+func (d *lockedDriver) Unlock() error { return nil }
+
+// Version returns the version and dirty flag from golang-migrate's table.
+func (d *lockedDriver) Version() (int, bool, error) { return d.upstream.Version() }
+
+// Drop drops everything, as golang-migrate's spanner driver does.
+func (d *lockedDriver) Drop() error { return d.upstream.Drop() }
+
+// SetVersion writes the version table as golang-migrate's spanner driver
+// does (one row), in a read-write transaction fenced on the lease. The
+// clean mark after a migration is written even if Up's ctx has ended (within
+// cleanMarkTimeout): the migration is applied, and leaving it marked dirty
+// would stop every later Up for nothing. A lost lease still stops it.
+func (d *lockedDriver) SetVersion(version int, dirty bool) error {
+	ctx := d.ctx
+	if !dirty {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(d.ctx), cleanMarkTimeout)
+		defer cancel()
+	}
+	if err := d.setVersion(ctx, version, dirty); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !dirty {
+		if version != d.clean {
+			d.applied = append(d.applied, version)
+		}
+		d.clean = version
+	}
+	return nil
+}
+
+func (d *lockedDriver) setVersion(ctx context.Context, version int, dirty bool) error {
+	_, err := d.client.ReadWriteTransaction(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
+		if err := d.lease.Guard(ctx, tx); err != nil {
+			return err
+		}
+		return tx.BufferWrite([]*spanner.Mutation{
+			spanner.Delete(d.cfg.migrationsTable, spanner.AllKeys()),
+			spanner.Insert(d.cfg.migrationsTable, []string{"Version", "Dirty"}, []any{int64(version), dirty}),
+		})
+	})
+	if err != nil {
+		return &database.Error{OrigErr: err, Err: fmt.Sprintf("set version %d (dirty %v)", version, dirty)}
+	}
+	return nil
+}
+
+// Run applies one migration file.
+func (d *lockedDriver) Run(migration io.Reader) error {
+	body, err := io.ReadAll(migration)
+	if err != nil {
+		return err
+	}
+	d.mu.Lock()
+	d.unapplied = false
+	d.mu.Unlock()
+	stmts := splitStatements(string(body))
+	if len(stmts) == 0 {
+		return nil
+	}
+	if isDML(string(body)) {
+		return d.runDML(body, stmts)
+	}
+	return d.runDDL(body, stmts)
+}
+
+// runDML runs the statements in one read-write transaction that commits
+// only while the lease is held: all apply, or none does.
+func (d *lockedDriver) runDML(body []byte, stmts []string) error {
+	_, err := d.client.ReadWriteTransaction(d.ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
+		if err := d.lease.Guard(ctx, tx); err != nil {
+			return err
+		}
+		ss := make([]spanner.Statement, len(stmts))
+		for i, s := range stmts {
+			ss[i] = spanner.NewStatement(s)
+		}
+		_, err := tx.BatchUpdate(ctx, ss)
+		return err
+	})
+	if err != nil {
+		d.markUnapplied()
+		return &database.Error{OrigErr: err, Err: "DML migration failed; its transaction rolled back", Query: body}
+	}
+	return nil
+}
+
+// runDDL sends the statements to the DDL API, again while Spanner rejects
+// them because of a concurrent schema change or read-write transaction
+// (nothing applied), for at most the retry timeout. An operation under way
+// is waited for even if ctx ends: abandoning it would leave the version
+// dirty while the schema change goes on.
+func (d *lockedDriver) runDDL(body []byte, stmts []string) error {
+	ctx := context.WithoutCancel(d.ctx)
+	bo := backoff.NewExponentialBackOff()
+	bo.InitialInterval, bo.MaxInterval, bo.MaxElapsedTime = 50*time.Millisecond, 2*time.Second, d.cfg.retryTimeout
+	bo.Reset()
+	for {
+		op, err := d.admin.UpdateDatabaseDdl(ctx, &adminpb.UpdateDatabaseDdlRequest{
+			Database:   d.client.DatabaseName(),
+			Statements: stmts,
+		})
+		if err == nil {
+			err = op.Wait(ctx)
+		}
+		if err == nil {
+			return nil
+		}
+		if !isConcurrentSchemaChange(err) {
+			return &database.Error{OrigErr: err, Err: "DDL migration failed", Query: body}
+		}
+		d.mu.Lock()
+		d.retries++
+		d.mu.Unlock()
+		wait := bo.NextBackOff()
+		d.cfg.logger.Debug("DDL rejected because of a concurrent schema change or transaction; sending it again", "in", wait, "err", err)
+		if wait == backoff.Stop || d.lease.Err() != nil {
+			d.markUnapplied()
+			return &database.Error{OrigErr: err, Err: fmt.Sprintf("DDL migration rejected for %v because of concurrent schema changes or transactions", d.cfg.retryTimeout), Query: body}
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-d.ctx.Done():
+			t.Stop()
+			d.markUnapplied()
+			return &database.Error{OrigErr: errors.Join(err, context.Cause(d.ctx)), Err: "DDL migration stopped while Spanner rejected it", Query: body}
+		}
+	}
+}
+
+func (d *lockedDriver) markUnapplied() {
+	d.mu.Lock()
+	d.unapplied = true
+	d.mu.Unlock()
+}
+
+// openUpstream opens golang-migrate's spanner driver, which creates the
+// version table if it is missing; it is called with the lock held, and
+// retried while Spanner rejects that DDL because of a concurrent schema
+// change or transaction.
+// It returns how many times it tried again.
+func openUpstream(ctx context.Context, client *spanner.Client, admin *dbadmin.DatabaseAdminClient, cfg *config) (database.Driver, int, error) {
+	bo := backoff.NewExponentialBackOff()
+	bo.InitialInterval, bo.MaxInterval, bo.MaxElapsedTime = 50*time.Millisecond, 2*time.Second, cfg.retryTimeout
+	bo.Reset()
+	for retries := 0; ; retries++ {
+		// NewDB takes the clients by value; the copies share their connections.
+		drv, err := spannerdriver.WithInstance(spannerdriver.NewDB(*admin, *client), &spannerdriver.Config{
+			DatabaseName:    client.DatabaseName(),
+			MigrationsTable: cfg.migrationsTable,
+		})
+		if err == nil || !isConcurrentSchemaChange(err) {
+			return drv, retries, err
+		}
+		cfg.logger.Debug("creating the version table was rejected because of a concurrent schema change or transaction; trying again", "err", err)
+		wait := bo.NextBackOff()
+		if wait == backoff.Stop {
+			return nil, retries, err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, retries, errors.Join(err, ctx.Err())
+		}
+	}
+}

@@ -1,0 +1,79 @@
+package migrations
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/spanner"
+	dbadmin "cloud.google.com/go/spanner/admin/database/apiv1"
+	"github.com/golang-migrate/migrate/v4/source"
+	"github.com/golang-migrate/migrate/v4/source/iofs"
+	"github.com/stretchr/testify/require"
+
+	"github.com/spanmutex/spanmutex/emulator"
+)
+
+// emu is the emulator shared by this package's integration tests; nil with
+// -short.
+var emu *emulator.Emulator
+
+func TestMain(m *testing.M) {
+	os.Exit(emulator.RunTests(m, func(e *emulator.Emulator) {
+		emu = e
+		// The testable examples call emulator.Start as a user would; this
+		// makes them attach to the emulator already running, with a fresh
+		// database each, and migrations.Up's admin client find it.
+		if os.Getenv(emulator.HostEnv) == "" {
+			os.Setenv(emulator.HostEnv, e.Host())
+		}
+	}))
+}
+
+// needEmulator skips the test under -short.
+func needEmulator(t *testing.T) {
+	t.Helper()
+	if emu == nil {
+		t.Skip("integration test: needs the emulator (skipped with -short)")
+	}
+}
+
+// freshDatabase creates a database with the spanmutex schema and nothing
+// else.
+func freshDatabase(t *testing.T) string {
+	t.Helper()
+	needEmulator(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	db, err := emu.NewDatabase(ctx)
+	require.NoError(t, err)
+	return db
+}
+
+// replica is one service instance: its own data and admin clients.
+type replica struct {
+	client *spanner.Client
+	admin  *dbadmin.DatabaseAdminClient
+}
+
+func newReplica(t *testing.T, db string) replica {
+	t.Helper()
+	ctx := context.Background()
+	c, err := emu.NewClient(ctx, db)
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	a, err := dbadmin.NewDatabaseAdminClient(ctx, emu.ClientOptions()...)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = a.Close() })
+	return replica{client: c, admin: a}
+}
+
+// release opens the migration files of testdata/dir.
+func release(t *testing.T, dir string) source.Driver {
+	t.Helper()
+	src, err := iofs.New(os.DirFS("testdata"), dir)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = src.Close() })
+	return src
+}

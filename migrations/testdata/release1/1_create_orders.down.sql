@@ -1,0 +1,2 @@
+DROP TABLE Backfills;
+DROP TABLE Orders;

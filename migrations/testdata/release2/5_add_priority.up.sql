@@ -1,0 +1,1 @@
+ALTER TABLE Orders ADD COLUMN Priority INT64;

@@ -1,0 +1,140 @@
+package spanmutex
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"cloud.google.com/go/spanner"
+	"github.com/google/uuid"
+)
+
+// ErrResetRefused is matched by the *ResetRefusedError that Reset returns
+// when it leaves the row as it was.
+var ErrResetRefused = errors.New("spanmutex: reset refused")
+
+// ResetRefusedError says why Reset left a row unchanged. It matches
+// ErrResetRefused.
+type ResetRefusedError struct {
+	Name   string // the section
+	State  State  // the row's state ("" if there is no row)
+	Owner  string // who holds or last held it
+	Token  int64  // the row's token
+	Reason string // why, in words
+}
+
+func (e *ResetRefusedError) Error() string {
+	return fmt.Sprintf("spanmutex: reset %q refused: %s", e.Name, e.Reason)
+}
+
+// Is reports whether target is ErrResetRefused.
+func (e *ResetRefusedError) Is(target error) bool { return target == ErrResetRefused }
+
+// ResetResult is what Reset found and did.
+type ResetResult struct {
+	// Before is the state the row was in: FAILED, NEEDED, or STARTED under a
+	// holder silent past the watermark.
+	Before State
+	// Attempts is how many attempts the row had counted; it now counts 0.
+	Attempts int64
+	// Token is the row's token, kept: the next acquisition gets Token+1, so
+	// a holder from before the reset stays fenced out.
+	Token int64
+	// LastError is the error text the row held before the reset.
+	LastError string
+}
+
+// Reset re-arms the section so that the next Run starts it again, with
+// MaxAttempts fresh attempts: the row becomes NEEDED with no attempt counted
+// and a LastError that says it was reset. It is for a section that failed
+// or gave up (Run returned an *ExhaustedError; "spanmutex run" exited 75)
+// once its cause has been fixed.
+//
+// Reset decides in one read-write transaction on Spanner's clock, as an
+// acquisition does. It refuses, with a *ResetRefusedError and the row
+// unchanged, when there is no row, when the row is DONE (the section
+// completed: run it again under a new name or version), and when the row is
+// STARTED by a holder that renewed its lease within the lease it declared
+// (a live holder is never cut off). A STARTED row whose holder has been
+// silent past its lease is reset: that holder, if it comes back, finds
+// its lease gone (ErrLeaseLost), and the token is kept, so its fenced writes
+// are rejected. Reset does not run the section.
+func (m *Mutex) Reset(ctx context.Context) (ResetResult, error) {
+	if ctx == nil {
+		return ResetResult{}, errNilContext
+	}
+	st, ok := m.store.(*spannerStore)
+	if !ok {
+		return ResetResult{}, fmt.Errorf("spanmutex: Reset(%q): not supported by this store", m.name)
+	}
+	began := time.Now()
+	if err := m.checkSchema(ctx); err != nil {
+		return ResetResult{}, m.unreached(err, began)
+	}
+	res, err := st.reset(ctx, m.name, m.cfg.watermark, uuid.NewString())
+	if err != nil {
+		return res, m.unreached(err, began)
+	}
+	m.cfg.logger.Info("reset: the row is NEEDED with no attempt counted", "was", res.Before, "attempts", res.Attempts, "token", res.Token)
+	return res, nil
+}
+
+// decideReset says whether a row read on Spanner's clock may be reset, and
+// if not, why.
+func decideReset(r row, watermark time.Duration) (ok bool, refusal string) {
+	switch {
+	case !r.Exists:
+		return false, "there is no row by that name: nothing to reset"
+	case r.State == StateDone:
+		return false, "it is DONE: it completed, so there is nothing to re-arm; run it again under a new name or version"
+	case r.State == StateStarted:
+		if silent, lease := silentFor(r), holderLease(r, watermark); silent < lease {
+			return false, fmt.Sprintf("it is STARTED by %s (token %d), a live holder that renewed its lease %v ago, within the lease of %v it declared; "+
+				"wait for it to finish, or for it to go silent past its lease",
+				r.Owner, r.Token, silent.Round(time.Millisecond), lease)
+		}
+		return true, ""
+	case r.State == StateFailed || r.State == StateNeeded:
+		return true, ""
+	}
+	return false, fmt.Sprintf("it has unknown state %q", r.State)
+}
+
+// reset re-arms name's row if decideReset allows it; leaseID replaces the
+// row's acquisition id so that a silent holder finds its lease gone.
+func (s *spannerStore) reset(ctx context.Context, name string, watermark time.Duration, leaseID string) (ResetResult, error) {
+	var res ResetResult
+	_, err := s.client.ReadWriteTransaction(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
+		s.stats.rwAttempts.Add(1)
+		res = ResetResult{}
+		r, err := s.queryRow(ctx, tx, name)
+		if err != nil {
+			return err
+		}
+		// Spanner's clock: r.Now is CURRENT_TIMESTAMP() of this transaction.
+		if ok, why := decideReset(r, watermark); !ok {
+			return &ResetRefusedError{Name: name, State: r.State, Owner: r.Owner, Token: r.Token, Reason: why}
+		}
+		res = ResetResult{Before: r.State, Attempts: r.Attempts, Token: r.Token, LastError: r.LastError}
+		note := fmt.Sprintf("reset from %s after %d attempt(s)", r.State, r.Attempts)
+		if r.State == StateStarted {
+			note += fmt.Sprintf(" (holder %s, token %d, silent past the watermark)", r.Owner, r.Token)
+		}
+		if r.LastError != "" {
+			note += "; last error: " + r.LastError
+		}
+		return tx.BufferWrite([]*spanner.Mutation{spanner.Update(s.table,
+			[]string{"Name", "State", "LeaseID", "Attempts", "LastError", "UpdatedAt"},
+			[]any{name, string(StateNeeded), leaseID, int64(0), truncate(note, maxErrorText), spanner.CommitTimestamp})})
+	})
+	var refused *ResetRefusedError
+	if errors.As(err, &refused) {
+		return ResetResult{}, refused
+	}
+	if err != nil {
+		return ResetResult{}, s.explain(ctx, err)
+	}
+	s.reached.Store(true)
+	return res, nil
+}
