@@ -34,7 +34,9 @@ func ExampleMigrator_Up() {
 			log.Fatal(err)
 		}
 		defer src.Close()
-		m, err := migrations.New(emu.Client(), src)
+		// In production, migrations.New(client, src) is enough; the
+		// emulator's admin API is reached with its client options.
+		m, err := migrations.New(emu.Client(), src, migrations.WithAdminClientOptions(emu.ClientOptions()...))
 		if err != nil {
 			log.Fatal(err)
 		}
