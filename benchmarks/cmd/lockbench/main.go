@@ -54,7 +54,7 @@ func run() int {
 		cfg.QueueWorkers = append(cfg.QueueWorkers, n)
 	}
 	if err := lockbench.Check(cfg); err != nil {
-		fmt.Fprintln(os.Stderr, "lockbench:", err)
+		fmt.Fprintln(os.Stderr, err) // one line, saying what to install
 		return 1
 	}
 	cfg.Progress = os.Stderr
