@@ -1,0 +1,113 @@
+// Command lockbench runs the benchmark of issue 10: spanmutex's Lock,
+// etcd's concurrency.Mutex and a naive Spanner lock, with contenders in
+// separate OS processes, side by side; then queue workers as separate
+// processes. It starts the Cloud Spanner emulator and etcd itself.
+//
+//	cd benchmarks && go run ./cmd/lockbench --shapes 2x1 --duration 3s
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"runtime"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spanmutex/spanmutex/benchmarks/lockbench"
+)
+
+func main() {
+	lockbench.MaybeChild() // a contender process does its part and exits here
+	os.Exit(run())
+}
+
+func run() int {
+	var cfg lockbench.Config
+	shapes := flag.String("shapes", lockbench.DefaultShapes, "comma-separated `PxG` shapes: P processes × G goroutines each")
+	locks := flag.String("locks", "spanmutex,etcd,naive", "comma-separated locks to measure")
+	workers := flag.String("queue-workers", "1,4,16", "comma-separated numbers of queue worker processes")
+	flag.DurationVar(&cfg.Hold, "hold", lockbench.DefaultHold, "critical section length")
+	flag.DurationVar(&cfg.Duration, "duration", lockbench.DefaultDuration, "window of each run")
+	flag.DurationVar(&cfg.Drain, "drain", lockbench.DefaultDrain, "after the window, how long waiting Lock calls may still return")
+	flag.DurationVar(&cfg.Uncontended, "uncontended", lockbench.DefaultUncontended, "window of the uncontended lock+unlock runs (negative: skip)")
+	flag.IntVar(&cfg.QueueRequests, "queue-requests", lockbench.DefaultQueueRequests, "requests each queue run drains (negative: skip the queue part)")
+	flag.Parse()
+
+	var err error
+	if cfg.Shapes, err = lockbench.ParseShapes(*shapes); err != nil {
+		return usage(err)
+	}
+	for _, k := range strings.Split(*locks, ",") {
+		cfg.Kinds = append(cfg.Kinds, lockbench.Kind(strings.TrimSpace(k)))
+	}
+	for _, w := range strings.Split(*workers, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(w))
+		if err != nil {
+			return usage(fmt.Errorf("--queue-workers %q: want numbers separated by commas", *workers))
+		}
+		cfg.QueueWorkers = append(cfg.QueueWorkers, n)
+	}
+	if err := lockbench.Check(cfg); err != nil {
+		fmt.Fprintln(os.Stderr, err) // one line, saying what to install
+		return 1
+	}
+	cfg.Progress = os.Stderr
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	host, _ := os.Hostname()
+	fmt.Printf("Machine: %s, %d CPUs, %s/%s; load average at start: %s\n", host, runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, loadAvg())
+	began := time.Now()
+	rep, err := lockbench.Run(ctx, cfg)
+	if rep.EtcdVersion != "" {
+		fmt.Printf("etcd server: %s (client go.etcd.io/etcd/client/v3 %s); emulator: %s\n", rep.EtcdVersion, depVersion("go.etcd.io/etcd/client/v3"), rep.Emulator)
+	}
+	fmt.Println()
+	if ferr := lockbench.Format(os.Stdout, rep); ferr != nil {
+		fmt.Fprintln(os.Stderr, "lockbench:", ferr)
+		return 1
+	}
+	fmt.Printf("\nTook %v; load average at the end: %s\n", time.Since(began).Round(time.Second), loadAvg())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "lockbench:", err)
+		return 1
+	}
+	return 0
+}
+
+func usage(err error) int {
+	fmt.Fprintln(os.Stderr, "lockbench:", err)
+	flag.Usage()
+	return 2
+}
+
+// depVersion returns the version of module path built into this binary.
+func depVersion(path string) string {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, d := range bi.Deps {
+			if d.Path == path {
+				return d.Version
+			}
+		}
+	}
+	return "(unknown version)"
+}
+
+// loadAvg returns /proc/loadavg's three load averages, or "unknown".
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
+}

@@ -1,0 +1,170 @@
+package lockbench
+
+import (
+	"slices"
+	"time"
+
+	"github.com/spanmutex/spanmutex/internal/bench"
+)
+
+// Result is what one run (one lock, one shape) measured, over every
+// process's Lock calls merged on the shared CLOCK_MONOTONIC.
+type Result struct {
+	Kind     Kind
+	Shape    Shape
+	Hold     time.Duration
+	Duration time.Duration
+
+	// Acquisitions: Lock calls that returned holding the lock before the
+	// drain ended; InWindow: those that returned within the window.
+	Acquisitions, InWindow int
+	Cancelled              int // Lock calls still waiting when the drain ended
+	Errors                 int
+	FirstError             string
+
+	WaitP50, WaitP99 time.Duration // Lock called → Lock returned with the lock
+	// Hand-offs: acquisitions whose Lock call was already waiting when the
+	// previous holder called its release; the latency is from that release
+	// call to this Lock returning. CrossProcess counts those whose previous
+	// holder was another process.
+	HandOffs, CrossProcess int
+	HandOffP50, HandOffP99 time.Duration
+	// LibHandedOff counts spanmutex leases whose Lease.HandedOff was set
+	// (written in by the previous holder's Unlock).
+	LibHandedOff int
+	// UnlockP50: Unlock called → Unlock returned: for the Spanner locks,
+	// the release's own commit.
+	UnlockP50, UnlockP99 time.Duration
+	// CycleP50: Lock call plus Unlock call, per acquisition.
+	CycleP50 time.Duration
+
+	// Operations from the window's start until every process stopped.
+	RPCs                           int64
+	RPCsByMethod                   map[string]int64
+	RWAttempts, BlindWrites, Reads int64
+
+	FIFOViolations int
+	// Mutual exclusion: Overlaps counts critical sections that found
+	// another holder's marker; Lost, increments of the shared counter lost
+	// (acquisitions − counter); ClockOverlaps, acquisitions that returned
+	// before the previous holder (by the clock) had called its release;
+	// TokenDisorder (Spanner locks), acquisitions whose token is not above
+	// the previous one's.
+	Overlaps, Lost, ClockOverlaps, TokenDisorder int
+}
+
+// PerSecond returns acquisitions within the window per second of it.
+func (r Result) PerSecond() float64 { return float64(r.InWindow) / r.Duration.Seconds() }
+
+// PerAcquisition returns n per acquisition (NaN if none).
+func (r Result) PerAcquisition(n int64) float64 {
+	if r.Acquisitions == 0 {
+		return nan()
+	}
+	return float64(n) / float64(r.Acquisitions)
+}
+
+// analyse merges the processes' results of one run.
+func analyse(kind Kind, shape Shape, hold, window time.Duration, end int64, counter int64, results []lockResult) Result {
+	r := Result{Kind: kind, Shape: shape, Hold: hold, Duration: window, RPCsByMethod: map[string]int64{}}
+	var all, acqs []call
+	for _, pr := range results {
+		all = append(all, pr.Calls...)
+		r.RWAttempts += pr.RWAttempts
+		r.BlindWrites += pr.BlindWrites
+		r.Reads += pr.Reads
+		for m, n := range pr.RPCs {
+			r.RPCsByMethod[m] += n
+			r.RPCs += n
+		}
+		r.Errors += pr.Errors
+		if r.FirstError == "" {
+			r.FirstError = pr.FirstError
+		}
+	}
+	var waits, unlocks, cycles []time.Duration
+	for _, c := range all {
+		switch {
+		case c.Acquired:
+			acqs = append(acqs, c)
+		case c.Cancelled:
+			r.Cancelled++
+		}
+	}
+	slices.SortFunc(acqs, func(a, b call) int { return cmpInt(a.Returned, b.Returned) })
+	r.Acquisitions = len(acqs)
+	var handOffs []time.Duration
+	for i, a := range acqs {
+		if a.Returned <= end {
+			r.InWindow++
+		}
+		waits = append(waits, time.Duration(a.Returned-a.Called))
+		unlocks = append(unlocks, time.Duration(a.Unlocked-a.Released))
+		cycles = append(cycles, time.Duration(a.Returned-a.Called+a.Unlocked-a.Released))
+		if a.Overlap {
+			r.Overlaps++
+		}
+		if a.HandedOff {
+			r.LibHandedOff++
+		}
+		if i == 0 {
+			continue
+		}
+		prev := acqs[i-1]
+		if a.Returned < prev.Released {
+			r.ClockOverlaps++
+		}
+		if kind != Etcd && a.Token <= prev.Token {
+			r.TokenDisorder++
+		}
+		if a.Called < prev.Released {
+			handOffs = append(handOffs, time.Duration(a.Returned-prev.Released))
+			if a.Proc != prev.Proc {
+				r.CrossProcess++
+			}
+		}
+	}
+	r.HandOffs = len(handOffs)
+	r.Lost = r.Acquisitions - int(counter)
+	r.WaitP50, _ = bench.Percentile(waits, 50)
+	r.WaitP99, _ = bench.Percentile(waits, 99)
+	r.HandOffP50, _ = bench.Percentile(handOffs, 50)
+	r.HandOffP99, _ = bench.Percentile(handOffs, 99)
+	r.UnlockP50, _ = bench.Percentile(unlocks, 50)
+	r.UnlockP99, _ = bench.Percentile(unlocks, 99)
+	r.CycleP50, _ = bench.Percentile(cycles, 50)
+	r.FIFOViolations = fifoViolations(all, acqs)
+	return r
+}
+
+// fifoViolations counts the acquisitions made while another Lock call that
+// began at least FIFOTolerance earlier was still waiting (it had neither
+// returned nor been cancelled), across all processes.
+func fifoViolations(all, acqs []call) int {
+	byCalled := slices.Clone(all)
+	slices.SortFunc(byCalled, func(a, b call) int { return cmpInt(a.Called, b.Called) })
+	n := 0
+	for _, a := range acqs {
+		limit := a.Called - int64(FIFOTolerance)
+		for _, b := range byCalled {
+			if b.Called > limit {
+				break
+			}
+			if b.Returned > a.Returned {
+				n++
+				break
+			}
+		}
+	}
+	return n
+}
+
+func cmpInt(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}

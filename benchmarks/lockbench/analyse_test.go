@@ -1,0 +1,76 @@
+package lockbench
+
+import (
+	"testing"
+	"time"
+)
+
+func TestParseShapes(t *testing.T) {
+	cases := []struct {
+		in   string
+		want []Shape
+		ok   bool
+	}{
+		{"1x1,4x25", []Shape{{1, 1}, {4, 25}}, true},
+		{" 16x1 ", []Shape{{16, 1}}, true},
+		{"4", nil, false},
+		{"0x1", nil, false},
+		{"1x0", nil, false},
+		{"65x1", nil, false},
+		{"ax1", nil, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.in, func(t *testing.T) {
+			got, err := ParseShapes(tc.in)
+			if (err == nil) != tc.ok {
+				t.Fatalf("err = %v, want ok %v", err, tc.ok)
+			}
+			if tc.ok && len(got) != len(tc.want) {
+				t.Fatalf("got %v, want %v", got, tc.want)
+			}
+			for i := range got {
+				if got[i] != tc.want[i] {
+					t.Errorf("got %v, want %v", got, tc.want)
+				}
+			}
+		})
+	}
+}
+
+const ms = int64(time.Millisecond)
+
+// TestAnalyse checks the figures on calls of two processes: A (proc 0)
+// holds from 0 to 10ms; B (proc 1) waits from 1ms and gets it at 14ms,
+// releases at 24ms; A's second call starts at 12ms and gets it at 30ms; C
+// (proc 1), called at -200ms, is still waiting at 30ms and gets it at 45ms.
+func TestAnalyse(t *testing.T) {
+	calls := []call{
+		{Proc: 0, G: 0, Called: 0, Returned: 0, Acquired: true, Released: 10 * ms, Unlocked: 12 * ms, Token: 1},
+		{Proc: 1, G: 0, Called: 1 * ms, Returned: 14 * ms, Acquired: true, Released: 24 * ms, Unlocked: 26 * ms, Token: 2, HandedOff: true},
+		{Proc: 0, G: 0, Called: 12 * ms, Returned: 30 * ms, Acquired: true, Released: 40 * ms, Unlocked: 42 * ms, Token: 3, HandedOff: true},
+		{Proc: 1, G: 1, Called: -200 * ms, Returned: 45 * ms, Acquired: true, Released: 50 * ms, Unlocked: 52 * ms, Token: 4},
+	}
+	r := analyse(Spanmutex, Shape{2, 2}, 0, time.Second, 40*ms, 4,
+		[]lockResult{{Proc: 0, Calls: []call{calls[0], calls[2]}}, {Proc: 1, Calls: []call{calls[1], calls[3]}}})
+	if r.Acquisitions != 4 || r.InWindow != 3 {
+		t.Errorf("acquisitions %d, in window %d; want 4, 3", r.Acquisitions, r.InWindow)
+	}
+	// Hand-offs: B (14−10 = 4ms, cross), A (30−24 = 6ms, cross), C (45−40 = 5ms,
+	// same process as A? no: C is proc 1, A proc 0: cross).
+	if r.HandOffs != 3 || r.CrossProcess != 3 {
+		t.Errorf("hand-offs %d, cross-process %d; want 3, 3", r.HandOffs, r.CrossProcess)
+	}
+	if r.HandOffP50 != 5*time.Millisecond {
+		t.Errorf("hand-off p50 %v, want 5ms", r.HandOffP50)
+	}
+	if r.UnlockP50 != 2*time.Millisecond {
+		t.Errorf("unlock p50 %v, want 2ms", r.UnlockP50)
+	}
+	// A at 0, B at 14 and A at 30 overtook C, which called at −200ms.
+	if r.FIFOViolations != 3 {
+		t.Errorf("FIFO violations %d, want 3", r.FIFOViolations)
+	}
+	if r.Lost != 0 || r.ClockOverlaps != 0 || r.TokenDisorder != 0 || r.LibHandedOff != 2 {
+		t.Errorf("lost %d, clock overlaps %d, token disorder %d, handed off %d; want 0, 0, 0, 2", r.Lost, r.ClockOverlaps, r.TokenDisorder, r.LibHandedOff)
+	}
+}

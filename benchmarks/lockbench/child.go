@@ -1,0 +1,311 @@
+package lockbench
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// MaybeChild makes this process a contender if ChildEnv is set: it runs
+// the child's part and exits. Call it first thing in main and in TestMain.
+func MaybeChild() {
+	if os.Getenv(ChildEnv) == "" {
+		return
+	}
+	if err := runChild(os.Stdin, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "lockbench child:", err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+// runChild reads the spec from in and runs the child's part.
+func runChild(in io.Reader, out io.Writer) error {
+	lines := bufio.NewScanner(in)
+	lines.Buffer(make([]byte, 1<<20), 1<<20)
+	if !lines.Scan() {
+		return fmt.Errorf("no spec on stdin: %v", lines.Err())
+	}
+	var sp spec
+	if err := json.Unmarshal(lines.Bytes(), &sp); err != nil {
+		return fmt.Errorf("spec: %w", err)
+	}
+	// The parent's next lines: "go START END", then (queue) "stop". EOF
+	// (the parent died) stops the child too.
+	cmds := make(chan string, 4)
+	go func() {
+		for lines.Scan() {
+			cmds <- lines.Text()
+		}
+		close(cmds)
+	}()
+	say := func(s string) { fmt.Fprintln(out, s) }
+	switch sp.Role {
+	case roleLock:
+		return runLockChild(sp, cmds, say)
+	case roleQueue:
+		return runQueueChild(sp, cmds, say)
+	}
+	return fmt.Errorf("unknown role %q", sp.Role)
+}
+
+// awaitGo waits for the "go START END" line.
+func awaitGo(cmds <-chan string) (start, end int64, err error) {
+	line, ok := <-cmds
+	if !ok {
+		return 0, 0, errors.New("stdin closed before the go line")
+	}
+	f := strings.Fields(line)
+	if len(f) != 3 || f[0] != "go" {
+		return 0, 0, fmt.Errorf("want \"go START END\", got %q", line)
+	}
+	start, err1 := strconv.ParseInt(f[1], 10, 64)
+	end, err2 := strconv.ParseInt(f[2], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, 0, fmt.Errorf("bad go line %q", line)
+	}
+	return start, end, nil
+}
+
+// locker is one goroutine's handle on the lock under test.
+type locker interface {
+	lock(ctx context.Context) (token int64, handedOff bool, err error)
+	unlock(ctx context.Context) error
+}
+
+// fleet is a process's lockers and what they cost.
+type fleet struct {
+	lockers []locker
+	rpcs    func() map[string]int64
+	stats   func() (rw, blind, reads int64)
+	close   func()
+}
+
+// unlockTimeout bounds an Unlock, which runs even after the drain ended.
+const unlockTimeout = 30 * time.Second
+
+// errorPause is how long a goroutine waits after a failed Lock call.
+const errorPause = 100 * time.Millisecond
+
+func runLockChild(sp spec, cmds <-chan string, say func(string)) error {
+	ctx := context.Background()
+	var (
+		f   *fleet
+		err error
+	)
+	switch sp.Kind {
+	case Spanmutex, Naive:
+		f, err = spannerFleet(ctx, sp)
+	case Etcd:
+		f, err = etcdFleet(ctx, sp)
+	default:
+		err = fmt.Errorf("unknown lock %q", sp.Kind)
+	}
+	if err != nil {
+		return err
+	}
+	defer f.close()
+	settle(ctx, f.rpcs)
+	say("ready")
+	start, end, err := awaitGo(cmds)
+	if err != nil {
+		return err
+	}
+	if err := sleepUntil(ctx, start); err != nil {
+		return err
+	}
+	rpcsBefore := f.rpcs()
+	rw0, bl0, rd0 := f.stats()
+
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	drainEnd := time.AfterFunc(time.Duration(end+int64(sp.Drain)-mono()), cancel)
+	defer drainEnd.Stop()
+	var (
+		mu       sync.Mutex
+		calls    []call
+		errs     int
+		firstErr string
+		wg       sync.WaitGroup
+	)
+	fail := func(err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		errs++
+		if firstErr == "" {
+			firstErr = err.Error()
+		}
+	}
+	for g, lk := range f.lockers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for runCtx.Err() == nil && mono() < end {
+				c := contend(runCtx, sp, g, lk, fail)
+				mu.Lock()
+				calls = append(calls, c)
+				mu.Unlock()
+				if !c.Acquired && !c.Cancelled {
+					_ = pause(runCtx, errorPause)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	rw1, bl1, rd1 := f.stats()
+	res := lockResult{Proc: sp.Proc, Calls: calls, RPCs: diff(f.rpcs(), rpcsBefore),
+		RWAttempts: rw1 - rw0, BlindWrites: bl1 - bl0, Reads: rd1 - rd0, Errors: errs, FirstError: firstErr}
+	if err := writeJSON(sp.Out, res); err != nil {
+		return err
+	}
+	say("done")
+	return nil
+}
+
+// contend makes one Lock call and, if it gets the lock, runs the critical
+// section and unlocks.
+func contend(ctx context.Context, sp spec, g int, lk locker, fail func(error)) call {
+	c := call{Proc: sp.Proc, G: g, Called: mono()}
+	tok, handed, err := lk.lock(ctx)
+	c.Returned = mono()
+	if err != nil {
+		if ctx.Err() != nil {
+			c.Cancelled = true
+		} else {
+			fail(fmt.Errorf("lock: %w", err))
+		}
+		return c
+	}
+	c.Acquired, c.Token, c.HandedOff = true, tok, handed
+	overlap, err := critical(sp.Dir, sp.Hold)
+	if err != nil {
+		fail(fmt.Errorf("critical section: %w", err))
+	}
+	c.Overlap = overlap
+	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), unlockTimeout)
+	defer cancel()
+	c.Released = mono()
+	err = lk.unlock(uctx)
+	c.Unlocked = mono()
+	if err != nil {
+		c.UnlockFailed = true
+		fail(fmt.Errorf("unlock: %w", err))
+	}
+	return c
+}
+
+// The critical section checks mutual exclusion through the run's shared
+// directory, across processes and locks alike: it creates the holder marker
+// with O_EXCL (finding it there means another holder is inside: an
+// overlap), reads the counter, holds for the hold time, writes the counter
+// plus one and removes the marker. Lost increments (the counter ends below
+// the acquisitions) show an overlap the marker missed.
+const (
+	holderFile  = "holder"
+	counterFile = "counter"
+)
+
+func critical(dir string, hold time.Duration) (overlap bool, err error) {
+	marker := filepath.Join(dir, holderFile)
+	m, err := os.OpenFile(marker, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	switch {
+	case err == nil:
+		m.Close()
+		defer os.Remove(marker)
+	case errors.Is(err, fs.ErrExist):
+		overlap = true
+	default:
+		return false, err
+	}
+	f, err := os.OpenFile(filepath.Join(dir, counterFile), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return overlap, err
+	}
+	defer f.Close()
+	buf := make([]byte, 20)
+	n, _ := f.ReadAt(buf, 0)
+	count, _ := strconv.ParseInt(strings.TrimSpace(string(buf[:n])), 10, 64)
+	if hold > 0 {
+		time.Sleep(hold)
+	}
+	_, err = f.WriteAt([]byte(fmt.Sprintf("%020d", count+1)), 0)
+	return overlap, err
+}
+
+// readCounter returns the counter a run's critical sections wrote.
+func readCounter(dir string) (int64, error) {
+	b, err := os.ReadFile(filepath.Join(dir, counterFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+}
+
+// settle waits until a child's clients have made no RPC for 100ms (at most
+// 3s): new clients open sessions in the background, which the window's
+// counts should not include.
+func settle(ctx context.Context, rpcs func() map[string]int64) {
+	last := total(rpcs())
+	deadline := time.Now().Add(3 * time.Second)
+	for time.Now().Before(deadline) {
+		if pause(ctx, 100*time.Millisecond) != nil {
+			return
+		}
+		now := total(rpcs())
+		if now == last {
+			return
+		}
+		last = now
+	}
+}
+
+func pause(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func total(m map[string]int64) int64 {
+	var n int64
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
+
+// diff returns after − before, by key, leaving out keys with none.
+func diff(after, before map[string]int64) map[string]int64 {
+	out := map[string]int64{}
+	for k, v := range after {
+		if d := v - before[k]; d > 0 {
+			out[k] = d
+		}
+	}
+	return out
+}
+
+func writeJSON(path string, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o644)
+}

@@ -1,0 +1,157 @@
+package lockbench
+
+import (
+	"cmp"
+	"fmt"
+	"io"
+	"maps"
+	"math"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spanmutex/spanmutex/internal/bench"
+)
+
+func nan() float64 { return math.NaN() }
+
+func fmtDur(d time.Duration, ok bool) string { return bench.FormatDuration(d, ok) }
+
+func fmtFloat(v float64) string { return bench.FormatFloat(v) }
+
+// Format writes rep as tables, with how to read them.
+func Format(w io.Writer, rep Report) error {
+	var b strings.Builder
+	if len(rep.Runs) > 0 {
+		r0 := rep.Runs[0]
+		fmt.Fprintf(&b, "Contenders are OS processes: shape PxG = P processes × G goroutines, each goroutine looping\n"+
+			"Lock → %v critical section → Unlock for %v, on a fresh backend per run.\n\n", r0.Hold, r0.Duration)
+		table(&b, []string{"SHAPE", "LOCK", "ACQ", "ACQ/S", "WAIT P50", "WAIT P99", "HAND-OFFS", "CROSS-PROC", "HAND-OFF P50", "HAND-OFF P99",
+			"UNLOCK P50", "RW/ACQ", "RPCS/ACQ", "FIFO VIOL", "OVERLAPS", "LOST", "CANCELLED", "ERRORS"}, func(row func(...any)) {
+			for _, r := range rep.Runs {
+				some := r.Acquisitions > 0
+				rw := "-"
+				if r.Kind != Etcd {
+					rw = fmtFloat(r.PerAcquisition(r.RWAttempts))
+				}
+				row(r.Shape, r.Kind, r.Acquisitions, fmt.Sprintf("%.1f", r.PerSecond()), fmtDur(r.WaitP50, some), fmtDur(r.WaitP99, some),
+					r.HandOffs, r.CrossProcess, fmtDur(r.HandOffP50, r.HandOffs > 0), fmtDur(r.HandOffP99, r.HandOffs > 0),
+					fmtDur(r.UnlockP50, some), rw, fmtFloat(r.PerAcquisition(r.RPCs)), r.FIFOViolations,
+					r.Overlaps, r.Lost, r.Cancelled, r.Errors)
+			}
+		})
+		b.WriteString("\nspanmutex's target (issue 10): hand-off p50 ≤ its Unlock's own commit latency p50 + 2ms, in the same run:\n\n")
+		table(&b, []string{"SHAPE", "HAND-OFF P50", "UNLOCK P50", "UNLOCK P50 + 2ms", "MET", "HANDED OFF BY UNLOCK", "BLIND/ACQ", "READS/ACQ"}, func(row func(...any)) {
+			for _, r := range rep.Runs {
+				if r.Kind != Spanmutex {
+					continue
+				}
+				met := "-"
+				if r.HandOffs > 0 {
+					met = "no"
+					if r.HandOffP50 <= r.UnlockP50+2*time.Millisecond {
+						met = "yes"
+					}
+				}
+				row(r.Shape, fmtDur(r.HandOffP50, r.HandOffs > 0), fmtDur(r.UnlockP50, r.Acquisitions > 0),
+					fmtDur(r.UnlockP50+2*time.Millisecond, r.Acquisitions > 0), met, r.LibHandedOff,
+					fmtFloat(r.PerAcquisition(r.BlindWrites)), fmtFloat(r.PerAcquisition(r.Reads)))
+			}
+		})
+		b.WriteString("\nRPCs by method, per acquisition:\n\n")
+		table(&b, []string{"SHAPE", "LOCK", "RPCS BY METHOD"}, func(row func(...any)) {
+			for _, r := range rep.Runs {
+				row(r.Shape, r.Kind, byMethod(r))
+			}
+		})
+	}
+	if len(rep.Uncontended) > 0 {
+		fmt.Fprintf(&b, "\nUncontended: 1 process, 1 goroutine, Lock → Unlock with no hold, for %v:\n\n", rep.Uncontended[0].Duration)
+		table(&b, []string{"LOCK", "CYCLES", "CYCLE P50", "LOCK P50", "UNLOCK P50", "RW/CYCLE", "RPCS/CYCLE"}, func(row func(...any)) {
+			for _, r := range rep.Uncontended {
+				some := r.Acquisitions > 0
+				rw := "-"
+				if r.Kind != Etcd {
+					rw = fmtFloat(r.PerAcquisition(r.RWAttempts))
+				}
+				row(r.Kind, r.Acquisitions, fmtDur(r.CycleP50, some), fmtDur(r.WaitP50, some), fmtDur(r.UnlockP50, some),
+					rw, fmtFloat(r.PerAcquisition(r.RPCs)))
+			}
+		})
+	}
+	if len(rep.Queue) > 0 {
+		b.WriteString("\nQueue workers as separate processes (one queue.Worker per process), draining requests enqueued beforehand:\n\n")
+		table(&b, []string{"WORKER PROCS", "REQUESTS", "COMPLETED", "FAILED", "TOOK", "REQ/S", "RPCS/REQ"}, func(row func(...any)) {
+			for _, q := range rep.Queue {
+				row(q.Workers, q.Requests, q.Completed, q.Failed, fmtDur(q.Took, true),
+					fmt.Sprintf("%.1f", float64(q.Requests)/q.Took.Seconds()), fmtFloat(float64(q.RPCs)/float64(q.Requests)))
+			}
+		})
+		for _, q := range rep.Queue {
+			for _, e := range q.Errors {
+				fmt.Fprintf(&b, "  %d workers: %s\n", q.Workers, e)
+			}
+		}
+	}
+	for _, r := range append(slices.Clone(rep.Runs), rep.Uncontended...) {
+		if r.Errors > 0 {
+			fmt.Fprintf(&b, "\n%s %s: %d errors; the first: %s\n", r.Shape, r.Kind, r.Errors, r.FirstError)
+		}
+		if r.ClockOverlaps > 0 || r.TokenDisorder > 0 {
+			fmt.Fprintf(&b, "\n%s %s: %d acquisitions returned before the previous holder called its release (clock), %d tokens not above the previous\n",
+				r.Shape, r.Kind, r.ClockOverlaps, r.TokenDisorder)
+		}
+	}
+	b.WriteString(`
+How to read this:
+  - Spanner figures are from the Cloud Spanner emulator (one read-write
+    transaction at a time, others aborted), etcd's from one etcd member on
+    this machine: compare locks within a run, not with production.
+  - Times are CLOCK_MONOTONIC, read with clock_gettime in every process:
+    one clock on one machine, so a release in one process and an
+    acquisition in another can be subtracted.
+  - ACQ: Lock calls that returned holding the lock (the drain included);
+    ACQ/S counts those within the window. WAIT: Lock called → returned.
+  - HAND-OFF: an acquisition whose Lock call was already waiting when the
+    previous holder (by the clock) called its release; latency from that
+    release call to this Lock returning, so it includes the release's own
+    commit. CROSS-PROC: of those, the previous holder was another process.
+  - UNLOCK P50: Unlock called → returned. RW/ACQ: read-write transaction
+    attempts (aborted ones and spanmutex's blind writes included, from
+    Lock.Stats / the naive lock's closure calls); RPCS/ACQ: gRPC calls the
+    processes' clients started (etcd's too), from the window's start until
+    every process stopped.
+  - FIFO VIOL: acquisitions made while a Lock call begun at least 100ms
+    earlier, in any process, was still waiting.
+  - OVERLAPS: critical sections that found another holder inside (an
+    O_EXCL marker file shared by all processes); LOST: acquisitions minus
+    the shared counter they increment. Both must be 0.
+`)
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func table(b *strings.Builder, header []string, fill func(row func(cells ...any))) {
+	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, strings.Join(header, "\t"))
+	fill(func(cells ...any) {
+		s := make([]string, len(cells))
+		for i, c := range cells {
+			s[i] = fmt.Sprint(c)
+		}
+		fmt.Fprintln(tw, strings.Join(s, "\t"))
+	})
+	_ = tw.Flush()
+}
+
+func byMethod(r Result) string {
+	methods := slices.SortedFunc(maps.Keys(r.RPCsByMethod), func(a, b string) int {
+		return cmp.Or(cmp.Compare(r.RPCsByMethod[b], r.RPCsByMethod[a]), cmp.Compare(a, b))
+	})
+	parts := make([]string, 0, len(methods))
+	for _, m := range methods {
+		parts = append(parts, fmt.Sprintf("%s %s", m, fmtFloat(r.PerAcquisition(r.RPCsByMethod[m]))))
+	}
+	return strings.Join(parts, ", ")
+}

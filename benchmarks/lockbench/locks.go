@@ -1,0 +1,200 @@
+package lockbench
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"cloud.google.com/go/spanner"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+	"go.uber.org/zap"
+	"google.golang.org/api/option"
+	"google.golang.org/api/option/internaloption"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/spanmutex/spanmutex"
+	"github.com/spanmutex/spanmutex/internal/bench"
+)
+
+// openSpanner opens the one Spanner client of a child process, on the
+// emulator at host, with opts appended. Its session pool opens as many
+// sessions as the process has goroutines (plus a few for renewals and
+// polls), not the default 100.
+func openSpanner(ctx context.Context, host, db string, goroutines int, opts ...option.ClientOption) (*spanner.Client, error) {
+	cfg := spanner.ClientConfig{SessionPoolConfig: spanner.DefaultSessionPoolConfig, DisableNativeMetrics: true}
+	cfg.SessionPoolConfig.MinOpened = uint64(goroutines + 4)
+	base := []option.ClientOption{
+		option.WithEndpoint("passthrough:///" + host),
+		option.WithGRPCDialOption(grpc.WithTransportCredentials(insecure.NewCredentials())),
+		option.WithoutAuthentication(),
+		internaloption.SkipDialSettingsValidation(),
+	}
+	c, err := spanner.NewClientWithConfig(ctx, db, cfg, append(base, opts...)...)
+	if err != nil {
+		return nil, fmt.Errorf("open a Spanner client of %s at %s: %w", db, host, err)
+	}
+	return c, nil
+}
+
+// spannerFleet makes a process's G Spanner contenders on one client: for
+// spanmutex, G Locks of one Scope (one process); for the naive lock, G naive
+// contenders.
+func spannerFleet(ctx context.Context, sp spec) (*fleet, error) {
+	rpcs := bench.NewRPCCounter()
+	client, err := openSpanner(ctx, sp.Emulator, sp.Database, sp.Goroutines, rpcs.ClientOptions()...)
+	if err != nil {
+		return nil, err
+	}
+	f := &fleet{rpcs: rpcs.Counts, close: client.Close}
+	switch sp.Kind {
+	case Spanmutex:
+		scope := spanmutex.NewScope()
+		var locks []*spanmutex.Lock
+		for g := range sp.Goroutines {
+			l, err := spanmutex.NewLock(client, sp.Name, spanmutex.WithOwner(fmt.Sprintf("p%d-g%d", sp.Proc, g)), spanmutex.WithScope(scope))
+			if err != nil {
+				client.Close()
+				return nil, err
+			}
+			locks = append(locks, l)
+			f.lockers = append(f.lockers, lockOf{l})
+		}
+		f.stats = func() (rw, blind, reads int64) {
+			for _, l := range locks {
+				s := l.Stats()
+				rw, blind, reads = rw+s.ReadWriteAttempts, blind+s.BlindWrites, reads+s.Reads
+			}
+			// Blind writes are read-write transactions too: count every
+			// attempt, as internal/bench does.
+			return rw + blind, blind, reads
+		}
+	case Naive:
+		var locks []*bench.NaiveLock
+		for g := range sp.Goroutines {
+			l := bench.NewNaiveLock(client, spanmutex.DefaultTable, sp.Name, fmt.Sprintf("p%d-g%d", sp.Proc, g))
+			locks = append(locks, l)
+			f.lockers = append(f.lockers, naiveOf{l})
+		}
+		f.stats = func() (rw, blind, reads int64) {
+			for _, l := range locks {
+				s := l.Stats()
+				rw, reads = rw+s.ReadWriteAttempts, reads+s.Reads
+			}
+			return rw, 0, reads
+		}
+	}
+	return f, nil
+}
+
+type lockOf struct{ l *spanmutex.Lock }
+
+func (c lockOf) lock(ctx context.Context) (int64, bool, error) {
+	lease, err := c.l.Lock(ctx)
+	if err != nil {
+		return 0, false, err
+	}
+	return lease.Token(), lease.HandedOff(), nil
+}
+
+func (c lockOf) unlock(ctx context.Context) error { return c.l.Unlock(ctx) }
+
+type naiveOf struct{ l *bench.NaiveLock }
+
+func (c naiveOf) lock(ctx context.Context) (int64, bool, error) {
+	tok, err := c.l.Lock(ctx)
+	return tok, false, err
+}
+
+func (c naiveOf) unlock(ctx context.Context) error { return c.l.Unlock(ctx) }
+
+// etcdSessionTTL is each etcd session's lease, in seconds: like
+// spanmutex's default watermark, it bounds how long a dead holder blocks
+// others.
+const etcdSessionTTL = 30
+
+// etcdFleet makes a process's G etcd contenders: one client per process and
+// one session (lease) per goroutine, since a concurrency.Mutex's key is its
+// session's lease id and two Mutexes of one prefix must not share it.
+func etcdFleet(ctx context.Context, sp spec) (*fleet, error) {
+	rpcs := &grpcCounter{byMethod: map[string]int64{}}
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:   []string{sp.Etcd},
+		DialTimeout: 10 * time.Second,
+		Logger:      zap.NewNop(),
+		DialOptions: rpcs.dialOptions(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("etcd client of %s: %w", sp.Etcd, err)
+	}
+	var sessions []*concurrency.Session
+	f := &fleet{rpcs: rpcs.snapshot, stats: func() (int64, int64, int64) { return 0, 0, 0 }}
+	f.close = func() {
+		for _, s := range sessions {
+			_ = s.Close()
+		}
+		cli.Close()
+	}
+	for range sp.Goroutines {
+		s, err := concurrency.NewSession(cli, concurrency.WithTTL(etcdSessionTTL), concurrency.WithContext(ctx))
+		if err != nil {
+			f.close()
+			return nil, fmt.Errorf("etcd session: %w", err)
+		}
+		sessions = append(sessions, s)
+		f.lockers = append(f.lockers, etcdOf{concurrency.NewMutex(s, "/lockbench/"+sp.Name)})
+	}
+	return f, nil
+}
+
+type etcdOf struct{ m *concurrency.Mutex }
+
+// lock returns the revision of the response that granted the lock as the
+// token: etcd's Mutex has no token of its own (the benchmark orders
+// acquisitions by the shared clock, not by tokens).
+func (c etcdOf) lock(ctx context.Context) (int64, bool, error) {
+	if err := c.m.Lock(ctx); err != nil {
+		return 0, false, err
+	}
+	return c.m.Header().GetRevision(), false, nil
+}
+
+func (c etcdOf) unlock(ctx context.Context) error { return c.m.Unlock(ctx) }
+
+// grpcCounter counts the gRPC calls of an etcd client, by short method name.
+type grpcCounter struct {
+	mu       sync.Mutex
+	byMethod map[string]int64
+}
+
+func (g *grpcCounter) count(method string) {
+	short := method[strings.LastIndex(method, "/")+1:]
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.byMethod[short]++
+}
+
+func (g *grpcCounter) snapshot() map[string]int64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := make(map[string]int64, len(g.byMethod))
+	for k, v := range g.byMethod {
+		out[k] = v
+	}
+	return out
+}
+
+func (g *grpcCounter) dialOptions() []grpc.DialOption {
+	unary := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		g.count(method)
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
+	stream := func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+		g.count(method)
+		return streamer(ctx, desc, cc, method, opts...)
+	}
+	return []grpc.DialOption{grpc.WithChainUnaryInterceptor(unary), grpc.WithChainStreamInterceptor(stream)}
+}

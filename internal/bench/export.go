@@ -1,0 +1,75 @@
+package bench
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+
+	"cloud.google.com/go/spanner"
+	"google.golang.org/api/option"
+
+	"github.com/spanmutex/spanmutex"
+)
+
+// This file exports the pieces of the benchmark that a harness running its
+// contenders as separate OS processes (the nested module benchmarks/) needs,
+// so that both benchmarks measure the same naive lock and count RPCs the
+// same way.
+
+// NaiveLock is one contender of the naive lock (see Naive), for one
+// goroutine at a time: Lock, then Unlock, again and again.
+type NaiveLock struct {
+	n               *naiveLock
+	attempts, reads atomic.Int64
+}
+
+// NewNaiveLock returns a naive contender named owner on lock name of the
+// mutex table (which must exist in client's database).
+func NewNaiveLock(client *spanner.Client, table, name, owner string) *NaiveLock {
+	l := &NaiveLock{}
+	l.n = &naiveLock{client: client, table: table, name: name, owner: owner, attempts: &l.attempts, reads: &l.reads}
+	return l
+}
+
+// Lock blocks until this contender holds the lock, backing off while it is
+// held, and returns the token it wrote; or it returns ctx's error.
+func (l *NaiveLock) Lock(ctx context.Context) (int64, error) {
+	a, err := l.n.lock(ctx)
+	return a.token, err
+}
+
+// Unlock releases the lock if this contender still holds it.
+func (l *NaiveLock) Unlock(ctx context.Context) error { return l.n.unlock(ctx) }
+
+// Stats returns the read-write transaction attempts (every invocation of a
+// transaction closure) and reads this contender has made so far.
+func (l *NaiveLock) Stats() spanmutex.Stats {
+	return spanmutex.Stats{ReadWriteAttempts: l.attempts.Load(), Reads: l.reads.Load()}
+}
+
+// RPCCounter counts the gRPC calls that Spanner clients opened with its
+// ClientOptions start, by short method name ("Commit"). Safe for concurrent
+// use.
+type RPCCounter struct{ c *rpcCounter }
+
+// NewRPCCounter returns a counter with no calls.
+func NewRPCCounter() *RPCCounter { return &RPCCounter{c: newRPCCounter()} }
+
+// ClientOptions returns the options that install the counting interceptors.
+func (r *RPCCounter) ClientOptions() []option.ClientOption { return r.c.clientOptions() }
+
+// Counts returns the calls so far, by method.
+func (r *RPCCounter) Counts() map[string]int64 { return r.c.snapshot() }
+
+// Percentile returns the p-th percentile of samples by the nearest-rank
+// method, and false if there are none (see percentile).
+func Percentile(samples []time.Duration, p float64) (time.Duration, bool) {
+	return percentile(samples, p)
+}
+
+// FormatDuration formats a latency as the benchmark's tables do: "-" when
+// ok is false.
+func FormatDuration(d time.Duration, ok bool) string { return formatDuration(d, ok) }
+
+// FormatFloat formats a per-acquisition figure: "-" when undefined.
+func FormatFloat(v float64) string { return formatFloat(v) }
