@@ -104,7 +104,7 @@ func runLockChild(sp spec, cmds <-chan string, say func(string)) error {
 		err error
 	)
 	switch sp.Kind {
-	case Spanmutex, Naive:
+	case Spanmutex, SpanmutexPoll, Naive:
 		f, err = spannerFleet(ctx, sp)
 	case Etcd:
 		f, err = etcdFleet(ctx, sp)

@@ -13,8 +13,13 @@ import (
 type Kind string
 
 const (
-	// Spanmutex is spanmutex.Lock; the Locks of one process share a Scope.
+	// Spanmutex is spanmutex.Lock; the Locks of one process share a Scope
+	// that listens for wake-ups (spanmutex.ListenScope on loopback), so
+	// Unlocks of other processes wake its waiters.
 	Spanmutex Kind = "spanmutex"
+	// SpanmutexPoll is spanmutex.Lock with a Scope that does not listen
+	// (spanmutex.NewScope): waiters behind other processes poll.
+	SpanmutexPoll Kind = "spanmutex-poll"
 	// Etcd is etcd's client/v3/concurrency.Mutex on an etcd 3.4 server, one
 	// session (lease) per goroutine and one client per process.
 	Etcd Kind = "etcd"
@@ -24,7 +29,10 @@ const (
 )
 
 // AllKinds returns every lock, in the order each shape runs them.
-func AllKinds() []Kind { return []Kind{Spanmutex, Etcd, Naive} }
+func AllKinds() []Kind { return []Kind{Spanmutex, SpanmutexPoll, Etcd, Naive} }
+
+// isSpanmutex reports whether k is spanmutex's Lock, listening or not.
+func (k Kind) isSpanmutex() bool { return k == Spanmutex || k == SpanmutexPoll }
 
 // Shape is P processes of G goroutines each.
 type Shape struct {
@@ -132,9 +140,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	for _, k := range c.Kinds {
 		switch k {
-		case Spanmutex, Etcd, Naive:
+		case Spanmutex, SpanmutexPoll, Etcd, Naive:
 		default:
-			return c, fmt.Errorf("lockbench: unknown lock %q; want spanmutex, etcd or naive", k)
+			return c, fmt.Errorf("lockbench: unknown lock %q; want spanmutex, spanmutex-poll, etcd or naive", k)
 		}
 	}
 	for _, w := range c.QueueWorkers {

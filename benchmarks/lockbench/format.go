@@ -44,7 +44,7 @@ func Format(w io.Writer, rep Report) error {
 		b.WriteString("\nspanmutex's target (issue 10): hand-off p50 ≤ its Unlock's own commit latency p50 + 2ms, in the same run:\n\n")
 		table(&b, []string{"SHAPE", "HAND-OFF P50", "UNLOCK P50", "UNLOCK P50 + 2ms", "MET", "HANDED OFF BY UNLOCK", "BLIND/ACQ", "READS/ACQ"}, func(row func(...any)) {
 			for _, r := range rep.Runs {
-				if r.Kind != Spanmutex {
+				if !r.Kind.isSpanmutex() {
 					continue
 				}
 				met := "-"

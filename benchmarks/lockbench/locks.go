@@ -51,8 +51,16 @@ func spannerFleet(ctx context.Context, sp spec) (*fleet, error) {
 	}
 	f := &fleet{rpcs: rpcs.Counts, close: client.Close}
 	switch sp.Kind {
-	case Spanmutex:
+	case Spanmutex, SpanmutexPoll:
 		scope := spanmutex.NewScope()
+		if sp.Kind == Spanmutex {
+			if scope, err = spanmutex.ListenScope("127.0.0.1:0", ""); err != nil {
+				client.Close()
+				return nil, err
+			}
+			closeClient := f.close
+			f.close = func() { scope.Close(); closeClient() }
+		}
 		var locks []*spanmutex.Lock
 		for g := range sp.Goroutines {
 			l, err := spanmutex.NewLock(client, sp.Name, spanmutex.WithOwner(fmt.Sprintf("p%d-g%d", sp.Proc, g)), spanmutex.WithScope(scope))
