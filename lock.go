@@ -266,7 +266,7 @@ func (l *Lock) ownUnlock(lease *Lease, lost *LeaseLostError) bool {
 // waiter to says, and wakes that waiter if it waits in this Lock's Scope.
 func (l *Lock) handedOn(ll *localLock, id string, to handOff, sent time.Time) {
 	local := ""
-	if to.waiterID != "" && l.scope.wakes.wake(to.waiterID, sent) {
+	if to.waiterID != "" && l.scope.wakes.wake(to.waiterID, wakeUp{sent: sent, token: to.token, at: to.at, owner: to.owner}) {
 		local = to.waiterID
 	} else if to.wakeAddr != "" {
 		l.scope.sendWake(context.Background(), to.wakeAddr, to.waiterID)

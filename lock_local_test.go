@@ -15,20 +15,20 @@ import (
 // A wake-up reaches a registered waiter once, with the Unlock's send time,
 // never blocks, and reaches nobody after the waiter unregistered.
 func TestWakeBoard(t *testing.T) {
-	b := &wakeBoard{waiting: map[string]chan time.Time{}}
+	b := &wakeBoard{waiting: map[string]chan wakeUp{}}
 	ch, unregister := b.register("w1")
 	t0 := time.Unix(100, 0)
-	assert.True(t, b.wake("w1", t0))
-	assert.True(t, b.wake("w1", t0.Add(time.Second)), "a second wake-up does not block")
-	assert.Equal(t, t0, <-ch, "the first wake-up's time is kept")
+	assert.True(t, b.wake("w1", wakeUp{sent: t0, token: 7}))
+	assert.True(t, b.wake("w1", wakeUp{sent: t0.Add(time.Second), token: 8}), "a second wake-up does not block")
+	assert.Equal(t, wakeUp{sent: t0, token: 7}, <-ch, "the first wake-up is kept")
 	select {
 	case got := <-ch:
 		t.Fatalf("a second wake-up was delivered: %v", got)
 	default:
 	}
-	assert.False(t, b.wake("other", t0), "nobody waits under that id")
+	assert.False(t, b.wake("other", wakeUp{sent: t0}), "nobody waits under that id")
 	unregister()
-	assert.False(t, b.wake("w1", t0), "unregistered")
+	assert.False(t, b.wake("w1", wakeUp{sent: t0}), "unregistered")
 	assert.Empty(t, b.waiting)
 }
 

@@ -233,7 +233,7 @@ func (s *spannerStore) purgeWaiter(ctx context.Context, name, waiterID string) e
 
 func (s *spannerStore) leave(ctx context.Context, name, waiterID string) (handOff, error) {
 	var to handOff
-	_, err := s.client.ReadWriteTransaction(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
+	at, err := s.client.ReadWriteTransaction(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
 		s.stats.rwAttempts.Add(1)
 		to = handOff{}
 		// The query below sees the deletion: a read-write transaction
@@ -254,6 +254,7 @@ func (s *spannerStore) leave(ctx context.Context, name, waiterID string) (handOf
 	if err != nil {
 		return handOff{}, s.explain(ctx, err)
 	}
+	to.at = at
 	return to, nil
 }
 
@@ -349,7 +350,7 @@ func (s *spannerStore) holderMutation(r row, name, owner, leaseID string, lease 
 
 func (s *spannerStore) unlock(ctx context.Context, l *Lease) (handOff, error) {
 	var to handOff
-	_, err := s.client.ReadWriteTransaction(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
+	at, err := s.client.ReadWriteTransaction(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
 		s.stats.rwAttempts.Add(1)
 		to = handOff{}
 		v, head, err := s.queryUnlock(ctx, tx, l.name)
@@ -371,6 +372,7 @@ func (s *spannerStore) unlock(ctx context.Context, l *Lease) (handOff, error) {
 	if err != nil {
 		return handOff{}, s.explain(ctx, err)
 	}
+	to.at = at
 	return to, nil
 }
 
@@ -389,7 +391,7 @@ func (s *spannerStore) handOffMutations(v row, head []*queueEntry, name, from st
 		ttl := waiterTTLFactor * holderLease(row{Lease: declared}, s.watermark)
 		if v.Now.Sub(e.RenewedAt) < ttl && e.WaiterID != from {
 			ms = append(ms, s.holderMutation(v, name, e.Owner.StringVal, e.WaiterID, declared))
-			return handOff{owner: e.Owner.StringVal, waiterID: e.WaiterID, wakeAddr: e.WakeAddr.StringVal}, ms
+			return handOff{owner: e.Owner.StringVal, waiterID: e.WaiterID, wakeAddr: e.WakeAddr.StringVal, token: v.Token + 1}, ms
 		}
 	}
 	ms = append(ms, spanner.Update(s.table, []string{"Name", "State", "UpdatedAt"},
@@ -438,7 +440,10 @@ func (s *spannerStore) queryUnlock(ctx context.Context, q querier, name string) 
 
 // handOff is the waiter an unlock handed the lock to: its owner identity,
 // its waiter id, which is also its lease id, and where its process listens
-// for wake-ups, if it does.
+// for wake-ups, if it does; with the token it was given and the commit's
+// timestamp.
 type handOff struct {
 	owner, waiterID, wakeAddr string
+	token                     int64
+	at                        time.Time
 }

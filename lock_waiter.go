@@ -22,8 +22,11 @@ type waiter struct {
 	// wake receives the hint that an Unlock of our Scope handed us the lock;
 	// handedAt is, once it did, the local time just before that Unlock's
 	// transaction was sent.
-	wake     <-chan time.Time
+	wake     <-chan wakeUp
 	handedAt time.Time
+	// inScope is, once an Unlock of our Scope woke us, what its
+	// acknowledged commit gave us.
+	inScope wakeUp
 	// id is the waiter's queue id and, once it holds the lock, its lease id:
 	// a hand-off writes it into the lock's row, which is how the waiter (or
 	// the read that settles an acquisition of unknown outcome) knows.
@@ -69,6 +72,9 @@ func (w *waiter) run(ctx context.Context, wait bool) (*Lease, error) {
 		}
 	}
 	for {
+		if w.inScope.token > 0 {
+			return w.handedInScope(), nil
+		}
 		if ctx.Err() != nil {
 			return nil, errNotObtained(ctx)
 		}
@@ -142,6 +148,17 @@ func (w *waiter) handed(v lockView, sent time.Time) *Lease {
 	lease.acquiredAt, lease.handedOff = v.StartedAt, !w.ownAttempt
 	lease.anchor = w.handedAnchor(sent, v.row)
 	w.lock.cfg.logger.Debug("lock: handed to us", "token", v.Token)
+	return lease
+}
+
+// handedInScope returns the lease an Unlock of our Scope handed us: its
+// acknowledged commit made us holder, so no read is needed. The lease is
+// anchored at the time that Unlock sent its transaction, before its commit.
+func (w *waiter) handedInScope() *Lease {
+	h := w.inScope
+	lease := newLease(w.lock.name, h.owner, w.id, h.token, false, w.lock.cfg.table)
+	lease.acquiredAt, lease.handedOff, lease.anchor = h.at, true, h.sent
+	w.lock.cfg.logger.Debug("lock: handed to us in our Scope", "token", h.token)
 	return lease
 }
 
@@ -260,9 +277,12 @@ func (w *waiter) sleep(ctx context.Context, d time.Duration, gone <-chan struct{
 	defer stop()
 	select {
 	case <-c:
-	case t := <-w.wake:
-		if !t.IsZero() { // a wake-up from another process anchors nothing
-			w.handedAt = t
+	case h := <-w.wake:
+		if !h.sent.IsZero() { // a wake-up from another process anchors nothing
+			w.handedAt = h.sent
+		}
+		if h.token > 0 {
+			w.inScope = h
 		}
 	case <-gone:
 	case <-ctx.Done():

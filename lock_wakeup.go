@@ -11,22 +11,36 @@ import (
 // waiter belongs to the Unlock's Scope, the Unlock also wakes it after its
 // commit, so that it reads the row without waiting for its next poll.
 //
-// A wake-up is only a hint: the woken waiter still decides on the row it
-// reads, with Spanner's clock, exactly as after a timed poll. A missed or
-// spurious wake-up costs at most one poll interval or one read. It carries
-// the local time just before the Unlock's transaction was sent: the commit
-// that handed the lock over, and set RenewedAt, came later, so that time
-// anchors the new holder's lease (see keepAlive) as tightly as a read would.
-// Its methods are safe for concurrent use.
+// A wake-up from an Unlock of the same Scope carries what that Unlock's
+// acknowledged commit wrote: the new holder's token and the commit's
+// timestamp. That commit is Spanner's own answer, so the woken waiter holds
+// the lock without reading it. It also carries the local time just before
+// the Unlock's transaction was sent: the commit that handed the lock over,
+// and set RenewedAt, came later, so that time anchors the new holder's lease
+// (see keepAlive). A wake-up from another process (ListenScope) carries
+// nothing: the waiter reads the row and decides on it, as after a timed
+// poll. Its methods are safe for concurrent use.
 type wakeBoard struct {
 	mu      sync.Mutex
-	waiting map[string]chan time.Time
+	waiting map[string]chan wakeUp
+}
+
+// wakeUp is what a wake-up tells a waiter. Its zero value (a datagram from
+// another process) says only "read the lock".
+type wakeUp struct {
+	// sent is the local time just before the handing transaction was sent.
+	sent time.Time
+	// token and at are the token the hand-off gave the waiter and its
+	// commit timestamp; 0 and zero when not known.
+	token int64
+	at    time.Time
+	owner string
 }
 
 // register returns the channel on which waiter id is woken, and a function
 // that removes it from the board.
-func (b *wakeBoard) register(id string) (<-chan time.Time, func()) {
-	ch := make(chan time.Time, 1)
+func (b *wakeBoard) register(id string) (<-chan wakeUp, func()) {
+	ch := make(chan wakeUp, 1)
 	b.mu.Lock()
 	b.waiting[id] = ch
 	b.mu.Unlock()
@@ -37,10 +51,9 @@ func (b *wakeBoard) register(id string) (<-chan time.Time, func()) {
 	}
 }
 
-// wake wakes waiter id if it waits in this Scope, telling it that an Unlock
-// whose transaction was sent at local time sent handed it the lock, and
-// reports whether it does; it never blocks.
-func (b *wakeBoard) wake(id string, sent time.Time) bool {
+// wake wakes waiter id if it waits in this Scope, telling it w, and reports
+// whether it does; it never blocks.
+func (b *wakeBoard) wake(id string, w wakeUp) bool {
 	b.mu.Lock()
 	ch := b.waiting[id]
 	b.mu.Unlock()
@@ -48,7 +61,7 @@ func (b *wakeBoard) wake(id string, sent time.Time) bool {
 		return false
 	}
 	select {
-	case ch <- sent:
+	case ch <- w:
 	default: // already woken: the lock is handed to a waiter once
 	}
 	return true

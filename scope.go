@@ -3,7 +3,6 @@ package spanmutex
 import (
 	"sync"
 	"sync/atomic"
-	"time"
 )
 
 // A Scope is what the Locks of one process share: Locks made with the same
@@ -40,7 +39,7 @@ func (s *Scope) Stats() ScopeStats {
 
 // NewScope returns a Scope for the Locks of one process.
 func NewScope() *Scope {
-	return &Scope{locks: map[localKey]*localLock{}, wakes: wakeBoard{waiting: map[string]chan time.Time{}}}
+	return &Scope{locks: map[localKey]*localLock{}, wakes: wakeBoard{waiting: map[string]chan wakeUp{}}}
 }
 
 // WithScope makes a Lock one of the contenders of scope (see Scope). It

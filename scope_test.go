@@ -53,7 +53,7 @@ func TestListenScopeWakesTheNamedWaiter(t *testing.T) {
 	sender.sendWake(t.Context(), s.Addr(), id)
 	select {
 	case at := <-ch:
-		assert.True(t, at.IsZero(), "a wake-up from another process carries no send time")
+		assert.Equal(t, wakeUp{}, at, "a wake-up from another process carries nothing: no send time, no token")
 	case <-time.After(10 * time.Second):
 		t.Fatal("the wake-up did not arrive")
 	}

@@ -121,7 +121,7 @@ func (s *Scope) serve() {
 		}
 		// No local send time: this process cannot know when the remote
 		// Unlock's transaction was sent, so the wake-up anchors nothing.
-		if s.wakes.wake(string(buf[len(wakeMagic):n]), time.Time{}) {
+		if s.wakes.wake(string(buf[len(wakeMagic):n]), wakeUp{}) {
 			s.received.Add(1)
 		}
 	}
