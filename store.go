@@ -60,6 +60,9 @@ type spannerStore struct {
 	versioned bool
 	// hasVersion: checkSchema found the Version column.
 	hasVersion atomic.Bool
+	// contended: the last acquisition of a Lock on this store found the
+	// lock held or waited for; a hint of which reads to try first.
+	contended atomic.Bool
 	// reached turns true on the first Spanner call that succeeds; until then
 	// errors say that Spanner may be unreachable.
 	reached atomic.Bool
