@@ -30,7 +30,7 @@ func main() {
 func run() int {
 	var cfg lockbench.Config
 	shapes := flag.String("shapes", lockbench.DefaultShapes, "comma-separated `PxG` shapes: P processes × G goroutines each")
-	locks := flag.String("locks", "spanmutex,etcd,naive", "comma-separated locks to measure")
+	locks := flag.String("locks", "spanmutex,spanmutex-poll,etcd,naive", "comma-separated locks to measure (spanmutex listens for wake-ups; spanmutex-poll does not)")
 	workers := flag.String("queue-workers", "1,4,16", "comma-separated numbers of queue worker processes")
 	flag.DurationVar(&cfg.Hold, "hold", lockbench.DefaultHold, "critical section length")
 	flag.DurationVar(&cfg.Duration, "duration", lockbench.DefaultDuration, "window of each run")
