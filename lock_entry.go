@@ -16,9 +16,10 @@ import (
 // waits, and otherwise queues us. If another contender of our Scope is
 // acquiring or holds the lock, it queues us in a blind insert shared with
 // the Scope's other waiters that join meanwhile instead. It returns the
-// lease if it took the lock, and otherwise leaves the rest to the waiting
-// loop: queued, or not (w.joined says which) after a refusal or an error,
-// which it returns.
+// lease if it took the lock; if it queued us, it first waits as the loop
+// would after a read that showed the lock held (the transaction read it);
+// otherwise it leaves the rest to the loop: queued, or not (w.joined says
+// which) after a refusal or an error, which it returns (ctx's end included).
 func (w *waiter) arrive(ctx context.Context) (*Lease, error) {
 	if !w.local.tryAcquiring() {
 		return nil, w.join(ctx)
@@ -46,7 +47,9 @@ func (w *waiter) arrive(ctx context.Context) (*Lease, error) {
 	case err == nil && res.decision.action == lockWait:
 		w.enqueued(res.key, sent)
 		w.poll.place(res.ahead, res.token)
-		return nil, nil
+		// The transaction that queued us read the lock: wait before the
+		// first read, as after any read that showed it held.
+		return nil, w.await(ctx, res.view, res.decision, sent)
 	case err == nil:
 		return nil, nil // the waiting loop reads the row and says why
 	case spanner.ErrCode(err) == codes.Aborted && ctx.Err() == nil:

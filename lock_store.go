@@ -301,7 +301,7 @@ func (s *spannerStore) acquireLock(ctx context.Context, name string, key queueKe
 		return acquireResult{sent: true}, s.explain(ctx, err)
 	}
 	if d.action == lockWait {
-		return acquireResult{decision: d, key: queueKey{at: commitTS, id: c.leaseID}, ahead: v.ahead, token: v.Token}, nil
+		return acquireResult{decision: d, key: queueKey{at: commitTS, id: c.leaseID}, ahead: v.ahead, token: v.Token, view: v}, nil
 	}
 	lease := newLease(name, c.owner, c.leaseID, v.Token+1, d.action == lockTakeOver, s.table)
 	lease.acquiredAt = commitTS
@@ -379,6 +379,7 @@ const rollbackTimeout = 5 * time.Second
 // reports whether the commit was sent: if not, nothing was written.
 type acquireResult struct {
 	decision lockDecision
+	view     lockView // what the transaction read, when it queued us
 	lease    *Lease
 	key      queueKey
 	ahead    int
