@@ -12,6 +12,8 @@ import (
 	"cloud.google.com/go/spanner"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/spanmutex/spanmutex/internal/testutil"
 )
 
 // raceResult is what one round of an exactly-once race produced.
@@ -92,7 +94,7 @@ func exactlyOnce(t *testing.T, clients []*spanner.Client, rounds, contenders int
 func TestExactlyOnce(t *testing.T) {
 	db := freshDatabase(t)
 	clients := []*spanner.Client{newClient(t, db), newClient(t, db), newClient(t, db), newClient(t, db)}
-	exactlyOnce(t, clients, 20, 32)
+	exactlyOnce(t, clients, testutil.Scale(5, 20), 32)
 }
 
 // The same race against an emulator that aborts commits at random.

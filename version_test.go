@@ -46,7 +46,8 @@ func TestVersionRunsOncePerVersion(t *testing.T) {
 	assert.Equal(t, AlreadyDone, out)
 }
 
-// A table created before the Version column existed keeps working without
+// A table created before the Version column existed (but with the
+// declared lease, which every Mutex needs) keeps working without
 // WithVersion; with it, the schema check names the missing column and how
 // to add it.
 func TestVersionNeedsTheColumnOnlyWhenUsed(t *testing.T) {
@@ -60,6 +61,7 @@ func TestVersionNeedsTheColumnOnlyWhenUsed(t *testing.T) {
   RenewedAt TIMESTAMP OPTIONS (allow_commit_timestamp = true),
   FinishedAt TIMESTAMP OPTIONS (allow_commit_timestamp = true),
   UpdatedAt TIMESTAMP NOT NULL OPTIONS (allow_commit_timestamp = true),
+  LeaseMicros INT64,
 ) PRIMARY KEY (Name)`
 	db, err := emu.CreateDatabase(ctx, old)
 	require.NoError(t, err)

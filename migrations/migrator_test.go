@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/spanmutex/spanmutex"
+	"github.com/spanmutex/spanmutex/internal/testutil"
 )
 
 // raceRounds is how many rounds TestReplicasRaceToMigrate plays; the
@@ -27,7 +28,7 @@ func raceRounds(t *testing.T) int {
 		require.NoError(t, err)
 		return n
 	}
-	return 20
+	return testutil.Scale(4, 20)
 }
 
 // upResult is how one replica's Up ended.

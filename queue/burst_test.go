@@ -12,6 +12,8 @@ import (
 
 	"cloud.google.com/go/spanner"
 	"github.com/stretchr/testify/require"
+
+	"github.com/spanmutex/spanmutex/internal/testutil"
 )
 
 // burstChecker is the burst test's handler: it checks the invariants as
@@ -89,7 +91,7 @@ func burstSize(t *testing.T) (resources, updatesPer, workers int) {
 		require.Positive(t, n, env)
 		return n
 	}
-	return get("QUEUE_BURST_RESOURCES", 1000), get("QUEUE_BURST_UPDATES", 9), get("QUEUE_BURST_WORKERS", 8)
+	return get("QUEUE_BURST_RESOURCES", testutil.Scale(100, 1000)), get("QUEUE_BURST_UPDATES", 9), get("QUEUE_BURST_WORKERS", 8)
 }
 
 func TestWorkerBurst(t *testing.T) {

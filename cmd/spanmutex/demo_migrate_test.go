@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/spanmutex/spanmutex/internal/testutil"
 )
 
 // TestMigrationRaceAcrossProcesses plays the demo's migration scenarios
@@ -18,7 +20,7 @@ import (
 // changes the number of rounds.
 func TestMigrationRaceAcrossProcesses(t *testing.T) {
 	needEmulator(t)
-	rounds := 20
+	rounds := testutil.Scale(4, 20)
 	if s := os.Getenv("MIGRATIONS_PROCESS_ROUNDS"); s != "" {
 		var err error
 		if rounds, err = strconv.Atoi(s); err != nil {

@@ -2,6 +2,7 @@
 package testutil
 
 import (
+	"os"
 	"runtime"
 	"strings"
 	"testing"
@@ -66,4 +67,17 @@ func NoGoroutinesOf(t testing.TB, what string, markers ...string) {
 			<-tick.C
 		}
 	})
+}
+
+// SoakEnv, set to any value, makes the long soaks run at full size (CI sets
+// it); without it they run at a size that keeps `go test ./...` within a few
+// minutes on a 2-core machine.
+const SoakEnv = "SPANMUTEX_SOAK"
+
+// Scale returns soak when SoakEnv is set, and quick otherwise.
+func Scale(quick, soak int) int {
+	if os.Getenv(SoakEnv) != "" {
+		return soak
+	}
+	return quick
 }
