@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"cloud.google.com/go/spanner"
@@ -113,10 +114,21 @@ func (m *Migrator) Up(ctx context.Context) (res Result, err error) {
 			err = errors.Join(err, fmt.Errorf("migrations: releasing the lock: %w", uerr))
 		}
 	}()
-
-	// The migrations' context ends when the lease is lost, with why.
-	mctx, stop := context.WithCancelCause(ctx)
+	mctx, stop := leaseContext(ctx, lease)
 	defer stop(nil)
+	d, closeAdmin, err := m.openDriver(mctx, lease, &res)
+	if err != nil {
+		return res, err
+	}
+	defer closeAdmin()
+	runErr, stopped := m.run(mctx, log, d)
+	return m.settle(ctx, log, d, lease, res, runErr, stopped)
+}
+
+// leaseContext returns a ctx that ends with ctx, or when the lease is lost,
+// with the lease's error as its cause.
+func leaseContext(ctx context.Context, lease *spanmutex.Lease) (context.Context, context.CancelCauseFunc) {
+	mctx, stop := context.WithCancelCause(ctx)
 	go func() {
 		select {
 		case <-lease.Done():
@@ -124,38 +136,52 @@ func (m *Migrator) Up(ctx context.Context) (res Result, err error) {
 		case <-mctx.Done():
 		}
 	}()
+	return mctx, stop
+}
 
-	admin := m.cfg.admin
+// openDriver opens golang-migrate's spanner driver under the lease (its Open
+// creates the version table) and reads the version into res; it returns the
+// locked driver and what closes the admin client it opened, if any.
+func (m *Migrator) openDriver(mctx context.Context, lease *spanmutex.Lease, res *Result) (*lockedDriver, func(), error) {
+	admin, closeAdmin := m.cfg.admin, func() {}
 	if admin == nil {
-		admin, err = dbadmin.NewDatabaseAdminClient(mctx, m.cfg.adminOptions...)
-		if err != nil {
-			return res, fmt.Errorf("migrations: open a database admin client: %w", err)
+		var err error
+		if admin, err = dbadmin.NewDatabaseAdminClient(mctx, m.cfg.adminOptions...); err != nil {
+			return nil, closeAdmin, fmt.Errorf("migrations: open a database admin client: %w", err)
 		}
-		defer admin.Close()
+		closeAdmin = func() { admin.Close() }
 	}
 	upstream, openRetries, err := openUpstream(mctx, m.client, admin, &m.cfg)
 	res.DDLRetries = openRetries
 	if err != nil {
-		return res, fmt.Errorf("migrations: open golang-migrate's spanner driver: %w", err)
+		closeAdmin()
+		return nil, func() {}, fmt.Errorf("migrations: open golang-migrate's spanner driver: %w", err)
 	}
 	d := &lockedDriver{upstream: upstream, client: m.client, admin: admin, cfg: &m.cfg, lease: lease, ctx: mctx, retries: openRetries}
 	before, dirty, err := d.Version()
 	if err != nil {
-		return res, fmt.Errorf("migrations: read the version: %w", err)
+		closeAdmin()
+		return nil, func() {}, fmt.Errorf("migrations: read the version: %w", err)
 	}
 	res.Before, res.After, d.clean = before, before, before
 	if dirty {
-		return res, &DirtyError{Version: before}
+		closeAdmin()
+		return nil, func() {}, &DirtyError{Version: before}
 	}
+	return d, closeAdmin, nil
+}
+
+// run runs golang-migrate's Up on d; if mctx ends first (the lease was
+// lost, or Up's ctx ended), it stops after the migration under way and
+// returns why as stopped.
+func (m *Migrator) run(mctx context.Context, log *slog.Logger, d *lockedDriver) (err, stopped error) {
 	mg, err := migrate.NewWithInstance("source", m.src, "spanner", d)
 	if err != nil {
-		return res, fmt.Errorf("migrations: %w", err)
+		return err, nil
 	}
 	mg.Log = migrateLogger{m.cfg.logger}
-
 	done := make(chan error, 1)
 	go func() { done <- mg.Up() }()
-	var stopped error
 	select {
 	case err = <-done:
 	case <-mctx.Done():
@@ -168,7 +194,12 @@ func (m *Migrator) Up(ctx context.Context) (res Result, err error) {
 		// golang-migrate returned first, failing because mctx ended.
 		stopped = context.Cause(mctx)
 	}
+	return err, stopped
+}
 
+// settle records in res what the run did, takes back the dirty mark of a
+// failed migration that applied nothing, and returns how Up ends.
+func (m *Migrator) settle(ctx context.Context, log *slog.Logger, d *lockedDriver, lease *spanmutex.Lease, res Result, err, stopped error) (Result, error) {
 	d.mu.Lock()
 	res.Applied, res.DDLRetries = append([]int(nil), d.applied...), d.retries
 	unapplied, clean := d.unapplied, d.clean
