@@ -35,10 +35,11 @@ func New(client *spanner.Client, name string, opts ...Option) (*Mutex, error) {
 	if err != nil {
 		return nil, err
 	}
-	if m.cfg.scope != nil {
-		return nil, fmt.Errorf("%w: WithScope applies to NewLock only: a run-once Mutex shares nothing in memory", ErrInvalidConfig)
-	}
 	st := newSpannerStore(client, m.cfg.table, m.cfg.watermark)
+	st.sender = m.cfg.scope
+	if st.sender == nil {
+		st.sender = NewScope()
+	}
 	st.versioned = m.cfg.version != ""
 	m.store = st
 	return m, nil
@@ -185,6 +186,9 @@ type obtainer struct {
 	// that commit did happen and the section is ours; if Run ends first,
 	// they are settled and given back.
 	unresolved map[string]pendingAcquisition
+	// watcher is this Run's registration for a wake-up when the section
+	// ends (mutex_watch.go), if any.
+	watcher *watcher
 }
 
 // obtain loops until this call holds the section (lease non-nil) or knows
@@ -200,6 +204,7 @@ func (m *Mutex) obtain(ctx context.Context) (*Lease, Outcome, error) {
 			// Acquisitions of unknown outcome that turn out to have landed
 			// are given back, so that nobody waits for a holder that left.
 			m.settle(ctx, o.unresolved)
+			o.unwatch(ctx)
 			return lease, outcome, err
 		}
 	}
@@ -239,7 +244,8 @@ func (o *obtainer) step(ctx context.Context) (lease *Lease, outcome Outcome, err
 		return nil, NoOutcome, &ExhaustedError{Name: m.name, Attempts: r.Attempts, MaxAttempts: m.cfg.maxAttempts, LastError: r.LastError}, true
 	case actWait:
 		log.Debug("held elsewhere; waiting", "holder", r.Owner, "token", r.Token, "takeover_in", d.wait)
-		err := o.acquires.pause(ctx, d.wait)
+		o.watch(ctx)
+		err := o.pauseOrWake(ctx, d.wait)
 		return nil, NoOutcome, err, err != nil
 	case actAcquire:
 		if d.retry {

@@ -63,7 +63,7 @@ type config struct {
 	renewInterval time.Duration // 0: a third of the watermark
 	version       string        // "": versions are not compared
 	clock         clock
-	scope         *Scope // Lock only: nil for a Scope of its own
+	scope         *Scope // nil: a Lock gets a Scope of its own; a Mutex none
 }
 
 func defaultConfig() config {

@@ -47,7 +47,7 @@ func TestNewRejectsBadInput(t *testing.T) {
 		{"the shortest watermark", "s", []Option{WithWatermark(MinWatermark)}, ""},
 		{"renewals less often than twice a lease", "s", []Option{WithWatermark(time.Second), WithRenewInterval(600 * time.Millisecond)}, "at most half the watermark"},
 		{"renewals twice a lease", "s", []Option{WithWatermark(time.Second), WithRenewInterval(500 * time.Millisecond)}, ""},
-		{"a scope on a run-once Mutex", "s", []Option{WithScope(NewScope())}, "WithScope applies to NewLock only"},
+		{"a scope on a run-once Mutex (its wake-ups)", "s", []Option{WithScope(NewScope())}, ""},
 		{"staleness equal to watermark", "s", []Option{WithWatermark(time.Minute), WithStaleness(time.Minute)}, "above the watermark"},
 		{"staleness below watermark", "s", []Option{WithWatermark(time.Minute), WithStaleness(time.Second)}, "above the watermark"},
 		{"negative staleness", "s", []Option{WithStaleness(-time.Hour)}, "above the watermark"},

@@ -42,8 +42,10 @@ func NewScope() *Scope {
 	return &Scope{locks: map[localKey]*localLock{}, wakes: wakeBoard{waiting: map[string]chan wakeUp{}}}
 }
 
-// WithScope makes a Lock one of the contenders of scope (see Scope). It
-// applies to NewLock only.
+// WithScope makes a Lock one of the contenders of scope (see Scope). For a
+// run-once Mutex, a Scope made by ListenScope makes Run's waiters woken as
+// soon as the section is recorded DONE or FAILED, instead of at their next
+// backoff; a Mutex shares nothing else through it.
 func WithScope(scope *Scope) Option { return func(c *config) { c.scope = scope } }
 
 // get returns the localLock of key, to be given back with put.

@@ -60,6 +60,9 @@ type spannerStore struct {
 	versioned bool
 	// hasVersion: checkSchema found the Version column.
 	hasVersion atomic.Bool
+	// sender sends the wake-ups of a finish to the section's watchers
+	// (mutex_watch.go); nil for a Lock's store.
+	sender *Scope
 	// contended: the last acquisition of a Lock on this store found the
 	// lock held or waited for; a hint of which reads to try first.
 	contended atomic.Bool
@@ -314,13 +317,46 @@ func (s *spannerStore) fencedUpdate(ctx context.Context, l *Lease, cols []string
 // maxErrorText bounds the error text stored in LastError.
 const maxErrorText = 8 << 10
 
+// finish records to, fenced on the lease, and in the same transaction takes
+// the section's watchers, which it wakes once the commit is acknowledged.
 func (s *spannerStore) finish(ctx context.Context, l *Lease, to State, lastError string) error {
 	var errText any
 	if to == StateFailed {
 		errText = truncate(lastError, maxErrorText)
 	}
-	return s.fencedUpdate(ctx, l, []string{"State", "LastError", "FinishedAt", "UpdatedAt"},
-		[]any{string(to), errText, spanner.CommitTimestamp, spanner.CommitTimestamp}, to)
+	var watchers []handOff
+	_, err := s.client.ReadWriteTransaction(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
+		s.stats.rwAttempts.Add(1)
+		watchers = nil
+		err := l.Guard(ctx, tx)
+		var lost *LeaseLostError
+		if errors.As(err, &lost) && lost.CurrentState == to && lost.currentLeaseID == l.id {
+			return nil // an earlier try committed it; its answer was lost
+		}
+		if err != nil {
+			return err
+		}
+		w, ms, err := s.takeWatchers(ctx, tx, l.name)
+		if err != nil {
+			return err
+		}
+		watchers = w
+		return tx.BufferWrite(append(ms, spanner.Update(s.table, []string{"Name", "State", "LastError", "FinishedAt", "UpdatedAt"},
+			[]any{l.name, string(to), errText, spanner.CommitTimestamp, spanner.CommitTimestamp})))
+	})
+	var lost *LeaseLostError
+	if errors.As(err, &lost) {
+		return lost
+	}
+	if err != nil {
+		return s.explain(ctx, err)
+	}
+	if s.sender != nil {
+		for _, w := range watchers {
+			s.sender.sendWake(ctx, w.wakeAddr, w.waiterID)
+		}
+	}
+	return nil
 }
 
 func (s *spannerStore) renew(ctx context.Context, l *Lease) error {
