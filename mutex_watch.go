@@ -38,7 +38,7 @@ func (o *obtainer) watch(ctx context.Context) {
 		return
 	}
 	st, ok := m.store.(*spannerStore)
-	if !ok {
+	if !ok || !st.hasQueue.Load() {
 		return
 	}
 	w := &watcher{id: newWaiterID()}

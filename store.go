@@ -60,6 +60,9 @@ type spannerStore struct {
 	versioned bool
 	// hasVersion: checkSchema found the Version column.
 	hasVersion atomic.Bool
+	// hasQueue: checkSchema found the waiters' queue table, which a Mutex
+	// uses only for its watchers (mutex_watch.go) and may lack.
+	hasQueue atomic.Bool
 	// sender sends the wake-ups of a finish to the section's watchers
 	// (mutex_watch.go); nil for a Lock's store.
 	sender *Scope
@@ -336,11 +339,12 @@ func (s *spannerStore) finish(ctx context.Context, l *Lease, to State, lastError
 		if err != nil {
 			return err
 		}
-		w, ms, err := s.takeWatchers(ctx, tx, l.name)
-		if err != nil {
-			return err
+		var ms []*spanner.Mutation
+		if s.hasQueue.Load() {
+			if watchers, ms, err = s.takeWatchers(ctx, tx, l.name); err != nil {
+				return err
+			}
 		}
-		watchers = w
 		return tx.BufferWrite(append(ms, spanner.Update(s.table, []string{"Name", "State", "LastError", "FinishedAt", "UpdatedAt"},
 			[]any{l.name, string(to), errText, spanner.CommitTimestamp, spanner.CommitTimestamp})))
 	})
@@ -457,6 +461,7 @@ func (s *spannerStore) checkSchema(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	s.hasQueue.Store(len(queue) > 0)
 	if len(queue) > 0 {
 		missing = append(missing, missingColumns(queue, ddl.QueueColumns(), s.queueTable()+".")...)
 	}
