@@ -70,12 +70,14 @@ type lockOptions struct {
 	watermark time.Duration
 	grace     time.Duration
 	verbose   bool
+	listen    listenFlags
 }
 
 // lockFlags defines the flags of "spanmutex lock" on a new flag set.
 func lockFlags() (*flag.FlagSet, *lockOptions) {
 	o := &lockOptions{}
 	fs := newFlagSet("lock")
+	o.listen.register(fs)
 	fs.StringVar(&o.database, "database", "", databaseFlagUsage)
 	fs.StringVar(&o.table, "table", spanmutex.DefaultTable, "the mutex table")
 	fs.StringVar(&o.owner, "owner", "", "the owner identity recorded in the row (default host:pid:random)")
@@ -147,7 +149,12 @@ func holdLock(ctx context.Context, s streams, o *lockOptions, name string, comma
 	if o.verbose {
 		opts = append(opts, spanmutex.WithLogger(slog.New(slog.NewTextHandler(s.stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))))
 	}
-	l, err := spanmutex.NewLock(client, name, opts...)
+	scopeOpts, closeScope, err := o.listen.scope()
+	if err != nil {
+		return reportUsage(s, &usageError{cmd: "lock", msg: err.Error()})
+	}
+	defer closeScope()
+	l, err := spanmutex.NewLock(client, name, append(opts, scopeOpts...)...)
 	if errors.Is(err, spanmutex.ErrInvalidConfig) {
 		return reportUsage(s, &usageError{cmd: "lock", msg: err.Error()})
 	}

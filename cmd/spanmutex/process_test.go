@@ -18,6 +18,7 @@ type process struct {
 	stdout bytes.Buffer
 	stderr bytes.Buffer
 	done   chan struct{} // closed once the process has exited
+	exited time.Time     // when Wait returned; read after done is closed
 }
 
 // startProcess starts the binary with args, pointed at the test emulator,
@@ -35,6 +36,7 @@ func startProcess(t *testing.T, env []string, args ...string) *process {
 	}
 	go func() {
 		_ = p.cmd.Wait()
+		p.exited = time.Now()
 		close(p.done)
 	}()
 	t.Cleanup(func() {

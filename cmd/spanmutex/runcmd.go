@@ -89,12 +89,14 @@ type runOptions struct {
 	grace       time.Duration
 	version     string
 	verbose     bool
+	listen      listenFlags
 }
 
 // runFlags defines the flags of "spanmutex run" on a new flag set.
 func runFlags() (*flag.FlagSet, *runOptions) {
 	o := &runOptions{}
 	fs := newFlagSet("run")
+	o.listen.register(fs)
 	fs.StringVar(&o.database, "database", "", databaseFlagUsage)
 	fs.StringVar(&o.table, "table", spanmutex.DefaultTable, "the mutex table")
 	fs.StringVar(&o.owner, "owner", "", "the owner identity recorded in the row (default host:pid:random)")

@@ -5,6 +5,8 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -49,6 +51,50 @@ func TestRunAcrossProcesses(t *testing.T) {
 	}
 	if r := inspect(t, db, name); r.State != spanmutex.StateDone || r.Token != 1 {
 		t.Errorf("row is %s with token %d; want DONE with token 1", r.State, r.Token)
+	}
+}
+
+// TestRunLosersWokenWhenDone: 8 processes race with --listen; the one that
+// runs COMMAND (3 s) records DONE and wakes the others, which exit at once
+// instead of at their next poll (by then up to 2 s apart).
+func TestRunLosersWokenWhenDone(t *testing.T) {
+	needEmulator(t)
+	db, name := newDatabase(t), uniqueName(t)
+	end := filepath.Join(t.TempDir(), "end")
+	const n = 8
+	procs := make([]*process, n)
+	for i := range procs {
+		procs[i] = startProcess(t, []string{"END=" + end},
+			"run", "--listen", "127.0.0.1:0", "--database", db, name, "--", "sh", "-c", `sleep 3; date +%s%N > "$END"`)
+	}
+	var delays []time.Duration
+	for i, p := range procs {
+		if code := p.wait(t, 60*time.Second); code != 0 {
+			t.Fatalf("process %d exited %d; stderr:\n%s", i, code, p.stderr.String())
+		}
+	}
+	lines := readLines(t, end)
+	if len(lines) != 1 {
+		t.Fatalf("COMMAND ran %d times; want once", len(lines))
+	}
+	ns, err := strconv.ParseInt(lines[0], 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	commandEnded := time.Unix(0, ns)
+	for _, p := range procs {
+		if strings.Contains(p.stderr.String(), "already done") {
+			delays = append(delays, p.exited.Sub(commandEnded))
+		}
+	}
+	slices.Sort(delays)
+	if len(delays) != n-1 {
+		t.Fatalf("%d processes found it already done; want %d", len(delays), n-1)
+	}
+	t.Logf("the %d losers exited %v to %v (median %v) after the winner's COMMAND ended (DONE's commit and the process exits included)",
+		len(delays), delays[0].Round(time.Millisecond), delays[len(delays)-1].Round(time.Millisecond), delays[len(delays)/2].Round(time.Millisecond))
+	if worst := delays[len(delays)-1]; worst > time.Second {
+		t.Errorf("a loser exited %v after COMMAND ended: not woken (its polls are up to 2 s apart by then)", worst)
 	}
 }
 

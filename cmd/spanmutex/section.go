@@ -16,7 +16,12 @@ func runSection(ctx context.Context, s streams, o *runOptions, name string, comm
 		return reportError(s, err, exitError)
 	}
 	defer client.Close()
-	m, err := spanmutex.New(client, name, o.mutexOptions(s)...)
+	scopeOpts, closeScope, err := o.listen.scope()
+	if err != nil {
+		return reportUsage(s, &usageError{cmd: "run", msg: err.Error()})
+	}
+	defer closeScope()
+	m, err := spanmutex.New(client, name, append(o.mutexOptions(s), scopeOpts...)...)
 	if errors.Is(err, spanmutex.ErrInvalidConfig) {
 		return reportUsage(s, &usageError{cmd: "run", msg: err.Error()})
 	}

@@ -1,0 +1,37 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+
+	"github.com/spanmutex/spanmutex"
+)
+
+// listenFlags are the --listen and --advertise flags of run and lock: where
+// the process listens for wake-ups from other processes (spanmutex.ListenScope).
+type listenFlags struct {
+	listen, advertise string
+}
+
+// register defines the flags on fs.
+func (l *listenFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&l.listen, "listen", "",
+		"listen on this UDP address (e.g. 127.0.0.1:0 or :7946) for wake-ups, so that a hand-off or the end of the section reaches this process at once instead of at its next poll")
+	fs.StringVar(&l.advertise, "advertise", "", "with --listen on every interface: the address other processes reach this one at")
+}
+
+// scope returns the option that makes a Mutex or Lock use the listening
+// Scope, and what closes it; none if --listen is not set.
+func (l *listenFlags) scope() ([]spanmutex.Option, func(), error) {
+	if l.listen == "" {
+		if l.advertise != "" {
+			return nil, func() {}, fmt.Errorf("--advertise goes with --listen: give the address to listen on")
+		}
+		return nil, func() {}, nil
+	}
+	s, err := spanmutex.ListenScope(l.listen, l.advertise)
+	if err != nil {
+		return nil, func() {}, fmt.Errorf("--listen %s: %w", l.listen, err)
+	}
+	return []spanmutex.Option{spanmutex.WithScope(s)}, func() { s.Close() }, nil
+}
