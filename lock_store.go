@@ -475,7 +475,7 @@ func (s *spannerStore) readForHandOff(ctx context.Context, tx *spanner.ReadWrite
 			return row{}, nil, fmt.Errorf("spanmutex: decode lock %q of %s: %w", name, s.table, err)
 		}
 		if !v.State.Valid() {
-			return row{}, nil, fmt.Errorf("spanmutex: row %q of %s has unknown state %q, written by something other than spanmutex; fix or delete the row", name, s.table, v.State)
+			return row{}, nil, s.unknownState(name, v.State)
 		}
 	}
 	var head []*queueEntry
@@ -543,7 +543,7 @@ func (s *spannerStore) queryUnlock(ctx context.Context, q querier, name string) 
 		return row{}, nil, fmt.Errorf("spanmutex: decode lock %q of %s: %w", name, s.table, err)
 	}
 	if v.Exists && !v.State.Valid() {
-		return row{}, nil, fmt.Errorf("spanmutex: row %q of %s has unknown state %q, written by something other than spanmutex; fix or delete the row", name, s.table, v.State)
+		return row{}, nil, s.unknownState(name, v.State)
 	}
 	return v, head, nil
 }

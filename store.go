@@ -137,7 +137,7 @@ func (s *spannerStore) queryRow(ctx context.Context, q querier, name string) (ro
 		return row{}, fmt.Errorf("spanmutex: decode row %q of %s: %w", name, s.table, err)
 	}
 	if out.Exists && !out.State.Valid() {
-		return row{}, fmt.Errorf("spanmutex: row %q of %s has unknown state %q, written by something other than spanmutex; fix or delete the row", name, s.table, out.State)
+		return row{}, s.unknownState(name, out.State)
 	}
 	return out, nil
 }
@@ -163,6 +163,12 @@ func decodeRow(r *spanner.Row, extra ...any) (row, error) {
 		StartedAt: nullTime(started), RenewedAt: nullTime(renewed), FinishedAt: nullTime(finished),
 		UpdatedAt: nullTime(updated), Lease: time.Duration(leaseMicros.Int64) * time.Microsecond, Now: now.Time,
 	}, nil
+}
+
+// unknownState is the error for row name found in a state spanmutex never
+// writes.
+func (s *spannerStore) unknownState(name string, state State) error {
+	return fmt.Errorf("spanmutex: row %q of %s has unknown state %q, written by something other than spanmutex; fix or delete the row", name, s.table, state)
 }
 
 func nullTime(t spanner.NullTime) time.Time {
@@ -195,7 +201,7 @@ func (s *spannerStore) read(ctx context.Context, name string) (row, error) {
 			return row{}, fmt.Errorf("spanmutex: decode row %q of %s: %w", name, s.table, err)
 		}
 		if !out.State.Valid() {
-			return row{}, fmt.Errorf("spanmutex: row %q of %s has unknown state %q, written by something other than spanmutex; fix or delete the row", name, s.table, out.State)
+			return row{}, s.unknownState(name, out.State)
 		}
 	}
 	if out.Now, err = ro.Timestamp(); err != nil {
