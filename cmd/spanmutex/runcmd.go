@@ -89,6 +89,7 @@ type runOptions struct {
 	grace       time.Duration
 	version     string
 	verbose     bool
+	connect     time.Duration
 }
 
 // runFlags defines the flags of "spanmutex run" on a new flag set.
@@ -109,6 +110,7 @@ func runFlags() (*flag.FlagSet, *runOptions) {
 	fs.StringVar(&o.version, "version", "",
 		"run NAME once per version (a release): a row DONE at another version runs again, with fresh attempts; the same version stays DONE")
 	fs.BoolVar(&o.verbose, "verbose", false, "log the mutex's decisions to stderr")
+	fs.DurationVar(&o.connect, "connect-timeout", defaultConnectTimeout, connectTimeoutFlagUsage)
 	return fs, o
 }
 
@@ -180,6 +182,9 @@ func (o *runOptions) validate() error {
 	}
 	if o.maxAttempts < 1 {
 		return usagef("run", "--max-attempts %d: must be at least 1", o.maxAttempts)
+	}
+	if err := checkConnectTimeout("run", o.connect); err != nil {
+		return err
 	}
 	if o.grace < 0 {
 		return usagef("run", "--grace %v: must be 0 (wait for ever) or positive", o.grace)

@@ -11,7 +11,7 @@ import (
 // runSection runs command as the critical section name and returns the exit
 // status that "spanmutex run" documents.
 func runSection(ctx context.Context, s streams, o *runOptions, name string, command []string) int {
-	client, err := openClient(ctx, o.database)
+	client, err := openClientWithin(ctx, o.database, o.connect)
 	if err != nil {
 		return reportError(s, err, exitError)
 	}

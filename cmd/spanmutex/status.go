@@ -38,6 +38,7 @@ func cmdStatus(ctx context.Context, s streams, args []string) int {
 	fs := newFlagSet("status")
 	database := addDatabaseFlag(fs)
 	table := fs.String("table", spanmutex.DefaultTable, "the mutex table")
+	connect := addConnectTimeoutFlag(fs)
 	positional, code, done := parseFlags(s, "status", fs, statusHelp, args)
 	if done {
 		return code
@@ -57,11 +58,14 @@ func cmdStatus(ctx context.Context, s streams, args []string) int {
 	if err == nil {
 		err = validateTable("status", *table)
 	}
+	if err == nil {
+		err = checkConnectTimeout("status", *connect)
+	}
 	if err != nil {
 		return reportError(s, err, exitError)
 	}
 
-	client, err := openClient(ctx, db)
+	client, err := openClientWithin(ctx, db, *connect)
 	if err != nil {
 		return reportError(s, err, exitError)
 	}
