@@ -151,7 +151,7 @@ func checkRunArgs(positional, command []string, hasDash bool) (string, error) {
 	case len(positional) == 0:
 		return "", usagef("run", "missing NAME: want 'spanmutex run [flags] NAME -- COMMAND [ARGS...]'")
 	case len(positional) > 1 && !hasDash:
-		return "", usagef("run", "missing \"--\" between NAME and COMMAND: want 'spanmutex run [flags] %s -- %s'", positional[0], positional[1])
+		return "", usagef("run", "missing \"--\" between NAME and COMMAND: want: spanmutex run [flags] %s -- %s", shellQuote(positional[0]), shellJoin(positional[1:]))
 	case len(positional) > 1:
 		return "", usagef("run", "more than one NAME (%q): put COMMAND after \"--\"", positional)
 	case !hasDash:
@@ -166,6 +166,27 @@ func checkRunArgs(positional, command []string, hasDash bool) (string, error) {
 		return "", usagef("run", "bad NAME: %s", strings.TrimPrefix(err.Error(), spanmutex.ErrInvalidConfig.Error()+": "))
 	}
 	return name, nil
+}
+
+// shellJoin quotes args for a shell and joins them with spaces, so that a
+// suggested command line keeps every argument as it was given.
+func shellJoin(args []string) string {
+	quoted := make([]string, len(args))
+	for i, a := range args {
+		quoted[i] = shellQuote(a)
+	}
+	return strings.Join(quoted, " ")
+}
+
+// shellQuote returns a as a shell would need it: unchanged if it holds only
+// safe characters, else in single quotes.
+func shellQuote(a string) string {
+	if a != "" && strings.IndexFunc(a, func(r rune) bool {
+		return !(r < utf8.RuneSelf && (unicode.IsLetter(r) || unicode.IsDigit(r) || strings.ContainsRune("-_./=:,+@%", r)))
+	}) < 0 {
+		return a
+	}
+	return "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
 }
 
 // validate checks the flags before anything connects, so that a bad command
