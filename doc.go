@@ -82,7 +82,20 @@
 //		return migrate(ctx, lease.Token())
 //	})
 //
-// Bound every ctx you pass: a call waits as long as its ctx allows. A Mutex is
-// safe for concurrent use. Package emulator starts the Cloud Spanner emulator
+// A Mutex is safe for concurrent use.
+//
+// # Deadlines and failing fast
+//
+// Bound every ctx you pass (context.WithTimeout): a call waits as long as
+// its ctx allows, and the Spanner client keeps retrying an endpoint that
+// does not answer, so Run or Lock with context.Background() against an
+// unreachable Spanner never returns. At start-up, call Ping with a deadline
+// of a few seconds: it fails with a *NotFoundError when the database or its
+// instance does not exist (saying which), or an *UnreachableError naming the
+// host and the cause (connection refused, DNS, TLS, credentials). A call
+// that ends before any call to Spanner succeeded returns the same
+// *UnreachableError, which still matches ErrNotObtained and ctx.Err(). The
+// library sets no connection timeout of its own: how long to wait for a
+// cold start is the application's choice. Package emulator starts the Cloud Spanner emulator
 // for tests; cmd/spanmutex is a CLI that wraps any command.
 package spanmutex

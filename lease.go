@@ -35,6 +35,10 @@ type Lease struct {
 	// unlocking is set by Lock.Unlock: renewal failures from then on are
 	// reported by Unlock, not as a lost lease.
 	unlocking atomic.Bool
+	// hold is the telemetry of the hold (telemetry.go), set by the Lock
+	// or Run that acquired the lease.
+	hold     op
+	holdFrom time.Time
 
 	done     chan struct{}
 	lostOnce sync.Once

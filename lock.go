@@ -139,8 +139,9 @@ func (l *Lock) lock(ctx context.Context, wait bool) (*Lease, error) {
 	l.busy = true
 	l.mu.Unlock()
 
+	actx, acq := l.cfg.tel.start(ctx, "spanmutex.acquire", lockKind(wait)) // telemetry.go
 	ll := l.scope.get(l.key)
-	lease, err := l.acquire(ctx, ll, wait)
+	lease, err := l.acquire(actx, ll, wait)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err != nil {
@@ -149,8 +150,12 @@ func (l *Lock) lock(ctx context.Context, wait bool) (*Lease, error) {
 		if l.sp != nil {
 			err = l.sp.unreached(err, began)
 		}
+		acq.acquired(nil, NoOutcome, err)
 		return nil, err
 	}
+	acq.acquired(lease, NoOutcome, nil)
+	_, lease.hold = l.cfg.tel.start(ctx, "spanmutex.hold", lockKind(wait), attrToken.Int64(lease.token))
+	lease.holdFrom = lease.hold.began
 	l.held, l.local = lease, ll
 	l.stopRen = keepAlive(l.store, &l.cfg, lease, lease.anchor, func(err error) {
 		// A renewal that fails because our own Unlock just released the
@@ -168,10 +173,12 @@ func (l *Lock) lock(ctx context.Context, wait bool) (*Lease, error) {
 // Unlock releases the lock, handing it to the oldest live waiter. It is
 // fenced: if the lease was lost (taken over after the watermark), it returns
 // a *LeaseLostError and leaves the new holder's lock alone.
-func (l *Lock) Unlock(ctx context.Context) error {
+func (l *Lock) Unlock(ctx context.Context) (err error) {
 	if ctx == nil {
 		return errNilContext
 	}
+	ctx, un := l.cfg.tel.start(ctx, "spanmutex.Unlock", "unlock") // telemetry.go
+	defer func() { un.unlocked(err) }()
 	l.mu.Lock()
 	lease, stop, ll := l.held, l.stopRen, l.local
 	if lease == nil {
@@ -191,6 +198,7 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	// (an overloaded Spanner) does not let the lease lapse into a takeover.
 	lease.unlocking.Store(true)
 	defer stop()
+	defer func() { lease.hold.held(lease, lease.holdFrom, unlockOutcome(err), err) }() // telemetry.go
 	return l.release(ctx, ll, lease)
 }
 

@@ -63,6 +63,11 @@ func newMutex(name string, opts []Option) (*Mutex, error) {
 		return nil, err
 	}
 	cfg.logger = cfg.logger.With("mutex", name, "owner", cfg.owner)
+	tel, err := newTelemetry(&cfg, name) // telemetry.go
+	if err != nil {
+		return nil, fmt.Errorf("%w: telemetry: %v", ErrInvalidConfig, err)
+	}
+	cfg.tel = tel
 	return &Mutex{name: name, cfg: cfg}, nil
 }
 
@@ -122,11 +127,13 @@ func (m *Mutex) Stats() Stats {
 // ctx is cancelled when Run's ctx is. While another holder runs the section,
 // Run waits with lock-free reads and takes over only after the watermark
 // plus jitter has passed by Spanner's clock.
-func (m *Mutex) Run(ctx context.Context, fn func(ctx context.Context, lease *Lease) error) (Outcome, error) {
+func (m *Mutex) Run(ctx context.Context, fn func(ctx context.Context, lease *Lease) error) (outcome Outcome, err error) {
 	if ctx == nil {
 		return NoOutcome, errNilContext
 	}
 	began := time.Now()
+	ctx, run := m.cfg.tel.start(ctx, "spanmutex.Run", "run") // telemetry.go
+	defer func() { run.ended(outcome, err) }()
 	if fn == nil {
 		return NoOutcome, fmt.Errorf("spanmutex: Run(%q): nil section function", m.name)
 	}
@@ -140,13 +147,19 @@ func (m *Mutex) Run(ctx context.Context, fn func(ctx context.Context, lease *Lea
 			return NotNeeded, nil
 		}
 	}
-	if err := m.checkSchema(ctx); err != nil {
-		return NoOutcome, m.unreached(notObtained(ctx, err), began)
+	actx, acq := m.cfg.tel.start(ctx, "spanmutex.acquire", "run") // telemetry.go
+	if err := m.checkSchema(actx); err != nil {
+		err = m.unreached(notObtained(ctx, err), began)
+		acq.acquired(nil, NoOutcome, err)
+		return NoOutcome, err
 	}
-	lease, outcome, err := m.obtain(ctx)
+	lease, outcome, err := m.obtain(actx)
 	if lease == nil {
-		return outcome, m.unreached(notObtained(ctx, err), began)
+		err = m.unreached(notObtained(ctx, err), began)
+		acq.acquired(nil, outcome, err)
+		return outcome, err
 	}
+	acq.acquired(lease, outcome, nil)
 	return m.runHeld(ctx, lease, fn)
 }
 
@@ -401,7 +414,7 @@ func sleep(ctx context.Context, clk clock, d time.Duration) error {
 }
 
 // runHeld runs fn as the holder of lease and records how it ended.
-func (m *Mutex) runHeld(ctx context.Context, lease *Lease, fn func(context.Context, *Lease) error) (Outcome, error) {
+func (m *Mutex) runHeld(ctx context.Context, lease *Lease, fn func(context.Context, *Lease) error) (_ Outcome, err error) {
 	if ctx.Err() != nil {
 		m.giveBack(ctx, lease)
 		return NoOutcome, errNotObtained(ctx)
@@ -410,6 +423,8 @@ func (m *Mutex) runHeld(ctx context.Context, lease *Lease, fn func(context.Conte
 	// with the *LeaseLostError as its cause.
 	sctx, cancelSection := context.WithCancelCause(ctx)
 	defer cancelSection(nil)
+	sctx, lease.hold = m.cfg.tel.start(sctx, "spanmutex.section", "run", attrToken.Int64(lease.token)) // telemetry.go
+	lease.holdFrom = lease.hold.began
 	stopRenewing := keepAlive(m.store, &m.cfg, lease, lease.anchor, func(err error) {
 		lease.lose(err)
 		cancelSection(err)
@@ -424,6 +439,7 @@ func (m *Mutex) runHeld(ctx context.Context, lease *Lease, fn func(context.Conte
 			panic(p)
 		}
 	}()
+	defer func() { lease.hold.held(lease, lease.holdFrom, sectionOutcome(err), err) }() // telemetry.go
 	runErr := fn(sctx, lease)
 	stopRenewing()
 	var interrupted *InterruptedError

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/spanmutex/spanmutex/ddl"
 )
@@ -64,6 +66,13 @@ type config struct {
 	version       string        // "": versions are not compared
 	clock         clock
 	scope         *Scope // nil: a Lock gets a Scope of its own; a Mutex none
+
+	// telemetry.go: the providers (nil: the global ones), whether the
+	// options were given, and the instruments made from them by newMutex.
+	tracerProvider      trace.TracerProvider
+	meterProvider       metric.MeterProvider
+	tracerSet, meterSet bool
+	tel                 *telemetry
 }
 
 func defaultConfig() config {
@@ -194,6 +203,12 @@ func (c *config) validate() error {
 	}
 	if c.renewInterval < 0 || c.renewInterval > c.watermark/2 {
 		return fmt.Errorf("%w: WithRenewInterval(%v): must be positive and at most half the watermark (%v), so that a failed renewal can be retried before the lease expires", ErrInvalidConfig, c.renewInterval, c.watermark/2)
+	}
+	if c.tracerSet && c.tracerProvider == nil {
+		return fmt.Errorf("%w: WithTracerProvider(nil): give a provider, or leave the option out for otel.GetTracerProvider()", ErrInvalidConfig)
+	}
+	if c.meterSet && c.meterProvider == nil {
+		return fmt.Errorf("%w: WithMeterProvider(nil): give a provider, or leave the option out for otel.GetMeterProvider()", ErrInvalidConfig)
 	}
 	if c.finishTimeout <= 0 {
 		return fmt.Errorf("%w: WithFinishTimeout(%v): must be positive", ErrInvalidConfig, c.finishTimeout)

@@ -30,6 +30,7 @@ func (c *config) renewEvery() time.Duration {
 // earliest moment another holder could start. This measures a duration on the
 // local clock, never compares its wall time with Spanner's.
 func keepAlive(st renewer, cfg *config, l *Lease, anchor time.Time, onLost func(error)) (stop func()) {
+	onLost = cfg.tel.lost(l, onLost) // telemetry.go
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -89,6 +90,7 @@ func renewLoop(ctx context.Context, st renewer, cfg *config, l *Lease, anchor ti
 			// A renewal of unknown outcome keeps the old anchor: only an
 			// acknowledged renewal moves it.
 			log.Warn("lease renewal failed; retrying", "err", err)
+			cfg.tel.renewFailed(l, err) // telemetry.go
 			next = max(interval/4, time.Millisecond)
 		}
 	}

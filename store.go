@@ -85,7 +85,10 @@ func (s *spannerStore) unreached(err error, began time.Time) error {
 	if err == nil || s.reached.Load() || (errors.Is(err, ErrNotObtained) && time.Since(began) < time.Second) {
 		return err
 	}
-	return fmt.Errorf("%w (no call to Spanner has succeeded yet: is %s reachable from here? check the endpoint, SPANNER_EMULATOR_HOST and credentials)", err, s.client.DatabaseName())
+	if ue := diagnose(s.client.DatabaseName(), err); ue != nil { // connect.go
+		return ue
+	}
+	return err // Spanner answered: it is reachable
 }
 
 func newSpannerStore(client *spanner.Client, table string, watermark time.Duration) *spannerStore {
@@ -426,12 +429,8 @@ func (s *spannerStore) explain(ctx context.Context, err error) error {
 // explainOther explains database and instance errors, without looking at the
 // schema.
 func (s *spannerStore) explainOther(err error) error {
-	code, msg := spanner.ErrCode(err), err.Error()
-	switch {
-	case code == codes.NotFound && strings.Contains(msg, "Database not found"):
-		return fmt.Errorf("spanmutex: database %s does not exist: create it, or check --database / SPANMUTEX_DATABASE: %w", s.client.DatabaseName(), err)
-	case code == codes.NotFound && strings.Contains(msg, "Instance not found"):
-		return fmt.Errorf("spanmutex: the instance of database %s does not exist: %w", s.client.DatabaseName(), err)
+	if nf := notFound(s.client.DatabaseName(), err); nf != nil { // connect.go
+		return nf
 	}
 	return fmt.Errorf("spanmutex: table %s: %w", s.table, err)
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -42,9 +43,15 @@ func (c *child) section(ctx context.Context, lease *spanmutex.Lease) error {
 	stopWatch := c.terminateOnCancel(ctx, cmd.Process)
 	err = cmd.Wait()
 	if cause := stopWatch(); cause != nil {
-		fmt.Fprintf(c.s.stderr, "spanmutex: sent COMMAND SIGTERM: %v\n", cause)
+		fmt.Fprintln(c.s.stderr, sigtermNote(cause))
 	}
 	return c.ended(err)
+}
+
+// sigtermNote says on one line why COMMAND was sent SIGTERM, without
+// repeating the "spanmutex:" prefix that the library's errors carry.
+func sigtermNote(cause error) string {
+	return "spanmutex: sent COMMAND SIGTERM: " + strings.TrimPrefix(errorLine(cause), "spanmutex: ")
 }
 
 // ended turns how COMMAND ended into the section's result. COMMAND that

@@ -67,7 +67,8 @@ func reportError(s streams, err error, code int) int {
 // errorLine formats err for stderr, prefixed with "spanmutex:" once (the
 // library's own errors already carry that prefix).
 func errorLine(err error) string {
-	msg := err.Error()
+	// One line per error: Spanner's descriptions can hold newlines.
+	msg := strings.Join(strings.FieldsFunc(err.Error(), func(r rune) bool { return r == '\n' || r == '\r' }), " ")
 	if strings.HasPrefix(msg, "spanmutex: ") {
 		return msg
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"google.golang.org/api/option"
 	"google.golang.org/grpc/codes"
 
+	"github.com/spanmutex/spanmutex"
 	"github.com/spanmutex/spanmutex/ddl"
 )
 
@@ -94,10 +96,17 @@ func validateDatabasePath(db string) error {
 	return nil
 }
 
-// openClient opens a Spanner client of db. The client library connects to
-// $SPANNER_EMULATOR_HOST by itself when it is set; otherwise it needs
+// openClient opens a Spanner client of db and checks, within
+// defaultConnectTimeout, that Spanner answers. The client library connects
+// to $SPANNER_EMULATOR_HOST by itself when it is set; otherwise it needs
 // Application Default Credentials.
 func openClient(ctx context.Context, db string, opts ...option.ClientOption) (*spanner.Client, error) {
+	return openClientWithin(ctx, db, defaultConnectTimeout, opts...)
+}
+
+// openClientWithin is openClient with the time allowed for the first answer
+// from Spanner (--connect-timeout).
+func openClientWithin(ctx context.Context, db string, connect time.Duration, opts ...option.ClientOption) (*spanner.Client, error) {
 	cfg := spanner.ClientConfig{
 		SessionPoolConfig:    spanner.DefaultSessionPoolConfig,
 		DisableNativeMetrics: true, // a short-lived command has no use for exported client metrics
@@ -109,31 +118,51 @@ func openClient(ctx context.Context, db string, opts ...option.ClientOption) (*s
 	if err != nil {
 		return nil, fmt.Errorf("open a Spanner client of %s: %w (%s)", db, err, connectionHint())
 	}
-	if err := probe(ctx, c); err != nil {
+	if err := probe(ctx, c, connect); err != nil {
 		c.Close()
 		return nil, err
 	}
 	return c, nil
 }
 
-// connectTimeout bounds the first call to Spanner: the client library
-// otherwise waits for a session forever when nothing answers.
-const connectTimeout = 20 * time.Second
+// defaultConnectTimeout is the default of --connect-timeout: how long a
+// command waits for Spanner's first answer. The client library otherwise
+// waits for a session for as long as it is let when nothing answers.
+const defaultConnectTimeout = 5 * time.Second
 
-// probe makes one cheap query so that a Spanner (or emulator) that does not
-// answer is reported as such, with where the client connects, instead of
-// as a wait that never ends. Other errors (a database that does not exist,
-// say) are left to the command, which explains them.
-func probe(ctx context.Context, c *spanner.Client) error {
-	pctx, cancel := context.WithTimeout(ctx, connectTimeout)
+// connectTimeoutFlagUsage documents --connect-timeout the same way everywhere.
+const connectTimeoutFlagUsage = "fail if Spanner has not answered a first query within this long, naming the host and the cause"
+
+// addConnectTimeoutFlag defines --connect-timeout on fs.
+func addConnectTimeoutFlag(fs *flag.FlagSet) *time.Duration {
+	return fs.Duration("connect-timeout", defaultConnectTimeout, connectTimeoutFlagUsage)
+}
+
+// checkConnectTimeout refuses a --connect-timeout that is not positive.
+func checkConnectTimeout(cmd string, d time.Duration) error {
+	if d <= 0 {
+		return usagef(cmd, "--connect-timeout %v: must be positive", d)
+	}
+	return nil
+}
+
+// probe pings Spanner within connect (spanmutex.Ping), so that a Spanner
+// (or emulator) that does not answer, or a database or instance that does
+// not exist, is reported at once, saying which, where and why, instead of
+// as a wait that never ends. Other errors are left to the command, which
+// explains them; so is everything once ctx itself has ended.
+func probe(ctx context.Context, c *spanner.Client, connect time.Duration) error {
+	pctx, cancel := context.WithTimeout(ctx, connect)
 	defer cancel()
-	err := c.Single().Query(pctx, spanner.Statement{SQL: "SELECT 1"}).Do(func(*spanner.Row) error { return nil })
+	err := spanmutex.Ping(pctx, c)
 	if err == nil || ctx.Err() != nil {
 		return nil
 	}
-	switch spanner.ErrCode(err) {
-	case codes.Unavailable, codes.DeadlineExceeded:
-		return fmt.Errorf("cannot reach Spanner within %v: %w (%s)", connectTimeout, err, connectionHint())
+	switch {
+	case errors.Is(err, spanmutex.ErrUnreachable):
+		return fmt.Errorf("%w (--connect-timeout %v)", err, connect)
+	case errors.Is(err, spanmutex.ErrNotFound):
+		return err
 	}
 	return nil
 }
@@ -160,6 +189,9 @@ func validateTable(cmd, table string) error {
 // explainConnection adds where the client connects to an error that may
 // mean Spanner could not be reached at all.
 func explainConnection(err error) error {
+	if errors.Is(err, spanmutex.ErrUnreachable) || errors.Is(err, spanmutex.ErrNotFound) {
+		return err // it says where and why already
+	}
 	switch spanner.ErrCode(err) {
 	case codes.Unavailable, codes.DeadlineExceeded:
 		return fmt.Errorf("%w (is Spanner reachable? %s)", err, connectionHint())

@@ -71,6 +71,7 @@ type lockOptions struct {
 	grace     time.Duration
 	verbose   bool
 	listen    listenFlags
+	connect   time.Duration
 }
 
 // lockFlags defines the flags of "spanmutex lock" on a new flag set.
@@ -86,6 +87,7 @@ func lockFlags() (*flag.FlagSet, *lockOptions) {
 	fs.DurationVar(&o.grace, "grace", defaultGrace,
 		"after forwarding a signal to COMMAND, or sending it SIGTERM because the lock was lost, kill it (SIGKILL) if it has not exited this long later; 0: never")
 	fs.BoolVar(&o.verbose, "verbose", false, "log the lock's decisions to stderr")
+	fs.DurationVar(&o.connect, "connect-timeout", defaultConnectTimeout, connectTimeoutFlagUsage)
 	return fs, o
 }
 
@@ -123,6 +125,9 @@ func (o *lockOptions) validate() error {
 	if o.watermark <= 0 {
 		return usagef("lock", "--watermark %v: must be positive", o.watermark)
 	}
+	if err := checkConnectTimeout("lock", o.connect); err != nil {
+		return err
+	}
 	if o.grace < 0 {
 		return usagef("lock", "--grace %v: must be 0 (never kill) or positive", o.grace)
 	}
@@ -137,7 +142,7 @@ func (o *lockOptions) validate() error {
 // holdLock takes the lock, runs COMMAND under it, releases it, and returns
 // the exit status that "spanmutex lock" documents.
 func holdLock(ctx context.Context, s streams, o *lockOptions, name string, command []string) int {
-	client, err := openClient(ctx, o.database)
+	client, err := openClientWithin(ctx, o.database, o.connect)
 	if err != nil {
 		return reportError(s, err, exitError)
 	}

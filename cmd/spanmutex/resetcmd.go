@@ -38,6 +38,7 @@ func cmdReset(ctx context.Context, s streams, args []string) int {
 	table := fs.String("table", spanmutex.DefaultTable, "the mutex table")
 	watermark := fs.Duration("watermark", spanmutex.DefaultWatermark,
 		"a STARTED holder that renewed its lease within this long, by Spanner's clock, is live and is not reset; use the --watermark NAME runs with")
+	connect := addConnectTimeoutFlag(fs)
 	positional, code, done := parseFlags(s, "reset", fs, resetHelp, args)
 	if done {
 		return code
@@ -56,10 +57,13 @@ func cmdReset(ctx context.Context, s streams, args []string) int {
 	if err == nil {
 		err = validateTable("reset", *table)
 	}
+	if err == nil {
+		err = checkConnectTimeout("reset", *connect)
+	}
 	if err != nil {
 		return reportError(s, err, exitError)
 	}
-	client, err := openClient(ctx, db)
+	client, err := openClientWithin(ctx, db, *connect)
 	if err != nil {
 		return reportError(s, err, exitError)
 	}

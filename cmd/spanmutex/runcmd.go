@@ -90,6 +90,7 @@ type runOptions struct {
 	version     string
 	verbose     bool
 	listen      listenFlags
+	connect     time.Duration
 }
 
 // runFlags defines the flags of "spanmutex run" on a new flag set.
@@ -111,6 +112,7 @@ func runFlags() (*flag.FlagSet, *runOptions) {
 	fs.StringVar(&o.version, "version", "",
 		"run NAME once per version (a release): a row DONE at another version runs again, with fresh attempts; the same version stays DONE")
 	fs.BoolVar(&o.verbose, "verbose", false, "log the mutex's decisions to stderr")
+	fs.DurationVar(&o.connect, "connect-timeout", defaultConnectTimeout, connectTimeoutFlagUsage)
 	return fs, o
 }
 
@@ -151,7 +153,7 @@ func checkRunArgs(positional, command []string, hasDash bool) (string, error) {
 	case len(positional) == 0:
 		return "", usagef("run", "missing NAME: want 'spanmutex run [flags] NAME -- COMMAND [ARGS...]'")
 	case len(positional) > 1 && !hasDash:
-		return "", usagef("run", "missing \"--\" between NAME and COMMAND: want 'spanmutex run [flags] %s -- %s'", positional[0], positional[1])
+		return "", usagef("run", "missing \"--\" between NAME and COMMAND: want: spanmutex run [flags] %s -- %s", shellQuote(positional[0]), shellJoin(positional[1:]))
 	case len(positional) > 1:
 		return "", usagef("run", "more than one NAME (%q): put COMMAND after \"--\"", positional)
 	case !hasDash:
@@ -168,6 +170,27 @@ func checkRunArgs(positional, command []string, hasDash bool) (string, error) {
 	return name, nil
 }
 
+// shellJoin quotes args for a shell and joins them with spaces, so that a
+// suggested command line keeps every argument as it was given.
+func shellJoin(args []string) string {
+	quoted := make([]string, len(args))
+	for i, a := range args {
+		quoted[i] = shellQuote(a)
+	}
+	return strings.Join(quoted, " ")
+}
+
+// shellQuote returns a as a shell would need it: unchanged if it holds only
+// safe characters, else in single quotes.
+func shellQuote(a string) string {
+	if a != "" && strings.IndexFunc(a, func(r rune) bool {
+		return !(r < utf8.RuneSelf && (unicode.IsLetter(r) || unicode.IsDigit(r) || strings.ContainsRune("-_./=:,+@%", r)))
+	}) < 0 {
+		return a
+	}
+	return "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+}
+
 // validate checks the flags before anything connects, so that a bad command
 // line never touches the database. New checks them again.
 func (o *runOptions) validate() error {
@@ -182,6 +205,9 @@ func (o *runOptions) validate() error {
 	}
 	if o.maxAttempts < 1 {
 		return usagef("run", "--max-attempts %d: must be at least 1", o.maxAttempts)
+	}
+	if err := checkConnectTimeout("run", o.connect); err != nil {
+		return err
 	}
 	if o.grace < 0 {
 		return usagef("run", "--grace %v: must be 0 (wait for ever) or positive", o.grace)

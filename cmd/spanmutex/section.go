@@ -11,7 +11,7 @@ import (
 // runSection runs command as the critical section name and returns the exit
 // status that "spanmutex run" documents.
 func runSection(ctx context.Context, s streams, o *runOptions, name string, command []string) int {
-	client, err := openClient(ctx, o.database)
+	client, err := openClientWithin(ctx, o.database, o.connect)
 	if err != nil {
 		return reportError(s, err, exitError)
 	}
@@ -35,11 +35,42 @@ func runSection(ctx context.Context, s streams, o *runOptions, name string, comm
 	stop := c.forwardSignals()
 	outcome, err := m.Run(waitCtx, c.section)
 	stop()
-	return report(s, name, c, outcome, err)
+	attempts := func() attemptsLeft {
+		// Read the row once to say whether a later run will retry.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+		defer cancel()
+		rows, rerr := spanmutex.Inspect(rctx, client, o.table, name)
+		if rerr != nil || len(rows) != 1 {
+			return attemptsLeft{max: o.maxAttempts}
+		}
+		return attemptsLeft{used: rows[0].Attempts, max: o.maxAttempts, known: true}
+	}
+	return report(s, name, c, outcome, err, attempts)
+}
+
+// attemptsLeft is how many of its attempts a FAILED section has used, as
+// read after the failure was recorded.
+type attemptsLeft struct {
+	used  int64
+	max   int  // --max-attempts
+	known bool // the row could be read
+}
+
+// retryNote says what a later run does with a section that failed here.
+func (a attemptsLeft) retryNote(name string) string {
+	switch {
+	case !a.known:
+		return fmt.Sprintf("a later run retries it if attempts remain (--max-attempts %d)", a.max)
+	case a.used >= int64(a.max):
+		return fmt.Sprintf("that was its last allowed attempt (%d of %d): a later run gives up (exit 75) until 'spanmutex reset %s' re-arms it", a.used, a.max, name)
+	}
+	return fmt.Sprintf("a later run retries it (%d of %d attempts used)", a.used, a.max)
 }
 
 // report tells on stderr how the run ended and returns the exit status.
-func report(s streams, name string, c *child, outcome spanmutex.Outcome, err error) int {
+// attempts is called only when COMMAND failed, to say whether a later run
+// retries it.
+func report(s streams, name string, c *child, outcome spanmutex.Outcome, err error, attempts func() attemptsLeft) int {
 	if err == nil {
 		switch outcome {
 		case spanmutex.Executed:
@@ -82,7 +113,7 @@ func report(s streams, name string, c *child, outcome spanmutex.Outcome, err err
 		if errors.As(err, &se) {
 			how = fmt.Sprintf("could not %v (exit status %d)", se, code)
 		}
-		fmt.Fprintf(s.stderr, "spanmutex: %s; %q is recorded FAILED and a later run retries it while attempts remain\n", how, name)
+		fmt.Fprintf(s.stderr, "spanmutex: %s; %q is recorded FAILED; %s\n", how, name, attempts().retryNote(name))
 		if _, only := err.(*spanmutex.SectionError); !only {
 			// More went wrong than COMMAND's failure, such as recording it.
 			fmt.Fprintln(s.stderr, errorLine(err))

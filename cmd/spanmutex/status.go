@@ -20,8 +20,9 @@ var statusHelp = helpText{
 	about: `Shows the rows of the mutex table, or only NAME's: state (NEEDED, STARTED,
 DONE, FAILED), the owner that holds or last held it, the fencing token,
 how many attempts were made since the row was last reset, how long ago the row
-last changed (by Spanner's clock), and the last error, truncated. It reads one
-consistent snapshot and takes no locks.`,
+last changed (by Spanner's clock), and the last error, truncated. Names and
+owners longer than 48 characters are cut with "…" unless --wide is given or
+NAME is. It reads one consistent snapshot and takes no locks.`,
 	after: `Exit status: 0 on success (also when there are no rows), 2 on a usage error,
 1 on any other error.
 
@@ -33,11 +34,17 @@ Examples:
 // maxLastError is how much of a row's last error status shows.
 const maxLastError = 60
 
+// maxColumn is how much of a name or owner status shows without --wide, so
+// that one long name does not widen every row.
+const maxColumn = 48
+
 // cmdStatus is "spanmutex status [flags] [NAME]".
 func cmdStatus(ctx context.Context, s streams, args []string) int {
 	fs := newFlagSet("status")
 	database := addDatabaseFlag(fs)
 	table := fs.String("table", spanmutex.DefaultTable, "the mutex table")
+	connect := addConnectTimeoutFlag(fs)
+	wide := fs.Bool("wide", false, "show names and owners in full, however long")
 	positional, code, done := parseFlags(s, "status", fs, statusHelp, args)
 	if done {
 		return code
@@ -57,11 +64,14 @@ func cmdStatus(ctx context.Context, s streams, args []string) int {
 	if err == nil {
 		err = validateTable("status", *table)
 	}
+	if err == nil {
+		err = checkConnectTimeout("status", *connect)
+	}
 	if err != nil {
 		return reportError(s, err, exitError)
 	}
 
-	client, err := openClient(ctx, db)
+	client, err := openClientWithin(ctx, db, *connect)
 	if err != nil {
 		return reportError(s, err, exitError)
 	}
@@ -77,12 +87,19 @@ func cmdStatus(ctx context.Context, s streams, args []string) int {
 			fmt.Fprintf(s.stderr, "spanmutex: table %s has no rows\n", *table)
 		}
 	}
-	writeStatus(s.stdout, rows)
+	writeStatus(s.stdout, rows, *wide || name != "")
 	return exitOK
 }
 
-// writeStatus writes rows as an aligned table.
-func writeStatus(w io.Writer, rows []spanmutex.Status) {
+// writeStatus writes rows as an aligned table; unless wide, names and
+// owners are cut to maxColumn characters.
+func writeStatus(w io.Writer, rows []spanmutex.Status, wide bool) {
+	cell := func(s string) string {
+		if wide {
+			return s
+		}
+		return cut(s, maxColumn)
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	versions := slices.ContainsFunc(rows, func(r spanmutex.Status) bool { return r.Version != "" })
 	if versions {
@@ -93,10 +110,10 @@ func writeStatus(w io.Writer, rows []spanmutex.Status) {
 	for _, r := range rows {
 		version := ""
 		if versions {
-			version = dash(r.Version) + "\t"
+			version = dash(cell(r.Version)) + "\t"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s%s\t%d\t%d\t%s\t%s\n",
-			r.Name, r.State, version, dash(r.Owner), r.Token, r.Attempts, formatAge(r.Age), dash(oneLine(r.LastError, maxLastError)))
+			cell(r.Name), r.State, version, dash(cell(r.Owner)), r.Token, r.Attempts, formatAge(r.Age), dash(oneLine(r.LastError, maxLastError)))
 	}
 	_ = tw.Flush()
 }
@@ -117,6 +134,14 @@ func oneLine(text string, n int) string {
 		return text
 	}
 	return string([]rune(text)[:n-1]) + "…"
+}
+
+// cut shortens s to at most n characters, the last of them "…".
+func cut(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	return string([]rune(s)[:n-1]) + "…"
 }
 
 // dash stands in for an empty cell.

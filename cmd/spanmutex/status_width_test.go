@@ -1,0 +1,61 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/spanmutex/spanmutex"
+)
+
+// TestStatusColumnWidth: one 256-character name does not widen every row:
+// names and owners are cut to maxColumn characters with "…", and --wide
+// (or asking for the one NAME) shows them in full.
+func TestStatusColumnWidth(t *testing.T) {
+	long := strings.Repeat("n", spanmutex.MaxNameLength)
+	rows := []spanmutex.Status{
+		{Name: long, State: spanmutex.StateDone, Owner: strings.Repeat("o", 200), Token: 1},
+		{Name: "short", State: spanmutex.StateNeeded},
+	}
+	var narrow, wide bytes.Buffer
+	writeStatus(&narrow, rows, false)
+	writeStatus(&wide, rows, true)
+	for _, line := range strings.Split(strings.TrimRight(narrow.String(), "\n"), "\n") {
+		if n := utf8.RuneCountInString(line); n > 2*maxColumn+80 {
+			t.Errorf("a line of %d characters without --wide:\n%s", n, line)
+		}
+	}
+	if want := strings.Repeat("n", maxColumn-1) + "…"; !strings.Contains(narrow.String(), want) {
+		t.Errorf("the long name is not cut to %d characters with \"…\":\n%s", maxColumn, narrow.String())
+	}
+	if strings.Contains(narrow.String(), long) {
+		t.Errorf("the long name is shown in full without --wide")
+	}
+	if !strings.Contains(wide.String(), long) || !strings.Contains(wide.String(), strings.Repeat("o", 200)) {
+		t.Errorf("--wide does not show the name and owner in full:\n%s", wide.String())
+	}
+	if !strings.Contains(narrow.String(), "short  ") {
+		t.Errorf("short names are changed:\n%s", narrow.String())
+	}
+}
+
+// TestStatusWideFlag runs status on the emulator with a 256-character name.
+func TestStatusWideFlag(t *testing.T) {
+	needEmulator(t)
+	t.Setenv(emulatorHostEnv, emu.Host())
+	db := newDatabase(t)
+	long := strings.Repeat("w", spanmutex.MaxNameLength)
+	if code, _, stderr := cli(t, "run", "--database", db, long, "--", "true"); code != exitOK {
+		t.Fatalf("run exited %d: %s", code, stderr)
+	}
+	_, narrow, _ := cli(t, "status", "--database", db)
+	_, wide, _ := cli(t, "status", "--database", db, "--wide")
+	_, one, _ := cli(t, "status", "--database", db, long)
+	if strings.Contains(narrow, long) || !strings.Contains(narrow, strings.Repeat("w", maxColumn-1)+"…") {
+		t.Errorf("status without --wide shows:\n%s", narrow)
+	}
+	if !strings.Contains(wide, long) || !strings.Contains(one, long) {
+		t.Errorf("status --wide or status NAME do not show the full name:\n%s\n%s", wide, one)
+	}
+}
