@@ -9,6 +9,8 @@ import (
 
 	"cloud.google.com/go/spanner"
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/codes"
 
 	"github.com/spanmutex/spanmutex"
@@ -22,6 +24,7 @@ import (
 type Queue struct {
 	client *spanner.Client
 	cfg    config
+	tel    *telemetry
 
 	mu   sync.Mutex
 	wake chan struct{} // closed and replaced by Notify
@@ -34,6 +37,9 @@ type config struct {
 	table      string
 	maxPayload int
 	lockOpts   []spanmutex.Option
+	// telemetry.go: nil for the global providers.
+	tracerProvider trace.TracerProvider
+	meterProvider  metric.MeterProvider
 }
 
 // WithTable names the requests table (default ddl.DefaultRequestsTable).
@@ -74,7 +80,11 @@ func New(client *spanner.Client, opts ...Option) (*Queue, error) {
 	if _, err := spanmutex.NewLock(client, "queue-options-check", cfg.lockOpts...); err != nil {
 		return nil, fmt.Errorf("%w: WithLockOptions: %w", ErrInvalidConfig, err)
 	}
-	return &Queue{client: client, cfg: cfg, wake: make(chan struct{})}, nil
+	tel, err := newTelemetry(&cfg)
+	if err != nil {
+		return nil, fmt.Errorf("queue: make the OpenTelemetry instruments: %w", err)
+	}
+	return &Queue{client: client, cfg: cfg, wake: make(chan struct{}), tel: tel}, nil
 }
 
 // Table returns the name of the requests table.

@@ -57,7 +57,9 @@ func (w *Worker) tenure(ctx context.Context, resource string) (held, worked bool
 		if prev == nil && !claimNext {
 			break
 		}
-		res, err := w.stepRetrying(ctx, lease, resource, prev, claimNext)
+		sctx, span := w.q.tel.startClaim(ctx, resource, lease.Token())
+		res, err := w.stepRetrying(sctx, lease, resource, prev, claimNext)
+		w.q.tel.claimed(ctx, span, res.next.plan.claim, time.Now(), err)
 		if err != nil {
 			switch {
 			case errors.Is(err, spanmutex.ErrLeaseLost):
@@ -121,7 +123,9 @@ func (w *Worker) handle(ctx context.Context, lease *spanmutex.Lease, resource st
 	if job.Kind == KindUpdate {
 		w.stats.grouped.Add(int64(len(job.Requests) - 1))
 	}
-	herr, overran := w.runHandler(ctx, job)
+	jctx, span := w.q.tel.startJob(ctx, job)
+	began := time.Now()
+	herr, overran := w.runHandler(jctx, job)
 	out := outcome{status: StatusComplete}
 	switch {
 	case herr == nil:
@@ -134,6 +138,7 @@ func (w *Worker) handle(ctx context.Context, lease *spanmutex.Lease, resource st
 	default:
 		out = outcome{status: StatusError, lastError: herr.Error()}
 	}
+	w.q.tel.jobEnded(ctx, span, job, time.Since(began), out.status, herr)
 	ids := make([]string, len(job.Requests))
 	for i, r := range job.Requests {
 		ids[i] = r.ID

@@ -158,6 +158,8 @@ func (w *Worker) pass(ctx context.Context, sweep bool) (bool, error) {
 	w.stats.scans.Add(1)
 	tried := map[string]bool{}
 	worked := false
+	scanned := 0
+	defer func() { w.q.tel.pending.Record(ctx, int64(scanned)) }()
 	var at line
 	for ctx.Err() == nil {
 		page, err := w.scanPage(ctx, at, scanPageSize)
@@ -172,6 +174,7 @@ func (w *Worker) pass(ctx context.Context, sweep bool) (bool, error) {
 			return worked, nil
 		}
 		stale := false
+		scanned += len(page)
 		for _, e := range page {
 			if ctx.Err() != nil {
 				return worked, nil
