@@ -439,8 +439,16 @@ func (m *Mutex) runHeld(ctx context.Context, lease *Lease, fn func(context.Conte
 			panic(p)
 		}
 	}()
-	defer func() { lease.hold.held(lease, lease.holdFrom, sectionOutcome(err), err) }() // telemetry.go
+	panicked := true // until fn returns
+	defer func() { // telemetry.go
+		outcome := sectionOutcome(err)
+		if panicked {
+			outcome = "panic"
+		}
+		lease.hold.held(lease, lease.holdFrom, outcome, err)
+	}()
 	runErr := fn(sctx, lease)
+	panicked = false
 	stopRenewing()
 	var interrupted *InterruptedError
 	if errors.As(runErr, &interrupted) {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -269,4 +270,17 @@ func BenchmarkTelemetryOff(b *testing.B) {
 			}
 		}
 	})
+}
+
+// A section that panics ends its span with the outcome "panic", not "done".
+func TestTelemetrySectionPanic(t *testing.T) {
+	r := newRecorded(t)
+	st := &memStore{now: time.Unix(1000, 0)}
+	m := newTestMutex(t, st, r.opts...)
+	assert.PanicsWithValue(t, "boom", func() {
+		_, _ = m.Run(context.Background(), func(ctx context.Context, l *Lease) error { panic("boom") })
+	})
+	sections := r.spansNamed("spanmutex.section")
+	require.Len(t, sections, 1)
+	assert.Equal(t, "panic", sections[0]["spanmutex.outcome"])
 }
