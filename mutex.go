@@ -440,7 +440,7 @@ func (m *Mutex) runHeld(ctx context.Context, lease *Lease, fn func(context.Conte
 		}
 	}()
 	panicked := true // until fn returns
-	defer func() { // telemetry.go
+	defer func() {   // telemetry.go
 		outcome := sectionOutcome(err)
 		if panicked {
 			outcome = "panic"
