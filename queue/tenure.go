@@ -61,18 +61,7 @@ func (w *Worker) tenure(ctx context.Context, resource string) (held, worked bool
 		res, err := w.stepRetrying(sctx, lease, resource, prev, claimNext)
 		w.q.tel.claimed(ctx, span, res.next.plan.claim, time.Now(), err)
 		if err != nil {
-			switch {
-			case errors.Is(err, spanmutex.ErrLeaseLost):
-				w.stats.leasesLost.Add(1)
-				log.Warn("the lease was lost; the next holder claims the requests again", "err", err)
-			case prev != nil:
-				log.Error("could not record the outcome; the next holder claims the requests again", "err", err)
-				if ctx.Err() != nil {
-					w.shutdownErr = append(w.shutdownErr, fmt.Errorf("queue: record the outcome of resource %q: %w", resource, err))
-				}
-			case ctx.Err() == nil:
-				log.Warn("claim failed; leaving the resource for a later pass", "err", err)
-			}
+			w.stepFailed(ctx, log, resource, prev != nil, err)
 			break
 		}
 		if prev != nil {
@@ -114,6 +103,24 @@ func (w *Worker) tenure(ctx context.Context, resource string) (held, worked bool
 		}
 	}
 	return true, worked
+}
+
+// stepFailed reports a tenure's step on resource that failed with err
+// (recording an outcome, if recording): the tenure ends, and the next
+// holder claims the requests again.
+func (w *Worker) stepFailed(ctx context.Context, log *slog.Logger, resource string, recording bool, err error) {
+	switch {
+	case errors.Is(err, spanmutex.ErrLeaseLost):
+		w.stats.leasesLost.Add(1)
+		log.Warn("the lease was lost; the next holder claims the requests again", "err", err)
+	case recording:
+		log.Error("could not record the outcome; the next holder claims the requests again", "err", err)
+		if ctx.Err() != nil {
+			w.shutdownErr = append(w.shutdownErr, fmt.Errorf("queue: record the outcome of resource %q: %w", resource, err))
+		}
+	case ctx.Err() == nil:
+		log.Warn("claim failed; leaving the resource for a later pass", "err", err)
+	}
 }
 
 // handle runs the handler on a claim, and returns the outcome to record.
