@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/spanmutex/spanmutex"
 )
@@ -64,30 +63,16 @@ Examples:
 
 // lockOptions are the flags of "spanmutex lock".
 type lockOptions struct {
-	database  string
-	table     string
-	owner     string
-	watermark time.Duration
-	grace     time.Duration
-	verbose   bool
-	listen    listenFlags
-	connect   time.Duration
+	holdFlags
 }
 
 // lockFlags defines the flags of "spanmutex lock" on a new flag set.
 func lockFlags() (*flag.FlagSet, *lockOptions) {
 	o := &lockOptions{}
 	fs := newFlagSet("lock")
-	o.listen.register(fs)
-	fs.StringVar(&o.database, "database", "", databaseFlagUsage)
-	fs.StringVar(&o.table, "table", spanmutex.DefaultTable, "the mutex table")
-	fs.StringVar(&o.owner, "owner", "", "the owner identity recorded in the row (default host:pid:random)")
-	fs.DurationVar(&o.watermark, "watermark", spanmutex.DefaultWatermark,
-		"how long a holder may go without renewing its lease, by Spanner's clock, before a waiter takes over")
-	fs.DurationVar(&o.grace, "grace", defaultGrace,
-		"after forwarding a signal to COMMAND, or sending it SIGTERM because the lock was lost, kill it (SIGKILL) if it has not exited this long later; 0: never")
-	fs.BoolVar(&o.verbose, "verbose", false, "log the lock's decisions to stderr")
-	fs.DurationVar(&o.connect, "connect-timeout", defaultConnectTimeout, connectTimeoutFlagUsage)
+	o.register(fs,
+		"after forwarding a signal to COMMAND, or sending it SIGTERM because the lock was lost, kill it (SIGKILL) if it has not exited this long later; 0: never",
+		"log the lock's decisions to stderr")
 	return fs, o
 }
 
@@ -109,34 +94,12 @@ func cmdLock(ctx context.Context, s streams, args []string) int {
 		o.database, err = resolveDatabase("lock", fs, o.database)
 	}
 	if err == nil {
-		err = o.validate()
+		err = o.validate("lock")
 	}
 	if err != nil {
 		return reportError(s, err, exitError)
 	}
 	return holdLock(ctx, s, o, name, command)
-}
-
-// validate checks the flags before anything connects.
-func (o *lockOptions) validate() error {
-	if err := validateTable("lock", o.table); err != nil {
-		return err
-	}
-	if o.watermark <= 0 {
-		return usagef("lock", "--watermark %v: must be positive", o.watermark)
-	}
-	if err := checkConnectTimeout("lock", o.connect); err != nil {
-		return err
-	}
-	if o.grace < 0 {
-		return usagef("lock", "--grace %v: must be 0 (never kill) or positive", o.grace)
-	}
-	if o.owner != "" {
-		if err := validateOwner(o.owner); err != nil {
-			return usagef("lock", "--owner: %v", err)
-		}
-	}
-	return nil
 }
 
 // holdLock takes the lock, runs COMMAND under it, releases it, and returns

@@ -80,39 +80,25 @@ const (
 
 // runOptions are the flags of "spanmutex run".
 type runOptions struct {
-	database    string
-	table       string
-	owner       string
-	watermark   time.Duration
+	holdFlags
 	staleness   time.Duration
 	maxAttempts int
-	grace       time.Duration
 	version     string
-	verbose     bool
-	listen      listenFlags
-	connect     time.Duration
 }
 
 // runFlags defines the flags of "spanmutex run" on a new flag set.
 func runFlags() (*flag.FlagSet, *runOptions) {
 	o := &runOptions{}
 	fs := newFlagSet("run")
-	o.listen.register(fs)
-	fs.StringVar(&o.database, "database", "", databaseFlagUsage)
-	fs.StringVar(&o.table, "table", spanmutex.DefaultTable, "the mutex table")
-	fs.StringVar(&o.owner, "owner", "", "the owner identity recorded in the row (default host:pid:random)")
-	fs.DurationVar(&o.watermark, "watermark", spanmutex.DefaultWatermark,
-		"how long a holder may go without renewing its lease, by Spanner's clock, before another process takes over")
+	o.register(fs,
+		"after forwarding SIGINT or SIGTERM to COMMAND, wait this long for it to exit, then kill it (SIGKILL) and give NAME back; 0: wait for ever",
+		"log the mutex's decisions to stderr")
 	fs.DurationVar(&o.staleness, "staleness", 0,
 		"run NAME again once its DONE or FAILED row is older than this (0: never); must be above --watermark")
 	fs.IntVar(&o.maxAttempts, "max-attempts", spanmutex.DefaultMaxAttempts,
 		"give up (exit 75) once NAME has been started this many times without success")
-	fs.DurationVar(&o.grace, "grace", defaultGrace,
-		"after forwarding SIGINT or SIGTERM to COMMAND, wait this long for it to exit, then kill it (SIGKILL) and give NAME back; 0: wait for ever")
 	fs.StringVar(&o.version, "version", "",
 		"run NAME once per version (a release): a row DONE at another version runs again, with fresh attempts; the same version stays DONE")
-	fs.BoolVar(&o.verbose, "verbose", false, "log the mutex's decisions to stderr")
-	fs.DurationVar(&o.connect, "connect-timeout", defaultConnectTimeout, connectTimeoutFlagUsage)
 	return fs, o
 }
 
@@ -194,28 +180,14 @@ func shellQuote(a string) string {
 // validate checks the flags before anything connects, so that a bad command
 // line never touches the database. New checks them again.
 func (o *runOptions) validate() error {
-	if err := validateTable("run", o.table); err != nil {
+	if err := o.holdFlags.validate("run"); err != nil {
 		return err
-	}
-	if o.watermark <= 0 {
-		return usagef("run", "--watermark %v: must be positive", o.watermark)
 	}
 	if o.staleness < 0 || (o.staleness > 0 && o.staleness <= o.watermark) {
 		return usagef("run", "--staleness %v: must be 0 (never) or above --watermark (%v)", o.staleness, o.watermark)
 	}
 	if o.maxAttempts < 1 {
 		return usagef("run", "--max-attempts %d: must be at least 1", o.maxAttempts)
-	}
-	if err := checkConnectTimeout("run", o.connect); err != nil {
-		return err
-	}
-	if o.grace < 0 {
-		return usagef("run", "--grace %v: must be 0 (wait for ever) or positive", o.grace)
-	}
-	if o.owner != "" {
-		if err := validateOwner(o.owner); err != nil {
-			return usagef("run", "--owner: %v", err)
-		}
 	}
 	if o.version != "" {
 		if err := validateOwner(o.version); err != nil {
