@@ -138,6 +138,29 @@ func addConnectTimeoutFlag(fs *flag.FlagSet) *time.Duration {
 	return fs.Duration("connect-timeout", defaultConnectTimeout, connectTimeoutFlagUsage)
 }
 
+// badName is the usage error of cmd for a NAME that spanmutex.ValidateName
+// refused with err.
+func badName(cmd string, err error) *usageError {
+	return &usageError{cmd: cmd, msg: "bad NAME: " + strings.TrimPrefix(err.Error(), spanmutex.ErrInvalidConfig.Error()+": ")}
+}
+
+// connectFor resolves the database of cmd (from --database or
+// $SPANMUTEX_DATABASE), checks --table and --connect-timeout, and opens a
+// client that has had a first answer within connect.
+func connectFor(ctx context.Context, cmd string, fs *flag.FlagSet, database, table string, connect time.Duration) (*spanner.Client, error) {
+	db, err := resolveDatabase(cmd, fs, database)
+	if err == nil {
+		err = validateTable(cmd, table)
+	}
+	if err == nil {
+		err = checkConnectTimeout(cmd, connect)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return openClientWithin(ctx, db, connect)
+}
+
 // checkConnectTimeout refuses a --connect-timeout that is not positive.
 func checkConnectTimeout(cmd string, d time.Duration) error {
 	if d <= 0 {

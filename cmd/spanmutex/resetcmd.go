@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/spanmutex/spanmutex"
 )
@@ -48,22 +47,12 @@ func cmdReset(ctx context.Context, s streams, args []string) int {
 	}
 	name := positional[0]
 	if err := spanmutex.ValidateName(name); err != nil {
-		return reportUsage(s, &usageError{cmd: "reset", msg: "bad NAME: " + strings.TrimPrefix(err.Error(), spanmutex.ErrInvalidConfig.Error()+": ")})
+		return reportUsage(s, badName("reset", err))
 	}
 	if *watermark <= 0 {
 		return reportUsage(s, &usageError{cmd: "reset", msg: fmt.Sprintf("--watermark %v: must be positive", *watermark)})
 	}
-	db, err := resolveDatabase("reset", fs, *database)
-	if err == nil {
-		err = validateTable("reset", *table)
-	}
-	if err == nil {
-		err = checkConnectTimeout("reset", *connect)
-	}
-	if err != nil {
-		return reportError(s, err, exitError)
-	}
-	client, err := openClientWithin(ctx, db, *connect)
+	client, err := connectFor(ctx, "reset", fs, *database, *table, *connect)
 	if err != nil {
 		return reportError(s, err, exitError)
 	}

@@ -151,7 +151,7 @@ func checkRunArgs(positional, command []string, hasDash bool) (string, error) {
 	}
 	name := positional[0]
 	if err := spanmutex.ValidateName(name); err != nil {
-		return "", usagef("run", "bad NAME: %s", strings.TrimPrefix(err.Error(), spanmutex.ErrInvalidConfig.Error()+": "))
+		return "", badName("run", err)
 	}
 	return name, nil
 }

@@ -55,23 +55,12 @@ func cmdStatus(ctx context.Context, s streams, args []string) int {
 	case 1:
 		name = positional[0]
 		if err := spanmutex.ValidateName(name); err != nil {
-			return reportUsage(s, &usageError{cmd: "status", msg: "bad NAME: " + strings.TrimPrefix(err.Error(), spanmutex.ErrInvalidConfig.Error()+": ")})
+			return reportUsage(s, badName("status", err))
 		}
 	default:
 		return reportUsage(s, &usageError{cmd: "status", msg: fmt.Sprintf("too many arguments %q; want at most one NAME", positional)})
 	}
-	db, err := resolveDatabase("status", fs, *database)
-	if err == nil {
-		err = validateTable("status", *table)
-	}
-	if err == nil {
-		err = checkConnectTimeout("status", *connect)
-	}
-	if err != nil {
-		return reportError(s, err, exitError)
-	}
-
-	client, err := openClientWithin(ctx, db, *connect)
+	client, err := connectFor(ctx, "status", fs, *database, *table, *connect)
 	if err != nil {
 		return reportError(s, err, exitError)
 	}
