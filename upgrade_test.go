@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"cloud.google.com/go/spanner"
-	database "cloud.google.com/go/spanner/admin/database/apiv1"
-	"cloud.google.com/go/spanner/admin/database/apiv1/databasepb"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -38,12 +36,7 @@ func applyDDL(t *testing.T, db string, stmts ...string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	admin, err := database.NewDatabaseAdminClient(ctx, emu.ClientOptions()...)
-	require.NoError(t, err)
-	defer admin.Close()
-	op, err := admin.UpdateDatabaseDdl(ctx, &databasepb.UpdateDatabaseDdlRequest{Database: db, Statements: stmts})
-	require.NoError(t, err)
-	require.NoError(t, op.Wait(ctx))
+	require.NoError(t, emu.UpdateDDL(ctx, db, stmts...))
 }
 
 // A table made by an earlier spanmutex is reported with the statement that

@@ -220,6 +220,24 @@ func (e *Emulator) CreateDatabase(ctx context.Context, statements ...string) (st
 	return db.GetName(), nil
 }
 
+// UpdateDDL applies statements (CREATE, ALTER, DROP; no comments) to the
+// database at path db and waits until they are done.
+func (e *Emulator) UpdateDDL(ctx context.Context, db string, statements ...string) error {
+	admin, err := database.NewDatabaseAdminClient(ctx, e.ClientOptions()...)
+	if err != nil {
+		return fmt.Errorf("emulator: open database admin client: %w", err)
+	}
+	defer admin.Close()
+	op, err := admin.UpdateDatabaseDdl(ctx, &databasepb.UpdateDatabaseDdlRequest{Database: db, Statements: statements})
+	if err != nil {
+		return fmt.Errorf("emulator: update the schema of %s: %w", db, err)
+	}
+	if err := op.Wait(ctx); err != nil {
+		return fmt.Errorf("emulator: update the schema of %s: %w", db, err)
+	}
+	return nil
+}
+
 func (e *Emulator) createInstance(ctx context.Context) error {
 	admin, err := instance.NewInstanceAdminClient(ctx, e.ClientOptions()...)
 	if err != nil {

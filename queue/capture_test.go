@@ -13,8 +13,6 @@ import (
 	"time"
 
 	"cloud.google.com/go/spanner"
-	database "cloud.google.com/go/spanner/admin/database/apiv1"
-	"cloud.google.com/go/spanner/admin/database/apiv1/databasepb"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/api/option"
 	"google.golang.org/grpc"
@@ -582,10 +580,5 @@ func applyDDL(t *testing.T, db string, stmts ...string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	admin, err := database.NewDatabaseAdminClient(ctx, emu.ClientOptions()...)
-	require.NoError(t, err)
-	defer admin.Close()
-	op, err := admin.UpdateDatabaseDdl(ctx, &databasepb.UpdateDatabaseDdlRequest{Database: db, Statements: stmts})
-	require.NoError(t, err)
-	require.NoError(t, op.Wait(ctx))
+	require.NoError(t, emu.UpdateDDL(ctx, db, stmts...))
 }
