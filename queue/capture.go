@@ -269,88 +269,117 @@ func (c *Capture) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	skew := spannerNow.Sub(local)
-
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	type result struct {
-		token string
-		err   error
-	}
-	var (
-		wg     sync.WaitGroup
-		active = map[string]bool{}
-		done   = make(chan result)
-	)
-	stop := func(err error) error {
-		cancel()
-		// Drain the partitions' results so that they all return.
-		go func() { wg.Wait(); close(done) }()
-		for r := range done {
-			// Stopping: their errors are cancellations, or would be met
-			// again by the next Run at the same checkpoint.
-			delete(active, r.token)
-		}
-		c.release(context.WithoutCancel(ctx))
-		return err
-	}
-
-	log := c.cfg.logger.With("stream", c.stream, "capture", c.cfg.owner)
+	r := &captureRun{c: c, ctx: ctx, cancel: cancel, skew: spannerNow.Sub(local), active: map[string]bool{},
+		done: make(chan partitionResult), log: c.cfg.logger.With("stream", c.stream, "capture", c.cfg.owner)}
 	tick := time.NewTicker(c.cfg.poll)
 	defer tick.Stop()
 	for {
-		runnable, err := c.runnable(ctx)
-		if err != nil && !captureRetryable(ctx, err) {
-			return stop(err)
-		}
-		if err != nil && ctx.Err() == nil {
-			log.Warn("capture: list partitions failed; retrying", "err", err)
-		}
-		for _, p := range runnable {
-			if active[p.token] {
-				continue
-			}
-			if c.cfg.maxParts > 0 && len(active) >= c.cfg.maxParts {
-				break
-			}
-			p, claimed, err := c.claim(ctx, p.token)
-			if err != nil && !captureRetryable(ctx, err) {
-				return stop(err)
-			}
-			if !claimed {
-				continue
-			}
-			log.Debug("capture: partition claimed", "partition", shortToken(p.token), "resume", p.resume)
-			active[p.token] = true
-			wg.Add(1)
-			go func(p capturePartition) {
-				defer wg.Done()
-				// The loop below, or stop, always receives.
-				done <- result{p.token, c.readPartition(ctx, p, skew)}
-			}(p)
+		if err := r.startRunnable(); err != nil {
+			return r.stop(err)
 		}
 		select {
-		case r := <-done:
-			delete(active, r.token)
-			switch {
-			case r.err == nil:
-				log.Debug("capture: partition finished", "partition", shortToken(r.token))
-			case errors.Is(r.err, errPartitionLost):
-				log.Info("capture: partition taken over by another instance", "partition", shortToken(r.token))
-			case !captureRetryable(ctx, r.err):
-				return stop(r.err)
-			case ctx.Err() == nil:
-				log.Warn("capture: reading a partition failed; resuming from its checkpoint", "partition", shortToken(r.token), "err", r.err)
+		case res := <-r.done:
+			if err := r.ended(res); err != nil {
+				return r.stop(err)
 			}
 			// A finished partition may have made children runnable: look now.
 		case <-tick.C:
 		case <-ctx.Done():
-			if err := stop(nil); err != nil {
+			if err := r.stop(nil); err != nil {
 				return err
 			}
 			return ctx.Err()
 		}
 	}
+}
+
+// captureRun is one Run of a Capture: the partitions it reads.
+type captureRun struct {
+	c      *Capture
+	ctx    context.Context
+	cancel context.CancelFunc
+	skew   time.Duration // Spanner's clock less the local clock
+	wg     sync.WaitGroup
+	active map[string]bool // the tokens of the partitions being read
+	done   chan partitionResult
+	log    *slog.Logger
+}
+
+// partitionResult is how reading one partition ended.
+type partitionResult struct {
+	token string
+	err   error
+}
+
+// startRunnable claims the runnable partitions not read yet, up to the
+// limit, and starts reading each; it returns an error Run must end with.
+func (r *captureRun) startRunnable() error {
+	c := r.c
+	runnable, err := c.runnable(r.ctx)
+	if err != nil && !captureRetryable(r.ctx, err) {
+		return err
+	}
+	if err != nil && r.ctx.Err() == nil {
+		r.log.Warn("capture: list partitions failed; retrying", "err", err)
+	}
+	for _, p := range runnable {
+		if r.active[p.token] {
+			continue
+		}
+		if c.cfg.maxParts > 0 && len(r.active) >= c.cfg.maxParts {
+			break
+		}
+		p, claimed, err := c.claim(r.ctx, p.token)
+		if err != nil && !captureRetryable(r.ctx, err) {
+			return err
+		}
+		if !claimed {
+			continue
+		}
+		r.log.Debug("capture: partition claimed", "partition", shortToken(p.token), "resume", p.resume)
+		r.active[p.token] = true
+		r.wg.Add(1)
+		go func(p capturePartition) {
+			defer r.wg.Done()
+			// Run's loop, or stop, always receives.
+			r.done <- partitionResult{p.token, c.readPartition(r.ctx, p, r.skew)}
+		}(p)
+	}
+	return nil
+}
+
+// ended records how reading a partition ended; it returns an error Run
+// must end with.
+func (r *captureRun) ended(res partitionResult) error {
+	delete(r.active, res.token)
+	switch {
+	case res.err == nil:
+		r.log.Debug("capture: partition finished", "partition", shortToken(res.token))
+	case errors.Is(res.err, errPartitionLost):
+		r.log.Info("capture: partition taken over by another instance", "partition", shortToken(res.token))
+	case !captureRetryable(r.ctx, res.err):
+		return res.err
+	case r.ctx.Err() == nil:
+		r.log.Warn("capture: reading a partition failed; resuming from its checkpoint", "partition", shortToken(res.token), "err", res.err)
+	}
+	return nil
+}
+
+// stop ends the Run: it cancels the partitions' reads, waits for them, gives
+// back the partitions' claims, and returns err.
+func (r *captureRun) stop(err error) error {
+	r.cancel()
+	// Drain the partitions' results so that they all return.
+	go func() { r.wg.Wait(); close(r.done) }()
+	for res := range r.done {
+		// Stopping: their errors are cancellations, or would be met again
+		// by the next Run at the same checkpoint.
+		delete(r.active, res.token)
+	}
+	r.c.release(context.WithoutCancel(r.ctx))
+	return err
 }
 
 // shortToken abbreviates a partition token for logs.
