@@ -24,75 +24,13 @@ func fmtFloat(v float64) string { return bench.FormatFloat(v) }
 func Format(w io.Writer, rep Report) error {
 	var b strings.Builder
 	if len(rep.Runs) > 0 {
-		r0 := rep.Runs[0]
-		fmt.Fprintf(&b, "Contenders are OS processes: shape PxG = P processes × G goroutines, each goroutine looping\n"+
-			"Lock → %v critical section → Unlock for %v, on a fresh backend per run.\n\n", r0.Hold, r0.Duration)
-		table(&b, []string{"SHAPE", "LOCK", "ACQ", "ACQ/S", "WAIT P50", "WAIT P99", "HAND-OFFS", "CROSS-PROC", "HAND-OFF P50", "HAND-OFF P99",
-			"UNLOCK P50", "RW/ACQ", "RPCS/ACQ", "FIFO VIOL", "OVERLAPS", "LOST", "CANCELLED", "ERRORS"}, func(row func(...any)) {
-			for _, r := range rep.Runs {
-				some := r.Acquisitions > 0
-				rw := "-"
-				if r.Kind != Etcd {
-					rw = fmtFloat(r.PerAcquisition(r.RWAttempts))
-				}
-				row(r.Shape, r.Kind, r.Acquisitions, fmt.Sprintf("%.1f", r.PerSecond()), fmtDur(r.WaitP50, some), fmtDur(r.WaitP99, some),
-					r.HandOffs, r.CrossProcess, fmtDur(r.HandOffP50, r.HandOffs > 0), fmtDur(r.HandOffP99, r.HandOffs > 0),
-					fmtDur(r.UnlockP50, some), rw, fmtFloat(r.PerAcquisition(r.RPCs)), r.FIFOViolations,
-					r.Overlaps, r.Lost, r.Cancelled, r.Errors)
-			}
-		})
-		b.WriteString("\nspanmutex's target (issue 10): hand-off p50 ≤ its Unlock's own commit latency p50 + 2ms, in the same run:\n\n")
-		table(&b, []string{"SHAPE", "HAND-OFF P50", "UNLOCK P50", "UNLOCK P50 + 2ms", "MET", "HANDED OFF BY UNLOCK", "BLIND/ACQ", "READS/ACQ"}, func(row func(...any)) {
-			for _, r := range rep.Runs {
-				if !r.Kind.isSpanmutex() {
-					continue
-				}
-				met := "-"
-				if r.HandOffs > 0 {
-					met = "no"
-					if r.HandOffP50 <= r.UnlockP50+2*time.Millisecond {
-						met = "yes"
-					}
-				}
-				row(r.Shape, fmtDur(r.HandOffP50, r.HandOffs > 0), fmtDur(r.UnlockP50, r.Acquisitions > 0),
-					fmtDur(r.UnlockP50+2*time.Millisecond, r.Acquisitions > 0), met, r.LibHandedOff,
-					fmtFloat(r.PerAcquisition(r.BlindWrites)), fmtFloat(r.PerAcquisition(r.Reads)))
-			}
-		})
-		b.WriteString("\nRPCs by method, per acquisition:\n\n")
-		table(&b, []string{"SHAPE", "LOCK", "RPCS BY METHOD"}, func(row func(...any)) {
-			for _, r := range rep.Runs {
-				row(r.Shape, r.Kind, byMethod(r))
-			}
-		})
+		formatRuns(&b, rep.Runs)
 	}
 	if len(rep.Uncontended) > 0 {
-		fmt.Fprintf(&b, "\nUncontended: 1 process, 1 goroutine, Lock → Unlock with no hold, for %v:\n\n", rep.Uncontended[0].Duration)
-		table(&b, []string{"LOCK", "CYCLES", "CYCLE P50", "LOCK P50", "UNLOCK P50", "RW/CYCLE", "RPCS/CYCLE"}, func(row func(...any)) {
-			for _, r := range rep.Uncontended {
-				some := r.Acquisitions > 0
-				rw := "-"
-				if r.Kind != Etcd {
-					rw = fmtFloat(r.PerAcquisition(r.RWAttempts))
-				}
-				row(r.Kind, r.Acquisitions, fmtDur(r.CycleP50, some), fmtDur(r.WaitP50, some), fmtDur(r.UnlockP50, some),
-					rw, fmtFloat(r.PerAcquisition(r.RPCs)))
-			}
-		})
+		formatUncontended(&b, rep.Uncontended)
 	}
 	if len(rep.Queue) > 0 {
-		b.WriteString("\nQueue workers as separate processes (one queue.Worker per process), draining requests enqueued beforehand:\n\n")
-		table(&b, []string{"WORKER PROCS", "REQUESTS", "COMPLETED", "FAILED", "TOOK", "REQ/S", "RPCS/REQ"}, func(row func(...any)) {
-			for _, q := range rep.Queue {
-				row(q.Workers, q.Requests, q.Completed, q.Failed, fmtDur(q.Took, true),
-					fmt.Sprintf("%.1f", float64(q.Requests)/q.Took.Seconds()), fmtFloat(float64(q.RPCs)/float64(q.Requests)))
-			}
-		})
-		for _, q := range rep.Queue {
-			for _, e := range q.Errors {
-				fmt.Fprintf(&b, "  %d workers: %s\n", q.Workers, e)
-			}
-		}
+		formatQueue(&b, rep.Queue)
 	}
 	for _, r := range append(slices.Clone(rep.Runs), rep.Uncontended...) {
 		if r.Errors > 0 {
@@ -130,6 +68,84 @@ How to read this:
 `)
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// formatRuns writes the contended runs' table, the hand-off target's and
+// the RPCs by method.
+func formatRuns(b *strings.Builder, runs []Result) {
+	r0 := runs[0]
+	fmt.Fprintf(b, "Contenders are OS processes: shape PxG = P processes × G goroutines, each goroutine looping\n"+
+		"Lock → %v critical section → Unlock for %v, on a fresh backend per run.\n\n", r0.Hold, r0.Duration)
+	table(b, []string{"SHAPE", "LOCK", "ACQ", "ACQ/S", "WAIT P50", "WAIT P99", "HAND-OFFS", "CROSS-PROC", "HAND-OFF P50", "HAND-OFF P99",
+		"UNLOCK P50", "RW/ACQ", "RPCS/ACQ", "FIFO VIOL", "OVERLAPS", "LOST", "CANCELLED", "ERRORS"}, func(row func(...any)) {
+		for _, r := range runs {
+			some := r.Acquisitions > 0
+			rw := "-"
+			if r.Kind != Etcd {
+				rw = fmtFloat(r.PerAcquisition(r.RWAttempts))
+			}
+			row(r.Shape, r.Kind, r.Acquisitions, fmt.Sprintf("%.1f", r.PerSecond()), fmtDur(r.WaitP50, some), fmtDur(r.WaitP99, some),
+				r.HandOffs, r.CrossProcess, fmtDur(r.HandOffP50, r.HandOffs > 0), fmtDur(r.HandOffP99, r.HandOffs > 0),
+				fmtDur(r.UnlockP50, some), rw, fmtFloat(r.PerAcquisition(r.RPCs)), r.FIFOViolations,
+				r.Overlaps, r.Lost, r.Cancelled, r.Errors)
+		}
+	})
+	b.WriteString("\nspanmutex's target (issue 10): hand-off p50 ≤ its Unlock's own commit latency p50 + 2ms, in the same run:\n\n")
+	table(b, []string{"SHAPE", "HAND-OFF P50", "UNLOCK P50", "UNLOCK P50 + 2ms", "MET", "HANDED OFF BY UNLOCK", "BLIND/ACQ", "READS/ACQ"}, func(row func(...any)) {
+		for _, r := range runs {
+			if !r.Kind.isSpanmutex() {
+				continue
+			}
+			met := "-"
+			if r.HandOffs > 0 {
+				met = "no"
+				if r.HandOffP50 <= r.UnlockP50+2*time.Millisecond {
+					met = "yes"
+				}
+			}
+			row(r.Shape, fmtDur(r.HandOffP50, r.HandOffs > 0), fmtDur(r.UnlockP50, r.Acquisitions > 0),
+				fmtDur(r.UnlockP50+2*time.Millisecond, r.Acquisitions > 0), met, r.LibHandedOff,
+				fmtFloat(r.PerAcquisition(r.BlindWrites)), fmtFloat(r.PerAcquisition(r.Reads)))
+		}
+	})
+	b.WriteString("\nRPCs by method, per acquisition:\n\n")
+	table(b, []string{"SHAPE", "LOCK", "RPCS BY METHOD"}, func(row func(...any)) {
+		for _, r := range runs {
+			row(r.Shape, r.Kind, byMethod(r))
+		}
+	})
+}
+
+// formatUncontended writes the uncontended cycles' table.
+func formatUncontended(b *strings.Builder, unc []Result) {
+	fmt.Fprintf(b, "\nUncontended: 1 process, 1 goroutine, Lock → Unlock with no hold, for %v:\n\n", unc[0].Duration)
+	table(b, []string{"LOCK", "CYCLES", "CYCLE P50", "LOCK P50", "UNLOCK P50", "RW/CYCLE", "RPCS/CYCLE"}, func(row func(...any)) {
+		for _, r := range unc {
+			some := r.Acquisitions > 0
+			rw := "-"
+			if r.Kind != Etcd {
+				rw = fmtFloat(r.PerAcquisition(r.RWAttempts))
+			}
+			row(r.Kind, r.Acquisitions, fmtDur(r.CycleP50, some), fmtDur(r.WaitP50, some), fmtDur(r.UnlockP50, some),
+				rw, fmtFloat(r.PerAcquisition(r.RPCs)))
+		}
+	})
+}
+
+// formatQueue writes the queue workers' table and their errors.
+func formatQueue(b *strings.Builder, queue []QueueResult) {
+	b.WriteString("\nQueue workers as separate processes (one queue.Worker per process), draining requests enqueued beforehand:\n\n")
+	table(b, []string{"WORKER PROCS", "REQUESTS", "COMPLETED", "FAILED", "TOOK", "REQ/S", "RPCS/REQ"}, func(row func(...any)) {
+		for _, q := range queue {
+			row(q.Workers, q.Requests, q.Completed, q.Failed, fmtDur(q.Took, true),
+				fmt.Sprintf("%.1f", float64(q.Requests)/q.Took.Seconds()), fmtFloat(float64(q.RPCs)/float64(q.Requests)))
+		}
+	})
+	for _, q := range queue {
+		for _, e := range q.Errors {
+			fmt.Fprintf(b, "  %d workers: %s\n", q.Workers, e)
+		}
+	}
 }
 
 func table(b *strings.Builder, header []string, fill func(row func(cells ...any))) {

@@ -211,31 +211,15 @@ func runQueue(ctx context.Context, b backends, workers, requests int) (QueueResu
 	if err != nil {
 		return res, err
 	}
-	base := spec{Role: roleQueue, Dir: dir}
 	emu, err := emulator.Start(ctx, emulator.WithBinary(b.emulatorBin), emulator.WithDDL(reqDDL...))
 	if err != nil {
 		return res, err
 	}
 	defer emu.Close()
-	base.Emulator, base.Database = emu.Host(), emu.Database()
-	front, err := queue.New(emu.Client())
-	if err != nil {
+	if err := enqueueRequests(ctx, emu, requests); err != nil {
 		return res, err
 	}
-	const perResource = 5
-	for start := 0; start < requests; start += 100 {
-		var reqs []queue.Request
-		for i := start; i < min(start+100, requests); i++ {
-			kind := queue.KindUpdate
-			if i%perResource == 0 {
-				kind = queue.KindCreate
-			}
-			reqs = append(reqs, queue.Request{Kind: kind, Resource: fmt.Sprintf("r%06d", i/perResource)})
-		}
-		if _, err := front.Enqueue(ctx, reqs...); err != nil {
-			return res, err
-		}
-	}
+	base := spec{Role: roleQueue, Dir: dir, Emulator: emu.Host(), Database: emu.Database()}
 	specs := make([]spec, workers)
 	for p := range specs {
 		specs[p] = base
@@ -251,12 +235,87 @@ func runQueue(ctx context.Context, b backends, workers, requests int) (QueueResu
 			c.finish(5 * time.Second)
 		}
 	}()
-	start, _, err := goAll(cs, 0)
-	if err != nil {
+	if res.Took, err = drainQueue(ctx, cs, requests); err != nil {
 		return res, err
 	}
-	// Each child says its count as it grows; sum the latest counts.
-	counts := make([]int64, workers)
+	return collectQueue(specs, res)
+}
+
+// enqueueRequests enqueues requests requests, five per resource (a create
+// and four updates), a hundred per call.
+func enqueueRequests(ctx context.Context, emu *emulator.Emulator, requests int) error {
+	front, err := queue.New(emu.Client())
+	if err != nil {
+		return err
+	}
+	const perResource = 5
+	for start := 0; start < requests; start += 100 {
+		var reqs []queue.Request
+		for i := start; i < min(start+100, requests); i++ {
+			kind := queue.KindUpdate
+			if i%perResource == 0 {
+				kind = queue.KindCreate
+			}
+			reqs = append(reqs, queue.Request{Kind: kind, Resource: fmt.Sprintf("r%06d", i/perResource)})
+		}
+		if _, err := front.Enqueue(ctx, reqs...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// drainQueue starts the worker processes cs together, waits until they
+// report requests requests complete, tells them to stop and waits for
+// them; it returns how long the requests took.
+func drainQueue(ctx context.Context, cs []*child, requests int) (time.Duration, error) {
+	start, _, err := goAll(cs, 0)
+	if err != nil {
+		return 0, err
+	}
+	updates := queueUpdates(cs)
+	counts := make([]int64, len(cs))
+	deadline := time.NewTimer(10 * time.Minute)
+	defer deadline.Stop()
+	var finished int64
+	for sum := int64(0); sum < int64(requests); {
+		select {
+		case u := <-updates:
+			if u[1] < 0 {
+				return 0, fmt.Errorf("worker process %d stopped early: %s", u[0], cs[u[0]].stderr.tail(800))
+			}
+			counts[u[0]] = u[1]
+			sum = 0
+			for _, n := range counts {
+				sum += n
+			}
+			finished = mono()
+		case <-deadline.C:
+			return 0, fmt.Errorf("only %v of %d requests complete after 10 minutes", counts, requests)
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+	for _, c := range cs {
+		_ = c.send("stop")
+	}
+	timeout := time.After(time.Minute)
+	for dones := 0; dones < len(cs); {
+		select {
+		case u := <-updates:
+			if u[1] < 0 {
+				dones++
+			}
+		case <-timeout:
+			return 0, errors.New("worker processes did not stop within a minute of being told to")
+		}
+	}
+	return time.Duration(finished - start), nil
+}
+
+// queueUpdates turns the worker processes' lines into (process, count)
+// pairs, as each says its count as it grows; a count of -1 says "done".
+func queueUpdates(cs []*child) <-chan [2]int64 {
 	updates := make(chan [2]int64, 256)
 	for i, c := range cs {
 		go func() {
@@ -270,43 +329,11 @@ func runQueue(ctx context.Context, b backends, workers, requests int) (QueueResu
 			}
 		}()
 	}
-	deadline := time.NewTimer(10 * time.Minute)
-	defer deadline.Stop()
-	var finished int64
-	for sum := int64(0); sum < int64(requests); {
-		select {
-		case u := <-updates:
-			if u[1] < 0 {
-				return res, fmt.Errorf("worker process %d stopped early: %s", u[0], cs[u[0]].stderr.tail(800))
-			}
-			counts[u[0]] = u[1]
-			sum = 0
-			for _, n := range counts {
-				sum += n
-			}
-			finished = mono()
-		case <-deadline.C:
-			return res, fmt.Errorf("only %v of %d requests complete after 10 minutes", counts, requests)
-		case <-ctx.Done():
-			return res, ctx.Err()
-		}
-	}
-	res.Took = time.Duration(finished - start)
-	for _, c := range cs {
-		_ = c.send("stop")
-	}
-	dones := 0
-	timeout := time.After(time.Minute)
-	for dones < workers {
-		select {
-		case u := <-updates:
-			if u[1] < 0 {
-				dones++
-			}
-		case <-timeout:
-			return res, errors.New("worker processes did not stop within a minute of being told to")
-		}
-	}
+	return updates
+}
+
+// collectQueue adds up the worker processes' result files into res.
+func collectQueue(specs []spec, res QueueResult) (QueueResult, error) {
 	for _, sp := range specs {
 		var qr queueResult
 		if err := readJSON(sp.Out, &qr); err != nil {

@@ -1,0 +1,57 @@
+package main
+
+import (
+	"flag"
+	"time"
+
+	"github.com/spanmutex/spanmutex"
+)
+
+// holdFlags are the flags "run" and "lock" share: where the row is, who
+// holds it and for how long, how COMMAND is stopped, and how to connect.
+type holdFlags struct {
+	database  string
+	table     string
+	owner     string
+	watermark time.Duration
+	grace     time.Duration
+	verbose   bool
+	listen    listenFlags
+	connect   time.Duration
+}
+
+// register defines the shared flags on fs; graceUsage and verboseUsage say
+// what --grace and --verbose do for this command.
+func (h *holdFlags) register(fs *flag.FlagSet, graceUsage, verboseUsage string) {
+	h.listen.register(fs)
+	fs.StringVar(&h.database, "database", "", databaseFlagUsage)
+	fs.StringVar(&h.table, "table", spanmutex.DefaultTable, "the mutex table")
+	fs.StringVar(&h.owner, "owner", "", "the owner identity recorded in the row (default host:pid:random)")
+	fs.DurationVar(&h.watermark, "watermark", spanmutex.DefaultWatermark,
+		"the lease this process declares when it holds NAME: it renews within it, and no other process takes over before it has passed unrenewed, by Spanner's clock")
+	fs.DurationVar(&h.grace, "grace", defaultGrace, graceUsage)
+	fs.BoolVar(&h.verbose, "verbose", false, verboseUsage)
+	fs.DurationVar(&h.connect, "connect-timeout", defaultConnectTimeout, connectTimeoutFlagUsage)
+}
+
+// validate checks the shared flags of cmd before anything connects.
+func (h *holdFlags) validate(cmd string) error {
+	if err := validateTable(cmd, h.table); err != nil {
+		return err
+	}
+	if h.watermark <= 0 {
+		return usagef(cmd, "--watermark %v: must be positive", h.watermark)
+	}
+	if err := checkConnectTimeout(cmd, h.connect); err != nil {
+		return err
+	}
+	if h.grace < 0 {
+		return usagef(cmd, "--grace %v: must be 0 or positive", h.grace)
+	}
+	if h.owner != "" {
+		if err := validateOwner(h.owner); err != nil {
+			return usagef(cmd, "--owner: %v", err)
+		}
+	}
+	return nil
+}
