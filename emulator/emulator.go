@@ -73,6 +73,7 @@ type Emulator struct {
 	proc     *process // nil when attached to an emulator we did not start
 	dbSeq    atomic.Int64
 	runID    string
+	dialect  ddl.Dialect // of the databases NewDatabase and CreateDatabase create
 
 	closeOnce sync.Once
 	closeErr  error
@@ -90,7 +91,7 @@ func Start(ctx context.Context, opts ...Option) (*Emulator, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	e := &Emulator{project: cfg.project, instance: cfg.instance, runID: uuid.NewString()[:8]}
+	e := &Emulator{project: cfg.project, instance: cfg.instance, runID: uuid.NewString()[:8], dialect: cfg.dialect}
 
 	external := os.Getenv(HostEnv)
 	if external != "" && !cfg.faultInjection && cfg.binary == "" {
@@ -185,37 +186,68 @@ func (e *Emulator) NewClient(ctx context.Context, database string, opts ...optio
 	return c, nil
 }
 
-// NewDatabase creates a fresh database with a unique name, holding the
-// spanmutex schema followed by extra statements, and returns its path. Tests
-// use one database per test to stay independent.
+// Dialect returns the dialect of the databases NewDatabase and
+// CreateDatabase create (WithDialect; GoogleSQL by default).
+func (e *Emulator) Dialect() ddl.Dialect { return e.dialect }
+
+// NewDatabase creates a fresh database with a unique name, in the
+// Emulator's dialect, holding the spanmutex schema followed by extra
+// statements, and returns its path. Tests use one database per test to stay
+// independent.
 func (e *Emulator) NewDatabase(ctx context.Context, extra ...string) (string, error) {
-	stmts, err := ddl.Statements(ddl.DefaultMutexTable)
+	return e.NewDatabaseIn(ctx, e.dialect, extra...)
+}
+
+// NewDatabaseIn is NewDatabase in dialect d: extra statements are in d too.
+func (e *Emulator) NewDatabaseIn(ctx context.Context, d ddl.Dialect, extra ...string) (string, error) {
+	stmts, err := d.Statements(ddl.DefaultMutexTable)
 	if err != nil {
 		return "", err
 	}
-	return e.CreateDatabase(ctx, append(stmts, extra...)...)
+	return e.CreateDatabaseIn(ctx, d, append(stmts, extra...)...)
 }
 
-// CreateDatabase creates a fresh database with a unique name holding exactly
-// the given statements (none: an empty database) and returns its path.
+// CreateDatabase creates a fresh database with a unique name, in the
+// Emulator's dialect, holding exactly the given statements (none: an empty
+// database) and returns its path.
 func (e *Emulator) CreateDatabase(ctx context.Context, statements ...string) (string, error) {
+	return e.CreateDatabaseIn(ctx, e.dialect, statements...)
+}
+
+// CreateDatabaseIn is CreateDatabase in dialect d. A PostgreSQL database is
+// created empty and then given the statements, as Spanner requires.
+func (e *Emulator) CreateDatabaseIn(ctx context.Context, d ddl.Dialect, statements ...string) (string, error) {
+	if !d.Valid() {
+		return "", fmt.Errorf("emulator: invalid dialect %v", d)
+	}
 	admin, err := database.NewDatabaseAdminClient(ctx, e.ClientOptions()...)
 	if err != nil {
 		return "", fmt.Errorf("emulator: open database admin client: %w", err)
 	}
 	defer admin.Close()
 	id := fmt.Sprintf("db-%s-%d", e.runID, e.dbSeq.Add(1))
-	op, err := admin.CreateDatabase(ctx, &databasepb.CreateDatabaseRequest{
+	req := &databasepb.CreateDatabaseRequest{
 		Parent:          e.Instance(),
 		CreateStatement: "CREATE DATABASE `" + id + "`",
 		ExtraStatements: statements,
-	})
+	}
+	if d == ddl.PostgreSQL {
+		req.CreateStatement = `CREATE DATABASE "` + id + `"`
+		req.DatabaseDialect = databasepb.DatabaseDialect_POSTGRESQL
+		req.ExtraStatements = nil
+	}
+	op, err := admin.CreateDatabase(ctx, req)
 	if err != nil {
 		return "", fmt.Errorf("emulator: create database %s: %w", id, err)
 	}
 	db, err := op.Wait(ctx)
 	if err != nil {
 		return "", fmt.Errorf("emulator: create database %s: %w", id, err)
+	}
+	if d == ddl.PostgreSQL && len(statements) > 0 {
+		if err := e.UpdateDDL(ctx, db.GetName(), statements...); err != nil {
+			return "", err
+		}
 	}
 	return db.GetName(), nil
 }

@@ -2,8 +2,11 @@ package emulator
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"time"
+
+	"github.com/spanmutex/spanmutex/ddl"
 )
 
 // Option configures Start.
@@ -17,6 +20,7 @@ type config struct {
 	ddl            []string
 	log            io.Writer
 	startTimeout   time.Duration
+	dialect        ddl.Dialect
 }
 
 func defaultConfig() config {
@@ -34,6 +38,9 @@ func (c config) validate() error {
 	if len(c.instance) < 2 || len(c.instance) > 64 {
 		return errors.New("emulator: instance id must be 2-64 characters")
 	}
+	if !c.dialect.Valid() {
+		return fmt.Errorf("emulator: invalid dialect %v: use ddl.GoogleSQL or ddl.PostgreSQL", c.dialect)
+	}
 	if c.startTimeout <= 0 {
 		return errors.New("emulator: start timeout must be positive")
 	}
@@ -48,6 +55,12 @@ func WithFaultInjection() Option { return func(c *config) { c.faultInjection = t
 // WithBinary starts the emulator binary at path instead of searching for one.
 // It always starts an emulator of its own, even when SPANNER_EMULATOR_HOST is set.
 func WithBinary(path string) Option { return func(c *config) { c.binary = path } }
+
+// WithDialect makes the default database, and those NewDatabase and
+// CreateDatabase create, PostgreSQL-dialect databases (ddl.PostgreSQL) or
+// GoogleSQL ones (ddl.GoogleSQL, the default), with the spanmutex schema in
+// that dialect. Statements given with WithDDL must be in it too.
+func WithDialect(d ddl.Dialect) Option { return func(c *config) { c.dialect = d } }
 
 // WithDDL adds statements (tables of your own) to the default database,
 // after the spanmutex schema.

@@ -1,0 +1,231 @@
+package ddl
+
+import (
+	_ "embed"
+	"fmt"
+	"strings"
+)
+
+// Dialect is the SQL dialect of a Spanner database: GoogleSQL or PostgreSQL.
+// Spanner fixes it when the database is created. The zero value is
+// GoogleSQL, the dialect of the package-level functions of this package.
+type Dialect int
+
+const (
+	// GoogleSQL is the dialect of databases created without a dialect.
+	GoogleSQL Dialect = iota
+	// PostgreSQL is the dialect of databases created for PGAdapter and
+	// PostgreSQL drivers (DatabaseDialect POSTGRESQL).
+	PostgreSQL
+)
+
+// String returns "googlesql" or "postgresql", the names ParseDialect and
+// the --dialect flags accept.
+func (d Dialect) String() string {
+	switch d {
+	case GoogleSQL:
+		return "googlesql"
+	case PostgreSQL:
+		return "postgresql"
+	}
+	return fmt.Sprintf("Dialect(%d)", int(d))
+}
+
+// Valid reports whether d is GoogleSQL or PostgreSQL.
+func (d Dialect) Valid() bool { return d == GoogleSQL || d == PostgreSQL }
+
+// ParseDialect parses "googlesql" or "postgresql" (in any case; "pg" too).
+func ParseDialect(s string) (Dialect, error) {
+	switch strings.ToLower(s) {
+	case "googlesql", "google_standard_sql":
+		return GoogleSQL, nil
+	case "postgresql", "postgres", "pg":
+		return PostgreSQL, nil
+	}
+	return 0, fmt.Errorf("ddl: unknown dialect %q: use googlesql or postgresql", s)
+}
+
+//go:embed mutexes.pg.sql
+var mutexesPG string
+
+//go:embed queue.pg.sql
+var queuePG string
+
+//go:embed fences.pg.sql
+var fencesPG string
+
+//go:embed requests.pg.sql
+var requestsPG string
+
+// renamePG renames, in the PostgreSQL text sql, every quoted identifier
+// that starts with the default name from to start with to instead: the
+// table and the constraints named after it.
+func renamePG(sql, from, to string) string {
+	return strings.ReplaceAll(sql, `"`+from, `"`+to)
+}
+
+// MutexTable returns the CREATE TABLE statement of the mutex table named
+// table, with comments, in d.
+func (d Dialect) MutexTable(table string) (string, error) {
+	if d != PostgreSQL {
+		return MutexTable(table)
+	}
+	if err := ValidateTableName(table); err != nil {
+		return "", err
+	}
+	return strings.Replace(mutexesPG, `CREATE TABLE "`+DefaultMutexTable+`" (`, `CREATE TABLE "`+table+`" (`, 1), nil
+}
+
+// QueueTable returns the CREATE TABLE statement of the waiters' queue of
+// the mutex table named table, in d.
+func (d Dialect) QueueTable(table string) (string, error) {
+	if d != PostgreSQL {
+		return QueueTable(table)
+	}
+	if err := ValidateTableName(table); err != nil {
+		return "", err
+	}
+	return strings.Replace(queuePG, `CREATE TABLE "`+DefaultMutexTable+QueueSuffix+`" (`, `CREATE TABLE "`+table+QueueSuffix+`" (`, 1), nil
+}
+
+// FenceTable returns the CREATE TABLE statement of the fence table named
+// table, in d.
+func (d Dialect) FenceTable(table string) (string, error) {
+	if d != PostgreSQL {
+		return FenceTable(table)
+	}
+	if err := ValidateTableName(table); err != nil {
+		return "", err
+	}
+	return strings.Replace(fencesPG, `CREATE TABLE "`+DefaultFenceTable+`" (`, `CREATE TABLE "`+table+`" (`, 1), nil
+}
+
+// Schema is the package-level Schema, in d.
+func (d Dialect) Schema(table, fenceTable string) ([]string, error) {
+	if d != PostgreSQL {
+		return Schema(table, fenceTable)
+	}
+	var out []string
+	for _, f := range []func() (string, error){
+		func() (string, error) { return d.MutexTable(table) },
+		func() (string, error) { return d.QueueTable(table) },
+		func() (string, error) { return d.FenceTable(fenceTable) },
+	} {
+		stmt, err := f()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, stmt)
+	}
+	return out, nil
+}
+
+// Statements is the package-level Statements, in d: no comments, ready for
+// UpdateDatabaseDdl. (A PostgreSQL database is created with its CREATE
+// DATABASE statement alone and given these by UpdateDatabaseDdl.)
+func (d Dialect) Statements(table string) ([]string, error) {
+	stmts, err := d.Schema(table, DefaultFenceTable)
+	if err != nil {
+		return nil, err
+	}
+	for i, s := range stmts {
+		stmts[i] = stripComments(s)
+	}
+	return stmts, nil
+}
+
+// pgTypes maps the GoogleSQL types of the column lists to the types that
+// a PostgreSQL database's INFORMATION_SCHEMA.COLUMNS.SPANNER_TYPE shows.
+func pgType(googleSQL string) string {
+	switch {
+	case googleSQL == "INT64":
+		return "bigint"
+	case googleSQL == "TIMESTAMP":
+		return "spanner.commit_timestamp" // every timestamp spanmutex writes is a commit timestamp
+	case googleSQL == "STRING(MAX)":
+		return "character varying"
+	case strings.HasPrefix(googleSQL, "STRING("):
+		return "character varying" + strings.TrimPrefix(googleSQL, "STRING")
+	}
+	return googleSQL
+}
+
+func inDialect(d Dialect, cols map[string]string) map[string]string {
+	if d == PostgreSQL {
+		for name, typ := range cols {
+			cols[name] = pgType(typ)
+		}
+	}
+	return cols
+}
+
+// MutexColumns is the package-level MutexColumns with the types spelled as
+// INFORMATION_SCHEMA.COLUMNS.SPANNER_TYPE spells them in d.
+func (d Dialect) MutexColumns() map[string]string { return inDialect(d, MutexColumns()) }
+
+// AddedMutexColumns is the package-level AddedMutexColumns, typed in d.
+func (d Dialect) AddedMutexColumns() map[string]string { return inDialect(d, AddedMutexColumns()) }
+
+// QueueColumns is the package-level QueueColumns, typed in d.
+func (d Dialect) QueueColumns() map[string]string { return inDialect(d, QueueColumns()) }
+
+// Upgrade is the package-level Upgrade, in d.
+func (d Dialect) Upgrade(table string) ([]string, error) {
+	if d != PostgreSQL {
+		return Upgrade(table)
+	}
+	if err := ValidateTableName(table); err != nil {
+		return nil, err
+	}
+	q := table + QueueSuffix
+	return []string{
+		`ALTER TABLE "` + table + `" ADD COLUMN "LeaseMicros" bigint`,
+		`ALTER TABLE "` + table + `" ADD COLUMN "Version" varchar(256)`,
+		`ALTER TABLE "` + q + `" ADD COLUMN "LeaseMicros" bigint`,
+		`ALTER TABLE "` + q + `" ADD COLUMN "WakeAddr" varchar(64)`,
+	}, nil
+}
+
+// RequestsTable is the package-level RequestsTable, in d. In PostgreSQL,
+// the unique index of creates is a partial index (WHERE "CreateOf" IS NOT
+// NULL), the form PostgreSQL gives GoogleSQL's NULL_FILTERED.
+func (d Dialect) RequestsTable(table string) ([]string, error) {
+	if d != PostgreSQL {
+		return RequestsTable(table)
+	}
+	if err := ValidateTableName(table); err != nil {
+		return nil, err
+	}
+	t := `"` + table + `"`
+	return []string{
+		renamePG(requestsPG, DefaultRequestsTable, table),
+		"-- At most one create per resource, enforced by Spanner.\n" +
+			`CREATE UNIQUE INDEX "` + table + `OneCreatePerResource" ON ` + t + ` ("CreateOf") WHERE "CreateOf" IS NOT NULL`,
+		"-- The pending requests (new or in-progress) in FIFO order.\n" +
+			`CREATE INDEX "` + table + `Pending" ON ` + t + ` ("PendingSince", "RequestID") INCLUDE ("Status", "Kind", "Resource") WHERE "PendingSince" IS NOT NULL`,
+		"-- Every request of one resource, oldest first.\n" +
+			`CREATE INDEX "` + table + `ByResource" ON ` + t + ` ("Resource", "CreatedAt") INCLUDE ("Kind", "PendingSince")`,
+	}, nil
+}
+
+// RequestsStatements is the package-level RequestsStatements, in d.
+func (d Dialect) RequestsStatements(table string) ([]string, error) {
+	stmts, err := d.RequestsTable(table)
+	if err != nil {
+		return nil, err
+	}
+	for i, s := range stmts {
+		stmts[i] = stripComments(s)
+	}
+	return stmts, nil
+}
+
+// RequestsRetention is the package-level RequestsRetention, in d (in
+// PostgreSQL: ALTER TABLE ... ADD TTL INTERVAL 'N days' ON "ExpiresFrom").
+func (d Dialect) RequestsRetention(table string, days int) (string, error) {
+	stmt, err := RequestsRetention(table, days)
+	if err != nil || d != PostgreSQL {
+		return stmt, err
+	}
+	return fmt.Sprintf(`ALTER TABLE "%s" ADD TTL INTERVAL '%d days' ON "ExpiresFrom"`, table, days), nil
+}

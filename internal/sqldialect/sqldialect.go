@@ -1,0 +1,127 @@
+// Package sqldialect gives spanmutex's SQL statements in the dialect of the
+// database they run on. Each statement is written once, in GoogleSQL, with
+// every identifier of ours quoted in backticks and named parameters
+// (@name); Statement derives the PostgreSQL form from it, so that the two
+// forms cannot drift apart. The few constructs that have no mechanical
+// translation (interval arithmetic) are written with a helper of this
+// package that returns the form of each dialect.
+package sqldialect
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"cloud.google.com/go/spanner"
+
+	"github.com/spanmutex/spanmutex/ddl"
+)
+
+// detectSQL reads the database's dialect. It is valid in both dialects:
+// lower-case INFORMATION_SCHEMA names and a string literal.
+const detectSQL = "SELECT option_value FROM information_schema.database_options WHERE option_name = 'database_dialect'"
+
+// Detect reads the dialect of client's database from its
+// INFORMATION_SCHEMA.DATABASE_OPTIONS (option database_dialect), by a
+// strong single-use read. It returns an error, not a guess, if the option
+// is absent or unknown.
+func Detect(ctx context.Context, client *spanner.Client) (ddl.Dialect, error) {
+	it := client.Single().Query(ctx, spanner.Statement{SQL: detectSQL})
+	defer it.Stop()
+	row, err := it.Next()
+	if err != nil {
+		return 0, err
+	}
+	var v string
+	if err := row.Columns(&v); err != nil {
+		return 0, err
+	}
+	switch v {
+	case "GOOGLE_STANDARD_SQL":
+		return ddl.GoogleSQL, nil
+	case "POSTGRESQL":
+		return ddl.PostgreSQL, nil
+	}
+	return 0, fmt.Errorf("database %s has dialect %q, which is neither GOOGLE_STANDARD_SQL nor POSTGRESQL", client.DatabaseName(), v)
+}
+
+// SubMicros returns the SQL for the timestamp ts less micros microseconds
+// (both SQL expressions, written as Statement takes them) in d.
+func SubMicros(d ddl.Dialect, ts, micros string) string {
+	if d == ddl.PostgreSQL {
+		return fmt.Sprintf("spanner.timestamptz_subtract(%s, (%s)::text || ' microseconds')", ts, micros)
+	}
+	return fmt.Sprintf("TIMESTAMP_SUB(%s, INTERVAL %s MICROSECOND)", ts, micros)
+}
+
+// Schema returns the INFORMATION_SCHEMA TABLE_SCHEMA of the default schema,
+// where spanmutex's tables are, in d: "" in GoogleSQL, "public" in PostgreSQL.
+func Schema(d ddl.Dialect) string {
+	if d == ddl.PostgreSQL {
+		return "public"
+	}
+	return ""
+}
+
+// Statement returns the statement sql, written in GoogleSQL as the package
+// doc says, with params, in dialect d. For PostgreSQL, the parameters are
+// numbered in the order of their first use ($1 is params key "p1").
+func Statement(d ddl.Dialect, sql string, params map[string]any) spanner.Statement {
+	if d != ddl.PostgreSQL {
+		return spanner.Statement{SQL: sql, Params: params}
+	}
+	text, order := Translate(sql)
+	var out map[string]any
+	if params != nil {
+		out = make(map[string]any, len(params))
+		for i, name := range order {
+			if v, ok := params[name]; ok {
+				out[fmt.Sprintf("p%d", i+1)] = v
+			}
+		}
+	}
+	return spanner.Statement{SQL: text, Params: out}
+}
+
+var (
+	forceIndex = regexp.MustCompile("@\\{FORCE_INDEX=(`?[A-Za-z0-9_]+`?)\\}")
+	inUnnest   = regexp.MustCompile(`\bIN UNNEST\(([^()]*)\)`)
+	param      = regexp.MustCompile(`@([A-Za-z_][A-Za-z0-9_]*)`)
+)
+
+// Translate turns the GoogleSQL text sql into PostgreSQL and returns the
+// names of its parameters in the order of their numbers ($1 first):
+// backticks become double quotes, @name becomes $n, CURRENT_TIMESTAMP()
+// becomes CURRENT_TIMESTAMP, PENDING_COMMIT_TIMESTAMP() becomes
+// SPANNER.PENDING_COMMIT_TIMESTAMP(), x IN UNNEST(a) becomes x = ANY(a) and
+// a @{FORCE_INDEX=i} hint becomes /*@ FORCE_INDEX=i */. String literals
+// ('...') are left as they are.
+func Translate(sql string) (string, []string) {
+	var b strings.Builder
+	var order []string
+	number := map[string]int{}
+	for i, part := range strings.Split(sql, "'") {
+		if i%2 == 1 { // inside a string literal
+			b.WriteString("'" + part + "'")
+			continue
+		}
+		part = forceIndex.ReplaceAllString(part, "/*@ FORCE_INDEX=$1 */")
+		part = inUnnest.ReplaceAllString(part, "= ANY($1)")
+		part = strings.ReplaceAll(part, "PENDING_COMMIT_TIMESTAMP()", "SPANNER.PENDING_COMMIT_TIMESTAMP()")
+		part = strings.ReplaceAll(part, "CURRENT_TIMESTAMP()", "CURRENT_TIMESTAMP")
+		part = strings.ReplaceAll(part, "`", `"`)
+		part = param.ReplaceAllStringFunc(part, func(p string) string {
+			name := p[1:]
+			n, ok := number[name]
+			if !ok {
+				order = append(order, name)
+				n = len(order)
+				number[name] = n
+			}
+			return fmt.Sprintf("$%d", n)
+		})
+		b.WriteString(part)
+	}
+	return b.String(), order
+}
