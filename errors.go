@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/spanmutex/spanmutex/ddl"
 )
 
 // Sentinel errors. Test for them with errors.Is; the typed errors below carry
@@ -124,6 +126,9 @@ type SchemaError struct {
 	Problem string   // what is wrong, in words
 	Missing []string // columns that are absent or of the wrong type
 	Err     error    // the Spanner error that revealed it, if any
+	// Dialect is the database's SQL dialect: the schema to create is
+	// 'spanmutex ddl --dialect postgresql' on a PostgreSQL database.
+	Dialect ddl.Dialect
 }
 
 func (e *SchemaError) Error() string {
@@ -132,17 +137,27 @@ func (e *SchemaError) Error() string {
 		msg += " (" + strings.Join(e.Missing, ", ") + ")"
 	}
 	if e.onlyUpgrade() {
-		return msg + fmt.Sprintf("; the table was made by an earlier spanmutex: add the columns with: spanmutex ddl --upgrade --table %s | gcloud spanner databases ddl update DATABASE --instance=INSTANCE --ddl-file=/dev/stdin", e.Table)
+		return msg + fmt.Sprintf("; the table was made by an earlier spanmutex: add the columns with: spanmutex ddl --upgrade%s --table %s | gcloud spanner databases ddl update DATABASE --instance=INSTANCE --ddl-file=/dev/stdin", e.dialectFlag(), e.Table)
 	}
-	return msg + fmt.Sprintf("; create the schema with: spanmutex ddl --table %s | gcloud spanner databases ddl update DATABASE --instance=INSTANCE --ddl-file=/dev/stdin", e.Table)
+	return msg + fmt.Sprintf("; create the schema with: spanmutex ddl%s --table %s | gcloud spanner databases ddl update DATABASE --instance=INSTANCE --ddl-file=/dev/stdin", e.dialectFlag(), e.Table)
+}
+
+// dialectFlag is the --dialect flag of the ddl command for e's database.
+func (e *SchemaError) dialectFlag() string {
+	if e.Dialect == ddl.PostgreSQL {
+		return " --dialect postgresql"
+	}
+	return ""
 }
 
 // onlyUpgrade reports whether every missing column is one that ddl.Upgrade
 // adds to a table of an earlier spanmutex.
 func (e *SchemaError) onlyUpgrade() bool {
+	added := e.Dialect.QueueColumns() // LeaseMicros and WakeAddr
+	added["Version"] = e.Dialect.AddedMutexColumns()["Version"]
 	for _, m := range e.Missing {
-		if !strings.HasSuffix(m, "LeaseMicros INT64 missing") && !strings.HasSuffix(m, "WakeAddr STRING(64) missing") &&
-			!strings.HasSuffix(m, "Version STRING(256) missing") {
+		if !strings.HasSuffix(m, "LeaseMicros "+added["LeaseMicros"]+" missing") && !strings.HasSuffix(m, "WakeAddr "+added["WakeAddr"]+" missing") &&
+			!strings.HasSuffix(m, "Version "+added["Version"]+" missing") {
 			return false
 		}
 	}

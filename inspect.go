@@ -51,26 +51,34 @@ func Inspect(ctx context.Context, client *spanner.Client, table, name string) ([
 	if err := st.checkSchema(ctx); err != nil {
 		return nil, st.unreached(err, began)
 	}
-	version := "CAST(NULL AS STRING)" // a table created before the Version column
+	version := "" // a table created before the Version column
 	if st.hasVersion.Load() {
-		version = "Version"
+		version = ", `Version`"
 	}
-	sql := fmt.Sprintf("SELECT CURRENT_TIMESTAMP(), Name, State, Owner, Token, Attempts, LastError, StartedAt, RenewedAt, FinishedAt, UpdatedAt, %s FROM `%s`", version, table)
+	sql := fmt.Sprintf("SELECT CURRENT_TIMESTAMP(), `Name`, `State`, `Owner`, `Token`, `Attempts`, `LastError`, `StartedAt`, `RenewedAt`, `FinishedAt`, `UpdatedAt`%s FROM `%s`", version, table)
 	params := map[string]any{}
 	if name != "" {
-		sql += " WHERE Name = @name"
+		sql += " WHERE `Name` = @name"
 		params["name"] = name
 	}
-	sql += " ORDER BY Name"
+	sql += " ORDER BY `Name`"
+	stmt, err := st.statement(ctx, sql, params)
+	if err != nil {
+		return nil, err
+	}
 	var out []Status
-	err := client.Single().Query(ctx, spanner.Statement{SQL: sql, Params: params}).Do(func(r *spanner.Row) error {
+	err = client.Single().Query(ctx, stmt).Do(func(r *spanner.Row) error {
 		var (
 			now                                 time.Time
 			s                                   Status
 			state, owner, lastErr, ver          spanner.NullString
 			started, renewed, finished, updated spanner.NullTime
 		)
-		if err := r.Columns(&now, &s.Name, &state, &owner, &s.Token, &s.Attempts, &lastErr, &started, &renewed, &finished, &updated, &ver); err != nil {
+		dest := []any{&now, &s.Name, &state, &owner, &s.Token, &s.Attempts, &lastErr, &started, &renewed, &finished, &updated}
+		if version != "" {
+			dest = append(dest, &ver)
+		}
+		if err := r.Columns(dest...); err != nil {
 			return err
 		}
 		s.State, s.Owner, s.LastError, s.Version = State(state.StringVal), owner.StringVal, lastErr.StringVal, ver.StringVal

@@ -89,6 +89,9 @@ func NewLock(client *spanner.Client, name string, opts ...Option) (*Lock, error)
 		scope = NewScope()
 	}
 	sp := newSpannerStore(client, m.cfg.table, m.cfg.watermark)
+	if m.cfg.dialectSet {
+		sp.dialect = knownDialect(m.cfg.dialect)
+	}
 	key := localKey{database: client.DatabaseName(), table: m.cfg.table, name: name}
 	return &Lock{name: name, cfg: m.cfg, store: sp, sp: sp, key: key, scope: scope}, nil
 }

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/api/iterator"
 
 	"github.com/spanmutex/spanmutex/ddl"
+	"github.com/spanmutex/spanmutex/internal/sqldialect"
 )
 
 // lockStore is the narrow interface between a Lock's waiting loop and
@@ -92,29 +93,34 @@ func (s *spannerStore) queueTable() string { return s.table + ddl.QueueSuffix }
 
 // liveEntry is the SQL condition, on queue entry q, that the waiter renewed
 // it within waiterTTLFactor of its declared leases (or of @lease, the
-// reader's own, for an entry that declared none) by Spanner's clock.
-func liveEntry() string {
-	return fmt.Sprintf("q.RenewedAt >= TIMESTAMP_SUB(CURRENT_TIMESTAMP(), INTERVAL %d * COALESCE(q.LeaseMicros, @lease) MICROSECOND)", waiterTTLFactor)
+// reader's own, for an entry that declared none) by Spanner's clock, in
+// dialect d (interval arithmetic is spelled differently in each).
+func liveEntry(d ddl.Dialect) string {
+	return "q.`RenewedAt` >= " + sqldialect.SubMicros(d, "CURRENT_TIMESTAMP()", fmt.Sprintf("%d * COALESCE(q.`LeaseMicros`, @lease)", waiterTTLFactor))
 }
 
 // lockSQL reads the lock's row, Spanner's clock, how many live entries are
 // queued before key (capped at limit), and whether key itself is queued, in
 // one statement.
-func (s *spannerStore) lockSQL(limit int) string {
+func (s *spannerStore) lockSQL(d ddl.Dialect, limit int) string {
 	q := s.queueTable()
-	return fmt.Sprintf("SELECT CURRENT_TIMESTAMP(), m.Name IS NOT NULL, %s, "+
-		"(SELECT COUNT(*) FROM (SELECT 1 FROM `%s` AS q WHERE q.Name = @name "+
-		"AND (q.EnqueuedAt < @at OR (q.EnqueuedAt = @at AND q.WaiterID < @id)) "+
-		"AND %s LIMIT %d)), "+
-		"EXISTS(SELECT 1 FROM `%s` AS q WHERE q.Name = @name AND q.EnqueuedAt = @at AND q.WaiterID = @id) "+
-		"FROM UNNEST([1]) AS one LEFT JOIN `%s` AS m ON m.Name = @name",
-		rowSelectList(), q, liveEntry(), limit, q, s.table)
+	return fmt.Sprintf("SELECT CURRENT_TIMESTAMP(), m.`Name` IS NOT NULL, %s, "+
+		"(SELECT COUNT(*) FROM (SELECT 1 FROM `%s` AS q WHERE q.`Name` = @name "+
+		"AND (q.`EnqueuedAt` < @at OR (q.`EnqueuedAt` = @at AND q.`WaiterID` < @id)) "+
+		"AND %s LIMIT %d) AS ahead), "+
+		"EXISTS(SELECT 1 FROM `%s` AS q WHERE q.`Name` = @name AND q.`EnqueuedAt` = @at AND q.`WaiterID` = @id) "+
+		"FROM (SELECT 1) AS one LEFT JOIN `%s` AS m ON m.`Name` = @name",
+		rowSelectList(), q, liveEntry(d), limit, q, s.table)
 }
 
 func (s *spannerStore) queryLock(ctx context.Context, q querier, name string, key queueKey, limit int) (lockView, error) {
-	it := q.Query(ctx, spanner.Statement{SQL: s.lockSQL(limit), Params: map[string]any{
+	d, err := s.dialect.get(ctx)
+	if err != nil {
+		return lockView{}, err
+	}
+	it := q.Query(ctx, sqldialect.Statement(d, s.lockSQL(d, limit), map[string]any{
 		"name": name, "at": key.at, "id": key.id, "lease": s.watermark.Microseconds(),
-	}})
+	}))
 	defer it.Stop()
 	r, err := it.Next()
 	if err != nil {
@@ -176,9 +182,10 @@ func (s *spannerStore) enqueueMutation(name string, e queueInsert) *spanner.Muta
 
 func (s *spannerStore) findQueued(ctx context.Context, name, waiterID string) (queueKey, bool, error) {
 	s.stats.reads.Add(1)
-	stmt := spanner.Statement{
-		SQL:    fmt.Sprintf("SELECT EnqueuedAt FROM `%s` WHERE Name = @name AND WaiterID = @id", s.queueTable()),
-		Params: map[string]any{"name": name, "id": waiterID},
+	stmt, err := s.statement(ctx, fmt.Sprintf("SELECT `EnqueuedAt` FROM `%s` WHERE `Name` = @name AND `WaiterID` = @id", s.queueTable()),
+		map[string]any{"name": name, "id": waiterID})
+	if err != nil {
+		return queueKey{}, false, s.explain(ctx, err)
 	}
 	it := s.client.Single().Query(ctx, stmt)
 	defer it.Stop()
@@ -211,19 +218,22 @@ func (s *spannerStore) renewWaiter(ctx context.Context, name string, key queueKe
 	return err
 }
 
-// deleteWaiterSQL deletes every entry of waiter @id, including one whose
-// insert had an unknown outcome and whose key was never learnt.
-func (s *spannerStore) deleteWaiterSQL() spanner.Statement {
-	return spanner.Statement{SQL: fmt.Sprintf("DELETE FROM `%s` WHERE Name = @name AND WaiterID = @id", s.queueTable())}
+// deleteWaiter deletes, in tx, every entry of waiter waiterID, including
+// one whose insert had an unknown outcome and whose key was never learnt.
+func (s *spannerStore) deleteWaiter(ctx context.Context, tx *spanner.ReadWriteTransaction, name, waiterID string) error {
+	stmt, err := s.statement(ctx, fmt.Sprintf("DELETE FROM `%s` WHERE `Name` = @name AND `WaiterID` = @id", s.queueTable()),
+		map[string]any{"name": name, "id": waiterID})
+	if err != nil {
+		return err
+	}
+	_, err = tx.Update(ctx, stmt)
+	return err
 }
 
 func (s *spannerStore) purgeWaiter(ctx context.Context, name, waiterID string) error {
 	_, err := s.client.ReadWriteTransaction(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
 		s.stats.rwAttempts.Add(1)
-		stmt := s.deleteWaiterSQL()
-		stmt.Params = map[string]any{"name": name, "id": waiterID}
-		_, err := tx.Update(ctx, stmt)
-		return err
+		return s.deleteWaiter(ctx, tx, name, waiterID)
 	})
 	if err != nil {
 		return s.explain(ctx, err)
@@ -236,14 +246,12 @@ func (s *spannerStore) leave(ctx context.Context, name, waiterID string) (handOf
 	at, err := s.client.ReadWriteTransaction(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
 		s.stats.rwAttempts.Add(1)
 		to = handOff{}
-		// The query below sees the deletion: a read-write transaction
+		// The reads below see the deletion: a read-write transaction
 		// reads its own DML.
-		stmt := s.deleteWaiterSQL()
-		stmt.Params = map[string]any{"name": name, "id": waiterID}
-		if _, err := tx.Update(ctx, stmt); err != nil {
+		if err := s.deleteWaiter(ctx, tx, name, waiterID); err != nil {
 			return err
 		}
-		v, head, err := s.queryUnlock(ctx, tx, name)
+		v, head, err := s.readForLeave(ctx, tx, name)
 		if err != nil || !(v.Exists && v.State == StateStarted && v.LeaseID == waiterID) {
 			return err
 		}
@@ -478,9 +486,23 @@ func (s *spannerStore) readForHandOff(ctx context.Context, tx *spanner.ReadWrite
 			return row{}, nil, s.unknownState(name, v.State)
 		}
 	}
+	head, err := s.readHead(ctx, tx, name)
+	if err != nil {
+		return row{}, nil, err
+	}
+	v.Now = latest(v.StartedAt, v.RenewedAt, v.UpdatedAt)
+	for _, e := range head {
+		v.Now = latest(v.Now, e.EnqueuedAt, e.RenewedAt)
+	}
+	return v, head, nil
+}
+
+// readHead reads, by key in tx, the first handOffScan entries of the
+// lock's queue, oldest first.
+func (s *spannerStore) readHead(ctx context.Context, tx *spanner.ReadWriteTransaction, name string) ([]*queueEntry, error) {
 	var head []*queueEntry
 	it := tx.ReadWithOptions(ctx, s.queueTable(), spanner.Key{name}.AsPrefix(), queueEntryColumns, &spanner.ReadOptions{Limit: handOffScan})
-	err = it.Do(func(r *spanner.Row) error {
+	err := it.Do(func(r *spanner.Row) error {
 		e := &queueEntry{}
 		if err := r.ToStruct(e); err != nil {
 			return err
@@ -488,12 +510,20 @@ func (s *spannerStore) readForHandOff(ctx context.Context, tx *spanner.ReadWrite
 		head = append(head, e)
 		return nil
 	})
+	return head, err
+}
+
+// readForLeave reads, in tx, the lock's row with Spanner's clock (readSQL:
+// the hand-off of a leaving waiter judges the entries by the clock itself,
+// not a lower bound of it) and the first handOffScan entries of its queue.
+func (s *spannerStore) readForLeave(ctx context.Context, tx *spanner.ReadWriteTransaction, name string) (row, []*queueEntry, error) {
+	v, err := s.queryRow(ctx, tx, name)
 	if err != nil {
 		return row{}, nil, err
 	}
-	v.Now = latest(v.StartedAt, v.RenewedAt, v.UpdatedAt)
-	for _, e := range head {
-		v.Now = latest(v.Now, e.EnqueuedAt, e.RenewedAt)
+	head, err := s.readHead(ctx, tx, name)
+	if err != nil {
+		return row{}, nil, err
 	}
 	return v, head, nil
 }
@@ -509,7 +539,7 @@ func latest(ts ...time.Time) time.Time {
 	return out
 }
 
-// queueEntry is an entry of the waiters' queue, as unlockSQL reads it.
+// queueEntry is an entry of the waiters' queue, as readHead reads it.
 type queueEntry struct {
 	EnqueuedAt  time.Time
 	WaiterID    string
@@ -517,35 +547,6 @@ type queueEntry struct {
 	RenewedAt   time.Time
 	LeaseMicros spanner.NullInt64
 	WakeAddr    spanner.NullString
-}
-
-// unlockSQL reads the lock's row, Spanner's clock and the first
-// handOffScan entries of the queue, oldest first, in one statement.
-func (s *spannerStore) unlockSQL() string {
-	return fmt.Sprintf("SELECT CURRENT_TIMESTAMP(), m.Name IS NOT NULL, %s, "+
-		"ARRAY(SELECT AS STRUCT q.EnqueuedAt, q.WaiterID, q.Owner, q.RenewedAt, q.LeaseMicros, q.WakeAddr FROM `%s` AS q "+
-		"WHERE q.Name = @name ORDER BY q.EnqueuedAt, q.WaiterID LIMIT %d) "+
-		"FROM UNNEST([1]) AS one LEFT JOIN `%s` AS m ON m.Name = @name",
-		rowSelectList(), s.queueTable(), handOffScan, s.table)
-}
-
-// queryUnlock runs unlockSQL.
-func (s *spannerStore) queryUnlock(ctx context.Context, q querier, name string) (row, []*queueEntry, error) {
-	it := q.Query(ctx, spanner.Statement{SQL: s.unlockSQL(), Params: map[string]any{"name": name}})
-	defer it.Stop()
-	r, err := it.Next()
-	if err != nil {
-		return row{}, nil, err
-	}
-	var head []*queueEntry
-	v, err := decodeRow(r, &head)
-	if err != nil {
-		return row{}, nil, fmt.Errorf("spanmutex: decode lock %q of %s: %w", name, s.table, err)
-	}
-	if v.Exists && !v.State.Valid() {
-		return row{}, nil, s.unknownState(name, v.State)
-	}
-	return v, head, nil
 }
 
 // handOff is the waiter an unlock handed the lock to: its owner identity,

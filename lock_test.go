@@ -13,6 +13,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/spanmutex/spanmutex/ddl"
+	"github.com/spanmutex/spanmutex/internal/sqldialect"
 	"github.com/spanmutex/spanmutex/internal/testutil"
 )
 
@@ -20,8 +22,9 @@ import (
 func queued(t *testing.T, c *spanner.Client, name string) []string {
 	t.Helper()
 	var owners []string
-	stmt := spanner.Statement{SQL: "SELECT Owner FROM MutexesQueue WHERE Name = @n ORDER BY EnqueuedAt, WaiterID", Params: map[string]any{"n": name}}
-	require.NoError(t, c.Single().Query(context.Background(), stmt).Do(func(r *spanner.Row) error {
+	// A key read, in key order (EnqueuedAt, WaiterID): the same in both dialects.
+	it := c.Single().Read(context.Background(), DefaultTable+ddl.QueueSuffix, spanner.Key{name}.AsPrefix(), []string{"Owner"})
+	require.NoError(t, it.Do(func(r *spanner.Row) error {
 		var o string
 		owners = append(owners, o)
 		return r.Columns(&owners[len(owners)-1])
@@ -31,8 +34,9 @@ func queued(t *testing.T, c *spanner.Client, name string) []string {
 
 // Uncontended, a lock costs one read-write transaction to acquire and one to
 // release; TryLock on a held lock says who holds it.
-func TestLockUncontended(t *testing.T) {
-	db := freshDatabase(t)
+func TestLockUncontended(t *testing.T) { eachDialect(t, testLockUncontended) }
+
+func testLockUncontended(t *testing.T, db string) {
 	c := newClient(t, db)
 	l, err := NewLock(c, "uncontended", WithOwner("a"))
 	require.NoError(t, err)
@@ -94,8 +98,9 @@ func lockAndHold(t *testing.T, l *Lock) *Lease {
 
 // 100 waiters queued behind a holder get the lock in the order they joined
 // the queue, each with the next token.
-func TestLockFIFO(t *testing.T) {
-	db := freshDatabase(t)
+func TestLockFIFO(t *testing.T) { eachDialect(t, testLockFIFO) }
+
+func testLockFIFO(t *testing.T, db string) {
 	clients := []*spanner.Client{newClient(t, db), newClient(t, db), newClient(t, db), newClient(t, db)}
 	first, err := NewLock(clients[0], "fifo", WithOwner("first"))
 	require.NoError(t, err)
@@ -208,7 +213,10 @@ func TestLockFIFOAcrossProcesses(t *testing.T) {
 // A waiter whose ctx is cancelled leaves the queue; the others are not held
 // up by it.
 func TestLockCancelledWaiterLeavesTheQueue(t *testing.T) {
-	db := freshDatabase(t)
+	eachDialect(t, testLockCancelledWaiterLeavesTheQueue)
+}
+
+func testLockCancelledWaiterLeavesTheQueue(t *testing.T, db string) {
 	c := newClient(t, db)
 	holder, err := NewLock(c, "cancel", WithOwner("holder"))
 	require.NoError(t, err)
@@ -242,8 +250,9 @@ func TestLockCancelledWaiterLeavesTheQueue(t *testing.T) {
 
 // A waiter that stopped proving it is alive is skipped by the hand-off; when
 // it comes back it joins again at the back and still gets the lock.
-func TestLockSkipsDeadWaiters(t *testing.T) {
-	db := freshDatabase(t)
+func TestLockSkipsDeadWaiters(t *testing.T) { eachDialect(t, testLockSkipsDeadWaiters) }
+
+func testLockSkipsDeadWaiters(t *testing.T, db string) {
 	c := newClient(t, db)
 	opts := []Option{WithWatermark(time.Second), WithJitter(0)}
 	holder, err := NewLock(c, "dead", append(opts, WithOwner("holder"))...)
@@ -267,7 +276,9 @@ func TestLockSkipsDeadWaiters(t *testing.T) {
 	// Wait until the zombie's entry is older than the watermark by Spanner's clock.
 	waitFor(t, time.Minute, "the zombie's entry to expire", func() bool {
 		var stale int64
-		stmt := spanner.Statement{SQL: "SELECT COUNT(*) FROM MutexesQueue WHERE Owner = 'zombie' AND RenewedAt < TIMESTAMP_SUB(CURRENT_TIMESTAMP(), INTERVAL 1 SECOND)"}
+		stmt := statementFor(t, c, func(d ddl.Dialect) string {
+			return "SELECT COUNT(*) FROM `MutexesQueue` WHERE `Owner` = 'zombie' AND `RenewedAt` < " + sqldialect.SubMicros(d, "CURRENT_TIMESTAMP()", "1000000")
+		}, nil)
 		require.NoError(t, c.Single().Query(context.Background(), stmt).Do(func(r *spanner.Row) error { return r.Columns(&stale) }))
 		return stale == 1
 	})
@@ -288,7 +299,10 @@ func TestLockSkipsDeadWaiters(t *testing.T) {
 // the Guard-ed write in its own transaction and the external operation
 // through a Fence.
 func TestLockUnlockAfterLossLeavesTheNewHolder(t *testing.T) {
-	db := freshDatabase(t)
+	eachDialect(t, testLockUnlockAfterLossLeavesTheNewHolder)
+}
+
+func testLockUnlockAfterLossLeavesTheNewHolder(t *testing.T, db string) {
 	opts := []Option{WithWatermark(time.Second), WithJitter(0)}
 	ca, silenceA := silenceableClient(t, db)
 	a, err := NewLock(ca, "lost", append(opts, WithOwner("a"))...)
@@ -333,8 +347,9 @@ func TestLockUnlockAfterLossLeavesTheNewHolder(t *testing.T) {
 
 // A Fence admits equal and higher tokens, rejects lower ones, and refuses
 // tokens of another lock.
-func TestFence(t *testing.T) {
-	db := freshDatabase(t)
+func TestFence(t *testing.T) { eachDialect(t, testFence) }
+
+func testFence(t *testing.T, db string) {
 	c := newClient(t, db)
 	f, err := NewFence(c, "")
 	require.NoError(t, err)

@@ -9,8 +9,10 @@ import (
 	"cloud.google.com/go/spanner"
 	"github.com/stretchr/testify/require"
 
+	"github.com/spanmutex/spanmutex/ddl"
 	"github.com/spanmutex/spanmutex/emulator"
 	"github.com/spanmutex/spanmutex/internal/faultinject"
+	"github.com/spanmutex/spanmutex/internal/sqldialect"
 	"github.com/spanmutex/spanmutex/internal/testutil"
 )
 
@@ -72,6 +74,45 @@ func freshDatabase(t *testing.T, extra ...string) string {
 	db, err := emu.NewDatabase(ctx, extra...)
 	require.NoError(t, err)
 	return db
+}
+
+// dialects are the SQL dialects of the databases that the integration
+// tests run through eachDialect use: the Mutex, the Lock and the Fence are
+// shown to behave the same on both.
+var dialects = []ddl.Dialect{ddl.GoogleSQL, ddl.PostgreSQL}
+
+// eachDialect runs test once per dialect, as a subtest named after it
+// (googlesql, postgresql), with a fresh database of that dialect holding
+// the spanmutex schema. Tests that exercise SQL statements run through it;
+// the rest run on GoogleSQL only, so that the suite does not double.
+func eachDialect(t *testing.T, test func(t *testing.T, db string)) {
+	t.Helper()
+	for _, d := range dialects {
+		t.Run(d.String(), func(t *testing.T) {
+			test(t, freshDatabaseIn(t, d))
+		})
+	}
+}
+
+// freshDatabaseIn is freshDatabase in dialect d (extra statements in d).
+func freshDatabaseIn(t *testing.T, d ddl.Dialect, extra ...string) string {
+	t.Helper()
+	needEmulator(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	db, err := emu.NewDatabaseIn(ctx, d, extra...)
+	require.NoError(t, err)
+	return db
+}
+
+// statementFor returns the statement sql (GoogleSQL with our identifiers
+// in backticks, as the library writes them; built for dialect d) in the
+// dialect of c's database.
+func statementFor(t *testing.T, c *spanner.Client, sql func(d ddl.Dialect) string, params map[string]any) spanner.Statement {
+	t.Helper()
+	d, err := sqldialect.Detect(context.Background(), c)
+	require.NoError(t, err)
+	return sqldialect.Statement(d, sql(d), params)
 }
 
 // newClient opens a client of db, as a separate service instance would, and

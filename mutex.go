@@ -41,6 +41,9 @@ func New(client *spanner.Client, name string, opts ...Option) (*Mutex, error) {
 		st.sender = NewScope()
 	}
 	st.versioned = m.cfg.version != ""
+	if m.cfg.dialectSet {
+		st.dialect = knownDialect(m.cfg.dialect)
+	}
 	m.store = st
 	return m, nil
 }

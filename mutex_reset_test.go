@@ -38,7 +38,10 @@ func TestDecideReset(t *testing.T) {
 // An exhausted section is re-armed by Reset and then runs again, with fresh
 // attempts and a higher token.
 func TestResetReArmsAnExhaustedSection(t *testing.T) {
-	db := freshDatabase(t)
+	eachDialect(t, testResetReArmsAnExhaustedSection)
+}
+
+func testResetReArmsAnExhaustedSection(t *testing.T, db string) {
 	c := newClient(t, db)
 	ctx := context.Background()
 	m, err := New(c, "exhausted", WithMaxAttempts(1))

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/spanmutex/spanmutex/ddl"
+	"github.com/spanmutex/spanmutex/internal/sqldialect"
 )
 
 // store is the narrow interface between Run's loop and Spanner. The decision
@@ -51,6 +52,9 @@ type claim struct {
 type spannerStore struct {
 	client *spanner.Client
 	table  string
+	// dialect is the database's SQL dialect, of the statements this store
+	// issues (dialect.go).
+	dialect *dialectOf
 	// watermark is the caller's own lease, the judge of rows and queue
 	// entries written without a declared lease.
 	watermark time.Duration
@@ -92,20 +96,23 @@ func (s *spannerStore) unreached(err error, began time.Time) error {
 }
 
 func newSpannerStore(client *spanner.Client, table string, watermark time.Duration) *spannerStore {
-	return &spannerStore{client: client, table: table, watermark: watermark, stats: &storeStats{}}
+	return &spannerStore{client: client, table: table, dialect: &dialectOf{client: client}, watermark: watermark, stats: &storeStats{}}
 }
 
 var rowColumns = []string{"State", "Owner", "LeaseID", "Token", "Attempts", "LastError",
 	"StartedAt", "RenewedAt", "FinishedAt", "UpdatedAt", "LeaseMicros"}
 
 // readSQL reads the row and CURRENT_TIMESTAMP() in one statement. The LEFT
-// JOIN on a one-row UNNEST returns Spanner's clock even when the row is absent.
+// JOIN on a one-row subquery returns Spanner's clock even when the row is
+// absent. Like every statement here, it is GoogleSQL with our identifiers
+// quoted, which sqldialect.Statement turns into PostgreSQL when the
+// database is.
 func (s *spannerStore) readSQL() string {
 	cols := rowSelectList()
 	if s.versioned {
-		cols += ", m.Version"
+		cols += ", m.`Version`"
 	}
-	return fmt.Sprintf("SELECT CURRENT_TIMESTAMP(), m.Name IS NOT NULL, %s FROM UNNEST([1]) AS one LEFT JOIN `%s` AS m ON m.Name = @name",
+	return fmt.Sprintf("SELECT CURRENT_TIMESTAMP(), m.`Name` IS NOT NULL, %s FROM (SELECT 1) AS one LEFT JOIN `%s` AS m ON m.`Name` = @name",
 		cols, s.table)
 }
 
@@ -113,9 +120,19 @@ func (s *spannerStore) readSQL() string {
 func rowSelectList() string {
 	cols := make([]string, len(rowColumns))
 	for i, c := range rowColumns {
-		cols[i] = "m." + c
+		cols[i] = "m.`" + c + "`"
 	}
 	return strings.Join(cols, ", ")
+}
+
+// statement returns sql (GoogleSQL, our identifiers in backticks) with
+// params in the database's dialect, reading the dialect if it is not known.
+func (s *spannerStore) statement(ctx context.Context, sql string, params map[string]any) (spanner.Statement, error) {
+	d, err := s.dialect.get(ctx)
+	if err != nil {
+		return spanner.Statement{}, err
+	}
+	return sqldialect.Statement(d, sql, params), nil
 }
 
 type querier interface {
@@ -123,7 +140,11 @@ type querier interface {
 }
 
 func (s *spannerStore) queryRow(ctx context.Context, q querier, name string) (row, error) {
-	it := q.Query(ctx, spanner.Statement{SQL: s.readSQL(), Params: map[string]any{"name": name}})
+	stmt, err := s.statement(ctx, s.readSQL(), map[string]any{"name": name})
+	if err != nil {
+		return row{}, err
+	}
+	it := q.Query(ctx, stmt)
 	defer it.Stop()
 	r, err := it.Next()
 	if err != nil {
@@ -420,7 +441,7 @@ func (s *spannerStore) explain(ctx context.Context, err error) error {
 	code, msg := spanner.ErrCode(err), err.Error()
 	if (code == codes.NotFound || code == codes.InvalidArgument) &&
 		(strings.Contains(msg, "Table not found") || strings.Contains(msg, "Column not found") || strings.Contains(msg, "Unrecognized name") ||
-			strings.Contains(msg, "not found inside")) {
+			strings.Contains(msg, "not found inside") || strings.Contains(msg, "does not exist")) { // the last: PostgreSQL
 		return s.schemaError(ctx, err)
 	}
 	return s.explainOther(err)
@@ -457,35 +478,41 @@ func (s *spannerStore) checkSchema(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	d, err := s.dialect.get(ctx) // known: columns read it
+	if err != nil {
+		return err
+	}
 	if len(have) == 0 {
-		return &SchemaError{Table: s.table, Problem: "does not exist in database " + s.client.DatabaseName()}
+		return &SchemaError{Table: s.table, Problem: "does not exist in database " + s.client.DatabaseName(), Dialect: d}
 	}
 	s.hasVersion.Store(have["Version"] != "")
-	missing := missingColumns(have, s.neededColumns(), "")
+	missing := missingColumns(have, s.neededColumns(d), "")
 	queue, err := s.columns(ctx, s.queueTable())
 	if err != nil {
 		return err
 	}
 	s.hasQueue.Store(len(queue) > 0)
 	if len(queue) > 0 {
-		missing = append(missing, missingColumns(queue, ddl.QueueColumns(), s.queueTable()+".")...)
+		missing = append(missing, missingColumns(queue, d.QueueColumns(), s.queueTable()+".")...)
 	}
 	if len(missing) == 0 {
 		return nil
 	}
 	slices.Sort(missing)
-	return &SchemaError{Table: s.table, Problem: "does not have the columns spanmutex needs", Missing: missing}
+	return &SchemaError{Table: s.table, Problem: "does not have the columns spanmutex needs", Missing: missing, Dialect: d}
 }
 
-// columns returns the columns of table with their Spanner types; none if
-// the table does not exist.
+// columns returns the columns of table with their Spanner types, as the
+// database's dialect spells them; none if the table does not exist.
 func (s *spannerStore) columns(ctx context.Context, table string) (map[string]string, error) {
-	stmt := spanner.Statement{
-		SQL:    "SELECT COLUMN_NAME, SPANNER_TYPE FROM INFORMATION_SCHEMA.COLUMNS WHERE TABLE_SCHEMA = '' AND TABLE_NAME = @t",
-		Params: map[string]any{"t": table},
+	d, err := s.dialect.get(ctx)
+	if err != nil {
+		return nil, s.explainOther(err)
 	}
+	stmt := sqldialect.Statement(d, "SELECT column_name, spanner_type FROM information_schema.columns WHERE table_schema = @schema AND table_name = @t",
+		map[string]any{"schema": sqldialect.Schema(d), "t": table})
 	have := map[string]string{}
-	err := s.client.Single().Query(ctx, stmt).Do(func(r *spanner.Row) error {
+	err = s.client.Single().Query(ctx, stmt).Do(func(r *spanner.Row) error {
 		var name, typ string
 		if err := r.Columns(&name, &typ); err != nil {
 			return err
@@ -500,12 +527,12 @@ func (s *spannerStore) columns(ctx context.Context, table string) (map[string]st
 	return have, nil
 }
 
-// neededColumns returns the mutex table's columns this store uses: every
-// one but the optional ones (ddl.AddedMutexColumns), save Version when the
-// Mutex has a version.
-func (s *spannerStore) neededColumns() map[string]string {
-	need := ddl.MutexColumns()
-	for name := range ddl.AddedMutexColumns() {
+// neededColumns returns the mutex table's columns this store uses, typed
+// in dialect d: every one but the optional ones (ddl.AddedMutexColumns),
+// save Version when the Mutex has a version.
+func (s *spannerStore) neededColumns(d ddl.Dialect) map[string]string {
+	need := d.MutexColumns()
+	for name := range d.AddedMutexColumns() {
 		if !(name == "Version" && s.versioned) {
 			delete(need, name)
 		}

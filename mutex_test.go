@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/spanmutex/spanmutex/ddl"
 	"github.com/spanmutex/spanmutex/internal/testutil"
 )
 
@@ -91,8 +92,9 @@ func exactlyOnce(t *testing.T, clients []*spanner.Client, rounds, contenders int
 
 // 32 goroutines over 4 separate clients race on one name, 20 rounds: the
 // section runs exactly once per round and everyone else gets AlreadyDone.
-func TestExactlyOnce(t *testing.T) {
-	db := freshDatabase(t)
+func TestExactlyOnce(t *testing.T) { eachDialect(t, testExactlyOnce) }
+
+func testExactlyOnce(t *testing.T, db string) {
 	clients := []*spanner.Client{newClient(t, db), newClient(t, db), newClient(t, db), newClient(t, db)}
 	exactlyOnce(t, clients, testutil.Scale(5, 20), 32)
 }
@@ -180,8 +182,9 @@ func (h *holder) result(t *testing.T) runResult {
 // over only after the watermark, by Spanner's clock, with a higher token;
 // when it comes back it learns that its lease was lost instead of marking
 // the section DONE.
-func TestTakeoverOnlyAfterWatermark(t *testing.T) {
-	db := freshDatabase(t)
+func TestTakeoverOnlyAfterWatermark(t *testing.T) { eachDialect(t, testTakeoverOnlyAfterWatermark) }
+
+func testTakeoverOnlyAfterWatermark(t *testing.T, db string) {
 	const watermark = 2 * time.Second
 	ca, silenceA := silenceableClient(t, db)
 	a, err := New(ca, "takeover", WithOwner("a"), WithWatermark(watermark), WithJitter(0))
@@ -537,6 +540,10 @@ func TestSchemaAndDatabaseProblems(t *testing.T) {
 	require.NoError(t, err)
 	good := freshDatabase(t)
 	missing := emu.Instance() + "/databases/never-created"
+	emptyPG, err := emu.CreateDatabaseIn(ctx, ddl.PostgreSQL)
+	require.NoError(t, err)
+	partialPG, err := emu.CreateDatabaseIn(ctx, ddl.PostgreSQL, `CREATE TABLE "Mutexes" ("Name" varchar(256) NOT NULL, "State" varchar(16) NOT NULL, "Token" varchar(10), PRIMARY KEY ("Name"))`)
+	require.NoError(t, err)
 
 	tests := []struct {
 		name string
@@ -549,6 +556,8 @@ func TestSchemaAndDatabaseProblems(t *testing.T) {
 		{"wrong table name", good, []Option{WithTable("Locks")}, ErrSchema, []string{"table Locks: does not exist", "spanmutex ddl --table Locks"}},
 		{"missing and mistyped columns", partial, nil, ErrSchema, []string{"does not have the columns", "LeaseID STRING(36) missing", "Token is STRING(10), want INT64"}},
 		{"no database", missing, nil, nil, []string{"database " + missing + " does not exist"}},
+		{"no table (postgresql)", emptyPG, nil, ErrSchema, []string{"table Mutexes: does not exist", "spanmutex ddl --dialect postgresql --table Mutexes"}},
+		{"missing and mistyped columns (postgresql)", partialPG, nil, ErrSchema, []string{"does not have the columns", "LeaseID character varying(36) missing", "Token is character varying(10), want bigint", "UpdatedAt spanner.commit_timestamp missing"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -573,8 +582,9 @@ func TestSchemaAndDatabaseProblems(t *testing.T) {
 
 // Tokens grow strictly over every kind of acquisition of one name: fresh,
 // retry after failure, takeover, and a new generation after staleness.
-func TestTokensStrictlyIncrease(t *testing.T) {
-	db := freshDatabase(t)
+func TestTokensStrictlyIncrease(t *testing.T) { eachDialect(t, testTokensStrictlyIncrease) }
+
+func testTokensStrictlyIncrease(t *testing.T, db string) {
 	c := newClient(t, db)
 	opts := []Option{WithWatermark(time.Second), WithStaleness(1500 * time.Millisecond), WithJitter(0), WithMaxAttempts(5)}
 	var tokens []int64

@@ -13,8 +13,9 @@ import (
 // A Run waiting for another holder, whose Mutex has a listening Scope, is
 // woken when the holder records DONE: it returns AlreadyDone long before its
 // next backoff (10 s here) would have read the row, and leaves no entry.
-func TestRunWaiterWokenWhenDone(t *testing.T) {
-	db := freshDatabase(t)
+func TestRunWaiterWokenWhenDone(t *testing.T) { eachDialect(t, testRunWaiterWokenWhenDone) }
+
+func testRunWaiterWokenWhenDone(t *testing.T, db string) {
 	holderClient, waiterClient := newClient(t, db), newClient(t, db)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -66,6 +66,8 @@ type config struct {
 	version       string        // "": versions are not compared
 	clock         clock
 	scope         *Scope // nil: a Lock gets a Scope of its own; a Mutex none
+	dialect       ddl.Dialect
+	dialectSet    bool // dialect was given (WithDialect); else it is read
 
 	// telemetry.go: the providers (nil: the global ones), whether the
 	// options were given, and the instruments made from them by newMutex.
@@ -172,6 +174,9 @@ func WithRenewInterval(d time.Duration) Option { return func(c *config) { c.rene
 func WithFinishTimeout(d time.Duration) Option { return func(c *config) { c.finishTimeout = d } }
 
 func (c *config) validate() error {
+	if c.dialectSet && !c.dialect.Valid() {
+		return fmt.Errorf("%w: WithDialect(%v): use ddl.GoogleSQL or ddl.PostgreSQL", ErrInvalidConfig, c.dialect)
+	}
 	if err := ddl.ValidateTableName(c.table); err != nil {
 		return fmt.Errorf("%w: WithTable: %v", ErrInvalidConfig, err)
 	}
