@@ -1,12 +1,6 @@
 package spanmutex
 
 import (
-	"context"
-	"fmt"
-	"sync"
-
-	"cloud.google.com/go/spanner"
-
 	"github.com/spanmutex/spanmutex/ddl"
 	"github.com/spanmutex/spanmutex/internal/sqldialect"
 )
@@ -22,30 +16,8 @@ func WithDialect(d ddl.Dialect) Option {
 	return func(c *config) { c.dialect, c.dialectSet = d, true }
 }
 
-// dialectOf is the dialect of a client's database: given by WithDialect, or
-// read from the database on first use and kept. Its zero value, with a
-// client, reads it; it is safe for concurrent use.
-type dialectOf struct {
-	client *spanner.Client
-	mu     sync.Mutex
-	known  bool
-	d      ddl.Dialect
-}
+// dialectOf is the dialect of a client's database (sqldialect.Of): given
+// by WithDialect, or read from the database on first use and kept.
+type dialectOf = sqldialect.Of
 
-func knownDialect(d ddl.Dialect) *dialectOf { return &dialectOf{known: true, d: d} }
-
-// get returns the dialect, reading it if it is not known yet. A failed
-// read is returned, not kept: the next call reads again.
-func (o *dialectOf) get(ctx context.Context) (ddl.Dialect, error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.known {
-		return o.d, nil
-	}
-	d, err := sqldialect.Detect(ctx, o.client)
-	if err != nil {
-		return 0, fmt.Errorf("spanmutex: read the dialect of database %s: %w", o.client.DatabaseName(), err)
-	}
-	o.d, o.known = d, true
-	return d, nil
-}
+func knownDialect(d ddl.Dialect) *dialectOf { return sqldialect.Known(d) }

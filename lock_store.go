@@ -114,7 +114,7 @@ func (s *spannerStore) lockSQL(d ddl.Dialect, limit int) string {
 }
 
 func (s *spannerStore) queryLock(ctx context.Context, q querier, name string, key queueKey, limit int) (lockView, error) {
-	d, err := s.dialect.get(ctx)
+	d, err := s.dialect.Get(ctx)
 	if err != nil {
 		return lockView{}, err
 	}

@@ -96,7 +96,7 @@ func (s *spannerStore) unreached(err error, began time.Time) error {
 }
 
 func newSpannerStore(client *spanner.Client, table string, watermark time.Duration) *spannerStore {
-	return &spannerStore{client: client, table: table, dialect: &dialectOf{client: client}, watermark: watermark, stats: &storeStats{}}
+	return &spannerStore{client: client, table: table, dialect: sqldialect.For(client), watermark: watermark, stats: &storeStats{}}
 }
 
 var rowColumns = []string{"State", "Owner", "LeaseID", "Token", "Attempts", "LastError",
@@ -128,7 +128,7 @@ func rowSelectList() string {
 // statement returns sql (GoogleSQL, our identifiers in backticks) with
 // params in the database's dialect, reading the dialect if it is not known.
 func (s *spannerStore) statement(ctx context.Context, sql string, params map[string]any) (spanner.Statement, error) {
-	d, err := s.dialect.get(ctx)
+	d, err := s.dialect.Get(ctx)
 	if err != nil {
 		return spanner.Statement{}, err
 	}
@@ -478,7 +478,7 @@ func (s *spannerStore) checkSchema(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	d, err := s.dialect.get(ctx) // known: columns read it
+	d, err := s.dialect.Get(ctx) // known: columns read it
 	if err != nil {
 		return err
 	}
@@ -505,7 +505,7 @@ func (s *spannerStore) checkSchema(ctx context.Context) error {
 // columns returns the columns of table with their Spanner types, as the
 // database's dialect spells them; none if the table does not exist.
 func (s *spannerStore) columns(ctx context.Context, table string) (map[string]string, error) {
-	d, err := s.dialect.get(ctx)
+	d, err := s.dialect.Get(ctx)
 	if err != nil {
 		return nil, s.explainOther(err)
 	}

@@ -12,7 +12,11 @@ import (
 )
 
 func TestEnqueueRejectsADuplicateCreateAndWritesNothing(t *testing.T) {
-	c := newClient(t, freshDatabase(t))
+	eachDialect(t, testEnqueueRejectsADuplicateCreateAndWritesNothing)
+}
+
+func testEnqueueRejectsADuplicateCreateAndWritesNothing(t *testing.T, d ddl.Dialect) {
+	c := newClient(t, freshDatabaseIn(t, d))
 	q, err := New(c)
 	require.NoError(t, err)
 	ctx := context.Background()
@@ -31,7 +35,11 @@ func TestEnqueueRejectsADuplicateCreateAndWritesNothing(t *testing.T) {
 }
 
 func TestEnqueueRejectsAnUpdateWithoutACreate(t *testing.T) {
-	c := newClient(t, freshDatabase(t))
+	eachDialect(t, testEnqueueRejectsAnUpdateWithoutACreate)
+}
+
+func testEnqueueRejectsAnUpdateWithoutACreate(t *testing.T, d ddl.Dialect) {
+	c := newClient(t, freshDatabaseIn(t, d))
 	q, err := New(c)
 	require.NoError(t, err)
 	_, err = q.Enqueue(context.Background(), Request{Kind: KindUpdate, Resource: "never-created"})
@@ -65,7 +73,11 @@ func TestEnqueueRejectsInvalidRequests(t *testing.T) {
 }
 
 func TestEnqueueTxRolledBackLeavesNoRequest(t *testing.T) {
-	c := newClient(t, freshDatabase(t))
+	eachDialect(t, testEnqueueTxRolledBackLeavesNoRequest)
+}
+
+func testEnqueueTxRolledBackLeavesNoRequest(t *testing.T, d ddl.Dialect) {
+	c := newClient(t, freshDatabaseIn(t, d))
 	q, err := New(c)
 	require.NoError(t, err)
 	ctx := context.Background()
@@ -98,15 +110,19 @@ func TestEnqueueTxRolledBackLeavesNoRequest(t *testing.T) {
 }
 
 func TestRenamedTableWithRetentionPolicy(t *testing.T) {
+	eachDialect(t, testRenamedTableWithRetentionPolicy)
+}
+
+func testRenamedTableWithRetentionPolicy(t *testing.T, d ddl.Dialect) {
 	needEmulator(t)
-	stmts, err := ddl.RequestsStatements("SheetJobs")
+	stmts, err := d.RequestsStatements("SheetJobs")
 	require.NoError(t, err)
-	retention, err := ddl.RequestsRetention("SheetJobs", 30)
+	retention, err := d.RequestsRetention("SheetJobs", 30)
 	require.NoError(t, err)
-	_, err = ddl.RequestsRetention("SheetJobs", 0)
+	_, err = d.RequestsRetention("SheetJobs", 0)
 	require.Error(t, err, "a retention of 0 days is refused")
 	ctx := context.Background()
-	db, err := emu.NewDatabase(ctx, append(stmts, retention)...)
+	db, err := emu.NewDatabaseIn(ctx, d, append(stmts, retention)...)
 	require.NoError(t, err, "Spanner accepts the renamed table and the row deletion policy")
 	q, err := New(newClient(t, db), WithTable("SheetJobs"))
 	require.NoError(t, err)
@@ -121,7 +137,11 @@ func TestRenamedTableWithRetentionPolicy(t *testing.T) {
 }
 
 func TestEnqueueOfAnExistingIDSaysSoAndWritesNothing(t *testing.T) {
-	c := newClient(t, freshDatabase(t))
+	eachDialect(t, testEnqueueOfAnExistingIDSaysSoAndWritesNothing)
+}
+
+func testEnqueueOfAnExistingIDSaysSoAndWritesNothing(t *testing.T, d ddl.Dialect) {
+	c := newClient(t, freshDatabaseIn(t, d))
 	q, err := New(c)
 	require.NoError(t, err)
 	ctx := context.Background()

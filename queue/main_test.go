@@ -52,6 +52,34 @@ func freshDatabase(t *testing.T, extra ...string) string {
 	return db
 }
 
+// dialects are the SQL dialects of the databases that the integration
+// tests run through eachDialect use.
+var dialects = []ddl.Dialect{ddl.GoogleSQL, ddl.PostgreSQL}
+
+// eachDialect runs test once per dialect, as a subtest named after it
+// (googlesql, postgresql). The tests of enqueueing, reading and handling
+// requests run through it; the rest run on GoogleSQL only, so that the
+// suite does not double (the capture refuses PostgreSQL: see DialectError).
+func eachDialect(t *testing.T, test func(t *testing.T, d ddl.Dialect)) {
+	t.Helper()
+	for _, d := range dialects {
+		t.Run(d.String(), func(t *testing.T) { test(t, d) })
+	}
+}
+
+// freshDatabaseIn is freshDatabase in dialect d (extra statements in d).
+func freshDatabaseIn(t *testing.T, d ddl.Dialect, extra ...string) string {
+	t.Helper()
+	needEmulator(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	reqs, err := d.RequestsStatements(ddl.DefaultRequestsTable)
+	require.NoError(t, err)
+	db, err := emu.NewDatabaseIn(ctx, d, append(reqs, extra...)...)
+	require.NoError(t, err)
+	return db
+}
+
 // newClient opens a client of db, as a separate process would, and closes it
 // when the test ends.
 func newClient(t *testing.T, db string) *spanner.Client {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/spanmutex/spanmutex"
 	"github.com/spanmutex/spanmutex/ddl"
+	"github.com/spanmutex/spanmutex/internal/sqldialect"
 )
 
 // Queue is a request queue stored in one Spanner table (see ddl.RequestsTable).
@@ -25,6 +26,9 @@ type Queue struct {
 	client *spanner.Client
 	cfg    config
 	tel    *telemetry
+	// dialect is the database's SQL dialect, of the statements the queue
+	// issues: given by WithDialect or read on first use.
+	dialect *sqldialect.Of
 
 	mu   sync.Mutex
 	wake chan struct{} // closed and replaced by Notify
@@ -37,6 +41,7 @@ type config struct {
 	table      string
 	maxPayload int
 	lockOpts   []spanmutex.Option
+	dialect    *ddl.Dialect // nil: read from the database
 	// telemetry.go: nil for the global providers.
 	tracerProvider trace.TracerProvider
 	meterProvider  metric.MeterProvider
@@ -48,6 +53,14 @@ func WithTable(name string) Option { return func(c *config) { c.table = name } }
 // WithMaxPayload sets the largest payload Enqueue accepts, in bytes (default
 // DefaultMaxPayload; at most 10 MiB, Spanner's limit on one cell).
 func WithMaxPayload(n int) Option { return func(c *config) { c.maxPayload = n } }
+
+// WithDialect says which SQL dialect the database was created with
+// (ddl.GoogleSQL or ddl.PostgreSQL), so that the queue, its workers' locks
+// and its capture need not read it; without it, it is read from the
+// database by the first call that needs it.
+func WithDialect(d ddl.Dialect) Option {
+	return func(c *config) { c.dialect = &d }
+}
 
 // WithLockOptions passes options to the per-resource spanmutex locks that
 // workers hold while they handle a resource: the mutex table (WithTable),
@@ -76,6 +89,14 @@ func New(client *spanner.Client, opts ...Option) (*Queue, error) {
 	if cfg.maxPayload < 0 || cfg.maxPayload > maxPayloadLimit {
 		return nil, fmt.Errorf("%w: WithMaxPayload(%d): use 0 to %d bytes", ErrInvalidConfig, cfg.maxPayload, maxPayloadLimit)
 	}
+	of := sqldialect.For(client)
+	if cfg.dialect != nil {
+		if !cfg.dialect.Valid() {
+			return nil, fmt.Errorf("%w: WithDialect(%v): use ddl.GoogleSQL or ddl.PostgreSQL", ErrInvalidConfig, *cfg.dialect)
+		}
+		of = sqldialect.Known(*cfg.dialect)
+		cfg.lockOpts = append([]spanmutex.Option{spanmutex.WithDialect(*cfg.dialect)}, cfg.lockOpts...)
+	}
 	// Check the lock options now, so that a worker never fails on them later.
 	if _, err := spanmutex.NewLock(client, "queue-options-check", cfg.lockOpts...); err != nil {
 		return nil, fmt.Errorf("%w: WithLockOptions: %w", ErrInvalidConfig, err)
@@ -84,7 +105,7 @@ func New(client *spanner.Client, opts ...Option) (*Queue, error) {
 	if err != nil {
 		return nil, fmt.Errorf("queue: make the OpenTelemetry instruments: %w", err)
 	}
-	return &Queue{client: client, cfg: cfg, wake: make(chan struct{}), tel: tel}, nil
+	return &Queue{client: client, cfg: cfg, wake: make(chan struct{}), tel: tel, dialect: of}, nil
 }
 
 // Table returns the name of the requests table.

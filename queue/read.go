@@ -7,6 +7,8 @@ import (
 
 	"cloud.google.com/go/spanner"
 	"google.golang.org/grpc/codes"
+
+	"github.com/spanmutex/spanmutex/internal/sqldialect"
 )
 
 // rowReader is what both a read-write transaction and a single-use read
@@ -29,8 +31,18 @@ func keysOf(values []string) spanner.KeySet {
 var requestColumns = []string{"RequestID", "Status", "Kind", "Resource", "Payload", "ProcessID", "Token",
 	"Attempts", "LastError", "CreatedAt", "ClaimedAt", "FinishedAt"}
 
-// requestSelectList is requestColumns for a SELECT.
-var requestSelectList = strings.Join(requestColumns, ", ")
+// requestSelectList is requestColumns for a SELECT (quoted: see statement).
+var requestSelectList = "`" + strings.Join(requestColumns, "`, `") + "`"
+
+// statement returns sql, written in GoogleSQL with our identifiers in
+// backticks, with params in the database's dialect (sqldialect.Statement).
+func (q *Queue) statement(ctx context.Context, sql string, params map[string]any) (spanner.Statement, error) {
+	d, err := q.dialect.Get(ctx)
+	if err != nil {
+		return spanner.Statement{}, fmt.Errorf("queue: %w", err)
+	}
+	return sqldialect.Statement(d, sql, params), nil
+}
 
 // decodeRequest reads a row that starts with requestColumns.
 func decodeRequest(row *spanner.Row) (Request, error) {
@@ -75,13 +87,13 @@ func (q *Queue) List(ctx context.Context, resource string) ([]Request, error) {
 	if ctx == nil {
 		return nil, errNilContext
 	}
-	stmt := spanner.Statement{
-		SQL: fmt.Sprintf("SELECT %s FROM %s@{FORCE_INDEX=%sByResource} WHERE Resource = @resource ORDER BY CreatedAt, RequestID",
-			requestSelectList, q.cfg.table, q.cfg.table),
-		Params: map[string]any{"resource": resource},
+	stmt, err := q.statement(ctx, fmt.Sprintf("SELECT %s FROM `%s`@{FORCE_INDEX=`%sByResource`} WHERE `Resource` = @resource ORDER BY `CreatedAt`, `RequestID`",
+		requestSelectList, q.cfg.table, q.cfg.table), map[string]any{"resource": resource})
+	if err != nil {
+		return nil, err
 	}
 	var out []Request
-	err := q.client.Single().Query(ctx, stmt).Do(func(row *spanner.Row) error {
+	err = q.client.Single().Query(ctx, stmt).Do(func(row *spanner.Row) error {
 		r, err := decodeRequest(row)
 		out = append(out, r)
 		return err
@@ -99,9 +111,12 @@ func (q *Queue) Counts(ctx context.Context) (map[Status]int64, error) {
 	if ctx == nil {
 		return nil, errNilContext
 	}
-	stmt := spanner.Statement{SQL: fmt.Sprintf("SELECT Status, COUNT(*) FROM %s GROUP BY Status", q.cfg.table)}
+	stmt, err := q.statement(ctx, fmt.Sprintf("SELECT `Status`, COUNT(*) FROM `%s` GROUP BY `Status`", q.cfg.table), nil)
+	if err != nil {
+		return nil, err
+	}
 	out := map[Status]int64{}
-	err := q.client.Single().Query(ctx, stmt).Do(func(row *spanner.Row) error {
+	err = q.client.Single().Query(ctx, stmt).Do(func(row *spanner.Row) error {
 		var s string
 		var n int64
 		if err := row.Columns(&s, &n); err != nil {

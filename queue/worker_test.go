@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/spanmutex/spanmutex"
+	"github.com/spanmutex/spanmutex/ddl"
 )
 
 // testWatermark is the lock watermark of the worker tests: short, so that a
@@ -24,7 +25,13 @@ const testWatermark = 2 * time.Second
 // newTestQueue opens a queue on a fresh database with a short watermark.
 func newTestQueue(t *testing.T) (*Queue, *spanner.Client) {
 	t.Helper()
-	c := newClient(t, freshDatabase(t))
+	return newTestQueueIn(t, ddl.GoogleSQL)
+}
+
+// newTestQueueIn is newTestQueue on a database of dialect d.
+func newTestQueueIn(t *testing.T, d ddl.Dialect) (*Queue, *spanner.Client) {
+	t.Helper()
+	c := newClient(t, freshDatabaseIn(t, d))
 	q, err := New(c, WithLockOptions(spanmutex.WithWatermark(testWatermark)))
 	require.NoError(t, err)
 	return q, c
@@ -212,7 +219,11 @@ func TestPlanClaim(t *testing.T) {
 }
 
 func TestWorkerHandlesRequestsInFIFOOrder(t *testing.T) {
-	q, _ := newTestQueue(t)
+	eachDialect(t, testWorkerHandlesRequestsInFIFOOrder)
+}
+
+func testWorkerHandlesRequestsInFIFOOrder(t *testing.T, d ddl.Dialect) {
+	q, _ := newTestQueueIn(t, d)
 	var want []string
 	const n = 40 // more than a scan page
 	for i := range n {
@@ -333,7 +344,11 @@ func TestWorkerSkipsAResourceHeldByAnotherAndReturnsToIt(t *testing.T) {
 }
 
 func TestWorkerHandlesUpdatesOnlyAfterTheirCreateCompleted(t *testing.T) {
-	q, _ := newTestQueue(t)
+	eachDialect(t, testWorkerHandlesUpdatesOnlyAfterTheirCreateCompleted)
+}
+
+func testWorkerHandlesUpdatesOnlyAfterTheirCreateCompleted(t *testing.T, d ddl.Dialect) {
+	q, _ := newTestQueueIn(t, d)
 	g := newGate("sheet")
 	var mu sync.Mutex
 	createDone := false
@@ -400,7 +415,11 @@ func TestWorkerHandlesUpdatesOnlyAfterTheirCreateCompleted(t *testing.T) {
 }
 
 func TestWorkerGroupsOutstandingUpdatesIntoOneJob(t *testing.T) {
-	q, _ := newTestQueue(t)
+	eachDialect(t, testWorkerGroupsOutstandingUpdatesIntoOneJob)
+}
+
+func testWorkerGroupsOutstandingUpdatesIntoOneJob(t *testing.T, d ddl.Dialect) {
+	q, _ := newTestQueueIn(t, d)
 	g := newGate("sheet")
 	var j journal
 	w, err := q.NewWorker(func(ctx context.Context, job *Job) error {
@@ -430,7 +449,11 @@ func TestWorkerGroupsOutstandingUpdatesIntoOneJob(t *testing.T) {
 }
 
 func TestWorkerFailsTheUpdatesOfAFailedCreate(t *testing.T) {
-	q, _ := newTestQueue(t)
+	eachDialect(t, testWorkerFailsTheUpdatesOfAFailedCreate)
+}
+
+func testWorkerFailsTheUpdatesOfAFailedCreate(t *testing.T, d ddl.Dialect) {
+	q, _ := newTestQueueIn(t, d)
 	var j journal
 	w, err := q.NewWorker(func(ctx context.Context, job *Job) error {
 		j.add("w", job)

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 
 	"cloud.google.com/go/spanner"
 
@@ -124,4 +125,35 @@ func Translate(sql string) (string, []string) {
 		b.WriteString(part)
 	}
 	return b.String(), order
+}
+
+// Of is the dialect of a client's database: given (Known), or read from the
+// database on first use and kept (For). It is safe for concurrent use.
+type Of struct {
+	client *spanner.Client
+	mu     sync.Mutex
+	known  bool
+	d      ddl.Dialect
+}
+
+// For returns the dialect of client's database, to be read by the first Get.
+func For(client *spanner.Client) *Of { return &Of{client: client} }
+
+// Known returns the dialect d, which Get returns without reading.
+func Known(d ddl.Dialect) *Of { return &Of{known: true, d: d} }
+
+// Get returns the dialect, reading it (Detect) if it is not known yet. A
+// failed read is returned, not kept: the next call reads again.
+func (o *Of) Get(ctx context.Context) (ddl.Dialect, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.known {
+		return o.d, nil
+	}
+	d, err := Detect(ctx, o.client)
+	if err != nil {
+		return 0, fmt.Errorf("read the dialect of database %s: %w", o.client.DatabaseName(), err)
+	}
+	o.d, o.known = d, true
+	return d, nil
 }
