@@ -11,7 +11,7 @@ import (
 
 // ddlHelp is the help of "spanmutex ddl".
 var ddlHelp = helpText{
-	usage: "spanmutex ddl [--table TABLE] [--requests TABLE] [--change-stream NAME --watch T1,T2]\n       spanmutex ddl --upgrade [--table TABLE]",
+	usage: "spanmutex ddl [--table TABLE] [--dialect D] [--requests TABLE] [--change-stream NAME --watch T1,T2]\n       spanmutex ddl --upgrade [--table TABLE] [--dialect D]",
 	about: `Prints the schema spanmutex needs, with comments that explain each column:
 the mutex table (run-once sections and reusable locks), its waiters' queue
 (TABLE followed by "Queue") and the fence table (Fences). With --requests,
@@ -19,6 +19,11 @@ also the request queue of package queue and its indexes. With
 --change-stream, also the change stream over the --watch tables and the
 checkpoint table (CaptureCheckpoints) of package queue's capture.
 Statements end with ";". Apply them with your migration tool, or with gcloud.
+
+With --dialect postgresql, prints the schema for a PostgreSQL-dialect
+database: the same tables and columns, identifiers quoted so that they keep
+their mixed-case names. The change-stream capture reads GoogleSQL databases
+only, so --change-stream is refused there.
 
 With --upgrade, prints instead the ALTER TABLE statements that bring tables
 made by an earlier spanmutex up to date: the nullable columns added since
@@ -30,6 +35,7 @@ without a declared lease judged by each reader's own watermark.`,
   spanmutex ddl
   spanmutex ddl --table JobLocks > mutexes.sql
   spanmutex ddl --upgrade --table JobLocks
+  spanmutex ddl --dialect postgresql --requests Requests
   spanmutex ddl --requests Requests
   spanmutex ddl --requests Requests --change-stream OrdersStream --watch Orders,OrderItems
   spanmutex ddl | gcloud spanner databases ddl update DATABASE --instance=INSTANCE --ddl-file=/dev/stdin
@@ -44,6 +50,7 @@ func cmdDDL(_ context.Context, s streams, args []string) int {
 	stream := fs.String("change-stream", "", "also print this change stream over the --watch tables, and the capture's checkpoint table")
 	watch := fs.String("watch", "", "comma-separated tables the --change-stream watches")
 	upgrade := fs.Bool("upgrade", false, "print only the ALTER TABLE statements that upgrade tables made by an earlier spanmutex")
+	dialectName := addDialectFlag(fs)
 	positional, code, done := parseFlags(s, "ddl", fs, ddlHelp, args)
 	if done {
 		return code
@@ -54,22 +61,29 @@ func cmdDDL(_ context.Context, s streams, args []string) int {
 	if err := validateTable("ddl", *table); err != nil {
 		return reportError(s, err, exitUsage)
 	}
+	d, err := parseDialectFlag("ddl", *dialectName)
+	if err != nil {
+		return reportError(s, err, exitUsage)
+	}
+	if d == ddl.PostgreSQL && *stream != "" {
+		return reportUsage(s, &usageError{cmd: "ddl", msg: "--change-stream: the capture of package queue reads GoogleSQL change streams only; on PostgreSQL, enqueue with EnqueueTx in the writing transaction"})
+	}
 	if (*stream == "") != (*watch == "") {
 		return reportUsage(s, &usageError{cmd: "ddl", msg: "--change-stream and --watch go together: name the stream and the tables it watches"})
 	}
 	if *upgrade && (*requests != "" || *stream != "") {
 		return reportUsage(s, &usageError{cmd: "ddl", msg: "--upgrade prints only the mutex table's ALTER statements: leave out --requests and --change-stream"})
 	}
-	schema := func(table string) ([]string, error) { return ddl.Schema(table, ddl.DefaultFenceTable) }
+	schema := func(table string) ([]string, error) { return d.Schema(table, ddl.DefaultFenceTable) }
 	if *upgrade {
-		schema = ddl.Upgrade
+		schema = d.Upgrade
 	}
 	stmts, err := schema(*table)
 	if err != nil {
 		return reportError(s, err, exitError)
 	}
 	if *requests != "" {
-		more, err := ddl.RequestsTable(*requests)
+		more, err := d.RequestsTable(*requests)
 		if err != nil {
 			return reportUsage(s, &usageError{cmd: "ddl", msg: "--requests: " + err.Error()})
 		}

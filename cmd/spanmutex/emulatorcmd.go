@@ -8,7 +8,6 @@ import (
 	"syscall"
 
 	"github.com/spanmutex/spanmutex"
-	"github.com/spanmutex/spanmutex/ddl"
 	"github.com/spanmutex/spanmutex/emulator"
 )
 
@@ -16,7 +15,8 @@ import (
 var emulatorHelp = helpText{
 	usage: "spanmutex emulator [flags]",
 	about: `Starts the Cloud Spanner emulator in the foreground, creates an instance and a
-database that holds the mutex table, and prints on stdout the lines that point
+database that holds the mutex table (in the --dialect given: googlesql or
+postgresql), and prints on stdout the lines that point
 spanmutex (and any Spanner client) at it:
 
   export SPANNER_EMULATOR_HOST=127.0.0.1:PORT
@@ -31,7 +31,8 @@ not be started (stderr says how to install it).
 
 Examples:
   spanmutex emulator
-  spanmutex emulator --fault-injection   # commits abort at random; spanmutex retries`,
+  spanmutex emulator --fault-injection   # commits abort at random; spanmutex retries
+  spanmutex emulator --dialect postgresql # a PostgreSQL-dialect database`,
 }
 
 // cmdEmulator is "spanmutex emulator [flags]".
@@ -40,6 +41,7 @@ func cmdEmulator(ctx context.Context, s streams, args []string) int {
 	faults := fs.Bool("fault-injection", false, "make the emulator abort commits at random, to exercise retries")
 	table := fs.String("table", spanmutex.DefaultTable, "the mutex table to create (the default table is always created)")
 	verbose := fs.Bool("verbose", false, "copy the emulator's own log to stderr")
+	dialectName := addDialectFlag(fs)
 	positional, code, done := parseFlags(s, "emulator", fs, emulatorHelp, args)
 	if done {
 		return code
@@ -48,6 +50,10 @@ func cmdEmulator(ctx context.Context, s streams, args []string) int {
 		return reportUsage(s, &usageError{cmd: "emulator", msg: fmt.Sprintf("unexpected argument %q", positional[0])})
 	}
 	if err := validateTable("emulator", *table); err != nil {
+		return reportError(s, err, exitUsage)
+	}
+	d, err := parseDialectFlag("emulator", *dialectName)
+	if err != nil {
 		return reportError(s, err, exitUsage)
 	}
 
@@ -62,7 +68,7 @@ func cmdEmulator(ctx context.Context, s streams, args []string) int {
 	}
 	// WithBinary makes Start launch its own emulator even when
 	// SPANNER_EMULATOR_HOST is set.
-	opts := []emulator.Option{emulator.WithBinary(bin)}
+	opts := []emulator.Option{emulator.WithBinary(bin), emulator.WithDialect(d)}
 	if *faults {
 		opts = append(opts, emulator.WithFaultInjection())
 	}
@@ -70,7 +76,7 @@ func cmdEmulator(ctx context.Context, s streams, args []string) int {
 		opts = append(opts, emulator.WithLog(s.stderr))
 	}
 	if *table != spanmutex.DefaultTable {
-		stmts, err := ddl.Statements(*table)
+		stmts, err := d.Statements(*table)
 		if err != nil {
 			return reportError(s, err, exitUsage)
 		}
@@ -81,8 +87,8 @@ func cmdEmulator(ctx context.Context, s streams, args []string) int {
 		return reportError(s, err, exitError)
 	}
 	fmt.Fprintf(s.stdout, "export %s=%s\nexport %s=%s\n", emulatorHostEnv, emu.Host(), databaseEnv, emu.Database())
-	fmt.Fprintf(s.stderr, "spanmutex: emulator %s running (pid %d, fault injection %v); press Ctrl-C to stop it\n",
-		emu.Host(), emu.PID(), *faults)
+	fmt.Fprintf(s.stderr, "spanmutex: emulator %s running (pid %d, fault injection %v, %s database); press Ctrl-C to stop it\n",
+		emu.Host(), emu.PID(), *faults, d)
 
 	<-ctx.Done()
 	if err := emu.Close(); err != nil {

@@ -14,12 +14,21 @@ import (
 )
 
 // TestEmulatorCommand starts "spanmutex emulator" with SPANNER_EMULATOR_HOST
-// set, uses the lines it exports to run a section there, and stops it with
-// SIGTERM.
+// set, once per --dialect, uses the lines it exports to run a section and
+// hold a lock there, and stops it with SIGTERM.
 func TestEmulatorCommand(t *testing.T) {
 	needBinary(t)
 	t.Parallel()
-	cmd := exec.Command(binary, "emulator")
+	for _, dialect := range []string{"googlesql", "postgresql"} {
+		t.Run(dialect, func(t *testing.T) {
+			t.Parallel()
+			emulatorCommand(t, dialect)
+		})
+	}
+}
+
+func emulatorCommand(t *testing.T, dialect string) {
+	cmd := exec.Command(binary, "emulator", "--dialect", dialect)
 	cmd.Env = append(os.Environ(), "SPANNER_EMULATOR_HOST="+emu.Host())
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -75,6 +84,10 @@ func TestEmulatorCommand(t *testing.T) {
 	if code := p.wait(t, 60*time.Second); code != 0 || !strings.Contains(p.stderr.String(), "ran here") {
 		t.Fatalf("run against the new emulator: exit %d; stderr:\n%s", code, p.stderr.String())
 	}
+	p = startProcess(t, []string{emulatorHostEnv + "=" + host, databaseEnv + "=" + db}, "lock", "a-lock", "--", "true")
+	if code := p.wait(t, 60*time.Second); code != 0 {
+		t.Fatalf("lock against the new emulator: exit %d; stderr:\n%s", code, p.stderr.String())
+	}
 
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -87,7 +100,7 @@ func TestEmulatorCommand(t *testing.T) {
 	if code := cmd.ProcessState.ExitCode(); code != 0 {
 		t.Errorf("exit %d after SIGTERM, want 0; stderr:\n%s", code, stderr.String())
 	}
-	for _, want := range []string{"starting a separate emulator anyway", "emulator stopped"} {
+	for _, want := range []string{"starting a separate emulator anyway", dialect + " database", "emulator stopped"} {
 		if !strings.Contains(stderr.String(), want) {
 			t.Errorf("stderr does not say %q:\n%s", want, stderr.String())
 		}

@@ -54,6 +54,27 @@ func TestDDL(t *testing.T) {
 	}
 }
 
+// TestDDLPostgreSQL prints the PostgreSQL schema: the same tables, with
+// quoted identifiers, and refuses what it has no PostgreSQL form of.
+func TestDDLPostgreSQL(t *testing.T) {
+	code, stdout, stderr := cli(t, "ddl", "--dialect", "postgresql", "--table", "JobLocks", "--requests", "Requests")
+	for _, want := range []string{`CREATE TABLE "JobLocks" (`, `CREATE TABLE "JobLocksQueue" (`, `CREATE TABLE "Fences" (`, `CREATE TABLE "Requests" (`,
+		`PRIMARY KEY ("Name")`, `"RenewedAt" spanner.commit_timestamp`, `WHERE "CreateOf" IS NOT NULL;`} {
+		if code != 0 || !strings.Contains(stdout, want) || stderr != "" {
+			t.Errorf("ddl --dialect postgresql: want %q; exit %d, stdout:\n%s\nstderr:\n%s", want, code, stdout, stderr)
+		}
+	}
+	code, stdout, _ = cli(t, "ddl", "--dialect", "postgresql", "--upgrade", "--table", "Locks")
+	if code != 0 || !strings.Contains(stdout, `ALTER TABLE "LocksQueue" ADD COLUMN "WakeAddr" varchar(64);`) {
+		t.Errorf("ddl --dialect postgresql --upgrade: exit %d, stdout:\n%s", code, stdout)
+	}
+	for _, args := range [][]string{{"--dialect", "mysql"}, {"--dialect", "postgresql", "--change-stream", "S", "--watch", "T"}} {
+		if code, _, stderr := cli(t, append([]string{"ddl"}, args...)...); code != exitUsage || !strings.Contains(stderr, "--") {
+			t.Errorf("ddl %v: exit %d, stderr:\n%s", args, code, stderr)
+		}
+	}
+}
+
 // TestHelp checks that every way of asking for help works, on stdout with
 // exit 0, and that the help is complete.
 func TestHelp(t *testing.T) {
