@@ -9,8 +9,9 @@ import (
 
 // Observe reports the election's leadership terms, in the order they began,
 // each once, on the returned channel, until ctx ends; then it closes the
-// channel. The first report is the term under way when Observe starts, if
-// any. Any instance may observe, candidate or not.
+// channel. Observe reads the row once before it returns: the first report is
+// the term under way then, if any, and every term that begins later is
+// reported. Any instance may observe, candidate or not.
 //
 // Every term is reported, however short: Observe reads the row every 100 ms
 // (by key, a single-use read), and when the token has moved on by more than
@@ -30,8 +31,14 @@ func (e *Election) Observe(ctx context.Context) <-chan LeaderInfo {
 		return out
 	}
 	o := &observer{e: e, out: out, last: -1}
+	first, err := e.sp.read(ctx, e.name) // the starting point; if it fails, run reads again
 	go func() {
 		defer close(out)
+		if err == nil {
+			if err := o.seen(ctx, first); err != nil {
+				return // ctx ended
+			}
+		}
 		o.run(ctx)
 	}()
 	return out
@@ -49,7 +56,10 @@ type observer struct {
 // run polls until ctx ends.
 func (o *observer) run(ctx context.Context) {
 	b := backoff.WithContext(o.e.cfg.newBackOff(), ctx)
-	next := time.Duration(0)
+	next := o.e.observeEvery
+	if o.last < 0 {
+		next = 0 // Observe's first read failed
+	}
 	for {
 		t := time.NewTimer(next)
 		select {
@@ -80,10 +90,7 @@ func (o *observer) poll(ctx context.Context) error {
 	}
 	switch {
 	case o.last < 0 || r.Token < o.last: // the first read, or the row was deleted and begun anew
-		o.last = r.Token
-		if r.State == StateStarted {
-			o.last = r.Token - 1
-		}
+		o.last = -1
 	case r.Token > o.last:
 		// Terms o.last+1 .. r.Token-1 began in (lastAt, r.Now]; so did
 		// r.Token's, if it is no longer held.
@@ -93,6 +100,17 @@ func (o *observer) poll(ctx context.Context) error {
 		}
 		if err := o.fill(ctx, o.lastAt, r.Now, o.last, upTo); err != nil {
 			return err
+		}
+	}
+	return o.seen(ctx, r)
+}
+
+// seen reports the term r shows held, if any, and moves last on to r.
+func (o *observer) seen(ctx context.Context, r row) error {
+	if o.last < 0 {
+		o.last = r.Token
+		if r.State == StateStarted {
+			o.last = r.Token - 1
 		}
 	}
 	if r.State == StateStarted {
