@@ -1,78 +1,81 @@
-// Package spanmutex lets many instances of a service agree, through Cloud
-// Spanner, on who runs a critical section, so that it runs exactly once (or,
-// failing that, is known to have possibly run twice) even when processes
-// crash, pause, retry and race.
+// Package spanmutex provides distributed locks on Cloud Spanner: a run-once
+// critical section, a reusable FIFO lock, leases that are renewed and whose
+// loss is signalled, and fencing for the writes a holder makes.
 //
-// # The run-once mutex
+// Every change of holder is one Spanner read-write transaction that reads the
+// lock's row, decides, and writes; every time that decides ownership is
+// Spanner's. The state lives in tables whose schema is in package ddl (or
+// `spanmutex ddl`).
 //
-// A Mutex names a critical section, such as a schema migration or a one-off
-// job. Its state lives in one row of a Spanner table (see package ddl for the
-// schema, or run `spanmutex ddl`), which moves through
+// # Primitives
 //
-//	NEEDED (or no row) → STARTED → DONE
-//	                             ↘ FAILED → STARTED (retry, while attempts remain)
+//   - [Mutex] ([New]) runs a named critical section, such as a migration or
+//     a one-off job, once across every process: [Mutex.Run] returns
+//     Executed where it ran, AlreadyDone elsewhere, and retries a failed
+//     section at most MaxAttempts times in all.
+//   - [Lock] ([NewLock]) is a reusable lock held by one holder at a time,
+//     granted first come, first served among live waiters: [Lock.Lock]
+//     waits its turn, [Lock.TryLock] does not, and [Lock.Unlock] hands the
+//     lock to the oldest live waiter.
+//   - [Lease] is a holder's claim: its fencing token ([Lease.Token]), a
+//     background renewal, and the signal that it was lost ([Lease.Done],
+//     [Lease.Err]; for a Mutex, the section's ctx is cancelled too).
+//   - [Lease.Guard] makes a write in the caller's own Spanner transaction
+//     commit only while the lease is held.
+//   - [Fence] ([NewFence]) refuses, per resource, an operation whose token
+//     is lower than one the resource already accepted.
+//   - [Scope] ([NewScope], [WithScope]) is what the Locks of one process
+//     share; [ListenScope] also receives wake-ups from other processes.
+//     Sharing saves Spanner work and time, never decides ownership.
+//   - [Inspect] reads the rows of the mutex table, without locking.
+//   - [Mutex.Reset] re-arms a section that failed or gave up; [WithVersion]
+//     runs a section once per release; a section that returns [Interrupt]
+//     gives its row back without using up an attempt.
+//   - [Ping] checks once, at start-up, that Spanner and the database answer.
 //
-// Every replica calls Run with the same name. One acquires the row and runs
-// the section; the others wait with lock-free reads and return AlreadyDone
-// when it is DONE. A failed section is retried by whoever calls or waits next,
-// at most MaxAttempts starts in all. A holder that goes silent for longer than
-// its lease (plus a random jitter per contender) is taken over.
+// Package queue builds a request queue on the Lock, package migrations runs
+// golang-migrate from every replica under a Lock, and package emulator starts
+// the Cloud Spanner emulator for tests.
 //
 // # Leases
 //
-// Each holder declares its lease, its watermark (WithWatermark), in the row
-// when it acquires, and renews it every third of it. Contenders take over
-// only once the row has gone that long unrenewed by Spanner's clock, whatever
-// their own watermark: replicas configured differently can make a takeover
-// later, never earlier than the holder promised. A lost lease closes
-// Lease.Done and, for a Mutex, cancels the section's ctx.
+// A holder declares its lease, its watermark ([WithWatermark]), in the row
+// when it becomes holder, and renews it every third of it. Nobody takes over
+// before the row has gone that long unrenewed, by Spanner's clock, plus a
+// random jitter: processes configured with different watermarks can make a
+// takeover later, never earlier than the holder promised. While its process
+// runs, a holder learns that its lease is lost no later than the earliest
+// moment another could take over. A paused process learns it only when it
+// resumes, which is why writes need fencing.
 //
-// # The reusable lock
+// # Fencing
 //
-// A Lock (NewLock) is held by one holder at a time, again and again: Lock
-// waits in a FIFO queue, Unlock hands the lock to the oldest live waiter in
-// the same transaction. Locks made with the same Scope (WithScope) share
-// what one process's contenders can share in memory; Locks of different
-// Scopes behave exactly as separate processes. Lease.Guard fences writes in
-// your own Spanner transactions; Fence fences writes to other resources by
-// token.
-//
-// # Guarantees
-//
-//   - Mutual exclusion of acquisition: every acquisition and takeover is one
-//     serializable read-write transaction that re-reads the row and decides
-//     there, so two contenders can never both commit STARTED from the same
-//     row version. The section runs only after that commit was acknowledged
-//     (or, when the answer was lost, read back by its random lease id).
-//   - Fencing: each acquisition gets a token one above the row's last token,
-//     so tokens of one name strictly increase and are never reused. DONE and
-//     FAILED are written only if the row still carries our lease and token;
-//     otherwise Run returns a *LeaseLostError.
-//   - Exactly once, within the watermark: the section runs exactly once if it
-//     finishes (and records DONE) within the watermark. If it runs longer, or
-//     its process pauses longer, it may be taken over and run again; the old
-//     holder then learns it with ErrLeaseLost, and writes fenced with the
-//     token can reject it. No lock can prevent a paused process from acting
-//     when it resumes: fence your writes with Lease.Token.
-//
-// CORRECTNESS_DISCLAIMER.md states these precisely, with the test behind each.
-//
-// # Releases, resets and interruptions
-//
-// WithVersion runs a section once per version (a release): a row DONE at
-// another version is a new generation. Mutex.Reset re-arms a FAILED or
-// exhausted section, refusing a live holder. A section that returns
-// Interrupt (stopped from outside, as by a pod eviction) gives the row back
-// without using up an attempt. Schema migrations with golang-migrate are
-// package github.com/spanmutex/spanmutex/migrations, a module of its own.
+// Tokens of a name strictly increase with every change of holder and are
+// never reused while the row exists. spanmutex fences its own writes (renew,
+// DONE, FAILED, Unlock) on the lease. Fence yours: with [Lease.Guard] inside
+// the Spanner transaction that writes, or by passing [Lease.Token] to a
+// resource guarded by a [Fence] (or one that checks tokens itself). No lock
+// can stop a paused process from acting when it resumes; a fence where the
+// write lands can refuse it.
 //
 // # Clocks
 //
-// Ownership decisions use Spanner's clock only: the holder's declared lease
-// and staleness are compared against commit timestamps stored in the row, using
-// CURRENT_TIMESTAMP() read in the same read-write transaction that writes the
-// decision. The local clock only paces the waits between reads; a local clock
-// that is hours off changes no decision.
+// Ownership is decided on Spanner's clock only: commit timestamps stored in
+// the row, compared with CURRENT_TIMESTAMP() (or a strong read's timestamp)
+// read in the deciding transaction. The local clock paces reads and renewals
+// and measures one duration, the time since the last acknowledged renewal,
+// to signal a lost lease in time; a local clock that is hours off changes no
+// decision.
+//
+// # Guarantees
+//
+// CORRECTNESS_DISCLAIMER.md states what is guaranteed, under which
+// assumptions, and which tests show it; doc/proofs.md gives the arguments,
+// and doc/design.md the algorithms. In short: at most one holder change
+// commits from a given row version; a section runs exactly once while its
+// holder renews, and otherwise at least once, with the earlier holder told
+// and fenceable; Lock waiters are served in order among live waiters; a
+// Lock call that gives up leaves nothing that delays others.
 //
 // # Use
 //
@@ -82,20 +85,15 @@
 //		return migrate(ctx, lease.Token())
 //	})
 //
-// A Mutex is safe for concurrent use.
+// Mutex, Lock, Fence and Scope are safe for concurrent use; a Lock value is
+// one contender (use one per goroutine that competes).
 //
-// # Deadlines and failing fast
-//
-// Bound every ctx you pass (context.WithTimeout): a call waits as long as
-// its ctx allows, and the Spanner client keeps retrying an endpoint that
-// does not answer, so Run or Lock with context.Background() against an
-// unreachable Spanner never returns. At start-up, call Ping with a deadline
-// of a few seconds: it fails with a *NotFoundError when the database or its
-// instance does not exist (saying which), or an *UnreachableError naming the
-// host and the cause (connection refused, DNS, TLS, credentials). A call
-// that ends before any call to Spanner succeeded returns the same
-// *UnreachableError, which still matches ErrNotObtained and ctx.Err(). The
-// library sets no connection timeout of its own: how long to wait for a
-// cold start is the application's choice. Package emulator starts the Cloud Spanner emulator
-// for tests; cmd/spanmutex is a CLI that wraps any command.
+// Bound every ctx (context.WithTimeout): a call waits as long as its ctx
+// allows, and the Spanner client keeps retrying an endpoint that does not
+// answer. A call whose ctx ends before it holds the section or lock returns
+// an error matching [ErrNotObtained] and ctx.Err(), having left nothing
+// behind; if no call to Spanner had succeeded and Spanner looks out of
+// reach, that error is an [UnreachableError] naming the host and the cause.
+// The library sets no connection timeout of its own: call [Ping] with a
+// deadline of a few seconds at start-up to fail fast.
 package spanmutex

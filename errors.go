@@ -35,6 +35,12 @@ var (
 	// ErrNotObtained is joined with ctx.Err() when Run's context ends before
 	// the section could be acquired. The section did not run in this call.
 	ErrNotObtained = errors.New("spanmutex: not obtained")
+
+	// ErrNoLeader: Election.Leader found nobody leading.
+	ErrNoLeader = errors.New("spanmutex: no leader")
+
+	// ErrResigned is the cause of a Leadership's context after Resign.
+	ErrResigned = errors.New("spanmutex: leadership resigned")
 )
 
 // joinedError is errors.Join on one line: its message is its errors'

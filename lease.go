@@ -19,7 +19,7 @@ import (
 // Its token fences the holder's writes elsewhere: pass it with every write
 // the section makes, and have the receiver reject tokens lower than the
 // highest it has seen (see Fence), or call Guard inside your own Spanner
-// transaction.
+// transaction. Its methods are safe for concurrent use.
 type Lease struct {
 	name       string
 	owner      string

@@ -33,26 +33,21 @@ func (e *HeldError) Error() string {
 // Is reports whether target is ErrHeld.
 func (e *HeldError) Is(target error) bool { return target == ErrHeld }
 
-// Lock is a reusable distributed lock, held by one holder at a time, on the
-// same table and row as the run-once Mutex: NEEDED (or no row) is free and
-// STARTED is held; it never writes DONE or FAILED, and refuses a name that a
-// Mutex has completed.
+// Lock is a reusable distributed lock, held by one holder at a time and
+// granted first come, first served among live waiters. Make it with NewLock.
 //
-// Contenders wait in a FIFO queue instead of retrying the lock's row: a Lock
-// call arrives with one read-write transaction that takes the lock if it is
-// free and otherwise queues it (or, while another Lock of the same process
-// holds the lock, with a blind insert shared with the process's other
-// arrivals), waiting costs lock-free reads, and Unlock hands the lock to the
-// oldest live waiter in the same read-write transaction that releases it,
-// with the next token. An Unlock also wakes the waiter it handed the lock to
-// if that waiter is in the same process; waiters behind a holder of another
-// process poll. While held, the lease is renewed in the background;
-// Lease.Done closes if it is lost.
+// A Lock value is one contender: it holds at most one lease at a time. Its
+// methods may be called from any goroutine, but Lock or TryLock while this
+// value holds or is acquiring the lock returns an error: use one Lock per
+// contender, and give the Locks of one process the same Scope. While held,
+// the lease is renewed in the background until Unlock; Lease.Done closes if
+// it is lost, and the holder should then stop. Unlock hands the lock to the
+// oldest live waiter; a Lock call that returns without the lock has left the
+// queue and passed on a lock handed to it, so it delays nobody.
 //
-// A Lock value stands for one contender: it holds at most one lease at a
-// time, and its methods may be called from any goroutine, but a Lock call
-// while this Lock holds or is waiting returns an error. Use one Lock per
-// contender.
+// A Lock uses the run-once Mutex's table and row (NEEDED or no row is free,
+// STARTED is held), and refuses a name that a Mutex has completed. How it
+// queues, hands off and wakes waiters is in doc/design.md, section 12.
 type Lock struct {
 	name  string
 	cfg   config
@@ -74,8 +69,8 @@ type Lock struct {
 // a row. The watermark is the lease this Lock declares when it holds the
 // lock: it renews within it, and others take over only after it has passed
 // unrenewed, by Spanner's clock, whatever their own watermark. Queued, it
-// proves it is alive every two watermarks, and Unlock skips its entry once
-// it has not for four. Every error wraps ErrInvalidConfig.
+// proves it is alive about every two watermarks, and Unlock skips its entry
+// once it has not for four. Every error wraps ErrInvalidConfig.
 func NewLock(client *spanner.Client, name string, opts ...Option) (*Lock, error) {
 	if client == nil {
 		return nil, fmt.Errorf("%w: nil *spanner.Client: open one with spanner.NewClient", ErrInvalidConfig)

@@ -128,8 +128,9 @@ func (m *Mutex) Stats() Stats {
 // fn runs only after the commit that made this call the holder was
 // acknowledged by Spanner (or, if its outcome was unknown, read back). fn's
 // ctx is cancelled when Run's ctx is. While another holder runs the section,
-// Run waits with lock-free reads and takes over only after the watermark
-// plus jitter has passed by Spanner's clock.
+// Run waits with lock-free reads and takes over only once the holder has
+// gone without renewing for the lease it declared, plus jitter, by
+// Spanner's clock.
 func (m *Mutex) Run(ctx context.Context, fn func(ctx context.Context, lease *Lease) error) (outcome Outcome, err error) {
 	if ctx == nil {
 		return NoOutcome, errNilContext

@@ -207,8 +207,19 @@ func nullTime(t spanner.NullTime) time.Time {
 // against 2-3 ms there). Spanner's clock comes with it: the strong read's
 // timestamp is the snapshot's time, as CURRENT_TIMESTAMP() would be.
 func (s *spannerStore) read(ctx context.Context, name string) (row, error) {
+	return s.readIn(ctx, s.client.Single(), name)
+}
+
+// readAt reads the row as it was at Spanner time at (an exact-timestamp
+// read; Spanner keeps an hour of versions by default), with Now set to at.
+func (s *spannerStore) readAt(ctx context.Context, name string, at time.Time) (row, error) {
+	return s.readIn(ctx, s.client.Single().WithTimestampBound(spanner.ReadTimestamp(at)), name)
+}
+
+// readIn reads the row in the single-use read-only transaction ro, and
+// closes it.
+func (s *spannerStore) readIn(ctx context.Context, ro *spanner.ReadOnlyTransaction, name string) (row, error) {
 	s.stats.reads.Add(1)
-	ro := s.client.Single()
 	defer ro.Close()
 	cols := rowColumns
 	if s.versioned {

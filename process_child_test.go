@@ -57,6 +57,7 @@ func runContender(js string) int {
 	out.emit(procEvent{Kind: "ready"})
 	roles := map[string]func(context.Context, *spanner.Client, procSpec, *eventWriter) error{
 		"counter": runCounter, "storm": runStorm, "interactive": runInteractive,
+		"candidate": runCandidate, "observer": runObserver,
 	}
 	role := roles[spec.Role]
 	if role == nil {
@@ -83,7 +84,14 @@ func openContenderClient(ctx context.Context, db string) (*spanner.Client, error
 
 // options are the Lock options of spec, with owner as the owner identity.
 func (s procSpec) options(owner string) []Option {
-	opts := []Option{WithOwner(owner), WithJitter(s.Jitter)}
+	return append(s.shared(), WithOwner(owner))
+}
+
+// shared are the options of spec but the owner (which an Election's
+// candidate does not take), logging to a file named for spec.ID.
+func (s procSpec) shared() []Option {
+	owner := s.ID
+	opts := []Option{WithJitter(s.Jitter)}
 	if s.scope != nil {
 		opts = append(opts, WithScope(s.scope))
 	}
@@ -167,19 +175,20 @@ func errClass(err error) string {
 	return "other"
 }
 
-// runInteractive runs one Lock, driven by commands read from stdin, one a
-// line, until "exit" or the end of stdin:
+// runInteractive runs one Lock (or, with spec.Election, one candidate of
+// an Election), driven by commands read from stdin, one a line, until
+// "exit" or the end of stdin:
 //
-//	lock [DURATION]  Lock, with that ctx timeout (default 2m)
-//	trylock          TryLock
-//	unlock           Unlock
+//	lock [DURATION]  Lock (Campaign), with that ctx timeout (default 2m)
+//	trylock          TryLock (a Lock only)
+//	unlock           Unlock (Resign)
 //	guard            a guarded write to History (guardedWrite) with the lease
 //	hold DURATION    keep the lease that long (renewing), or until it is lost
 //
 // Each command writes one event of its name; a lease that is lost writes a
 // "lost" event when its Done closes.
 func runInteractive(ctx context.Context, client *spanner.Client, spec procSpec, out *eventWriter) error {
-	l, err := NewLock(client, spec.Lock, spec.options(spec.ID)...)
+	h, err := newHolder(client, spec)
 	if err != nil {
 		return err
 	}
@@ -196,31 +205,86 @@ func runInteractive(ctx context.Context, client *spanner.Client, spec procSpec, 
 				return fmt.Errorf("command %q: %w", sc.Text(), err)
 			}
 		}
-		if lease, err = interactiveCommand(ctx, client, l, lease, cmd, d, call, out); err != nil {
+		if lease, err = interactiveCommand(ctx, client, h, lease, cmd, d, call, out); err != nil {
 			return err
 		}
 	}
 	return sc.Err()
 }
 
+// contended is what an interactive contender holds: a Lock, or a
+// candidate's leadership.
+type contended interface {
+	acquire(ctx context.Context, try bool) (*Lease, error)
+	release(ctx context.Context) error
+	reads() int64
+	wakeUps() int64
+}
+
+// newHolder makes spec's Lock, or its Election candidate.
+func newHolder(client *spanner.Client, spec procSpec) (contended, error) {
+	if !spec.Election {
+		l, err := NewLock(client, spec.Lock, spec.options(spec.ID)...)
+		return lockHolder{l}, err
+	}
+	e, err := NewElection(client, spec.Lock, spec.shared()...)
+	return &candidate{e: e, value: spec.ID}, err
+}
+
+type lockHolder struct{ l *Lock }
+
+func (h lockHolder) acquire(ctx context.Context, try bool) (*Lease, error) {
+	if try {
+		return h.l.TryLock(ctx)
+	}
+	return h.l.Lock(ctx)
+}
+func (h lockHolder) release(ctx context.Context) error { return h.l.Unlock(ctx) }
+func (h lockHolder) reads() int64                      { return h.l.Stats().Reads }
+func (h lockHolder) wakeUps() int64                    { return h.l.scope.Stats().WakeUpsReceived }
+
+// candidate campaigns for spec.Lock's election with value.
+type candidate struct {
+	e     *Election
+	value string
+	ld    *Leadership
+}
+
+func (c *candidate) acquire(ctx context.Context, try bool) (*Lease, error) {
+	if try {
+		return nil, errors.New("an election has no TryLock")
+	}
+	ld, err := c.e.Campaign(ctx, c.value)
+	if err != nil {
+		return nil, err
+	}
+	c.ld = ld
+	return ld.Lease(), nil
+}
+
+func (c *candidate) release(ctx context.Context) error {
+	if c.ld == nil {
+		return errors.New("resign without a leadership")
+	}
+	return c.ld.Resign(ctx)
+}
+func (c *candidate) reads() int64   { return c.e.sp.stats.snapshot().Reads }
+func (c *candidate) wakeUps() int64 { return c.e.scope.Stats().WakeUpsReceived }
+
 // interactiveCommand runs one command of runInteractive (with its duration
 // argument d, or 0) on l, which holds lease (nil if none), writes its
 // event, and returns the lease held afterwards. Only an unknown command is
 // an error: a call's error is recorded in its event.
-func interactiveCommand(ctx context.Context, client *spanner.Client, l *Lock, lease *Lease, cmd string, d time.Duration, call int, out *eventWriter) (*Lease, error) {
+func interactiveCommand(ctx context.Context, client *spanner.Client, h contended, lease *Lease, cmd string, d time.Duration, call int, out *eventWriter) (*Lease, error) {
 	start := time.Now()
 	switch cmd {
 	case "lock", "trylock":
 		lctx, cancel := context.WithTimeout(ctx, cmp.Or(d, 2*time.Minute))
 		defer cancel()
 		var err error
-		if cmd == "lock" {
-			lease, err = l.Lock(lctx)
-		} else {
-			lease, err = l.TryLock(lctx)
-		}
+		lease, err = h.acquire(lctx, cmd == "trylock")
 		e := leaseEvent(cmd, call, lease, start, err)
-		e.Reads, e.WakeUps = l.Stats().Reads, l.scope.Stats().WakeUpsReceived
+		e.Reads, e.WakeUps = h.reads(), h.wakeUps()
 		out.emit(e)
 		if lease != nil {
 			go reportLoss(lease, call, out)
@@ -228,7 +292,7 @@ func interactiveCommand(ctx context.Context, client *spanner.Client, l *Lock, le
 	case "unlock":
 		uctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
-		out.emit(leaseEvent(cmd, call, lease, start, l.Unlock(uctx)))
+		out.emit(leaseEvent(cmd, call, lease, start, h.release(uctx)))
 		lease = nil
 	case "guard":
 		gctx, cancel := context.WithTimeout(ctx, 30*time.Second)

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"math/rand/v2"
 	"os"
@@ -111,6 +112,82 @@ func runStorm(ctx context.Context, client *spanner.Client, spec procSpec, out *e
 		err = l.Unlock(uctx)
 		cancel()
 		out.emit(leaseEvent("unlock", call, lease, start, err))
+	}
+	return nil
+}
+
+// runCandidate campaigns spec.Count times in the election spec.Lock, with
+// spec.ID as value. Each term it makes a guarded write (History), holds
+// leadership for spec.Duration, makes a second guarded write, and resigns;
+// it writes a "lock" event when it leads and an "unlock" event when Resign
+// returns. Any error ends the role.
+func runCandidate(ctx context.Context, client *spanner.Client, spec procSpec, out *eventWriter) error {
+	e, err := NewElection(client, spec.Lock, spec.shared()...)
+	if err != nil {
+		return err
+	}
+	for call := 1; call <= spec.Count; call++ {
+		start := time.Now()
+		ld, err := e.Campaign(ctx, spec.ID)
+		out.emit(leaseEvent("lock", call, leaseOf(ld), start, err))
+		if err != nil {
+			return err
+		}
+		if err := leaderTerm(ctx, client, ld, spec.Duration); err != nil {
+			return err
+		}
+		start = time.Now()
+		err = ld.Resign(ctx)
+		out.emit(leaseEvent("unlock", call, ld.Lease(), start, err))
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// leaseOf is ld's lease, nil if ld is.
+func leaseOf(ld *Leadership) *Lease {
+	if ld == nil {
+		return nil
+	}
+	return ld.Lease()
+}
+
+// leaderTerm is a leader's work: two guarded writes, hold apart.
+func leaderTerm(ctx context.Context, client *spanner.Client, ld *Leadership, hold time.Duration) error {
+	if err := guardedWrite(ctx, client, ld.Lease()); err != nil {
+		return fmt.Errorf("token %d: first guarded write: %w", ld.Token(), err)
+	}
+	t := time.NewTimer(hold)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ld.Done():
+		return fmt.Errorf("token %d: leadership ended while leading: %w", ld.Token(), ld.Err())
+	}
+	if err := guardedWrite(ctx, client, ld.Lease()); err != nil {
+		return fmt.Errorf("token %d: second guarded write: %w", ld.Token(), err)
+	}
+	return nil
+}
+
+// runObserver observes the election spec.Lock and writes an "observed"
+// event (Owner: the leader's value, Token, AcquiredAt: the term's start) for
+// every term reported, until its stdin closes or says "exit".
+func runObserver(ctx context.Context, client *spanner.Client, spec procSpec, out *eventWriter) error {
+	e, err := NewElection(client, spec.Lock, spec.shared()...)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		_, _ = io.Copy(io.Discard, os.Stdin) // until the test closes stdin or kills us
+		cancel()
+	}()
+	for info := range e.Observe(ctx) {
+		out.emit(procEvent{Kind: "observed", Owner: info.Value, Token: info.Token, AcquiredAt: info.Since})
 	}
 	return nil
 }

@@ -47,6 +47,9 @@ type procSpec struct {
 	// Listen makes the process's Locks share one Scope that listens for
 	// wake-ups (ListenScope on 127.0.0.1:0).
 	Listen bool
+	// Election makes an interactive or candidate process campaign in the
+	// election named Lock, with its ID as value, instead of locking.
+	Election bool
 	// scope is that Scope, in the contender process.
 	scope *Scope
 }

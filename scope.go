@@ -10,19 +10,17 @@ import (
 // different Scopes behave exactly as contenders in different processes,
 // whether or not they share an address space or a *spanner.Client.
 //
-// Sharing saves Spanner work and time, never correctness: every decision on
-// ownership is still taken in a read-write transaction with Spanner's clock.
-// Within a Scope, one read-write transaction on a lock runs at a time (they
-// would abort each other), waiters that join the same lock together are
-// inserted in one commit, a contender that arrives while another of its
-// Scope acquires or holds the lock queues at once, and an Unlock wakes the
-// waiter of its Scope it hands the lock to instead of letting it poll.
+// Sharing saves Spanner work and time, never decides ownership: every
+// decision on ownership is still taken in a read-write transaction on
+// Spanner's clock. What is shared (a gate, group commits of joins, the
+// process's view of who holds a lock, wake-ups) is in doc/design.md,
+// section 12.11.
 //
 // Give every Lock of a process the same Scope (one per process is the usual
 // choice: NewScope in main, passed with WithScope). A Lock made without
 // WithScope gets a Scope of its own. A Scope's zero value is not usable; it
-// is safe for concurrent use and needs no closing: it holds state only while
-// calls of its Locks are under way.
+// is safe for concurrent use and needs no closing unless made by
+// ListenScope: it holds state only while calls of its Locks are under way.
 type Scope struct {
 	mu       sync.Mutex
 	locks    map[localKey]*localLock

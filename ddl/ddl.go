@@ -1,9 +1,25 @@
-// Package ddl holds the Cloud Spanner schema that spanmutex needs, as the .sql
-// files it was written in, embedded into the binary.
+// Package ddl holds the Cloud Spanner schema (GoogleSQL) that spanmutex and
+// its packages need, as the .sql files it was written in, embedded into the
+// binary, with the table names substituted.
 //
-// Apply it with your usual migration tool, with `spanmutex ddl | gcloud spanner
+//   - Statements returns everything package spanmutex needs: the mutex table
+//     (MutexTable: one row per Mutex or Lock name), its waiters' queue
+//     (QueueTable, named table+QueueSuffix) and the fence table (FenceTable),
+//     comments stripped. Schema returns the same with comments.
+//   - Upgrade returns the statements that bring a table made by an earlier
+//     spanmutex up to this schema; every added column is nullable, and rows
+//     written without it keep working.
+//   - MutexColumns and AddedMutexColumns say which columns and types the
+//     library checks for, so that a table made by other means can be checked.
+//   - RequestsStatements and RequestsRetention are package queue's table, its
+//     indexes and an optional row deletion policy; CaptureStatements and
+//     ChangeStream are its change-stream capture's checkpoint table and stream.
+//
+// Every function that takes a name validates it (ValidateTableName) and
+// returns an error rather than a statement with a bad name. Apply the
+// statements with your migration tool, with `spanmutex ddl | gcloud spanner
 // databases ddl update DB --instance=INST --ddl-file=/dev/stdin`, or in tests
-// with the emulator package, which applies it for you.
+// with package emulator, which applies them for you.
 package ddl
 
 import (

@@ -6,21 +6,28 @@
 // spanmutex:
 //
 //	func TestMain(m *testing.M) {
-//		emu, err := emulator.Start(context.Background())
-//		if err != nil {
-//			fmt.Fprintln(os.Stderr, err) // says how to install the emulator
-//			os.Exit(1)
-//		}
-//		code := m.Run()
-//		emu.Close()
-//		os.Exit(code)
+//		os.Exit(emulator.RunTests(m, func(e *emulator.Emulator) { emu = e }))
 //	}
 //
-// If SPANNER_EMULATOR_HOST is set, Start uses the emulator running there and
-// starts nothing (unless fault injection is asked for, which needs an emulator
-// of our own). The emulator runs one read-write transaction at a time and
-// aborts others; the Go client retries them, so contention tests work, with
-// more aborts than production Spanner would show.
+// The contract:
+//
+//   - Start starts an emulator, or attaches to the one at
+//     $SPANNER_EMULATOR_HOST (unless fault injection or WithBinary asks for
+//     one of its own), creates the instance and a database holding
+//     ddl.Statements plus WithDDL's statements, and opens a client. On error
+//     nothing is left running, and the error says how to install the
+//     emulator when no binary is found (ErrBinaryNotFound, FindBinary).
+//   - NewDatabase gives each test a fresh database with a unique name;
+//     UpdateDDL applies more schema to one.
+//   - Close stops what Start started, and only that; it may be called more
+//     than once.
+//   - RunTests is a TestMain body: with -short it starts nothing and the
+//     tests run without an emulator.
+//
+// The emulator runs one read-write transaction at a time and aborts the
+// others; the Go client retries them, so contention tests work, with more
+// aborts than production Spanner would show, and nothing measured on it
+// says anything about production latency or cost.
 package emulator
 
 import (

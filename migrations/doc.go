@@ -27,6 +27,12 @@
 // so the migrate CLI still reads and forces it. DDL files may hold several
 // statements separated by semicolons; comments are removed.
 //
+// DDL is sent through the DDL API, outside any transaction, so it is not
+// fenced by the lease: a migrator that loses the lock during a schema change
+// finishes that change, and a DDL file that fails half-way leaves the version
+// dirty (Up then returns a *DirtyError). The guarantees and their tests are
+// claim 20 of CORRECTNESS_DISCLAIMER.md in the spanmutex repository.
+//
 // The mutex table of spanmutex must exist in the database (spanmutex ddl);
 // it is not itself a migration, since the lock guards the migrations.
 //

@@ -44,9 +44,13 @@
 //     worker died, or lost its lease, after the work but before recording
 //     it): make handlers idempotent, or fence their writes with Job.Token.
 //
-// What it does not: strict FIFO across resources. A resource held by another
+// What it does not: strict FIFO across resources (a resource held by another
 // worker is skipped and handled later, and several workers hand out jobs in
-// parallel.
+// parallel); a timeout for a handler that never returns (its resource stays
+// held while its lease is renewed); exactly-once handling.
+//
+// These guarantees, their arguments and the tests that show them are claims
+// 17–19 of CORRECTNESS_DISCLAIMER.md in the spanmutex repository.
 //
 // Clocks: whether a claim is abandoned is decided by the lease, on Spanner's
 // clock (commit timestamps). The local clock only paces polling and the

@@ -72,5 +72,5 @@ func cmdHelp(ctx context.Context, s streams, args []string) int {
 			return c.run(ctx, s, []string{"--help"})
 		}
 	}
-	return reportUsage(s, &usageError{cmd: "help", msg: fmt.Sprintf("unknown subcommand %q; want one of run, lock, reset, status, ddl, emulator, demo, bench, torture, help", positional[0])})
+	return reportUsage(s, &usageError{cmd: "help", msg: fmt.Sprintf("unknown subcommand %q; want one of run, lock, lead, reset, status, ddl, emulator, demo, bench, torture, help", positional[0])})
 }

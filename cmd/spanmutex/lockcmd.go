@@ -6,8 +6,10 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/spanmutex/spanmutex"
 )
@@ -110,35 +112,57 @@ func holdLock(ctx context.Context, s streams, o *lockOptions, name string, comma
 		return reportError(s, err, exitError)
 	}
 	defer client.Close()
-	opts := []spanmutex.Option{spanmutex.WithTable(o.table), spanmutex.WithWatermark(o.watermark)}
-	if o.owner != "" {
-		opts = append(opts, spanmutex.WithOwner(o.owner))
-	}
-	if o.verbose {
-		opts = append(opts, spanmutex.WithLogger(slog.New(slog.NewTextHandler(s.stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))))
-	}
-	scopeOpts, closeScope, err := o.listen.scope()
+	opts, closeScope, err := o.libraryOptions(s, "lock")
 	if err != nil {
 		return reportUsage(s, &usageError{cmd: "lock", msg: err.Error()})
 	}
 	defer closeScope()
-	l, err := spanmutex.NewLock(client, name, append(opts, scopeOpts...)...)
+	if o.owner != "" {
+		opts = append(opts, spanmutex.WithOwner(o.owner))
+	}
+	l, err := spanmutex.NewLock(client, name, opts...)
 	if errors.Is(err, spanmutex.ErrInvalidConfig) {
 		return reportUsage(s, &usageError{cmd: "lock", msg: err.Error()})
 	}
 	if err != nil {
 		return reportError(s, err, exitError)
 	}
+	take := func(ctx context.Context) (*spanmutex.Lease, func(context.Context) error, error) {
+		lease, err := l.Lock(ctx)
+		return lease, l.Unlock, err
+	}
+	return holdWhile(ctx, s, o.grace, command, take, "the lock "+strconv.Quote(name))
+}
 
+// libraryOptions are the options of the shared flags, but the owner: the
+// table, the watermark, the logger, and the Scope (closed by closeScope).
+func (h *holdFlags) libraryOptions(s streams, cmd string) (opts []spanmutex.Option, closeScope func(), err error) {
+	opts = []spanmutex.Option{spanmutex.WithTable(h.table), spanmutex.WithWatermark(h.watermark)}
+	if h.verbose {
+		opts = append(opts, spanmutex.WithLogger(slog.New(slog.NewTextHandler(s.stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))))
+	}
+	scopeOpts, closeScope, err := h.listen.scope()
+	if err != nil {
+		return nil, nil, err
+	}
+	return append(opts, scopeOpts...), closeScope, nil
+}
+
+// holdWhile waits for take to give a lease (what, e.g. "the lock \"x\"",
+// names it in messages), runs COMMAND while it is held, stopping COMMAND
+// if it is lost, then releases it, and returns the exit status that "lock"
+// and "lead" document.
+func holdWhile(ctx context.Context, s streams, grace time.Duration, command []string,
+	take func(context.Context) (*spanmutex.Lease, func(context.Context) error, error), what string) int {
 	waitCtx, stopWait := context.WithCancel(ctx)
 	defer stopWait()
-	c := &child{argv: command, s: s, stopWait: stopWait, grace: o.grace}
+	c := &child{argv: command, s: s, stopWait: stopWait, grace: grace}
 	stopSignals := sync.OnceFunc(c.forwardSignals())
 	defer stopSignals()
-	lease, err := l.Lock(waitCtx)
+	lease, release, err := take(waitCtx)
 	if err != nil {
 		if sig := c.interruptedBy(); sig != nil {
-			fmt.Fprintf(s.stderr, "spanmutex: interrupted by %s while waiting for the lock %q; COMMAND did not run\n", signalName(sig), name)
+			fmt.Fprintf(s.stderr, "spanmutex: interrupted by %s while waiting for %s; COMMAND did not run\n", signalName(sig), what)
 			return exitError
 		}
 		return reportError(s, explainConnection(err), exitError)
@@ -161,18 +185,22 @@ func holdLock(ctx context.Context, s streams, o *lockOptions, name string, comma
 
 	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
 	defer cancel()
-	unlockErr := l.Unlock(uctx)
+	releaseErr := release(uctx)
+	return holdStatus(s, what, lease, lost, releaseErr, cmdErr)
+}
 
+// holdStatus reports how a hold of what ended, and returns the exit status.
+func holdStatus(s streams, what string, lease *spanmutex.Lease, lost, releaseErr, cmdErr error) int {
 	if lost != nil {
-		fmt.Fprintf(s.stderr, "spanmutex: the lock %q (token %d) was lost while COMMAND ran, so another holder may have run meanwhile; COMMAND was sent SIGTERM\n%s\n",
-			name, lease.Token(), errorLine(lost))
+		fmt.Fprintf(s.stderr, "spanmutex: %s (token %d) was lost while COMMAND ran, so another holder may have run meanwhile; COMMAND was sent SIGTERM\n%s\n",
+			what, lease.Token(), errorLine(lost))
 		return exitLeaseLost
 	}
-	if unlockErr != nil {
-		fmt.Fprintf(s.stderr, "spanmutex: COMMAND ended, but releasing the lock %q failed; waiters take it over after the watermark\n%s\n", name, errorLine(unlockErr))
+	if releaseErr != nil {
+		fmt.Fprintf(s.stderr, "spanmutex: COMMAND ended, but releasing %s failed; waiters take it over after the watermark\n%s\n", what, errorLine(releaseErr))
 	}
 	if cmdErr == nil {
-		if unlockErr != nil {
+		if releaseErr != nil {
 			return exitError
 		}
 		return exitOK

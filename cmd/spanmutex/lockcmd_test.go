@@ -12,22 +12,34 @@ import (
 	"time"
 )
 
-// TestLockExcludesProcesses: 8 "spanmutex lock" processes started at once
-// each run a COMMAND that appends a begin line, works, and appends an end
-// line to one file. Every COMMAND runs, each alone: the lines come in
-// begin/end pairs of one token, with tokens strictly increasing.
+// TestLockExcludesProcesses: 8 "spanmutex lock" processes started at once,
+// and 8 "spanmutex lead" processes, each run a COMMAND that appends a begin
+// line, works, and appends an end line to one file. Every COMMAND runs, each
+// alone: the lines come in begin/end pairs of one token, with tokens
+// strictly increasing; a leader's COMMAND sees its --value.
 func TestLockExcludesProcesses(t *testing.T) {
 	needEmulator(t)
 	t.Parallel()
+	for _, sub := range []string{"lock", "lead"} {
+		t.Run(sub, func(t *testing.T) { excludesProcesses(t, sub) })
+	}
+}
+
+// excludesProcesses is TestLockExcludesProcesses for subcommand sub.
+func excludesProcesses(t *testing.T, sub string) {
 	db, name := newDatabase(t), uniqueName(t)
 	file := filepath.Join(t.TempDir(), "log")
 	const n = 8
 	procs := make([]*process, n)
 	for i := range procs {
+		args := []string{sub, "--database", db}
+		if sub == "lead" {
+			args = append(args, "--value", fmt.Sprintf("v%d", i))
+		}
 		// The sleep is COMMAND's work, so that overlaps would show.
 		procs[i] = startProcess(t, []string{"FILE=" + file, fmt.Sprintf("ME=%d", i)},
-			"lock", "--database", db, name, "--", "sh", "-c",
-			`echo "begin $SPANMUTEX_TOKEN $ME" >> "$FILE"; sleep 0.2; echo "end $SPANMUTEX_TOKEN $ME" >> "$FILE"; exit $((ME % 3))`)
+			append(args, name, "--", "sh", "-c",
+				`echo "begin $SPANMUTEX_TOKEN $ME $SPANMUTEX_OWNER" >> "$FILE"; sleep 0.2; echo "end $SPANMUTEX_TOKEN $ME" >> "$FILE"; exit $((ME % 3))`)...)
 	}
 	for i, p := range procs {
 		if code := p.wait(t, 3*time.Minute); code != i%3 {
@@ -43,6 +55,9 @@ func TestLockExcludesProcesses(t *testing.T) {
 		b, e := strings.Fields(lines[i]), strings.Fields(lines[i+1])
 		if b[0] != "begin" || e[0] != "end" || b[1] != e[1] || b[2] != e[2] {
 			t.Fatalf("COMMANDs overlapped: lines %d-%d are %q, %q:\n%s", i, i+1, lines[i], lines[i+1], strings.Join(lines, "\n"))
+		}
+		if sub == "lead" && (len(b) < 4 || b[3] != "v"+b[2]) {
+			t.Errorf("line %q: a leader's COMMAND should see its --value v%s as SPANMUTEX_OWNER", lines[i], b[2])
 		}
 		token, err := strconv.ParseInt(b[1], 10, 64)
 		if err != nil || token <= last {

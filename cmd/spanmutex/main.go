@@ -31,6 +31,7 @@ func subcommands() []subcommand {
 	return []subcommand{
 		{"run", "run COMMAND as critical section NAME, at most once across all processes", cmdRun},
 		{"lock", "hold the reusable lock NAME while COMMAND runs, every time; waiters are served FIFO", cmdLock},
+		{"lead", "campaign in the election NAME and run COMMAND while this process leads", cmdLead},
 		{"reset", "re-arm NAME after it failed or gave up, so that the next run starts it (refuses a live holder)", cmdReset},
 		{"status", "show the mutex table: state, owner, token, attempts, age", cmdStatus},
 		{"ddl", "print the schema of the mutex table", cmdDDL},
@@ -48,7 +49,7 @@ func subcommands() []subcommand {
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	s := streams{stdout: stdout, stderr: stderr}
 	if len(args) == 0 {
-		return reportUsage(s, &usageError{msg: "no subcommand given; want one of run, lock, reset, status, ddl, emulator, demo, bench, torture, help"})
+		return reportUsage(s, &usageError{msg: "no subcommand given; want one of run, lock, lead, reset, status, ddl, emulator, demo, bench, torture, help"})
 	}
 	switch args[0] {
 	case "-h", "-help", "--help":
@@ -63,5 +64,5 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if strings.HasPrefix(args[0], "-") {
 		return reportUsage(s, &usageError{msg: fmt.Sprintf("unknown flag %s: flags go after the subcommand, as in 'spanmutex run --table T NAME -- COMMAND'", args[0])})
 	}
-	return reportUsage(s, &usageError{msg: fmt.Sprintf("unknown subcommand %q; want one of run, lock, reset, status, ddl, emulator, demo, bench, torture, help", args[0])})
+	return reportUsage(s, &usageError{msg: fmt.Sprintf("unknown subcommand %q; want one of run, lock, lead, reset, status, ddl, emulator, demo, bench, torture, help", args[0])})
 }

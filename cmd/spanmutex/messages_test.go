@@ -19,6 +19,7 @@ func TestMissingDashKeepsEveryArgument(t *testing.T) {
 		{[]string{"run", "nosep", "echo", "RAN"}, "want: spanmutex run [flags] nosep -- echo RAN\n"},
 		{[]string{"run", "nosep", "echo", "RAN", "a b", "it's"}, `want: spanmutex run [flags] nosep -- echo RAN 'a b' 'it'\''s'` + "\n"},
 		{[]string{"lock", "nosep", "printf", "%s x"}, "want: spanmutex lock [flags] nosep -- printf '%s x'\n"},
+		{[]string{"lead", "nosep", "./scheduler"}, "want: spanmutex lead [flags] nosep -- ./scheduler\n"},
 	} {
 		code, _, stderr := cli(t, tc.args...)
 		if code != exitUsage || !strings.Contains(stderr, tc.want) {

@@ -1,0 +1,145 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/spanmutex/spanmutex"
+)
+
+// leadHelp is the help of "spanmutex lead".
+var leadHelp = helpText{
+	usage: "spanmutex lead [flags] NAME -- COMMAND [ARGS...]",
+	about: `Campaigns in the election NAME and runs COMMAND while this process
+leads (like 'etcdctl elect'): one leader at a time across every process that
+campaigns for NAME against the same database and table. Candidates lead in
+the order they began to campaign; the leader's --value is what
+'spanmutex status' shows as NAME's owner and what Election.Leader returns.
+
+While COMMAND runs, leadership is renewed. A leader that stops renewing (it
+crashed, froze, or lost its connection) for --watermark, by Spanner's clock,
+is replaced by the next candidate, with a higher fencing token. If this
+process finds that it lost leadership while COMMAND runs, it sends COMMAND
+SIGTERM (and SIGKILL after --grace), says so, and exits 76: run it under a
+supervisor that starts it again, and it campaigns again. When COMMAND
+exits, this process resigns, and the next candidate leads at once.
+
+COMMAND runs with stdin, stdout and stderr inherited, and with these
+environment variables added:
+  SPANMUTEX_NAME   NAME
+  SPANMUTEX_TOKEN  the fencing token of this term: pass it with every write
+                   COMMAND makes, so that writes of a replaced leader can be
+                   rejected
+  SPANMUTEX_OWNER  this leader's --value
+SIGINT and SIGTERM received while COMMAND runs are forwarded to it (and
+COMMAND is killed if it has not exited --grace later); received while
+campaigning, they stop the campaign.
+
+Flags go before NAME or between NAME and "--".`,
+	after: `Exit status:
+  N    COMMAND's own exit status (0 when it succeeded; 128+signal if a signal
+       killed it; 127 if it was not found, 126 if it could not be started)
+  76   leadership was lost while COMMAND ran: COMMAND was sent SIGTERM, and
+       another leader may have run meanwhile
+  2    usage error
+  1    any other error, stated on stderr; among them: interrupted while
+       campaigning (COMMAND did not run)
+
+Environment:
+  SPANMUTEX_DATABASE     default for --database
+  SPANNER_EMULATOR_HOST  connect to the Cloud Spanner emulator at host:port
+
+Examples:
+  spanmutex lead --value "$(hostname):8080" scheduler -- ./scheduler
+  spanmutex lead --watermark 10s sweeper -- ./sweep.sh "$SPANMUTEX_TOKEN"`,
+}
+
+// leadOptions are the flags of "spanmutex lead".
+type leadOptions struct {
+	holdFlags
+	value string
+}
+
+// leadFlags defines the flags of "spanmutex lead" on a new flag set.
+func leadFlags() (*flag.FlagSet, *leadOptions) {
+	o := &leadOptions{}
+	fs := newFlagSet("lead")
+	o.register(fs,
+		"after forwarding a signal to COMMAND, or sending it SIGTERM because leadership was lost, kill it (SIGKILL) if it has not exited this long later; 0: never",
+		"log the election's decisions to stderr")
+	fs.StringVar(&o.value, "value", "", "what this process publishes while it leads, e.g. its address (default host:pid)")
+	return fs, o
+}
+
+// cmdLead is "spanmutex lead [flags] NAME -- COMMAND [ARGS...]".
+func cmdLead(ctx context.Context, s streams, args []string) int {
+	fs, o := leadFlags()
+	flagArgs, command, hasDash := splitCommand(args)
+	positional, code, done := parseFlags(s, "lead", fs, leadHelp, flagArgs)
+	if done {
+		return code
+	}
+	name, err := checkRunArgs(positional, command, hasDash)
+	var ue *usageError
+	if errors.As(err, &ue) {
+		ue.cmd = "lead"
+		ue.msg = strings.ReplaceAll(ue.msg, "spanmutex run", "spanmutex lead")
+	}
+	if err == nil {
+		o.database, err = resolveDatabase("lead", fs, o.database)
+	}
+	if err == nil {
+		err = o.validate("lead")
+	}
+	if err == nil && o.owner != "" {
+		err = usagef("lead", "--owner does not apply: a candidate is recorded under its --value")
+	}
+	if err == nil && o.value != "" {
+		if verr := validateOwner(o.value); verr != nil {
+			err = usagef("lead", "--value: %v", verr)
+		}
+	}
+	if err != nil {
+		return reportError(s, err, exitError)
+	}
+	if o.value == "" {
+		host, _ := os.Hostname()
+		o.value = host + ":" + strconv.Itoa(os.Getpid())
+	}
+	return lead(ctx, s, o, name, command)
+}
+
+// lead campaigns, runs COMMAND while leading, resigns, and returns the exit
+// status that "spanmutex lead" documents.
+func lead(ctx context.Context, s streams, o *leadOptions, name string, command []string) int {
+	client, err := openClientWithin(ctx, o.database, o.connect)
+	if err != nil {
+		return reportError(s, err, exitError)
+	}
+	defer client.Close()
+	opts, closeScope, err := o.libraryOptions(s, "lead")
+	if err != nil {
+		return reportUsage(s, &usageError{cmd: "lead", msg: err.Error()})
+	}
+	defer closeScope()
+	e, err := spanmutex.NewElection(client, name, opts...)
+	if errors.Is(err, spanmutex.ErrInvalidConfig) {
+		return reportUsage(s, &usageError{cmd: "lead", msg: err.Error()})
+	}
+	if err != nil {
+		return reportError(s, err, exitError)
+	}
+	campaign := func(ctx context.Context) (*spanmutex.Lease, func(context.Context) error, error) {
+		ld, err := e.Campaign(ctx, o.value)
+		if err != nil {
+			return nil, nil, err
+		}
+		return ld.Lease(), ld.Resign, nil
+	}
+	return holdWhile(ctx, s, o.grace, command, campaign, fmt.Sprintf("leadership of %q", name))
+}

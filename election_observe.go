@@ -1,0 +1,173 @@
+package spanmutex
+
+import (
+	"context"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+)
+
+// Observe reports the election's leadership terms, in the order they began,
+// each once, on the returned channel, until ctx ends; then it closes the
+// channel. Observe reads the row once before it returns: the first report is
+// the term under way then, if any, and every term that begins later is
+// reported. Any instance may observe, candidate or not.
+//
+// Every term is reported, however short: Observe reads the row every 100 ms
+// (by key, a single-use read), and when the token has moved on by more than
+// one since the last read, it finds the terms in between by reading the row
+// as it was at earlier Spanner timestamps. That history is kept for an
+// hour (Spanner's default version retention); a term that began longer ago
+// than that before Observe could look is skipped, which shows as a gap in
+// the tokens. A term is reported when it is seen held, even if its leader
+// has since stopped renewing: use Leader to ask whether a leader is alive
+// now. Reports wait for the receiver: nothing is dropped, and reading falls
+// behind while the channel is not drained. Failed reads are retried with
+// the Election's backoff; they delay reports, never skip them.
+func (e *Election) Observe(ctx context.Context) <-chan LeaderInfo {
+	out := make(chan LeaderInfo)
+	if ctx == nil {
+		close(out)
+		return out
+	}
+	o := &observer{e: e, out: out, last: -1}
+	first, err := e.sp.read(ctx, e.name) // the starting point; if it fails, run reads again
+	go func() {
+		defer close(out)
+		if err == nil {
+			if err := o.seen(ctx, first); err != nil {
+				return // ctx ended
+			}
+		}
+		o.run(ctx)
+	}()
+	return out
+}
+
+// observer is the state of one Observe call: the highest token reported
+// and the Spanner time at which the row was last read with it.
+type observer struct {
+	e      *Election
+	out    chan<- LeaderInfo
+	last   int64     // the highest token reported or passed over; -1 before the first read
+	lastAt time.Time // the Spanner time of the read that set last
+}
+
+// run polls until ctx ends.
+func (o *observer) run(ctx context.Context) {
+	b := backoff.WithContext(o.e.cfg.newBackOff(), ctx)
+	next := o.e.observeEvery
+	if o.last < 0 {
+		next = 0 // Observe's first read failed
+	}
+	for {
+		t := time.NewTimer(next)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		if err := o.poll(ctx); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			o.e.cfg.logger.Warn("observe: reading the election failed; retrying", "err", err)
+			next = b.NextBackOff()
+			continue
+		}
+		b.Reset()
+		next = o.e.observeEvery
+	}
+}
+
+// poll reads the row now, reports the terms that began since the last
+// read, and moves last on.
+func (o *observer) poll(ctx context.Context) error {
+	r, err := o.e.sp.read(ctx, o.e.name)
+	if err != nil {
+		return err
+	}
+	switch {
+	case o.last < 0 || r.Token < o.last: // the first read, or the row was deleted and begun anew
+		o.last = -1
+	case r.Token > o.last:
+		// Terms o.last+1 .. r.Token-1 began in (lastAt, r.Now]; so did
+		// r.Token's, if it is no longer held.
+		upTo := r.Token
+		if r.State != StateStarted {
+			upTo++
+		}
+		if err := o.fill(ctx, o.lastAt, r.Now, o.last, upTo); err != nil {
+			return err
+		}
+	}
+	return o.seen(ctx, r)
+}
+
+// seen reports the term r shows held, if any, and moves last on to r.
+func (o *observer) seen(ctx context.Context, r row) error {
+	if o.last < 0 {
+		o.last = r.Token
+		if r.State == StateStarted {
+			o.last = r.Token - 1
+		}
+	}
+	if r.State == StateStarted {
+		if err := o.report(ctx, r, r.Now); err != nil {
+			return err
+		}
+	}
+	o.last, o.lastAt = max(o.last, r.Token), r.Now
+	return nil
+}
+
+// fill reports, in token order, the terms with tokens in (a, b) seen held in
+// the Spanner time interval (lo, hi], by reading the row at the interval's
+// middle and recursing into its halves. Tokens only grow with time, so the
+// terms below the middle's token lie in the lower half, those above it in
+// the upper half. It ends when no token is left between a and b, or the
+// interval is a microsecond (Spanner's timestamp resolution) or less.
+func (o *observer) fill(ctx context.Context, lo, hi time.Time, a, b int64) error {
+	if b-a <= 1 || hi.Sub(lo) <= time.Microsecond {
+		return nil
+	}
+	mid := lo.Add(hi.Sub(lo) / 2)
+	r, err := o.e.sp.readAt(ctx, o.e.name, mid)
+	if err != nil {
+		return err
+	}
+	switch {
+	case r.Token <= a:
+		return o.fill(ctx, mid, hi, a, b)
+	case r.Token >= b:
+		return o.fill(ctx, lo, mid, a, b)
+	case r.State == StateStarted:
+		if err := o.fill(ctx, lo, mid, a, r.Token); err != nil {
+			return err
+		}
+		if err := o.report(ctx, r, mid); err != nil {
+			return err
+		}
+	default: // r.Token's term ended by mid: it is in the lower half
+		if err := o.fill(ctx, lo, mid, a, r.Token+1); err != nil {
+			return err
+		}
+	}
+	return o.fill(ctx, mid, hi, r.Token, b)
+}
+
+// report sends the term r shows held at Spanner time at, unless a term at
+// least as recent was reported already, and moves last on to it.
+func (o *observer) report(ctx context.Context, r row, at time.Time) error {
+	if r.Token <= o.last {
+		return nil
+	}
+	select {
+	case o.out <- termOf(r):
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	o.last, o.lastAt = r.Token, at
+	return nil
+}
