@@ -45,8 +45,9 @@ func TestNewElectionRejects(t *testing.T) {
 // once (by hand-off, with a higher token) and ends the old term's context
 // with ErrResigned; a Campaign while leading, or with a bad value, is
 // refused; once nobody leads, Leader says so.
-func TestElectionLeaderAndResign(t *testing.T) {
-	db := freshDatabase(t)
+func TestElectionLeaderAndResign(t *testing.T) { eachDialect(t, testElectionLeaderAndResign) }
+
+func testElectionLeaderAndResign(t *testing.T, db string) {
 	ctx := context.Background()
 	a, b := newTestElection(t, db, "lead"), newTestElection(t, db, "lead")
 	_, err := a.Leader(ctx)
@@ -99,7 +100,10 @@ func TestElectionLeaderAndResign(t *testing.T) {
 // history: an observer that reads only now and then still reports every
 // term, once, in order, with its value.
 func TestElectionObserveFindsShortTerms(t *testing.T) {
-	db := freshDatabase(t)
+	eachDialect(t, testElectionObserveFindsShortTerms)
+}
+
+func testElectionObserveFindsShortTerms(t *testing.T, db string) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	watcher := newTestElection(t, db, "short")
