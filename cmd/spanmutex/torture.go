@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/spanmutex/spanmutex"
+	"github.com/spanmutex/spanmutex/ddl"
 	"github.com/spanmutex/spanmutex/emulator"
 	"github.com/spanmutex/spanmutex/internal/history"
 )
@@ -108,6 +109,7 @@ type tortureOptions struct {
 	history      string
 	checkTimeout time.Duration
 	progress     time.Duration
+	dialect      string // of the emulator's database: googlesql or postgresql
 }
 
 // tortureFlags defines the flags of "spanmutex torture" on a new flag set.
@@ -124,6 +126,7 @@ func tortureFlags() (*flag.FlagSet, *tortureOptions) {
 	fs.StringVar(&o.history, "history", "", "also write the recorded history to this file, as JSON lines (it is written to a temporary file anyway on a violation)")
 	fs.DurationVar(&o.checkTimeout, "check-timeout", 5*time.Minute, "bound on the linearizability check of each name")
 	fs.DurationVar(&o.progress, "progress", 30*time.Second, "print a progress line this often (0: never)")
+	fs.StringVar(&o.dialect, "dialect", ddl.GoogleSQL.String(), "the SQL dialect of the emulator's database: googlesql or postgresql")
 	return fs, o
 }
 
@@ -134,6 +137,9 @@ func (o *tortureOptions) validate() error {
 		return usagef("torture", "--faults %q: %v", o.faultList, err)
 	}
 	o.faults = faults
+	if _, err := ddl.ParseDialect(o.dialect); err != nil {
+		return usagef("torture", "--dialect: %v", err)
+	}
 	switch {
 	case o.duration <= 0:
 		return usagef("torture", "--duration %v: must be positive", o.duration)
@@ -252,7 +258,11 @@ type tortureClient struct {
 // lock_process_test.go runs Locks in real separate processes.
 func (t *torture) connect(ctx context.Context) (func(), error) {
 	o := t.opts
-	eopts := []emulator.Option{emulator.WithDDL(history.WritesDDL(tortureWrites))}
+	d, err := ddl.ParseDialect(o.dialect) // validated with the flags
+	if err != nil {
+		return nil, err
+	}
+	eopts := []emulator.Option{emulator.WithDialect(d), emulator.WithDDL(history.WritesDDLIn(d, tortureWrites))}
 	if o.has(faultAbort) {
 		eopts = append(eopts, emulator.WithFaultInjection())
 	}
@@ -287,7 +297,7 @@ func (t *torture) connect(ctx context.Context) (func(), error) {
 			return nil, err
 		}
 	}
-	t.out.printf("Created database %s; opened %d clients, each with a Spanner client and a Scope of its own.\n", emu.Database(), len(t.clients))
+	t.out.printf("Created database %s (%s); opened %d clients, each with a Spanner client and a Scope of its own.\n", emu.Database(), emu.Dialect(), len(t.clients))
 	if o.has(faultMismatched) {
 		t.out.printf("Declared leases: %s.\n", t.leases())
 	}

@@ -13,18 +13,26 @@ import (
 // TestTorture runs a short torture in-process, on an emulator of its own
 // with every fault on: it exits 0 and reports what it did, each check, and
 // no violation.
+// TestTorture runs the full torture, every fault, on a database of each
+// dialect.
 func TestTorture(t *testing.T) {
+	for _, dialect := range []string{"googlesql", "postgresql"} {
+		t.Run(dialect, func(t *testing.T) { tortureAllFaults(t, dialect) })
+	}
+}
+
+func tortureAllFaults(t *testing.T, dialect string) {
 	needBinary(t)
 	tortureNoLeak(t)
 	t.Setenv(emulatorHostEnv, "")
-	code, stdout, stderr := cli(t, "torture", "--duration", "10s", "--clients", "4", "--progress", "5s")
+	code, stdout, stderr := cli(t, "torture", "--duration", "10s", "--clients", "4", "--progress", "5s", "--dialect", dialect)
 	if code != exitOK {
 		t.Fatalf("torture exited %d; stdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
 	for _, want := range []string{
 		"spanmutex torture: 4 clients for 10s, faults abort,unavailable,drop-commit,delay,pause,impatient,mismatched",
 		"with --enable_fault_injection",
-		"each with a Spanner client and a Scope of its own",
+		"(" + dialect + "); opened 4 clients, each with a Spanner client and a Scope of its own",
 		"Declared leases: c1 2s, c2 666.666666ms, c3 2s, c4 6s.",
 		"Operations: ",
 		"  acquire ",
@@ -164,6 +172,7 @@ func TestTortureUsageErrors(t *testing.T) {
 		{[]string{"--watermark", "10ms"}, "--watermark 10ms"},
 		{[]string{"--locks", "0"}, "--locks 0"},
 		{[]string{"--check-timeout", "0"}, "--check-timeout 0s"},
+		{[]string{"--dialect", "mysql"}, `--dialect: ddl: unknown dialect "mysql"`},
 		{[]string{"now"}, `unexpected argument "now"`},
 		{[]string{"--frob"}, "flag provided but not defined: -frob"},
 	}

@@ -10,6 +10,7 @@ import (
 	"cloud.google.com/go/spanner"
 
 	"github.com/spanmutex/spanmutex"
+	"github.com/spanmutex/spanmutex/ddl"
 )
 
 // WritesDDL returns the CREATE TABLE statement of a table of guarded writes
@@ -19,6 +20,16 @@ import (
 func WritesDDL(table string) string {
 	return fmt.Sprintf("CREATE TABLE %s (Resource STRING(64) NOT NULL, Token INT64 NOT NULL, Writer STRING(64), "+
 		"CommittedAt TIMESTAMP OPTIONS (allow_commit_timestamp=true)) PRIMARY KEY (Resource, Token, Writer)", table)
+}
+
+// WritesDDLIn is WritesDDL in dialect d: in PostgreSQL, with quoted
+// identifiers that keep the same names.
+func WritesDDLIn(d ddl.Dialect, table string) string {
+	if d != ddl.PostgreSQL {
+		return WritesDDL(table)
+	}
+	return fmt.Sprintf(`CREATE TABLE "%s" ("Resource" varchar(64) NOT NULL, "Token" bigint NOT NULL, "Writer" varchar(64) NOT NULL, `+
+		`"CommittedAt" spanner.commit_timestamp, PRIMARY KEY ("Resource", "Token", "Writer"))`, table)
 }
 
 // Guard is what a guarded write checks inside its transaction before it
@@ -194,8 +205,8 @@ func (c *Client) Write(ctx context.Context, lease *spanmutex.Lease, resource str
 // and the Locks in ops. Call it after every client has stopped.
 func ReadBack(ctx context.Context, client *spanner.Client, writesTable, mutexTable string, ops []Op) (*Readback, error) {
 	rb := &Readback{Writes: map[string]WrittenRow{}, Rows: map[string]FinalRow{}, Locks: map[string]FinalRow{}}
-	stmt := spanner.Statement{SQL: fmt.Sprintf("SELECT Writer, Resource, Token, CommittedAt FROM `%s`", writesTable)}
-	err := client.Single().Query(ctx, stmt).Do(func(r *spanner.Row) error {
+	// A key read of every row: the same in both dialects.
+	err := client.Single().Read(ctx, writesTable, spanner.AllKeys(), []string{"Writer", "Resource", "Token", "CommittedAt"}).Do(func(r *spanner.Row) error {
 		var id spanner.NullString
 		var w WrittenRow
 		if err := r.Columns(&id, &w.Resource, &w.Token, &w.Commit); err != nil {
