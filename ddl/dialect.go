@@ -229,3 +229,36 @@ func (d Dialect) RequestsRetention(table string, days int) (string, error) {
 	}
 	return fmt.Sprintf(`ALTER TABLE "%s" ADD TTL INTERVAL '%d days' ON "ExpiresFrom"`, table, days), nil
 }
+
+//go:embed capture.pg.sql
+var capturePG string
+
+// CaptureTable is the package-level CaptureTable, in d.
+func (d Dialect) CaptureTable(table string) (string, error) {
+	if d != PostgreSQL {
+		return CaptureTable(table)
+	}
+	if err := ValidateTableName(table); err != nil {
+		return "", err
+	}
+	return renamePG(capturePG, DefaultCaptureTable, table), nil
+}
+
+// CaptureStatements is the package-level CaptureStatements, in d.
+func (d Dialect) CaptureStatements(table string) ([]string, error) {
+	stmt, err := d.CaptureTable(table)
+	if err != nil {
+		return nil, err
+	}
+	return []string{stripComments(stmt)}, nil
+}
+
+// ChangeStream is the package-level ChangeStream, in d (in PostgreSQL, with
+// the names quoted: CREATE CHANGE STREAM "S" FOR "T1", "T2").
+func (d Dialect) ChangeStream(stream string, tables ...string) (string, error) {
+	stmt, err := ChangeStream(stream, tables...)
+	if err != nil || d != PostgreSQL {
+		return stmt, err
+	}
+	return `CREATE CHANGE STREAM "` + stream + `" FOR "` + strings.Join(tables, `", "`) + `"`, nil
+}

@@ -188,9 +188,6 @@ func (q *Queue) NewCapture(client *spanner.Client, stream string, mapper Mapper,
 	if mapper == nil {
 		return nil, fmt.Errorf("%w: NewCapture: nil Mapper", ErrInvalidConfig)
 	}
-	if q.cfg.dialect != nil && *q.cfg.dialect == ddl.PostgreSQL {
-		return nil, fmt.Errorf("%w: NewCapture: %w", ErrInvalidConfig, &DialectError{Database: client.DatabaseName(), Stream: stream})
-	}
 	cfg := captureConfig{
 		table: ddl.DefaultCaptureTable, window: DefaultCaptureWindow, heartbeat: DefaultCaptureHeartbeat,
 		lease: DefaultCaptureLease, poll: DefaultCapturePoll, batch: DefaultCaptureBatch,
@@ -261,13 +258,6 @@ func (c *Capture) Run(ctx context.Context) error {
 	}
 	defer c.running.Store(false)
 
-	d, err := c.q.dialect.Get(ctx)
-	if err != nil {
-		return fmt.Errorf("queue: capture: %w", err)
-	}
-	if d == ddl.PostgreSQL {
-		return &DialectError{Database: c.client.DatabaseName(), Stream: c.stream}
-	}
 	if err := c.ensureRoot(ctx); err != nil {
 		return err
 	}

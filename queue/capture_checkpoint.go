@@ -95,9 +95,12 @@ func (c *Capture) ensureRoot(ctx context.Context) error {
 // spannerNow reads Spanner's clock (CURRENT_TIMESTAMP()).
 func (c *Capture) spannerNow(ctx context.Context) (time.Time, error) {
 	var now time.Time
-	row, err := c.client.Single().Query(ctx, spanner.Statement{SQL: "SELECT CURRENT_TIMESTAMP()"}).Next()
+	stmt, err := c.q.statement(ctx, "SELECT CURRENT_TIMESTAMP()", nil)
 	if err == nil {
-		err = row.Columns(&now)
+		var row *spanner.Row
+		if row, err = c.client.Single().Query(ctx, stmt).Next(); err == nil {
+			err = row.Columns(&now)
+		}
 	}
 	if err != nil {
 		return time.Time{}, fmt.Errorf("queue: capture %s: read Spanner's clock: %w", c.stream, err)
@@ -133,16 +136,17 @@ func normalizeParents(p []string) []string {
 // finished, every parent finished, and owned by nobody, by this instance, or
 // by an instance whose lease has expired by Spanner's clock.
 func (c *Capture) runnable(ctx context.Context) ([]capturePartition, error) {
-	stmt := spanner.Statement{
-		SQL: fmt.Sprintf(`SELECT c.PartitionToken, c.ParentTokens, c.StartTimestamp, c.ResumeTimestamp, c.Owner, c.LeasedAt,
-  (SELECT COUNT(*) FROM %[1]s p WHERE p.Stream = c.Stream AND p.PartitionToken IN UNNEST(c.ParentTokens) AND p.State = 'finished'),
-  CURRENT_TIMESTAMP()
-FROM %[1]s c WHERE c.Stream = @stream AND c.State != 'finished'
-ORDER BY c.StartTimestamp, c.PartitionToken`, c.cfg.table),
-		Params: map[string]any{"stream": c.stream},
+	stmt, err := c.q.statement(ctx, fmt.Sprintf("SELECT c.`PartitionToken`, c.`ParentTokens`, c.`StartTimestamp`, c.`ResumeTimestamp`, c.`Owner`, c.`LeasedAt`,\n"+
+		"  (SELECT COUNT(*) FROM `%[1]s` p WHERE p.`Stream` = c.`Stream` AND p.`PartitionToken` IN UNNEST(c.`ParentTokens`) AND p.`State` = 'finished'),\n"+
+		"  CURRENT_TIMESTAMP()\n"+
+		"FROM `%[1]s` c WHERE c.`Stream` = @stream AND c.`State` != 'finished'\n"+
+		"ORDER BY c.`StartTimestamp`, c.`PartitionToken`", c.cfg.table),
+		map[string]any{"stream": c.stream})
+	if err != nil {
+		return nil, err
 	}
 	var out []capturePartition
-	err := c.client.Single().Query(ctx, stmt).Do(func(row *spanner.Row) error {
+	err = c.client.Single().Query(ctx, stmt).Do(func(row *spanner.Row) error {
 		var (
 			p        capturePartition
 			owner    spanner.NullString
@@ -179,10 +183,11 @@ func (c *Capture) claim(ctx context.Context, token string) (capturePartition, bo
 	)
 	_, err := c.client.ReadWriteTransaction(ctx, func(ctx context.Context, txn *spanner.ReadWriteTransaction) error {
 		claimed = false
-		stmt := spanner.Statement{
-			SQL: fmt.Sprintf(`SELECT ParentTokens, StartTimestamp, ResumeTimestamp, State, Owner, LeasedAt, CURRENT_TIMESTAMP()
-FROM %s WHERE Stream = @stream AND PartitionToken = @token`, c.cfg.table),
-			Params: map[string]any{"stream": c.stream, "token": token},
+		stmt, err := c.q.statement(ctx, fmt.Sprintf("SELECT `ParentTokens`, `StartTimestamp`, `ResumeTimestamp`, `State`, `Owner`, `LeasedAt`, CURRENT_TIMESTAMP()\n"+
+			"FROM `%s` WHERE `Stream` = @stream AND `PartitionToken` = @token", c.cfg.table),
+			map[string]any{"stream": c.stream, "token": token})
+		if err != nil {
+			return err
 		}
 		row, err := txn.Query(ctx, stmt).Next()
 		if err != nil {
@@ -305,11 +310,12 @@ func (c *Capture) release(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	_, _ = c.client.ReadWriteTransaction(ctx, func(ctx context.Context, txn *spanner.ReadWriteTransaction) error {
-		_, err := txn.Update(ctx, spanner.Statement{
-			SQL: fmt.Sprintf("UPDATE %s SET Owner = NULL, UpdatedAt = PENDING_COMMIT_TIMESTAMP() WHERE Stream = @stream AND Owner = @owner AND State != 'finished'",
-				c.cfg.table),
-			Params: map[string]any{"stream": c.stream, "owner": c.cfg.owner},
-		})
+		stmt, err := c.q.statement(ctx, fmt.Sprintf("UPDATE `%s` SET `Owner` = NULL, `UpdatedAt` = PENDING_COMMIT_TIMESTAMP() WHERE `Stream` = @stream AND `Owner` = @owner AND `State` != 'finished'",
+			c.cfg.table), map[string]any{"stream": c.stream, "owner": c.cfg.owner})
+		if err != nil {
+			return err
+		}
+		_, err = txn.Update(ctx, stmt)
 		return err
 	})
 }

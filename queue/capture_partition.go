@@ -7,26 +7,44 @@ import (
 	"time"
 
 	"cloud.google.com/go/spanner"
+
+	"github.com/spanmutex/spanmutex/ddl"
 )
 
 // errPartitionEnded stops reading a partition's query at its child
 // partitions record.
 var errPartitionEnded = errors.New("queue: capture: partition ended")
 
-// query runs READ_<stream>(start, end, token, heartbeat) and hands each
-// record to fn, in the order Spanner returns them (commit order within a
-// partition). A nil end reads until the partition ends; a nil token is the
-// initial query.
+// readStreamSQL is the query of a change stream's partition in dialect d.
+// It is the one statement written in each dialect: a stream is read with a
+// different function in each (GoogleSQL's READ_<stream> returns STRUCTs,
+// PostgreSQL's spanner.read_json_<stream> returns one JSONB record per
+// row), and decodeChangeRecord takes either. The stream's name was
+// validated as an identifier by NewCapture.
+func readStreamSQL(d ddl.Dialect, stream string) string {
+	if d == ddl.PostgreSQL {
+		return fmt.Sprintf(`SELECT * FROM spanner."read_json_%s"($1, $2, $3, $4, NULL)`, stream)
+	}
+	return fmt.Sprintf("SELECT ChangeRecord FROM READ_%s(@start, @end, @token, @heartbeat)", stream)
+}
+
+// query reads the partition with readStreamSQL(start, end, token,
+// heartbeat) and hands each record to fn, in the order Spanner returns them
+// (commit order within a partition). A nil end reads until the partition
+// ends; a nil token is the initial query.
 func (c *Capture) query(ctx context.Context, start time.Time, end *time.Time, token *string, fn func(csRecord) error) error {
-	stmt := spanner.Statement{
-		// The stream's name was validated as an identifier by NewCapture.
-		SQL: fmt.Sprintf("SELECT ChangeRecord FROM READ_%s(@start, @end, @token, @heartbeat)", c.stream),
-		Params: map[string]any{
-			"start":     start,
-			"end":       spanner.NullTime{Valid: end != nil, Time: csDeref(end)},
-			"token":     spanner.NullString{Valid: token != nil, StringVal: csDeref(token)},
-			"heartbeat": c.cfg.heartbeat.Milliseconds(),
-		},
+	d, err := c.q.dialect.Get(ctx)
+	if err != nil {
+		return fmt.Errorf("queue: capture %s: %w", c.stream, err)
+	}
+	stmt := spanner.Statement{SQL: readStreamSQL(d, c.stream), Params: map[string]any{}}
+	params := []any{start, spanner.NullTime{Valid: end != nil, Time: csDeref(end)},
+		spanner.NullString{Valid: token != nil, StringVal: csDeref(token)}, c.cfg.heartbeat.Milliseconds()}
+	for i, name := range []string{"start", "end", "token", "heartbeat"} {
+		if d == ddl.PostgreSQL {
+			name = fmt.Sprintf("p%d", i+1)
+		}
+		stmt.Params[name] = params[i]
 	}
 	return c.client.Single().Query(ctx, stmt).Do(func(row *spanner.Row) error {
 		var col spanner.GenericColumnValue

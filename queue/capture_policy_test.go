@@ -172,30 +172,6 @@ func TestCaptureNewCaptureValidates(t *testing.T) {
 	require.Equal(t, "capture-1", capt.ID())
 }
 
-// On a PostgreSQL-dialect database the capture refuses to start, saying
-// why: at NewCapture when the queue was told the dialect, else at Run,
-// before it reads or writes anything.
-func TestCaptureRefusesPostgreSQL(t *testing.T) {
-	c := newClient(t, freshDatabaseIn(t, ddl.PostgreSQL))
-	told, err := New(c, WithDialect(ddl.PostgreSQL))
-	require.NoError(t, err)
-	_, err = told.NewCapture(c, "CS", testMapper)
-	require.ErrorIs(t, err, ErrInvalidConfig)
-	require.ErrorIs(t, err, ErrDialectUnsupported)
-
-	q, err := New(c)
-	require.NoError(t, err)
-	capt, err := q.NewCapture(c, "CS", testMapper)
-	require.NoError(t, err, "the dialect is read by Run")
-	err = capt.Run(context.Background())
-	var de *DialectError
-	require.ErrorAs(t, err, &de)
-	require.ErrorIs(t, err, ErrDialectUnsupported)
-	require.Equal(t, "CS", de.Stream)
-	require.Contains(t, err.Error(), "is PostgreSQL-dialect")
-	require.NotContains(t, err.Error(), "\n", "one line")
-}
-
 func TestCaptureRunTwiceAtOnceIsRefused(t *testing.T) {
 	c, start := captureDatabase(t)
 	q, err := New(c)

@@ -113,10 +113,14 @@ func (d *dataChangeRecord) changes(stream string) []Change {
 // the value by field name, rather than decoding into Go structs, because the
 // client's struct decoding fails on any field it does not know, and Spanner
 // adds fields to the records over time: unknown fields are ignored, missing
-// ones left zero. A column of any other shape (the JSON of PostgreSQL
-// databases, the protos of MUTABLE_KEY_RANGE streams) is an error matching
-// ErrUnsupportedRecord.
+// ones left zero. The JSONB column of a PostgreSQL database's
+// spanner.read_json_<stream> is decoded by decodeJSONRecord. A column of any
+// other shape (the protos of MUTABLE_KEY_RANGE streams) is an error
+// matching ErrUnsupportedRecord.
 func decodeChangeRecord(col spanner.GenericColumnValue) ([]csRecord, error) {
+	if col.Type.GetCode() == sppb.TypeCode_JSON {
+		return decodeJSONRecord(col.Value.GetStringValue())
+	}
 	if col.Type == nil || col.Type.Code != sppb.TypeCode_ARRAY || col.Type.ArrayElementType.GetCode() != sppb.TypeCode_STRUCT {
 		return nil, fmt.Errorf("%w: the ChangeRecord column is %v, not ARRAY<STRUCT<…>>", ErrUnsupportedRecord, col.Type)
 	}
@@ -189,13 +193,22 @@ func decodeDataChange(s csFields) (*dataChangeRecord, error) {
 	for _, m := range mods {
 		d.Mods = append(d.Mods, csMod{Keys: m.json("keys"), NewValues: m.json("new_values"), OldValues: m.json("old_values")})
 	}
-	switch {
-	case d.ServerTransactionID == "" || d.RecordSequence == "" || d.TableName == "":
-		return nil, fmt.Errorf("%w: a data change record without server_transaction_id, record_sequence or table_name", ErrUnsupportedRecord)
-	case d.ModType != string(ModInsert) && d.ModType != string(ModUpdate) && d.ModType != string(ModDelete):
-		return nil, fmt.Errorf("%w: data change record with mod_type %q", ErrUnsupportedRecord, d.ModType)
+	if err := d.check(); err != nil {
+		return nil, err
 	}
 	return d, nil
+}
+
+// check returns an error matching ErrUnsupportedRecord if the record lacks
+// what identifies it or has an unknown mod type.
+func (d *dataChangeRecord) check() error {
+	switch {
+	case d.ServerTransactionID == "" || d.RecordSequence == "" || d.TableName == "":
+		return fmt.Errorf("%w: a data change record without server_transaction_id, record_sequence or table_name", ErrUnsupportedRecord)
+	case d.ModType != string(ModInsert) && d.ModType != string(ModUpdate) && d.ModType != string(ModDelete):
+		return fmt.Errorf("%w: data change record with mod_type %q", ErrUnsupportedRecord, d.ModType)
+	}
+	return nil
 }
 
 func decodeChildren(s csFields) (*childPartitionsRecord, error) {

@@ -113,10 +113,51 @@ func TestCaptureDecodesChangeRecords(t *testing.T) {
 	require.Equal(t, []childPartition{{Token: "child-token", Parents: []string{"parent-a", "parent-b"}}}, kids.Children)
 }
 
+// A PostgreSQL database's stream returns one JSONB record per row, with the
+// fields of GoogleSQL's STRUCTs and the mods' keys and values as JSON
+// objects; they decode to the same records.
+func TestCaptureDecodesJSONChangeRecords(t *testing.T) {
+	decode := func(text string) csRecord {
+		t.Helper()
+		recs, err := decodeChangeRecord(spanner.GenericColumnValue{Type: typ(sppb.TypeCode_JSON), Value: str(text)})
+		require.NoError(t, err)
+		require.Len(t, recs, 1)
+		return recs[0]
+	}
+	d := decode(`{"data_change_record":{"commit_timestamp":"2026-11-22T03:11:11.415339430+00:00","record_sequence":"00000001",
+		"server_transaction_id":"tx-9","is_last_record_in_transaction_in_partition":true,"table_name":"Orders",
+		"column_types":[{"name":"OrderID","type":{"code":"STRING"},"is_primary_key":true}],
+		"mods":[{"keys":{"OrderID": "a"},"new_values":{"Amount":5},"old_values":{}},{"keys":{"OrderID":"b"},"new_values":null}],
+		"mod_type":"UPDATE","value_capture_type":"OLD_AND_NEW_VALUES","number_of_records_in_transaction":1,
+		"number_of_partitions_in_transaction":1,"transaction_tag":"tag-1","is_system_transaction":false,"unknown_field":7}}`).Data
+	require.NotNil(t, d)
+	changes := d.changes("Orders_CS")
+	require.Len(t, changes, 2)
+	require.Equal(t, Change{
+		Stream: "Orders_CS", Table: "Orders", Mod: ModUpdate,
+		Keys: `{"OrderID":"a"}`, NewValues: `{"Amount":5}`, OldValues: "{}",
+		CommitTimestamp: time.Date(2026, 11, 22, 3, 11, 11, 415339430, time.UTC), ServerTransactionID: "tx-9", RecordSequence: "00000001",
+		ValueCaptureType: "OLD_AND_NEW_VALUES", TransactionTag: "tag-1",
+	}, changes[0], "keys compacted; unknown fields ignored")
+	require.Equal(t, "{}", changes[1].NewValues, "a null JSON reads as {}")
+	require.Equal(t, int64(1), d.NumberOfRecordsInTransaction)
+
+	hb := decode(`{"heartbeat_record":{"timestamp":"2026-11-22T03:11:11.415339430+00:00"}}`).Heartbeat
+	require.NotNil(t, hb)
+	require.Equal(t, time.Date(2026, 11, 22, 3, 11, 11, 415339430, time.UTC), hb.UTC())
+
+	kids := decode(`{"child_partitions_record":{"start_timestamp":"2026-11-22T03:11:11Z","record_sequence":"00000000",
+		"child_partitions":[{"token":"child-token","parent_partition_tokens":["parent-a","parent-b"]}]}}`).Children
+	require.NotNil(t, kids)
+	require.Equal(t, []childPartition{{Token: "child-token", Parents: []string{"parent-a", "parent-b"}}}, kids.Children)
+}
+
 func TestCaptureDecodeRejectsWhatItCannotRead(t *testing.T) {
 	for name, col := range map[string]spanner.GenericColumnValue{
-		"JSON column (PostgreSQL)": {Type: typ(sppb.TypeCode_JSON), Value: str(`{"data_change_record":{}}`)},
-		"empty record":             {Type: changeRecordType, Value: list(list(list(), list(), list()))},
+		"empty JSON data change record": {Type: typ(sppb.TypeCode_JSON), Value: str(`{"data_change_record":{}}`)},
+		"JSON of no record":             {Type: typ(sppb.TypeCode_JSON), Value: str(`{"other_record":{}}`)},
+		"not JSON":                      {Type: typ(sppb.TypeCode_JSON), Value: str(`{`)},
+		"empty record":                  {Type: changeRecordType, Value: list(list(list(), list(), list()))},
 		"no transaction id": {Type: changeRecordType, Value: list(list(list(dataChangeValue("", "00000001", "INSERT",
 			list(str(`{"OrderID":"a"}`), str(`{}`), str(`{}`)))), list(), list()))},
 		"unknown mod type": {Type: changeRecordType, Value: list(list(list(dataChangeValue("tx", "00000001", "UPSERT",

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/spanmutex/spanmutex/ddl"
+	"github.com/spanmutex/spanmutex/internal/sqldialect"
 )
 
 // The legacy application's table, watched by the change stream Orders_CS.
@@ -34,16 +35,23 @@ const (
 // exists, so that every change the test makes afterwards is in range.
 func captureDatabase(t *testing.T) (*spanner.Client, time.Time) {
 	t.Helper()
-	stream, err := ddl.ChangeStream(ordersStream, ordersTable)
+	return captureDatabaseIn(t, ddl.GoogleSQL)
+}
+
+// captureDatabaseIn is captureDatabase in dialect d.
+func captureDatabaseIn(t *testing.T, d ddl.Dialect) (*spanner.Client, time.Time) {
+	t.Helper()
+	stream, err := d.ChangeStream(ordersStream, ordersTable)
 	require.NoError(t, err)
-	ckpt, err := ddl.CaptureStatements(ddl.DefaultCaptureTable)
+	ckpt, err := d.CaptureStatements(ddl.DefaultCaptureTable)
 	require.NoError(t, err)
-	extra := append([]string{
-		"CREATE TABLE " + ordersTable + " (OrderID STRING(64) NOT NULL, Status STRING(32), Amount INT64) PRIMARY KEY (OrderID)",
-		stream,
-	}, ckpt...)
-	c := newClient(t, freshDatabase(t, extra...))
-	row, err := c.Single().Query(context.Background(), spanner.Statement{SQL: "SELECT CURRENT_TIMESTAMP()"}).Next()
+	orders := "CREATE TABLE " + ordersTable + " (OrderID STRING(64) NOT NULL, Status STRING(32), Amount INT64) PRIMARY KEY (OrderID)"
+	if d == ddl.PostgreSQL {
+		orders = `CREATE TABLE "` + ordersTable + `" ("OrderID" varchar(64) NOT NULL, "Status" varchar(32), "Amount" bigint, PRIMARY KEY ("OrderID"))`
+	}
+	extra := append([]string{orders, stream}, ckpt...)
+	c := newClient(t, freshDatabaseIn(t, d, extra...))
+	row, err := c.Single().Query(context.Background(), sqldialect.Statement(d, "SELECT CURRENT_TIMESTAMP()", nil)).Next()
 	require.NoError(t, err)
 	var start time.Time
 	require.NoError(t, row.Columns(&start))
@@ -171,10 +179,10 @@ func (a *legacyApp) snapshot() ([]string, time.Time) {
 // from its payload, sorted, and the requests themselves.
 func capturedRequests(t *testing.T, c *spanner.Client) ([]string, []Request) {
 	t.Helper()
-	stmt := spanner.Statement{SQL: "SELECT " + requestSelectList + " FROM " + ddl.DefaultRequestsTable}
 	var out []string
 	var reqs []Request
-	err := c.Single().Query(context.Background(), stmt).Do(func(row *spanner.Row) error {
+	// Key reads, here and in checkpointRows: the same in both dialects.
+	err := c.Single().Read(context.Background(), ddl.DefaultRequestsTable, spanner.AllKeys(), requestColumns).Do(func(row *spanner.Row) error {
 		r, err := decodeRequest(row)
 		if err != nil {
 			return err
@@ -204,12 +212,9 @@ type partitionRow struct {
 
 func checkpointRows(t *testing.T, c *spanner.Client, table, stream string) []partitionRow {
 	t.Helper()
-	stmt := spanner.Statement{
-		SQL:    "SELECT PartitionToken, State, ParentTokens, ResumeTimestamp, Owner, Records, Requests FROM " + table + " WHERE Stream = @s",
-		Params: map[string]any{"s": stream},
-	}
 	var out []partitionRow
-	err := c.Single().Query(context.Background(), stmt).Do(func(row *spanner.Row) error {
+	cols := []string{"PartitionToken", "State", "ParentTokens", "ResumeTimestamp", "Owner", "Records", "Requests"}
+	err := c.Single().Read(context.Background(), table, spanner.Key{stream}.AsPrefix(), cols).Do(func(row *spanner.Row) error {
 		var p partitionRow
 		var owner spanner.NullString
 		if err := row.Columns(&p.Token, &p.State, &p.Parents, &p.Resume, &owner, &p.Records, &p.Requests); err != nil {
@@ -292,8 +297,13 @@ func requireExactlyOnce(t *testing.T, app *legacyApp, c *spanner.Client) []Reque
 	return reqs
 }
 
+// On both dialects: GoogleSQL streams return STRUCTs, PostgreSQL ones JSONB.
 func TestCaptureTurnsEachCommittedChangeIntoOneRequest(t *testing.T) {
-	c, start := captureDatabase(t)
+	eachDialect(t, testCaptureTurnsEachCommittedChangeIntoOneRequest)
+}
+
+func testCaptureTurnsEachCommittedChangeIntoOneRequest(t *testing.T, d ddl.Dialect) {
+	c, start := captureDatabaseIn(t, d)
 	q, err := New(c)
 	require.NoError(t, err)
 	ctx := context.Background()

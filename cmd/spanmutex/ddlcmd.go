@@ -22,8 +22,7 @@ Statements end with ";". Apply them with your migration tool, or with gcloud.
 
 With --dialect postgresql, prints the schema for a PostgreSQL-dialect
 database: the same tables and columns, identifiers quoted so that they keep
-their mixed-case names. The change-stream capture reads GoogleSQL databases
-only, so --change-stream is refused there.
+their mixed-case names (the change stream and the checkpoint table too).
 
 With --upgrade, prints instead the ALTER TABLE statements that bring tables
 made by an earlier spanmutex up to date: the nullable columns added since
@@ -65,9 +64,6 @@ func cmdDDL(_ context.Context, s streams, args []string) int {
 	if err != nil {
 		return reportError(s, err, exitUsage)
 	}
-	if d == ddl.PostgreSQL && *stream != "" {
-		return reportUsage(s, &usageError{cmd: "ddl", msg: "--change-stream: the capture of package queue reads GoogleSQL change streams only; on PostgreSQL, enqueue with EnqueueTx in the writing transaction"})
-	}
 	if (*stream == "") != (*watch == "") {
 		return reportUsage(s, &usageError{cmd: "ddl", msg: "--change-stream and --watch go together: name the stream and the tables it watches"})
 	}
@@ -90,11 +86,11 @@ func cmdDDL(_ context.Context, s streams, args []string) int {
 		stmts = append(stmts, more...)
 	}
 	if *stream != "" {
-		cs, err := ddl.ChangeStream(*stream, strings.Split(*watch, ",")...)
+		cs, err := d.ChangeStream(*stream, strings.Split(*watch, ",")...)
 		if err != nil {
 			return reportUsage(s, &usageError{cmd: "ddl", msg: "--change-stream: " + err.Error()})
 		}
-		ct, err := ddl.CaptureTable(ddl.DefaultCaptureTable)
+		ct, err := d.CaptureTable(ddl.DefaultCaptureTable)
 		if err != nil {
 			return reportError(s, err, exitError)
 		}

@@ -55,7 +55,7 @@ func TestDDL(t *testing.T) {
 }
 
 // TestDDLPostgreSQL prints the PostgreSQL schema: the same tables, with
-// quoted identifiers, and refuses what it has no PostgreSQL form of.
+// quoted identifiers.
 func TestDDLPostgreSQL(t *testing.T) {
 	code, stdout, stderr := cli(t, "ddl", "--dialect", "postgresql", "--table", "JobLocks", "--requests", "Requests")
 	for _, want := range []string{`CREATE TABLE "JobLocks" (`, `CREATE TABLE "JobLocksQueue" (`, `CREATE TABLE "Fences" (`, `CREATE TABLE "Requests" (`,
@@ -68,7 +68,11 @@ func TestDDLPostgreSQL(t *testing.T) {
 	if code != 0 || !strings.Contains(stdout, `ALTER TABLE "LocksQueue" ADD COLUMN "WakeAddr" varchar(64);`) {
 		t.Errorf("ddl --dialect postgresql --upgrade: exit %d, stdout:\n%s", code, stdout)
 	}
-	for _, args := range [][]string{{"--dialect", "mysql"}, {"--dialect", "postgresql", "--change-stream", "S", "--watch", "T"}} {
+	code, stdout, _ = cli(t, "ddl", "--dialect", "postgresql", "--change-stream", "OrdersStream", "--watch", "Orders,OrderItems")
+	if code != 0 || !strings.Contains(stdout, `CREATE CHANGE STREAM "OrdersStream" FOR "Orders", "OrderItems";`) || !strings.Contains(stdout, `CREATE TABLE "CaptureCheckpoints" (`) {
+		t.Errorf("ddl --dialect postgresql --change-stream: exit %d, stdout:\n%s", code, stdout)
+	}
+	for _, args := range [][]string{{"--dialect", "mysql"}} {
 		if code, _, stderr := cli(t, append([]string{"ddl"}, args...)...); code != exitUsage || !strings.Contains(stderr, "--") {
 			t.Errorf("ddl %v: exit %d, stderr:\n%s", args, code, stderr)
 		}
