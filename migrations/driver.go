@@ -14,8 +14,12 @@ import (
 	"github.com/cenkalti/backoff/v4"
 	"github.com/golang-migrate/migrate/v4/database"
 	spannerdriver "github.com/golang-migrate/migrate/v4/database/spanner"
+	"google.golang.org/api/iterator"
+	"google.golang.org/grpc/codes"
 
 	"github.com/spanmutex/spanmutex"
+	"github.com/spanmutex/spanmutex/ddl"
+	"github.com/spanmutex/spanmutex/internal/sqldialect"
 )
 
 // lockedDriver is the database.Driver golang-migrate runs against: its
@@ -33,7 +37,7 @@ import (
 // Its methods take no context (golang-migrate's interface has none): they
 // use the Up call's.
 type lockedDriver struct {
-	upstream database.Driver // for Version and Drop
+	upstream database.Driver // for Drop
 	client   *spanner.Client
 	admin    *dbadmin.DatabaseAdminClient
 	cfg      *config
@@ -74,7 +78,35 @@ func (d *lockedDriver) Lock() error { return d.lease.Err() }
 func (d *lockedDriver) Unlock() error { return nil }
 
 // Version returns the version and dirty flag from golang-migrate's table.
-func (d *lockedDriver) Version() (int, bool, error) { return d.upstream.Version() }
+// Version reads the version table by key rather than with the upstream
+// driver's GoogleSQL query, so that it works in both dialects. The table
+// holds one row at most (SetVersion replaces it); none is golang-migrate's
+// NilVersion.
+//
+// It reads even after Up's ctx ended (a lost lease), as the upstream driver
+// did, so that Up can report where the migrations stopped; it is a read,
+// which changes nothing.
+func (d *lockedDriver) Version() (int, bool, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(d.ctx), cleanMarkTimeout)
+	defer cancel()
+	it := d.client.Single().ReadWithOptions(ctx, d.cfg.migrationsTable, spanner.AllKeys(), []string{"Version", "Dirty"}, &spanner.ReadOptions{Limit: 1})
+	defer it.Stop()
+	row, err := it.Next()
+	if errors.Is(err, iterator.Done) {
+		return database.NilVersion, false, nil
+	}
+	var (
+		version int64
+		dirty   bool
+	)
+	if err == nil {
+		err = row.Columns(&version, &dirty)
+	}
+	if err != nil {
+		return 0, false, &database.Error{OrigErr: err, Err: "read the version from " + d.cfg.migrationsTable}
+	}
+	return int(version), dirty, nil
+}
 
 // Drop drops everything, as golang-migrate's spanner driver does.
 func (d *lockedDriver) Drop() error { return d.upstream.Drop() }
@@ -221,11 +253,14 @@ func openUpstream(ctx context.Context, client *spanner.Client, admin *dbadmin.Da
 	bo.InitialInterval, bo.MaxInterval, bo.MaxElapsedTime = 50*time.Millisecond, 2*time.Second, cfg.retryTimeout
 	bo.Reset()
 	for retries := 0; ; retries++ {
-		// NewDB takes the clients by value; the copies share their connections.
-		drv, err := spannerdriver.WithInstance(spannerdriver.NewDB(*admin, *client), &spannerdriver.Config{
-			DatabaseName:    client.DatabaseName(),
-			MigrationsTable: cfg.migrationsTable,
-		})
+		drv, err := database.Driver(nil), ensurePostgreSQLVersionTable(ctx, client, admin, cfg)
+		if err == nil {
+			// NewDB takes the clients by value; the copies share their connections.
+			drv, err = spannerdriver.WithInstance(spannerdriver.NewDB(*admin, *client), &spannerdriver.Config{
+				DatabaseName:    client.DatabaseName(),
+				MigrationsTable: cfg.migrationsTable,
+			})
+		}
 		if err == nil || !isConcurrentSchemaChange(err) {
 			return drv, retries, err
 		}
@@ -242,4 +277,37 @@ func openUpstream(ctx context.Context, client *spanner.Client, admin *dbadmin.Da
 			return nil, retries, errors.Join(err, ctx.Err())
 		}
 	}
+}
+
+// ensurePostgreSQLVersionTable creates the version table of a
+// PostgreSQL-dialect database if it is missing: golang-migrate's spanner
+// driver would create it with GoogleSQL DDL, which such a database
+// refuses; it finds it there and leaves it. The names are quoted, so that
+// the table and its columns keep the driver's names (SchemaMigrations:
+// Version, Dirty). A GoogleSQL database is left to the driver.
+func ensurePostgreSQLVersionTable(ctx context.Context, client *spanner.Client, admin *dbadmin.DatabaseAdminClient, cfg *config) error {
+	d, err := sqldialect.Detect(ctx, client)
+	if err != nil {
+		return fmt.Errorf("migrations: read the dialect of %s: %w", client.DatabaseName(), err)
+	}
+	if d != ddl.PostgreSQL {
+		return nil
+	}
+	it := client.Single().ReadWithOptions(ctx, cfg.migrationsTable, spanner.AllKeys(), []string{"Version"}, &spanner.ReadOptions{Limit: 1})
+	_, err = it.Next()
+	it.Stop()
+	if err == nil || errors.Is(err, iterator.Done) {
+		return nil
+	}
+	if spanner.ErrCode(err) != codes.NotFound {
+		return fmt.Errorf("migrations: read %s: %w", cfg.migrationsTable, err)
+	}
+	op, err := admin.UpdateDatabaseDdl(ctx, &adminpb.UpdateDatabaseDdlRequest{
+		Database:   client.DatabaseName(),
+		Statements: []string{`CREATE TABLE "` + cfg.migrationsTable + `" ("Version" bigint NOT NULL, "Dirty" boolean NOT NULL, PRIMARY KEY ("Version"))`},
+	})
+	if err == nil {
+		err = op.Wait(ctx)
+	}
+	return err
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/golang-migrate/migrate/v4/source/iofs"
 	"github.com/stretchr/testify/require"
 
+	"github.com/spanmutex/spanmutex/ddl"
 	"github.com/spanmutex/spanmutex/emulator"
 )
 
@@ -47,6 +48,17 @@ func freshDatabase(t *testing.T) string {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	db, err := emu.NewDatabase(ctx)
+	require.NoError(t, err)
+	return db
+}
+
+// freshDatabaseIn is freshDatabase in dialect d.
+func freshDatabaseIn(t *testing.T, d ddl.Dialect) string {
+	t.Helper()
+	needEmulator(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	db, err := emu.NewDatabaseIn(ctx, d)
 	require.NoError(t, err)
 	return db
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/spanmutex/spanmutex"
+	"github.com/spanmutex/spanmutex/ddl"
 	"github.com/spanmutex/spanmutex/internal/testutil"
 )
 
@@ -239,13 +240,25 @@ func TestDDLRejectedByConcurrentTransactionsIsRetried(t *testing.T) {
 }
 
 // A DML file whose transaction fails leaves nothing applied and the version
-// clean at the last good migration; Up reports the error.
+// clean at the last good migration; Up reports the error. On both dialects:
+// on PostgreSQL, Up creates the version table itself (golang-migrate's
+// driver would create it in GoogleSQL) and reads it by key.
 func TestFailedDMLLeavesTheVersionClean(t *testing.T) {
-	db := freshDatabase(t)
+	for _, d := range []ddl.Dialect{ddl.GoogleSQL, ddl.PostgreSQL} {
+		t.Run(d.String(), func(t *testing.T) { testFailedDMLLeavesTheVersionClean(t, d) })
+	}
+}
+
+func testFailedDMLLeavesTheVersionClean(t *testing.T, d ddl.Dialect) {
+	db := freshDatabaseIn(t, d)
 	r := newReplica(t, db)
 	dir := t.TempDir()
+	create := "CREATE TABLE T (Id INT64 NOT NULL, N INT64) PRIMARY KEY (Id)"
+	if d == ddl.PostgreSQL {
+		create = "CREATE TABLE t (id bigint NOT NULL, n bigint, PRIMARY KEY (id))" // the DML below folds to these names
+	}
 	for name, body := range map[string]string{
-		"1_t.up.sql":   "CREATE TABLE T (Id INT64 NOT NULL, N INT64) PRIMARY KEY (Id)",
+		"1_t.up.sql":   create,
 		"2_bad.up.sql": DMLMarker + "\nINSERT INTO T (Id, N) VALUES (1, 1);\nINSERT INTO T (Id, N) VALUES (1, 2);",
 	} {
 		require.NoError(t, os.WriteFile(dir+"/"+name, []byte(body), 0o644))
@@ -269,7 +282,7 @@ func TestFailedDMLLeavesTheVersionClean(t *testing.T) {
 
 func readVersion(t *testing.T, c *spanner.Client) (version int64, dirty bool) {
 	t.Helper()
-	it := c.Single().Query(context.Background(), spanner.Statement{SQL: "SELECT Version, Dirty FROM " + DefaultMigrationsTable})
+	it := c.Single().Read(context.Background(), DefaultMigrationsTable, spanner.AllKeys(), []string{"Version", "Dirty"}) // either dialect
 	defer it.Stop()
 	row, err := it.Next()
 	require.NoError(t, err)
