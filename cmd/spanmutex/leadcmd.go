@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"strconv"
-	"strings"
 
 	"github.com/spanmutex/spanmutex"
 )
@@ -79,39 +78,29 @@ func leadFlags() (*flag.FlagSet, *leadOptions) {
 // cmdLead is "spanmutex lead [flags] NAME -- COMMAND [ARGS...]".
 func cmdLead(ctx context.Context, s streams, args []string) int {
 	fs, o := leadFlags()
-	flagArgs, command, hasDash := splitCommand(args)
-	positional, code, done := parseFlags(s, "lead", fs, leadHelp, flagArgs)
+	name, command, code, done := parseHoldArgs(s, "lead", fs, leadHelp, &o.holdFlags, args, o.checkValue)
 	if done {
 		return code
-	}
-	name, err := checkRunArgs(positional, command, hasDash)
-	var ue *usageError
-	if errors.As(err, &ue) {
-		ue.cmd = "lead"
-		ue.msg = strings.ReplaceAll(ue.msg, "spanmutex run", "spanmutex lead")
-	}
-	if err == nil {
-		o.database, err = resolveDatabase("lead", fs, o.database)
-	}
-	if err == nil {
-		err = o.validate("lead")
-	}
-	if err == nil && o.owner != "" {
-		err = usagef("lead", "--owner does not apply: a candidate is recorded under its --value")
-	}
-	if err == nil && o.value != "" {
-		if verr := validateOwner(o.value); verr != nil {
-			err = usagef("lead", "--value: %v", verr)
-		}
-	}
-	if err != nil {
-		return reportError(s, err, exitError)
 	}
 	if o.value == "" {
 		host, _ := os.Hostname()
 		o.value = host + ":" + strconv.Itoa(os.Getpid())
 	}
 	return lead(ctx, s, o, name, command)
+}
+
+// checkValue checks --value, and that --owner, which does not apply, was
+// not given.
+func (o *leadOptions) checkValue() error {
+	if o.owner != "" {
+		return usagef("lead", "--owner does not apply: a candidate is recorded under its --value")
+	}
+	if o.value != "" {
+		if err := validateOwner(o.value); err != nil {
+			return usagef("lead", "--value: %v", err)
+		}
+	}
+	return nil
 }
 
 // lead campaigns, runs COMMAND while leading, resigns, and returns the exit

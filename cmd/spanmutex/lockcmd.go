@@ -81,27 +81,43 @@ func lockFlags() (*flag.FlagSet, *lockOptions) {
 // cmdLock is "spanmutex lock [flags] NAME -- COMMAND [ARGS...]".
 func cmdLock(ctx context.Context, s streams, args []string) int {
 	fs, o := lockFlags()
-	flagArgs, command, hasDash := splitCommand(args)
-	positional, code, done := parseFlags(s, "lock", fs, lockHelp, flagArgs)
+	name, command, code, done := parseHoldArgs(s, "lock", fs, lockHelp, &o.holdFlags, args, nil)
 	if done {
 		return code
+	}
+	return holdLock(ctx, s, o, name, command)
+}
+
+// parseHoldArgs parses the command line of "lock" or "lead" (cmd): flags
+// on fs, NAME, "--" and COMMAND; it checks them, and what check adds. done
+// is true when the command is over (help, or an error reported) and code
+// is then its exit status.
+func parseHoldArgs(s streams, cmd string, fs *flag.FlagSet, help helpText, h *holdFlags, args []string,
+	check func() error) (name string, command []string, code int, done bool) {
+	flagArgs, command, hasDash := splitCommand(args)
+	positional, code, done := parseFlags(s, cmd, fs, help, flagArgs)
+	if done {
+		return "", nil, code, true
 	}
 	name, err := checkRunArgs(positional, command, hasDash)
 	var ue *usageError
 	if errors.As(err, &ue) {
-		ue.cmd = "lock"
-		ue.msg = strings.ReplaceAll(ue.msg, "spanmutex run", "spanmutex lock")
+		ue.cmd = cmd
+		ue.msg = strings.ReplaceAll(ue.msg, "spanmutex run", "spanmutex "+cmd)
 	}
 	if err == nil {
-		o.database, err = resolveDatabase("lock", fs, o.database)
+		h.database, err = resolveDatabase(cmd, fs, h.database)
 	}
 	if err == nil {
-		err = o.validate("lock")
+		err = h.validate(cmd)
+	}
+	if err == nil && check != nil {
+		err = check()
 	}
 	if err != nil {
-		return reportError(s, err, exitError)
+		return "", nil, reportError(s, err, exitError), true
 	}
-	return holdLock(ctx, s, o, name, command)
+	return name, command, 0, false
 }
 
 // holdLock takes the lock, runs COMMAND under it, releases it, and returns
