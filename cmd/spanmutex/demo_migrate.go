@@ -20,6 +20,7 @@ import (
 	adminpb "cloud.google.com/go/spanner/admin/database/apiv1/databasepb"
 
 	"github.com/spanmutex/spanmutex/ddl"
+	"github.com/spanmutex/spanmutex/internal/cmdline"
 )
 
 // release is one release of the demo service: its migration files (a
@@ -54,9 +55,9 @@ func (d *demo) migrationScenarios(ctx context.Context) (bool, error) {
 	defer client.Close()
 	ok := true
 	for i, rel := range demoReleases {
-		d.out.printf("\n== Scenario %d: %d replicas, each its own OS process and Spanner client, start at once and run the migrations of %s ==\n",
+		d.out.Printf("\n== Scenario %d: %d replicas, each its own OS process and Spanner client, start at once and run the migrations of %s ==\n",
 			i+1, d.opts.instances, rel.dir)
-		d.out.printf("   golang-migrate with its spanner driver, under the spanmutex lock %q (package migrations); database %s\n\n",
+		d.out.Printf("   golang-migrate with its spanner driver, under the spanmutex lock %q (package migrations); database %s\n\n",
 			"schema-migrations", db)
 		reports, err := d.deploy(ctx, db, rel)
 		if err != nil {
@@ -95,7 +96,7 @@ func (d *demo) deploy(ctx context.Context, db string, rel release) ([]replicaRep
 	}()
 	env := append(os.Environ(), replicaEnv+"=1")
 	if d.emu != nil {
-		env = append(env, emulatorHostEnv+"="+d.emu.Host())
+		env = append(env, cmdline.EmulatorHostEnv+"="+d.emu.Host())
 	}
 	for i := range procs {
 		cmd := exec.CommandContext(ctx, exe, "demo", "replica", "--database", db, "--table", d.opts.table,
@@ -122,11 +123,11 @@ func (d *demo) deploy(ctx context.Context, db string, rel release) ([]replicaRep
 			return nil, fmt.Errorf("replica %d did not get ready (%q, %v); its stderr:\n%s", i+1, line, err, p.stderr.String())
 		}
 	}
-	d.out.printf("  %d replicas connected (pids", len(procs))
+	d.out.Printf("  %d replicas connected (pids", len(procs))
 	for _, p := range procs {
-		d.out.printf(" %d", p.cmd.Process.Pid)
+		d.out.Printf(" %d", p.cmd.Process.Pid)
 	}
-	d.out.printf("); starting them all at once\n")
+	d.out.Printf("); starting them all at once\n")
 	for _, p := range procs {
 		_, _ = io.WriteString(p.stdin, "go\n")
 	}
@@ -194,13 +195,13 @@ func (d *demo) checkRelease(ctx context.Context, client *spanner.Client, rel rel
 		}
 	}
 	_ = tw.Flush()
-	d.out.printf("%s\n", strings.TrimRight(buf.String(), "\n"))
+	d.out.Printf("%s\n", strings.TrimRight(buf.String(), "\n"))
 
 	version, dirty, runs, err := readMigrationState(ctx, client)
 	if err != nil {
 		return false, err
 	}
-	d.out.printf("  database: version %d, dirty %v; backfill runs %v; %d DDL send(s) retried after a concurrent-schema-change rejection\n\n",
+	d.out.Printf("  database: version %d, dirty %v; backfill runs %v; %d DDL send(s) retried after a concurrent-schema-change rejection\n\n",
 		version, dirty, runs, retries)
 	ok := d.check(appliers == 1, "%s was applied exactly once: one replica applied migrations %v (%d did)", rel.dir, rel.applies, appliers)
 	others := len(reports) - 1
@@ -275,8 +276,8 @@ func (d *demo) scratchDatabase(ctx context.Context) (db string, drop func(), err
 		db, err := d.emu.CreateDatabase(ctx, stmts...)
 		return db, func() {}, err
 	}
-	m := databasePath.FindStringSubmatch(d.opts.database)
-	if m == nil {
+	project, instance, _, ok := cmdline.ParseDatabasePath(d.opts.database)
+	if !ok {
 		return "", nil, fmt.Errorf("--database %q is malformed", d.opts.database)
 	}
 	admin, err := dbadmin.NewDatabaseAdminClient(ctx)
@@ -290,7 +291,7 @@ func (d *demo) scratchDatabase(ctx context.Context) (db string, drop func(), err
 	}
 	id := "demo-mig-" + d.suffix
 	op, err := admin.CreateDatabase(ctx, &adminpb.CreateDatabaseRequest{
-		Parent:          fmt.Sprintf("projects/%s/instances/%s", m[1], m[2]),
+		Parent:          fmt.Sprintf("projects/%s/instances/%s", project, instance),
 		CreateStatement: "CREATE DATABASE `" + id + "`",
 		ExtraStatements: stmts,
 	})
@@ -301,8 +302,8 @@ func (d *demo) scratchDatabase(ctx context.Context) (db string, drop func(), err
 		admin.Close()
 		return "", nil, fmt.Errorf("create a database for the migration scenario next to %s: %w", d.opts.database, err)
 	}
-	db = fmt.Sprintf("projects/%s/instances/%s/databases/%s", m[1], m[2], id)
-	d.out.printf("Created database %s for the migration scenarios; it is dropped at the end.\n", db)
+	db = fmt.Sprintf("projects/%s/instances/%s/databases/%s", project, instance, id)
+	d.out.Printf("Created database %s for the migration scenarios; it is dropped at the end.\n", db)
 	return db, func() {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()

@@ -146,14 +146,14 @@ func (d *sheetsDemo) verify(ctx context.Context, res *sheetsRun) (bool, error) {
 	d.printChecks(table)
 	d.printWorkers()
 	for _, u := range unexpected {
-		d.out.printf("  unexpected answer: %s\n", u)
+		d.out.Printf("  unexpected answer: %s\n", u)
 	}
 	for i, v := range violations {
 		if i == 5 {
-			d.out.printf("  ... and %d more violations\n", len(violations)-5)
+			d.out.Printf("  ... and %d more violations\n", len(violations)-5)
 			break
 		}
-		d.out.printf("  violation: %s\n", v)
+		d.out.Printf("  violation: %s\n", v)
 	}
 	ok := true
 	for _, c := range table {
@@ -294,7 +294,7 @@ func (d *sheetsDemo) printChecks(table []sheetsCheck) {
 		fmt.Fprintf(tw, "  %s\t%s\t%s\n", c.verdict, c.what, c.detail)
 	}
 	_ = tw.Flush()
-	d.out.printf("%s", trimLines(b.String()))
+	d.out.Printf("%s", trimLines(b.String()))
 }
 
 // printWorkers prints what each worker did.
@@ -312,7 +312,7 @@ func (d *sheetsDemo) printWorkers() {
 			st.Grouped, st.Skipped, st.Recovered, st.LeasesLost)
 	}
 	_ = tw.Flush()
-	d.out.printf("%s", trimLines(b.String()))
+	d.out.Printf("%s", trimLines(b.String()))
 }
 
 // trimLines removes the spaces tabwriter leaves at the ends of lines.

@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/spanmutex/spanmutex"
+	"github.com/spanmutex/spanmutex/internal/cmdline"
 )
 
 // exitLeaseLost is the exit status of "lock" when the lock was lost while
@@ -18,8 +19,8 @@ const exitLeaseLost = 76
 
 // lockHelp is the help of "spanmutex lock".
 var lockHelp = helpText{
-	usage: "spanmutex lock [flags] NAME -- COMMAND [ARGS...]",
-	about: `Holds the reusable lock NAME while COMMAND runs, every time (like
+	Usage: "spanmutex lock [flags] NAME -- COMMAND [ARGS...]",
+	About: `Holds the reusable lock NAME while COMMAND runs, every time (like
 'etcdctl lock'): one holder at a time across every process that locks NAME
 against the same database and table. Waiters queue and are served first
 come, first served; when COMMAND exits, the lock is released and handed to
@@ -43,7 +44,7 @@ COMMAND is killed if it has not exited --grace later); received while
 waiting, they stop the wait.
 
 Flags go before NAME or between NAME and "--".`,
-	after: `Exit status:
+	After: `Exit status:
   N    COMMAND's own exit status (0 when it succeeded; 128+signal if a signal
        killed it; 127 if it was not found, 126 if it could not be started)
   76   the lock was lost while COMMAND ran: COMMAND was sent SIGTERM, and
@@ -87,17 +88,17 @@ func cmdLock(ctx context.Context, s streams, args []string) int {
 	name, err := checkRunArgs(positional, command, hasDash)
 	var ue *usageError
 	if errors.As(err, &ue) {
-		ue.cmd = "lock"
-		ue.msg = strings.ReplaceAll(ue.msg, "spanmutex run", "spanmutex lock")
+		ue.Cmd = fullCommand("lock")
+		ue.Msg = strings.ReplaceAll(ue.Msg, "spanmutex run", "spanmutex lock")
 	}
 	if err == nil {
-		o.database, err = resolveDatabase("lock", fs, o.database)
+		o.database, err = cmdline.ResolveDatabase(fullCommand("lock"), fs, o.database)
 	}
 	if err == nil {
 		err = o.validate("lock")
 	}
 	if err != nil {
-		return reportError(s, err, exitError)
+		return cmdline.ReportError(s, err, exitError)
 	}
 	return holdLock(ctx, s, o, name, command)
 }
@@ -105,9 +106,9 @@ func cmdLock(ctx context.Context, s streams, args []string) int {
 // holdLock takes the lock, runs COMMAND under it, releases it, and returns
 // the exit status that "spanmutex lock" documents.
 func holdLock(ctx context.Context, s streams, o *lockOptions, name string, command []string) int {
-	client, err := openClientWithin(ctx, o.database, o.connect)
+	client, err := cmdline.OpenClientWithin(ctx, o.database, o.connect)
 	if err != nil {
-		return reportError(s, err, exitError)
+		return cmdline.ReportError(s, err, exitError)
 	}
 	defer client.Close()
 	opts := []spanmutex.Option{spanmutex.WithTable(o.table), spanmutex.WithWatermark(o.watermark)}
@@ -115,19 +116,19 @@ func holdLock(ctx context.Context, s streams, o *lockOptions, name string, comma
 		opts = append(opts, spanmutex.WithOwner(o.owner))
 	}
 	if o.verbose {
-		opts = append(opts, spanmutex.WithLogger(slog.New(slog.NewTextHandler(s.stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))))
+		opts = append(opts, spanmutex.WithLogger(slog.New(slog.NewTextHandler(s.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))))
 	}
 	scopeOpts, closeScope, err := o.listen.scope()
 	if err != nil {
-		return reportUsage(s, &usageError{cmd: "lock", msg: err.Error()})
+		return cmdline.ReportUsage(s, usage("lock", err.Error()))
 	}
 	defer closeScope()
 	l, err := spanmutex.NewLock(client, name, append(opts, scopeOpts...)...)
 	if errors.Is(err, spanmutex.ErrInvalidConfig) {
-		return reportUsage(s, &usageError{cmd: "lock", msg: err.Error()})
+		return cmdline.ReportUsage(s, usage("lock", err.Error()))
 	}
 	if err != nil {
-		return reportError(s, err, exitError)
+		return cmdline.ReportError(s, err, exitError)
 	}
 
 	waitCtx, stopWait := context.WithCancel(ctx)
@@ -138,10 +139,10 @@ func holdLock(ctx context.Context, s streams, o *lockOptions, name string, comma
 	lease, err := l.Lock(waitCtx)
 	if err != nil {
 		if sig := c.interruptedBy(); sig != nil {
-			fmt.Fprintf(s.stderr, "spanmutex: interrupted by %s while waiting for the lock %q; COMMAND did not run\n", signalName(sig), name)
+			fmt.Fprintf(s.Stderr, "spanmutex: interrupted by %s while waiting for the lock %q; COMMAND did not run\n", signalName(sig), name)
 			return exitError
 		}
-		return reportError(s, explainConnection(err), exitError)
+		return cmdline.ReportError(s, cmdline.ExplainConnection(err), exitError)
 	}
 
 	// COMMAND's context ends when the lease is lost, with why as its cause:
@@ -164,12 +165,12 @@ func holdLock(ctx context.Context, s streams, o *lockOptions, name string, comma
 	unlockErr := l.Unlock(uctx)
 
 	if lost != nil {
-		fmt.Fprintf(s.stderr, "spanmutex: the lock %q (token %d) was lost while COMMAND ran, so another holder may have run meanwhile; COMMAND was sent SIGTERM\n%s\n",
-			name, lease.Token(), errorLine(lost))
+		fmt.Fprintf(s.Stderr, "spanmutex: the lock %q (token %d) was lost while COMMAND ran, so another holder may have run meanwhile; COMMAND was sent SIGTERM\n%s\n",
+			name, lease.Token(), cmdline.ErrorLine(lost))
 		return exitLeaseLost
 	}
 	if unlockErr != nil {
-		fmt.Fprintf(s.stderr, "spanmutex: COMMAND ended, but releasing the lock %q failed; waiters take it over after the watermark\n%s\n", name, errorLine(unlockErr))
+		fmt.Fprintf(s.Stderr, "spanmutex: COMMAND ended, but releasing the lock %q failed; waiters take it over after the watermark\n%s\n", name, cmdline.ErrorLine(unlockErr))
 	}
 	if cmdErr == nil {
 		if unlockErr != nil {
@@ -180,9 +181,9 @@ func holdLock(ctx context.Context, s streams, o *lockOptions, name string, comma
 	if code, failed := commandStatus(cmdErr); failed {
 		var se *startError
 		if errors.As(cmdErr, &se) {
-			fmt.Fprintf(s.stderr, "spanmutex: could not %v\n", se)
+			fmt.Fprintf(s.Stderr, "spanmutex: could not %v\n", se)
 		}
 		return code
 	}
-	return reportError(s, cmdErr, exitError)
+	return cmdline.ReportError(s, cmdErr, exitError)
 }

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/spanmutex/spanmutex/internal/cmdline"
 )
 
 // TestUsageErrors feeds bad command lines to run in-process: each exits 2,
@@ -58,7 +60,7 @@ func TestUsageErrors(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			t.Setenv(databaseEnv, tc.env)
+			t.Setenv(cmdline.DatabaseEnv, tc.env)
 			code, stdout, stderr := cli(t, tc.args...)
 			if code != exitUsage {
 				t.Errorf("exit %d, want %d; stderr:\n%s", code, exitUsage, stderr)
@@ -80,7 +82,7 @@ func TestUsageErrors(t *testing.T) {
 // the emulator: exit 1, a message that says so, COMMAND not run, no row.
 func TestRunMissingDatabase(t *testing.T) {
 	needEmulator(t)
-	t.Setenv(emulatorHostEnv, emu.Host())
+	t.Setenv(cmdline.EmulatorHostEnv, emu.Host())
 	name := uniqueName(t)
 	file := filepath.Join(t.TempDir(), "ran")
 	missing := emu.Instance() + "/databases/never-created"
