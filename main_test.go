@@ -99,7 +99,7 @@ func silenceableClient(t *testing.T, db string) (*spanner.Client, *cutoff.Switch
 // inspectOne reads one row; it fails the test if the row is absent.
 func inspectOne(t *testing.T, c *spanner.Client, name string) Status {
 	t.Helper()
-	rows, err := Inspect(context.Background(), c, "", name)
+	rows, err := Inspect(context.Background(), c, name)
 	require.NoError(t, err)
 	require.Len(t, rows, 1, "row %q", name)
 	return rows[0]

@@ -179,7 +179,7 @@ type demo struct {
 func (d *demo) run(ctx context.Context) (bool, error) {
 	// Inspect checks the table first: a missing schema is reported once,
 	// with how to create it, instead of by every instance.
-	if _, err := spanmutex.Inspect(ctx, d.clients[0], d.opts.table, "demo-"+d.suffix); err != nil {
+	if _, err := spanmutex.Inspect(ctx, d.clients[0], "demo-"+d.suffix, spanmutex.WithTable(d.opts.table)); err != nil {
 		return false, cmdline.ExplainConnection(err)
 	}
 	ok1, err := d.migrationScenarios(ctx)

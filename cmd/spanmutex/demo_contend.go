@@ -125,7 +125,7 @@ func (d *demo) writeAttempts(attempts []attempt, note func(attempt) string) {
 
 // row reads name's row, for the checks.
 func (d *demo) row(ctx context.Context, name string) (spanmutex.Status, error) {
-	rows, err := spanmutex.Inspect(ctx, d.clients[0], d.opts.table, name)
+	rows, err := spanmutex.Inspect(ctx, d.clients[0], name, spanmutex.WithTable(d.opts.table))
 	if err != nil {
 		return spanmutex.Status{}, err
 	}

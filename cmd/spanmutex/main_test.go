@@ -143,7 +143,7 @@ func inspectAll(t *testing.T, db, name string) []spanmutex.Status {
 		t.Fatal(err)
 	}
 	defer client.Close()
-	rows, err := spanmutex.Inspect(ctx, client, "", name)
+	rows, err := spanmutex.Inspect(ctx, client, name)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,7 +40,7 @@ func runSection(ctx context.Context, s streams, o *runOptions, name string, comm
 		// Read the row once to say whether a later run will retry.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
 		defer cancel()
-		rows, rerr := spanmutex.Inspect(rctx, client, o.table, name)
+		rows, rerr := spanmutex.Inspect(rctx, client, name, spanmutex.WithTable(o.table))
 		if rerr != nil || len(rows) != 1 {
 			return attemptsLeft{max: o.maxAttempts}
 		}

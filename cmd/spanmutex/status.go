@@ -66,7 +66,7 @@ func cmdStatus(ctx context.Context, s streams, args []string) int {
 		return cmdline.ReportError(s, err, exitError)
 	}
 	defer client.Close()
-	rows, err := spanmutex.Inspect(ctx, client, *table, name)
+	rows, err := spanmutex.Inspect(ctx, client, name, spanmutex.WithTable(*table))
 	if err != nil {
 		return cmdline.ReportError(s, cmdline.ExplainConnection(err), exitError)
 	}
