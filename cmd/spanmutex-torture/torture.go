@@ -341,6 +341,39 @@ func lockName(i int) string { return fmt.Sprintf("lock-%d", i+1) }
 // reports whether the run was clean.
 func (t *torture) run(ctx context.Context, stopSignals func()) (bool, error) {
 	o := t.opts
+	stopped, workload := t.runWorkload(ctx)
+	interrupted := ctx.Err() != nil
+	stopSignals()
+	t.waitForClients(stopped)
+	ops := t.rec.Ops()
+	t.out.Printf("Workload stopped after %v; checking %d operations.\n", workload.Round(100*time.Millisecond), len(ops))
+	written := ""
+	if o.history != "" {
+		if err := writeHistory(o.history, ops); err != nil {
+			return false, err
+		}
+		written = o.history
+	}
+	rep, checked, err := t.check(ctx, ops)
+	if err != nil {
+		return false, err
+	}
+	t.report(rep, ops, written)
+	t.out.Printf("Elapsed: %v (workload %v, check %v)\n", time.Since(t.began).Round(100*time.Millisecond),
+		workload.Round(100*time.Millisecond), checked.Round(100*time.Millisecond))
+	if interrupted {
+		t.out.Printf("Stopped early by a signal.\n")
+		return false, nil
+	}
+	return rep.OK(), nil
+}
+
+// runWorkload runs the clients, and the pauses and progress reports, until
+// the duration has passed or ctx ends. It returns how long that took and a
+// channel closed once every client has returned: calls under way finish on
+// their own.
+func (t *torture) runWorkload(ctx context.Context) (stopped <-chan struct{}, workload time.Duration) {
+	o := t.opts
 	wctx, cancel := context.WithTimeout(ctx, o.duration)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -373,44 +406,43 @@ func (t *torture) run(ctx context.Context, stopSignals func()) (bool, error) {
 	for _, c := range t.clients {
 		c.faults.freezer.thaw()
 	}
-	workload := time.Since(t.began)
-	interrupted := ctx.Err() != nil
-	stopSignals()
-
-	// Calls under way finish on their own: sections keep writing until
-	// their write timeouts, and Run and Unlock record their end within
-	// their finish timeout.
-	stopped := make(chan struct{})
+	done := make(chan struct{})
 	go func() {
 		wg.Wait()
-		close(stopped)
+		close(done)
 	}()
+	return done, time.Since(t.began)
+}
+
+// waitForClients waits for the clients' calls under way: sections keep
+// writing until their write timeouts, and Run and Unlock record their end
+// within their finish timeout.
+func (t *torture) waitForClients(stopped <-chan struct{}) {
 	const stopTimeout = 3 * time.Minute
 	select {
 	case <-stopped:
 	case <-time.After(stopTimeout):
 		t.out.Printf("Some clients did not stop within %v; their calls are checked as of unknown outcome.\n", stopTimeout)
 	}
-	ops := t.rec.Ops()
-	t.out.Printf("Workload stopped after %v; checking %d operations.\n", workload.Round(100*time.Millisecond), len(ops))
-	written := ""
-	if o.history != "" {
-		if err := writeHistory(o.history, ops); err != nil {
-			return false, err
-		}
-		written = o.history
-	}
+}
 
+// check reads the guarded writes back and checks the history ops; it
+// returns the report and how long the check took.
+func (t *torture) check(ctx context.Context, ops []history.Op) (*history.Report, time.Duration, error) {
 	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer rcancel()
 	rb, err := history.ReadBack(rctx, t.emu.Client(), tortureWrites, "", ops)
 	if err != nil {
-		return false, err
+		return nil, 0, err
 	}
 	checking := time.Now()
-	rep := history.Check(ops, history.Config{Watermark: o.watermark, Timeout: o.checkTimeout, Readback: rb})
-	checked := time.Since(checking)
+	rep := history.Check(ops, history.Config{Watermark: t.opts.watermark, Timeout: t.opts.checkTimeout, Readback: rb})
+	return rep, time.Since(checking), nil
+}
 
+// report prints the report, and where the history is: written already, or
+// written now to a temporary file because a check failed.
+func (t *torture) report(rep *history.Report, ops []history.Op, written string) {
 	var b strings.Builder
 	rep.WriteOperations(&b)
 	t.writeFaults(&b)
@@ -433,13 +465,6 @@ func (t *torture) run(ctx context.Context, stopSignals func()) (bool, error) {
 	if written != "" {
 		t.out.Printf("History: %s (%d operations, JSON lines)\n", written, len(ops))
 	}
-	t.out.Printf("Elapsed: %v (workload %v, check %v)\n", time.Since(t.began).Round(100*time.Millisecond),
-		workload.Round(100*time.Millisecond), checked.Round(100*time.Millisecond))
-	if interrupted {
-		t.out.Printf("Stopped early by a signal.\n")
-		return false, nil
-	}
-	return rep.OK(), nil
 }
 
 // writeHistory writes ops to path, as JSON lines.

@@ -72,19 +72,17 @@ func (d *demo) migrationScenarios(ctx context.Context) (bool, error) {
 	return ok, nil
 }
 
+// replicaProc is one replica process of the demo, with its pipes.
+type replicaProc struct {
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	stdout *bufio.Reader
+	stderr *strings.Builder
+}
+
 // deploy starts the replicas of rel, lets them go at once, and returns
 // their reports.
 func (d *demo) deploy(ctx context.Context, db string, rel release) ([]replicaReport, error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, fmt.Errorf("find this program to start the replicas: %w", err)
-	}
-	type replicaProc struct {
-		cmd    *exec.Cmd
-		stdin  io.WriteCloser
-		stdout *bufio.Reader
-		stderr *strings.Builder
-	}
 	procs := make([]*replicaProc, d.opts.instances)
 	defer func() {
 		for _, p := range procs {
@@ -94,28 +92,8 @@ func (d *demo) deploy(ctx context.Context, db string, rel release) ([]replicaRep
 			}
 		}
 	}()
-	env := append(os.Environ(), replicaEnv+"=1")
-	if d.emu != nil {
-		env = append(env, cmdline.EmulatorHostEnv+"="+d.emu.Host())
-	}
-	for i := range procs {
-		cmd := exec.CommandContext(ctx, exe, "demo", "replica", "--database", db, "--table", d.opts.table,
-			"--release", rel.dir, "--instance", fmt.Sprint(i+1))
-		cmd.Env = env
-		p := &replicaProc{cmd: cmd, stderr: &strings.Builder{}}
-		cmd.Stderr = p.stderr
-		if p.stdin, err = cmd.StdinPipe(); err != nil {
-			return nil, err
-		}
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			return nil, err
-		}
-		p.stdout = bufio.NewReader(out)
-		if err := cmd.Start(); err != nil {
-			return nil, fmt.Errorf("start replica %d: %w", i+1, err)
-		}
-		procs[i] = p
+	if err := d.startReplicas(ctx, db, rel, procs); err != nil {
+		return nil, err
 	}
 	for i, p := range procs {
 		line, err := p.stdout.ReadString('\n')
@@ -131,6 +109,44 @@ func (d *demo) deploy(ctx context.Context, db string, rel release) ([]replicaRep
 	for _, p := range procs {
 		_, _ = io.WriteString(p.stdin, "go\n")
 	}
+	return d.collectReports(procs)
+}
+
+// startReplicas starts one replica process of rel per element of procs,
+// which it fills in; deploy kills those it started if one fails to start.
+func (d *demo) startReplicas(ctx context.Context, db string, rel release, procs []*replicaProc) error {
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find this program to start the replicas: %w", err)
+	}
+	env := append(os.Environ(), replicaEnv+"=1")
+	if d.emu != nil {
+		env = append(env, cmdline.EmulatorHostEnv+"="+d.emu.Host())
+	}
+	for i := range procs {
+		cmd := exec.CommandContext(ctx, exe, "demo", "replica", "--database", db, "--table", d.opts.table,
+			"--release", rel.dir, "--instance", fmt.Sprint(i+1))
+		cmd.Env = env
+		p := &replicaProc{cmd: cmd, stderr: &strings.Builder{}}
+		cmd.Stderr = p.stderr
+		if p.stdin, err = cmd.StdinPipe(); err != nil {
+			return err
+		}
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			return err
+		}
+		p.stdout = bufio.NewReader(out)
+		if err := cmd.Start(); err != nil {
+			return fmt.Errorf("start replica %d: %w", i+1, err)
+		}
+		procs[i] = p
+	}
+	return nil
+}
+
+// collectReports reads each replica's report as it exits, and says it.
+func (d *demo) collectReports(procs []*replicaProc) ([]replicaReport, error) {
 	reports := make([]replicaReport, len(procs))
 	var (
 		wg   sync.WaitGroup

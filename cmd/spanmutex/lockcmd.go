@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"strings"
 	"sync"
@@ -111,19 +112,12 @@ func holdLock(ctx context.Context, s streams, o *lockOptions, name string, comma
 		return cmdline.ReportError(s, err, exitError)
 	}
 	defer client.Close()
-	opts := []spanmutex.Option{spanmutex.WithTable(o.table), spanmutex.WithWatermark(o.watermark)}
-	if o.owner != "" {
-		opts = append(opts, spanmutex.WithOwner(o.owner))
-	}
-	if o.verbose {
-		opts = append(opts, spanmutex.WithLogger(slog.New(slog.NewTextHandler(s.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))))
-	}
 	scopeOpts, closeScope, err := o.listen.scope()
 	if err != nil {
 		return cmdline.ReportUsage(s, usage("lock", err.Error()))
 	}
 	defer closeScope()
-	l, err := spanmutex.NewLock(client, name, append(opts, scopeOpts...)...)
+	l, err := spanmutex.NewLock(client, name, append(o.libraryOptions(s.Stderr), scopeOpts...)...)
 	if errors.Is(err, spanmutex.ErrInvalidConfig) {
 		return cmdline.ReportUsage(s, usage("lock", err.Error()))
 	}
@@ -163,7 +157,26 @@ func holdLock(ctx context.Context, s streams, o *lockOptions, name string, comma
 	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
 	defer cancel()
 	unlockErr := l.Unlock(uctx)
+	return lockExitStatus(s, name, lease, lost, cmdErr, unlockErr)
+}
 
+// libraryOptions returns the Lock's options of the flags; with --verbose
+// the Lock logs its decisions to stderr.
+func (o *lockOptions) libraryOptions(stderr io.Writer) []spanmutex.Option {
+	opts := []spanmutex.Option{spanmutex.WithTable(o.table), spanmutex.WithWatermark(o.watermark)}
+	if o.owner != "" {
+		opts = append(opts, spanmutex.WithOwner(o.owner))
+	}
+	if o.verbose {
+		opts = append(opts, spanmutex.WithLogger(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))))
+	}
+	return opts
+}
+
+// lockExitStatus says how the hold ended, on stderr, and returns the exit
+// status: whether the lease was lost while COMMAND ran, how COMMAND ended,
+// and whether the unlock failed.
+func lockExitStatus(s streams, name string, lease *spanmutex.Lease, lost, cmdErr, unlockErr error) int {
 	if lost != nil {
 		fmt.Fprintf(s.Stderr, "spanmutex: the lock %q (token %d) was lost while COMMAND ran, so another holder may have run meanwhile; COMMAND was sent SIGTERM\n%s\n",
 			name, lease.Token(), cmdline.ErrorLine(lost))
