@@ -1,8 +1,11 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"time"
+
+	"cloud.google.com/go/spanner"
 
 	"github.com/spanmutex/spanmutex"
 	"github.com/spanmutex/spanmutex/internal/cmdline"
@@ -55,4 +58,19 @@ func (h *holdFlags) validate(cmd string) error {
 		}
 	}
 	return nil
+}
+
+// open opens the client of a run or lock (sub) and the Scope of --listen;
+// closeAll releases both. A bad --listen is a usage error of sub.
+func (h *holdFlags) open(ctx context.Context, sub string) (client *spanner.Client, scopeOpts []spanmutex.Option, closeAll func(), err error) {
+	client, err = cmdline.OpenClientWithin(ctx, h.database, h.connect)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	scopeOpts, closeScope, err := h.listen.scope()
+	if err != nil {
+		client.Close()
+		return nil, nil, nil, usage(sub, err.Error())
+	}
+	return client, scopeOpts, func() { closeScope(); client.Close() }, nil
 }

@@ -107,16 +107,11 @@ func cmdLock(ctx context.Context, s streams, args []string) int {
 // holdLock takes the lock, runs COMMAND under it, releases it, and returns
 // the exit status that "spanmutex lock" documents.
 func holdLock(ctx context.Context, s streams, o *lockOptions, name string, command []string) int {
-	client, err := cmdline.OpenClientWithin(ctx, o.database, o.connect)
+	client, scopeOpts, closeAll, err := o.open(ctx, "lock")
 	if err != nil {
 		return cmdline.ReportError(s, err, exitError)
 	}
-	defer client.Close()
-	scopeOpts, closeScope, err := o.listen.scope()
-	if err != nil {
-		return cmdline.ReportUsage(s, usage("lock", err.Error()))
-	}
-	defer closeScope()
+	defer closeAll()
 	l, err := spanmutex.NewLock(client, name, append(o.libraryOptions(s.Stderr), scopeOpts...)...)
 	if errors.Is(err, spanmutex.ErrInvalidConfig) {
 		return cmdline.ReportUsage(s, usage("lock", err.Error()))

@@ -12,16 +12,11 @@ import (
 // runSection runs command as the critical section name and returns the exit
 // status that "spanmutex run" documents.
 func runSection(ctx context.Context, s streams, o *runOptions, name string, command []string) int {
-	client, err := cmdline.OpenClientWithin(ctx, o.database, o.connect)
+	client, scopeOpts, closeAll, err := o.open(ctx, "run")
 	if err != nil {
 		return cmdline.ReportError(s, err, exitError)
 	}
-	defer client.Close()
-	scopeOpts, closeScope, err := o.listen.scope()
-	if err != nil {
-		return cmdline.ReportUsage(s, usage("run", err.Error()))
-	}
-	defer closeScope()
+	defer closeAll()
 	m, err := spanmutex.New(client, name, append(o.mutexOptions(s), scopeOpts...)...)
 	if errors.Is(err, spanmutex.ErrInvalidConfig) {
 		return cmdline.ReportUsage(s, usage("run", err.Error()))
