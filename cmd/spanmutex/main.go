@@ -72,5 +72,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if strings.HasPrefix(args[0], "-") {
 		return cmdline.ReportUsage(s, usage("", fmt.Sprintf("unknown flag %s: flags go after the subcommand, as in 'spanmutex run --table T NAME -- COMMAND'", args[0])))
 	}
+	switch args[0] {
+	case "torture", "bench":
+		// They left the operator binary, which links no test machinery.
+		return cmdline.ReportUsage(s, usage("", fmt.Sprintf("%s is a command of its own: spanmutex-%s (go run ./cmd/spanmutex-%s)", args[0], args[0], args[0])))
+	}
 	return cmdline.ReportUsage(s, usage("", fmt.Sprintf("unknown subcommand %q; want one of %s", args[0], subcommandNames())))
 }

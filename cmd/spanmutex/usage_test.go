@@ -23,6 +23,8 @@ func TestUsageErrors(t *testing.T) {
 	}{
 		{"no subcommand", db, nil, "no subcommand"},
 		{"unknown subcommand", db, []string{"frobnicate"}, `unknown subcommand "frobnicate"`},
+		{"torture, now a command of its own", db, []string{"torture"}, "spanmutex-torture (go run ./cmd/spanmutex-torture)"},
+		{"bench, now a command of its own", db, []string{"bench", "--contenders", "1"}, "spanmutex-bench (go run ./cmd/spanmutex-bench)"},
 		{"top-level flag", db, []string{"--verbose"}, "unknown flag --verbose"},
 		{"help of unknown", db, []string{"help", "frobnicate"}, `unknown subcommand "frobnicate"`},
 		{"run without NAME", db, []string{"run"}, "missing NAME"},
