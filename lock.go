@@ -75,7 +75,7 @@ func NewLock(client *spanner.Client, name string, opts ...Option) (*Lock, error)
 	if client == nil {
 		return nil, fmt.Errorf("%w: nil *spanner.Client: open one with spanner.NewClient", ErrInvalidConfig)
 	}
-	m, err := newMutex(name, opts)
+	m, err := newMutex(name, opts, forLock)
 	if err != nil {
 		return nil, err
 	}

@@ -296,7 +296,7 @@ func TestLockUnlockAfterLossLeavesTheNewHolder(t *testing.T) {
 	cb := newClient(t, db)
 	b, err := NewLock(cb, "lost", append(opts, WithOwner("b"))...)
 	require.NoError(t, err)
-	fence, err := NewFence(cb, "")
+	fence, err := NewFence(cb)
 	require.NoError(t, err)
 	ctx := context.Background()
 
@@ -324,7 +324,7 @@ func TestLockUnlockAfterLossLeavesTheNewHolder(t *testing.T) {
 
 	err = a.Unlock(ctx)
 	assert.ErrorIs(t, err, ErrLeaseLost)
-	rows, err := Inspect(ctx, cb, "", "lost")
+	rows, err := Inspect(ctx, cb, "lost")
 	require.NoError(t, err)
 	assert.Equal(t, StateStarted, rows[0].State, "the new holder still holds the lock")
 	assert.Equal(t, lb.Token(), rows[0].Token)
@@ -336,7 +336,7 @@ func TestLockUnlockAfterLossLeavesTheNewHolder(t *testing.T) {
 func TestFence(t *testing.T) {
 	db := freshDatabase(t)
 	c := newClient(t, db)
-	f, err := NewFence(c, "")
+	f, err := NewFence(c)
 	require.NoError(t, err)
 	ctx := context.Background()
 	require.NoError(t, f.Admit(ctx, "r", "lock", 5))
@@ -345,9 +345,9 @@ func TestFence(t *testing.T) {
 	assert.ErrorIs(t, f.Admit(ctx, "r", "lock", 6), ErrStaleToken)
 	assert.ErrorIs(t, f.Admit(ctx, "r", "other-lock", 100), ErrInvalidConfig)
 	assert.ErrorIs(t, f.Admit(ctx, "", "lock", 1), ErrInvalidConfig)
-	_, err = NewFence(nil, "")
+	_, err = NewFence(nil)
 	assert.ErrorIs(t, err, ErrInvalidConfig)
-	_, err = NewFence(c, "bad-name")
+	_, err = NewFence(c, WithTable("bad-name"))
 	assert.ErrorIs(t, err, ErrInvalidConfig)
 }
 

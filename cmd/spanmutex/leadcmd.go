@@ -9,12 +9,13 @@ import (
 	"strconv"
 
 	"github.com/spanmutex/spanmutex"
+	"github.com/spanmutex/spanmutex/internal/cmdline"
 )
 
 // leadHelp is the help of "spanmutex lead".
 var leadHelp = helpText{
-	usage: "spanmutex lead [flags] NAME -- COMMAND [ARGS...]",
-	about: `Campaigns in the election NAME and runs COMMAND while this process
+	Usage: "spanmutex lead [flags] NAME -- COMMAND [ARGS...]",
+	About: `Campaigns in the election NAME and runs COMMAND while this process
 leads (like 'etcdctl elect'): one leader at a time across every process that
 campaigns for NAME against the same database and table. Candidates lead in
 the order they began to campaign; the leader's --value is what
@@ -40,7 +41,7 @@ COMMAND is killed if it has not exited --grace later); received while
 campaigning, they stop the campaign.
 
 Flags go before NAME or between NAME and "--".`,
-	after: `Exit status:
+	After: `Exit status:
   N    COMMAND's own exit status (0 when it succeeded; 128+signal if a signal
        killed it; 127 if it was not found, 126 if it could not be started)
   76   leadership was lost while COMMAND ran: COMMAND was sent SIGTERM, and
@@ -106,22 +107,17 @@ func (o *leadOptions) checkValue() error {
 // lead campaigns, runs COMMAND while leading, resigns, and returns the exit
 // status that "spanmutex lead" documents.
 func lead(ctx context.Context, s streams, o *leadOptions, name string, command []string) int {
-	client, err := openClientWithin(ctx, o.database, o.connect)
+	client, scopeOpts, closeAll, err := o.open(ctx, "lead")
 	if err != nil {
-		return reportError(s, err, exitError)
+		return cmdline.ReportError(s, err, exitError)
 	}
-	defer client.Close()
-	opts, closeScope, err := o.libraryOptions(s, "lead")
-	if err != nil {
-		return reportUsage(s, &usageError{cmd: "lead", msg: err.Error()})
-	}
-	defer closeScope()
-	e, err := spanmutex.NewElection(client, name, opts...)
+	defer closeAll()
+	e, err := spanmutex.NewElection(client, name, append(o.libraryOptions(s.Stderr), scopeOpts...)...)
 	if errors.Is(err, spanmutex.ErrInvalidConfig) {
-		return reportUsage(s, &usageError{cmd: "lead", msg: err.Error()})
+		return cmdline.ReportUsage(s, usage("lead", err.Error()))
 	}
 	if err != nil {
-		return reportError(s, err, exitError)
+		return cmdline.ReportError(s, err, exitError)
 	}
 	campaign := func(ctx context.Context) (*spanmutex.Lease, func(context.Context) error, error) {
 		ld, err := e.Campaign(ctx, o.value)
