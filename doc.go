@@ -27,6 +27,11 @@
 //   - [Scope] ([NewScope], [WithScope]) is what the Locks of one process
 //     share; [ListenScope] also receives wake-ups from other processes.
 //     Sharing saves Spanner work and time, never decides ownership.
+//   - [Election] ([NewElection]) elects one leader at a time on a Lock:
+//     [Election.Campaign] blocks until this candidate leads and returns its
+//     [Leadership] (token, a context that ends on loss, [Leadership.Resign]
+//     that hands over at once); [Election.Leader] and [Election.Observe]
+//     tell any instance who leads, every term in order.
 //   - [Inspect] reads the rows of the mutex table, without locking.
 //   - [Mutex.Reset] re-arms a section that failed or gave up; [WithVersion]
 //     runs a section once per release; a section that returns [Interrupt]

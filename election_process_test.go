@@ -22,7 +22,8 @@ import (
 // Eight candidate processes each lead several terms (two guarded writes a
 // term) and resign; an observer process observes. At most one leader at any
 // Spanner time: the guarded writes, in commit order, never interleave two
-// terms; every term is observed, in order, with its leader's value; every
+// terms, and by commit timestamps each term begins after the previous
+// term's last write; every term is observed, in order, with its leader's value; every
 // resignation hands over within one hand-off, far below the 10 s lease a
 // watermark wait would cost.
 func TestElectionProcesses(t *testing.T) {
@@ -58,6 +59,25 @@ func TestElectionProcesses(t *testing.T) {
 	require.Len(t, h, 2*len(leads))
 	for i := 0; i+1 < len(h); i += 2 {
 		assert.Equal(t, h[i].Token, h[i+1].Token, "writes %d and %d: another term wrote between a term's two writes", i, i+1)
+	}
+	// By commit timestamps: each term began after the previous term's
+	// last write, and wrote only after it began.
+	lastWrite := map[int64]time.Time{}
+	for _, w := range h {
+		lastWrite[w.Token] = w.At
+	}
+	for i, l := range leads {
+		if i > 0 {
+			assert.True(t, l.AcquiredAt.After(lastWrite[leads[i-1].Token]),
+				"term %d began at %v, before term %d's last write at %v", l.Token, l.AcquiredAt, leads[i-1].Token, lastWrite[leads[i-1].Token])
+		}
+	}
+	for _, w := range h {
+		for _, l := range leads {
+			if l.Token == w.Token {
+				assert.False(t, w.At.Before(l.AcquiredAt), "token %d wrote at %v, before its term began at %v", w.Token, w.At, l.AcquiredAt)
+			}
+		}
 	}
 
 	// Every term observed, in order, with its value.

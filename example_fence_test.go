@@ -102,7 +102,7 @@ func ExampleFence() {
 	}
 	defer emu.Close()
 
-	fence, err := spanmutex.NewFence(emu.Client(), "")
+	fence, err := spanmutex.NewFence(emu.Client())
 	if err != nil {
 		log.Fatal(err)
 	}

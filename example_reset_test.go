@@ -87,7 +87,7 @@ func ExampleInterrupt() {
 		return spanmutex.Interrupt("SIGTERM: the pod is being evicted", nil)
 	})
 	fmt.Println(out, errors.Is(err, spanmutex.ErrInterrupted))
-	rows, err := spanmutex.Inspect(ctx, emu.Client(), "", "reindex")
+	rows, err := spanmutex.Inspect(ctx, emu.Client(), "reindex")
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -113,7 +113,7 @@ func ExampleInspect() {
 	if _, err := m.Run(ctx, func(ctx context.Context, lease *spanmutex.Lease) error { return nil }); err != nil {
 		log.Fatal(err)
 	}
-	rows, err := spanmutex.Inspect(ctx, emu.Client(), "", "")
+	rows, err := spanmutex.Inspect(ctx, emu.Client(), "")
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -145,7 +145,7 @@ func faultyClients(t *testing.T, db string, in *faultinject.Injector, n int) []*
 		c, err := emu.NewClient(context.Background(), db, in.ClientOptions()...)
 		require.NoError(t, err)
 		t.Cleanup(c.Close)
-		_, err = Inspect(context.Background(), c, "", "warm-up")
+		_, err = Inspect(context.Background(), c, "warm-up")
 		require.NoError(t, err)
 		clients[i] = c
 	}
@@ -302,7 +302,7 @@ func lockRace(t *testing.T, clients []*spanner.Client, check *spanner.Client, na
 				res.leases++
 				res.tokens = append(res.tokens, lease.Token())
 				mu.Unlock()
-				rows, err := Inspect(ctx, check, "", name)
+				rows, err := Inspect(ctx, check, name)
 				if err == nil && (len(rows) != 1 || rows[0].State != StateStarted || rows[0].Token != lease.Token()) {
 					mu.Lock()
 					res.wrongRow = append(res.wrongRow, fmt.Sprintf("holder of token %d read the row as %+v", lease.Token(), rows))
@@ -382,7 +382,7 @@ func TestFaultLockUnderEmulatorFaultInjection(t *testing.T) {
 		contenders*times, time.Since(began).Round(time.Millisecond), res.leases, res.notObtained, res.exhausted, len(res.other))
 	t.Logf("recoveries the library logged: %v", logs.snapshot())
 	checkLockRace(t, res, contenders*times)
-	rows, err := Inspect(context.Background(), clients[0], "", "emulator-faults")
+	rows, err := Inspect(context.Background(), clients[0], "emulator-faults")
 	require.NoError(t, err)
 	require.Len(t, rows, 1)
 	assert.Equal(t, StateNeeded, rows[0].State)
@@ -712,7 +712,7 @@ func TestFaultSpannerNotRunning(t *testing.T) {
 			return err
 		}},
 		{"Inspect", func(ctx context.Context) error {
-			_, err := Inspect(ctx, c, "", "")
+			_, err := Inspect(ctx, c, "")
 			return err
 		}},
 	}

@@ -6,8 +6,6 @@ import (
 	"fmt"
 
 	"cloud.google.com/go/spanner"
-
-	"github.com/spanmutex/spanmutex/ddl"
 )
 
 // ErrStaleToken is matched by the *StaleTokenError a Fence returns for an
@@ -48,19 +46,18 @@ type Fence struct {
 	table  string
 }
 
-// NewFence returns a Fence stored in client's database, in table (empty:
-// ddl.DefaultFenceTable).
-func NewFence(client *spanner.Client, table string) (*Fence, error) {
+// NewFence returns a Fence stored in client's database, in the fence table
+// (WithTable; default DefaultFenceTable). WithTable is the only option that
+// applies. Every error wraps ErrInvalidConfig.
+func NewFence(client *spanner.Client, opts ...Option) (*Fence, error) {
 	if client == nil {
 		return nil, fmt.Errorf("%w: NewFence: nil *spanner.Client", ErrInvalidConfig)
 	}
-	if table == "" {
-		table = ddl.DefaultFenceTable
+	cfg, err := newConfig(append([]Option{WithTable(DefaultFenceTable)}, opts...), forTable) // options.go
+	if err != nil {
+		return nil, err
 	}
-	if err := ddl.ValidateTableName(table); err != nil {
-		return nil, fmt.Errorf("%w: NewFence: %v", ErrInvalidConfig, err)
-	}
-	return &Fence{client: client, table: table}, nil
+	return &Fence{client: client, table: cfg.table}, nil
 }
 
 // Admit records token as accepted for resource and returns nil, or returns a

@@ -6,8 +6,6 @@ import (
 	"time"
 
 	"cloud.google.com/go/spanner"
-
-	"github.com/spanmutex/spanmutex/ddl"
 )
 
 // Status is one row of the mutex table, as Inspect reports it.
@@ -30,10 +28,11 @@ type Status struct {
 	Age time.Duration
 }
 
-// Inspect reads the rows of table (empty: DefaultTable) from one strong
-// snapshot, ordered by name: all of them if name is empty, else that one
-// (none if it does not exist). It is read-only and takes no locks.
-func Inspect(ctx context.Context, client *spanner.Client, table, name string) ([]Status, error) {
+// Inspect reads the rows of the mutex table (WithTable; default
+// DefaultTable) from one strong snapshot, ordered by name: all of them if
+// name is empty, else that one (none if it does not exist). It is read-only
+// and takes no locks. WithTable and WithDialect are the options that apply.
+func Inspect(ctx context.Context, client *spanner.Client, name string, opts ...Option) ([]Status, error) {
 	if ctx == nil {
 		return nil, errNilContext
 	}
@@ -41,13 +40,15 @@ func Inspect(ctx context.Context, client *spanner.Client, table, name string) ([
 		return nil, fmt.Errorf("%w: nil *spanner.Client", ErrInvalidConfig)
 	}
 	began := time.Now()
-	if table == "" {
-		table = DefaultTable
+	cfg, err := newConfig(opts, forTable) // options.go
+	if err != nil {
+		return nil, err
 	}
-	if err := ddl.ValidateTableName(table); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
-	}
+	table := cfg.table
 	st := newSpannerStore(client, table, DefaultWatermark)
+	if cfg.dialectSet {
+		st.dialect = knownDialect(cfg.dialect)
+	}
 	if err := st.checkSchema(ctx); err != nil {
 		return nil, st.unreached(err, began)
 	}

@@ -64,9 +64,9 @@ type Lock struct {
 }
 
 // NewLock returns a reusable lock named name, stored in client's database.
-// It takes the options of New, and WithScope; WithStaleness and WithNeeded
-// do not apply to a lock, and WithMaxAttempts bounds failed Spanner calls in
-// a row. The watermark is the lease this Lock declares when it holds the
+// It takes the options of New but WithStaleness, WithNeeded and WithVersion,
+// which do not apply to a lock and are rejected; WithMaxAttempts bounds
+// failed Spanner calls in a row. The watermark is the lease this Lock declares when it holds the
 // lock: it renews within it, and others take over only after it has passed
 // unrenewed, by Spanner's clock, whatever their own watermark. Queued, it
 // proves it is alive about every two watermarks, and Unlock skips its entry
@@ -75,7 +75,7 @@ func NewLock(client *spanner.Client, name string, opts ...Option) (*Lock, error)
 	if client == nil {
 		return nil, fmt.Errorf("%w: nil *spanner.Client: open one with spanner.NewClient", ErrInvalidConfig)
 	}
-	m, err := newMutex(name, opts)
+	m, err := newMutex(name, opts, forLock)
 	if err != nil {
 		return nil, err
 	}

@@ -118,9 +118,9 @@ func (w *waiter) entryDue(now time.Time) bool {
 }
 
 // untilRenewal returns how long after local time now our entry is due for
-// renewal (at least LockPollInterval).
+// renewal (at least lockPollInterval).
 func (w *waiter) untilRenewal(now time.Time) time.Duration {
-	return max(w.renewEvery-now.Sub(w.entryRenewed), LockPollInterval)
+	return max(w.renewEvery-now.Sub(w.entryRenewed), lockPollInterval)
 }
 
 // renewEntry proves the waiter alive. A failure is logged and retried at the

@@ -267,7 +267,7 @@ func (s *memLockStore) snapshot() (row, []memEntry) {
 func newMemLock(t *testing.T, st *memLockStore, scope *Scope, opts ...Option) *Lock {
 	t.Helper()
 	opts = append([]Option{WithBackOff(func() backoff.BackOff { return &backoff.ZeroBackOff{} }), WithWatermark(time.Second)}, opts...)
-	m, err := newMutex("lock", opts)
+	m, err := newMutex("lock", opts, forLock)
 	require.NoError(t, err)
 	if scope == nil {
 		scope = NewScope()

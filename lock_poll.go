@@ -9,14 +9,18 @@ import (
 // k live waiters before it expects its turn in about k hand-offs; it
 // measures how long a hand-off takes from how fast the token moves, and
 // reads the lock again when three quarters of the time to its turn have
-// passed, at least LockPollInterval and at most MaxLockPollInterval (and a
+// passed, at least lockPollInterval and at most maxLockPollInterval (and a
 // quarter of its lease) apart. The head of the queue so learns of a
-// hand-off within about LockPollInterval, and a waiter far back costs a few
+// hand-off within about lockPollInterval, and a waiter far back costs a few
 // reads. Behind a holder of its own Scope a waiter does not poll: that
 // holder's Unlock wakes it.
+//
+// lockPollInterval (20ms) and maxLockPollInterval (10s) are fixed, not
+// options: they pace reads only, and every decision on ownership is taken
+// in a read-write transaction whatever they are.
 const (
-	LockPollInterval    = 20 * time.Millisecond
-	MaxLockPollInterval = 10 * time.Second
+	lockPollInterval    = 20 * time.Millisecond
+	maxLockPollInterval = 10 * time.Second
 )
 
 // listeningPoll is how often, at most, a waiter whose Scope listens for
@@ -64,10 +68,10 @@ func (p *pollPlan) ahead(token int64) int { return max(p.counted-int(token-p.cou
 // interval returns how long to wait before reading the lock again, given the
 // lock's token and about ahead live waiters before us at local time now:
 // three quarters of the expected time to our turn, within
-// [LockPollInterval, ceiling]. The local clock only paces reads.
+// [lockPollInterval, ceiling]. The local clock only paces reads.
 func (p *pollPlan) interval(now time.Time, token int64, ahead int, ceiling time.Duration) time.Duration {
 	if p.handOff == 0 {
-		p.handOff = 2 * LockPollInterval
+		p.handOff = 2 * lockPollInterval
 	}
 	if moved := token - p.lastToken; moved > 0 && !p.lastRead.IsZero() {
 		sample := now.Sub(p.lastRead) / time.Duration(moved)
@@ -76,11 +80,11 @@ func (p *pollPlan) interval(now time.Time, token int64, ahead int, ceiling time.
 	p.lastToken, p.lastRead = token, now
 	// A hand-off slower than a couple of polls (say, while a crowd joins)
 	// is no guide to the next ones: trusting it would oversleep our turn.
-	perHandOff := min(p.handOff, 2*LockPollInterval)
+	perHandOff := min(p.handOff, 2*lockPollInterval)
 	if ahead >= maxAhead {
 		return ceiling
 	}
-	return min(max(time.Duration(ahead)*perHandOff*3/4, LockPollInterval), ceiling)
+	return min(max(time.Duration(ahead)*perHandOff*3/4, lockPollInterval), ceiling)
 }
 
 // look reads the lock: fully (row, place in the queue, our entry) when not
@@ -141,7 +145,7 @@ func (w *waiter) fullRead(ctx context.Context) (lockView, error) {
 // between reads: a quarter of its own lease, so that it notices a hand-off
 // to it well within the lease it is handed.
 func (w *waiter) ceiling() time.Duration {
-	return min(MaxLockPollInterval, max(w.lock.cfg.watermark/4, LockPollInterval))
+	return min(maxLockPollInterval, max(w.lock.cfg.watermark/4, lockPollInterval))
 }
 
 // handedAnchor returns the anchor (see keepAlive) of a lease that a read

@@ -152,7 +152,7 @@ func TestLockProcessesImpatientStorm(t *testing.T) {
 	calls := stormCalls(waitAll(t, cs, 2*time.Minute))
 	check := newClient(t, db)
 	stale := queued(t, check, name) // every call has returned: any entry is stale
-	rows, err := Inspect(context.Background(), check, "", name)
+	rows, err := Inspect(context.Background(), check, name)
 	require.NoError(t, err)
 	var row Status // zero if no call ever took the lock
 	if len(rows) == 1 {

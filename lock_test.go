@@ -310,7 +310,7 @@ func testLockUnlockAfterLossLeavesTheNewHolder(t *testing.T, db string) {
 	cb := newClient(t, db)
 	b, err := NewLock(cb, "lost", append(opts, WithOwner("b"))...)
 	require.NoError(t, err)
-	fence, err := NewFence(cb, "")
+	fence, err := NewFence(cb)
 	require.NoError(t, err)
 	ctx := context.Background()
 
@@ -338,7 +338,7 @@ func testLockUnlockAfterLossLeavesTheNewHolder(t *testing.T, db string) {
 
 	err = a.Unlock(ctx)
 	assert.ErrorIs(t, err, ErrLeaseLost)
-	rows, err := Inspect(ctx, cb, "", "lost")
+	rows, err := Inspect(ctx, cb, "lost")
 	require.NoError(t, err)
 	assert.Equal(t, StateStarted, rows[0].State, "the new holder still holds the lock")
 	assert.Equal(t, lb.Token(), rows[0].Token)
@@ -351,7 +351,7 @@ func TestFence(t *testing.T) { eachDialect(t, testFence) }
 
 func testFence(t *testing.T, db string) {
 	c := newClient(t, db)
-	f, err := NewFence(c, "")
+	f, err := NewFence(c)
 	require.NoError(t, err)
 	ctx := context.Background()
 	require.NoError(t, f.Admit(ctx, "r", "lock", 5))
@@ -360,9 +360,9 @@ func testFence(t *testing.T, db string) {
 	assert.ErrorIs(t, f.Admit(ctx, "r", "lock", 6), ErrStaleToken)
 	assert.ErrorIs(t, f.Admit(ctx, "r", "other-lock", 100), ErrInvalidConfig)
 	assert.ErrorIs(t, f.Admit(ctx, "", "lock", 1), ErrInvalidConfig)
-	_, err = NewFence(nil, "")
+	_, err = NewFence(nil)
 	assert.ErrorIs(t, err, ErrInvalidConfig)
-	_, err = NewFence(c, "bad-name")
+	_, err = NewFence(c, WithTable("bad-name"))
 	assert.ErrorIs(t, err, ErrInvalidConfig)
 }
 

@@ -11,7 +11,7 @@ import (
 
 	"github.com/spanmutex/spanmutex/ddl"
 	"github.com/spanmutex/spanmutex/emulator"
-	"github.com/spanmutex/spanmutex/internal/faultinject"
+	"github.com/spanmutex/spanmutex/internal/cutoff"
 	"github.com/spanmutex/spanmutex/internal/sqldialect"
 	"github.com/spanmutex/spanmutex/internal/testutil"
 )
@@ -128,9 +128,9 @@ func newClient(t *testing.T, db string) *spanner.Client {
 // silenceableClient opens a client of db whose RPCs can be cut off, as if
 // its process were paused or its network dropped: while silenced
 // (Store(true)), every RPC fails with UNAVAILABLE before it reaches Spanner.
-func silenceableClient(t *testing.T, db string) (*spanner.Client, *faultinject.Cutoff) {
+func silenceableClient(t *testing.T, db string) (*spanner.Client, *cutoff.Switch) {
 	t.Helper()
-	cut := &faultinject.Cutoff{Reason: "test: silenced"}
+	cut := &cutoff.Switch{Reason: "test: silenced"}
 	c, err := emu.NewClient(context.Background(), db, cut.ClientOptions()...)
 	require.NoError(t, err)
 	t.Cleanup(func() { cut.Store(false); c.Close() })
@@ -140,7 +140,7 @@ func silenceableClient(t *testing.T, db string) (*spanner.Client, *faultinject.C
 // inspectOne reads one row; it fails the test if the row is absent.
 func inspectOne(t *testing.T, c *spanner.Client, name string) Status {
 	t.Helper()
-	rows, err := Inspect(context.Background(), c, "", name)
+	rows, err := Inspect(context.Background(), c, name)
 	require.NoError(t, err)
 	require.Len(t, rows, 1, "row %q", name)
 	return rows[0]

@@ -31,7 +31,7 @@ func New(client *spanner.Client, name string, opts ...Option) (*Mutex, error) {
 	if client == nil {
 		return nil, fmt.Errorf("%w: nil *spanner.Client: open one with spanner.NewClient", ErrInvalidConfig)
 	}
-	m, err := newMutex(name, opts)
+	m, err := newMutex(name, opts, forMutex)
 	if err != nil {
 		return nil, err
 	}
@@ -48,21 +48,12 @@ func New(client *spanner.Client, name string, opts ...Option) (*Mutex, error) {
 	return m, nil
 }
 
-func newMutex(name string, opts []Option) (*Mutex, error) {
+func newMutex(name string, opts []Option, t target) (*Mutex, error) {
 	if err := ValidateName(name); err != nil {
 		return nil, err
 	}
-	cfg := defaultConfig()
-	for i, opt := range opts {
-		if opt == nil {
-			return nil, fmt.Errorf("%w: option %d is nil", ErrInvalidConfig, i)
-		}
-		opt(&cfg)
-	}
-	if cfg.owner == "" {
-		cfg.owner = defaultOwner()
-	}
-	if err := cfg.validate(); err != nil {
+	cfg, err := newConfig(opts, t) // options.go
+	if err != nil {
 		return nil, err
 	}
 	cfg.logger = cfg.logger.With("mutex", name, "owner", cfg.owner)

@@ -119,7 +119,7 @@ func (s *memStore) release(ctx context.Context, l *Lease) error {
 func newTestMutex(t *testing.T, st store, opts ...Option) *Mutex {
 	t.Helper()
 	opts = append([]Option{WithBackOff(func() backoff.BackOff { return &backoff.ZeroBackOff{} })}, opts...)
-	m, err := newMutex("section", opts)
+	m, err := newMutex("section", opts, forMutex)
 	require.NoError(t, err)
 	m.store = st
 	return m

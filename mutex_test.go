@@ -500,7 +500,7 @@ func TestNotNeededWritesNothing(t *testing.T) {
 	out, err := m.Run(context.Background(), func(context.Context, *Lease) error { return nil })
 	require.NoError(t, err)
 	assert.Equal(t, NotNeeded, out)
-	rows, err := Inspect(context.Background(), c, "", "")
+	rows, err := Inspect(context.Background(), c, "")
 	require.NoError(t, err)
 	assert.Empty(t, rows)
 
@@ -575,7 +575,7 @@ func TestSchemaAndDatabaseProblems(t *testing.T) {
 			}
 		})
 	}
-	rows, err := Inspect(ctx, newClient(t, good), "", "")
+	rows, err := Inspect(ctx, newClient(t, good), "")
 	require.NoError(t, err)
 	assert.Empty(t, rows, "nothing was written")
 }

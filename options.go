@@ -18,6 +18,8 @@ import (
 const (
 	// DefaultTable is the mutex table's name.
 	DefaultTable = ddl.DefaultMutexTable
+	// DefaultFenceTable is the fence table's name (see NewFence).
+	DefaultFenceTable = ddl.DefaultFenceTable
 	// DefaultWatermark is how long a STARTED row may go without its holder
 	// renewing it before another contender may take it over. Holders renew
 	// every third of it while the section runs, so it bounds how long a
@@ -48,8 +50,107 @@ const MinWatermark = 100 * time.Millisecond
 // is STRING(256)).
 const MaxNameLength = 256
 
-// Option configures a Mutex. Options are validated together by New.
+// Option configures a Mutex (New), a Lock (NewLock), Inspect or a Fence
+// (NewFence). Each validates its options together and rejects an option
+// that does not apply to it with an error wrapping ErrInvalidConfig that
+// names the option.
 type Option func(*config)
+
+// Name returns the name of the function that made o, such as
+// "WithWatermark" ("" for nil). A package that makes Locks with its
+// caller's options uses it to refuse those it sets itself.
+func (o Option) Name() string {
+	if o == nil {
+		return ""
+	}
+	var c config
+	o(&c)
+	if len(c.given) == 0 {
+		return ""
+	}
+	return c.given[0]
+}
+
+// namedOption returns the Option called name that applies set; the name is
+// recorded so that constructors can refuse options that do not apply.
+func namedOption(name string, set func(*config)) Option {
+	return func(c *config) {
+		c.given = append(c.given, name)
+		set(c)
+	}
+}
+
+// target is what a constructor makes, for the options that apply to it.
+type target int
+
+const (
+	forMutex target = iota // New
+	forLock                // NewLock
+	forTable               // Inspect and NewFence: only the table
+)
+
+// refusal says why the option called name does not apply to t, and what
+// to do instead; "" if it applies.
+func (t target) refusal(name string) string {
+	switch t {
+	case forLock:
+		switch name {
+		case "WithStaleness":
+			return "a Lock never records DONE, so nothing goes stale; leave it out"
+		case "WithNeeded":
+			return "a Lock is taken whenever Lock is called; decide before calling it"
+		case "WithVersion":
+			return "a Lock is not run once per version; use a Mutex (New) for that"
+		}
+	case forTable:
+		if name != "WithTable" && name != "WithDialect" {
+			return "only WithTable and WithDialect apply: it reads or writes its table and holds no lease; leave it out"
+		}
+	}
+	return ""
+}
+
+// newConfig applies opts over the defaults, refuses those that do not
+// apply to t, and validates the result. Every error wraps ErrInvalidConfig.
+func newConfig(opts []Option, t target) (config, error) {
+	cfg := defaultConfig()
+	for i, opt := range opts {
+		if opt == nil {
+			return config{}, fmt.Errorf("%w: option %d is nil", ErrInvalidConfig, i)
+		}
+		opt(&cfg)
+	}
+	for _, name := range cfg.given {
+		if why := t.refusal(name); why != "" {
+			return config{}, fmt.Errorf("%w: %s does not apply to %s: %s", ErrInvalidConfig, name, t, why)
+		}
+	}
+	if cfg.owner == "" {
+		cfg.owner = defaultOwner()
+	}
+	return cfg, cfg.validate()
+}
+
+// String names what t makes, for errors.
+func (t target) String() string {
+	switch t {
+	case forLock:
+		return "a Lock"
+	case forTable:
+		return "Inspect or a Fence"
+	}
+	return "a Mutex"
+}
+
+// CheckLockOptions returns the error NewLock would return for opts, but
+// needs no client and no name: nil if every option applies to a Lock and
+// the values are valid together. A package that makes Locks from its
+// caller's options calls it in its own constructor, so that a bad option
+// is that constructor's error, not a failure later.
+func CheckLockOptions(opts ...Option) error {
+	_, err := newConfig(opts, forLock)
+	return err
+}
 
 type config struct {
 	table         string
@@ -65,7 +166,8 @@ type config struct {
 	renewInterval time.Duration // 0: a third of the watermark
 	version       string        // "": versions are not compared
 	clock         clock
-	scope         *Scope // nil: a Lock gets a Scope of its own; a Mutex none
+	scope         *Scope   // nil: a Lock gets a Scope of its own; a Mutex none
+	given         []string // the names of the options given, in order
 	dialect       ddl.Dialect
 	dialectSet    bool // dialect was given (WithDialect); else it is read
 
@@ -100,12 +202,18 @@ func defaultBackOff() backoff.BackOff {
 	return b
 }
 
-// WithTable sets the mutex table's name (default DefaultTable).
-func WithTable(name string) Option { return func(c *config) { c.table = name } }
+// WithTable sets the table's name: the mutex table for New, NewLock and
+// Inspect (default DefaultTable), the fence table for NewFence (default
+// DefaultFenceTable). The defaults are those of the ddl package.
+func WithTable(name string) Option {
+	return namedOption("WithTable", func(c *config) { c.table = name })
+}
 
 // WithOwner sets the identity recorded as the holder (default: host name,
 // process id and a random suffix, unique per Mutex). At most 256 characters.
-func WithOwner(id string) Option { return func(c *config) { c.owner = id } }
+func WithOwner(id string) Option {
+	return namedOption("WithOwner", func(c *config) { c.owner = id })
+}
 
 // WithWatermark sets this contender's lease (default DefaultWatermark, at
 // least MinWatermark): when it holds the section or lock it writes the
@@ -115,36 +223,45 @@ func WithOwner(id string) Option { return func(c *config) { c.owner = id } }
 // network) a live holder may suffer. A contender's watermark governs only
 // its own lease, and how it judges rows written by a spanmutex too old to
 // declare one.
-func WithWatermark(d time.Duration) Option { return func(c *config) { c.watermark = d } }
+func WithWatermark(d time.Duration) Option {
+	return namedOption("WithWatermark", func(c *config) { c.watermark = d })
+}
 
 // WithStaleness makes a DONE or FAILED row that finished longer ago than d, by
 // Spanner's clock, count as NEEDED again, so the section runs again (default
-// 0: never). It must be above the watermark.
-func WithStaleness(d time.Duration) Option { return func(c *config) { c.staleness = d } }
+// 0: never). It must be above the watermark. NewLock rejects it.
+func WithStaleness(d time.Duration) Option {
+	return namedOption("WithStaleness", func(c *config) { c.staleness = d })
+}
 
 // WithMaxAttempts sets how many times the section may be started across all
 // processes in one generation of the row (a generation starts when the row
 // is created or goes stale), and how many failed Spanner calls
 // in a row Run tolerates (default DefaultMaxAttempts, at least 1).
-func WithMaxAttempts(n int) Option { return func(c *config) { c.maxAttempts = n } }
+func WithMaxAttempts(n int) Option {
+	return namedOption("WithMaxAttempts", func(c *config) { c.maxAttempts = n })
+}
 
 // WithJitter sets the fraction of the watermark, in [0, 1), from which each
 // Run call draws the extra wait it adds before a takeover (default
 // DefaultJitter).
-func WithJitter(fraction float64) Option { return func(c *config) { c.jitter = fraction } }
+func WithJitter(fraction float64) Option {
+	return namedOption("WithJitter", func(c *config) { c.jitter = fraction })
+}
 
 // WithBackOff sets how waits between reads grow; newBackOff is called once per
 // Run (default: exponential from DefaultInitialBackOff to DefaultMaxBackOff,
 // randomised by half). A backoff.Stop from it ends Run with ErrAttemptsExhausted.
 func WithBackOff(newBackOff func() backoff.BackOff) Option {
-	return func(c *config) { c.newBackOff = newBackOff }
+	return namedOption("WithBackOff", func(c *config) { c.newBackOff = newBackOff })
 }
 
 // WithNeeded sets a callback Run calls first: when it returns false, Run
 // returns NotNeeded without touching the row. Use it for work that may have
-// nothing to do, such as a migration with no pending change.
+// nothing to do, such as a migration with no pending change. NewLock
+// rejects it.
 func WithNeeded(needed func(ctx context.Context) (bool, error)) Option {
-	return func(c *config) { c.needed = needed }
+	return namedOption("WithNeeded", func(c *config) { c.needed = needed })
 }
 
 // WithVersion runs the section once per version, such as a release: a row
@@ -157,21 +274,29 @@ func WithNeeded(needed func(ctx context.Context) (bool, error)) Option {
 // and the new release alternate it, so make the section idempotent (as
 // migrate.Up is). At most MaxNameLength characters; default "" (the version
 // is neither compared nor written). The table needs the Version column
-// (`spanmutex ddl --upgrade` prints the statement that adds it). It does not
-// apply to a Lock.
-func WithVersion(v string) Option { return func(c *config) { c.version = v } }
+// (`spanmutex ddl --upgrade` prints the statement that adds it). NewLock
+// rejects it.
+func WithVersion(v string) Option {
+	return namedOption("WithVersion", func(c *config) { c.version = v })
+}
 
 // WithLogger sets where the Mutex logs its decisions (default: nowhere).
-func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
+func WithLogger(l *slog.Logger) Option {
+	return namedOption("WithLogger", func(c *config) { c.logger = l })
+}
 
 // WithRenewInterval sets how often a held lease is renewed while the section
 // runs (default: a third of the watermark). It must be at most half the
 // watermark.
-func WithRenewInterval(d time.Duration) Option { return func(c *config) { c.renewInterval = d } }
+func WithRenewInterval(d time.Duration) Option {
+	return namedOption("WithRenewInterval", func(c *config) { c.renewInterval = d })
+}
 
 // WithFinishTimeout bounds how long Run tries to record DONE or FAILED after
 // the section returned, even when ctx was cancelled (default DefaultFinishTimeout).
-func WithFinishTimeout(d time.Duration) Option { return func(c *config) { c.finishTimeout = d } }
+func WithFinishTimeout(d time.Duration) Option {
+	return namedOption("WithFinishTimeout", func(c *config) { c.finishTimeout = d })
+}
 
 func (c *config) validate() error {
 	if c.dialectSet && !c.dialect.Valid() {

@@ -3,6 +3,7 @@ package spanmutex
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"math"
 	"strings"
 	"testing"
@@ -140,4 +141,74 @@ func TestTruncateKeepsUTF8(t *testing.T) {
 	got := truncate(s, 5)
 	assert.Equal(t, "éé…", got)
 	assert.Equal(t, "short", truncate("short", 10))
+}
+
+// Every constructor refuses an option that does not apply to what it makes,
+// with an error wrapping ErrInvalidConfig that names the option; none
+// ignores one silently.
+func TestConstructorsRejectOptionsThatDoNotApply(t *testing.T) {
+	client := &spanner.Client{} // never used: the options are refused first
+	needed := WithNeeded(func(context.Context) (bool, error) { return true, nil })
+	makers := map[string]func(opts ...Option) error{
+		"NewLock":          func(opts ...Option) error { _, err := NewLock(client, "l", opts...); return err },
+		"CheckLockOptions": func(opts ...Option) error { return CheckLockOptions(opts...) },
+		"Inspect": func(opts ...Option) error {
+			_, err := Inspect(context.Background(), client, "", opts...)
+			return err
+		},
+		"NewFence": func(opts ...Option) error { _, err := NewFence(client, opts...); return err },
+	}
+	tests := []struct {
+		maker  string
+		opt    Option
+		option string // the option's name, in the error
+		want   string // what the error says to do
+	}{
+		{"NewLock", WithStaleness(time.Hour), "WithStaleness", "nothing goes stale"},
+		{"NewLock", needed, "WithNeeded", "decide before calling it"},
+		{"NewLock", WithVersion("v2"), "WithVersion", "use a Mutex"},
+		{"CheckLockOptions", WithStaleness(time.Hour), "WithStaleness", "nothing goes stale"},
+		{"CheckLockOptions", needed, "WithNeeded", "decide before calling it"},
+		{"CheckLockOptions", WithVersion("v2"), "WithVersion", "use a Mutex"},
+		{"Inspect", WithWatermark(time.Minute), "WithWatermark", "only WithTable and WithDialect apply"},
+		{"Inspect", WithScope(NewScope()), "WithScope", "only WithTable and WithDialect apply"},
+		{"NewFence", WithOwner("o"), "WithOwner", "only WithTable and WithDialect apply"},
+		{"NewFence", WithLogger(slog.Default()), "WithLogger", "only WithTable and WithDialect apply"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.maker+" "+tt.option, func(t *testing.T) {
+			err := makers[tt.maker](WithTable("Locks"), tt.opt)
+			require.ErrorIs(t, err, ErrInvalidConfig)
+			assert.Contains(t, err.Error(), tt.option+" does not apply")
+			assert.Contains(t, err.Error(), tt.want)
+			assert.NotContains(t, err.Error(), "\n")
+		})
+	}
+}
+
+// The options that do apply are accepted, and validated as New validates them.
+func TestLockAndTableOptionsAccepted(t *testing.T) {
+	client := &spanner.Client{}
+	lockOpts := []Option{WithTable("Locks"), WithOwner("o"), WithWatermark(time.Second), WithMaxAttempts(2),
+		WithJitter(0.1), WithBackOff(defaultBackOff), WithLogger(slog.Default()), WithRenewInterval(100 * time.Millisecond),
+		WithFinishTimeout(time.Second), WithScope(NewScope())}
+	assert.NoError(t, CheckLockOptions(lockOpts...)) // NewLock's check, without a client
+	assert.NoError(t, CheckLockOptions())
+	assert.ErrorContains(t, CheckLockOptions(WithWatermark(time.Millisecond)), "WithWatermark(1ms)")
+	assert.ErrorContains(t, CheckLockOptions(nil), "option 0 is nil")
+	f, err := NewFence(client)
+	require.NoError(t, err)
+	assert.Equal(t, DefaultFenceTable, f.table)
+	f, err = NewFence(client, WithTable("MyFences"))
+	require.NoError(t, err)
+	assert.Equal(t, "MyFences", f.table)
+	_, err = Inspect(context.Background(), client, "", WithTable("bad-name"))
+	assert.ErrorIs(t, err, ErrInvalidConfig)
+}
+
+func TestOptionName(t *testing.T) {
+	assert.Equal(t, "WithOwner", WithOwner("o").Name())
+	assert.Equal(t, "WithScope", WithScope(nil).Name())
+	assert.Equal(t, "WithMeterProvider", WithMeterProvider(nil).Name())
+	assert.Equal(t, "", Option(nil).Name())
 }

@@ -44,7 +44,9 @@ func NewScope() *Scope {
 // run-once Mutex, a Scope made by ListenScope makes Run's waiters woken as
 // soon as the section is recorded DONE or FAILED, instead of at their next
 // backoff; a Mutex shares nothing else through it.
-func WithScope(scope *Scope) Option { return func(c *config) { c.scope = scope } }
+func WithScope(scope *Scope) Option {
+	return namedOption("WithScope", func(c *config) { c.scope = scope })
+}
 
 // get returns the localLock of key, to be given back with put.
 func (s *Scope) get(key localKey) *localLock {

@@ -32,7 +32,7 @@ const (
 // spanmutex.owner and spanmutex.outcome; events on them mark takeovers,
 // hand-offs, failed renewals and a lost lease.
 func WithTracerProvider(tp trace.TracerProvider) Option {
-	return func(c *config) { c.tracerProvider = tp; c.tracerSet = true }
+	return namedOption("WithTracerProvider", func(c *config) { c.tracerProvider = tp; c.tracerSet = true })
 }
 
 // WithMeterProvider sets where metrics go (default: otel.GetMeterProvider(),
@@ -42,7 +42,7 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 // spanmutex.leases_lost, spanmutex.takeovers, spanmutex.handoffs,
 // spanmutex.renewals_failed and spanmutex.section.attempts (counters).
 func WithMeterProvider(mp metric.MeterProvider) Option {
-	return func(c *config) { c.meterProvider = mp; c.meterSet = true }
+	return namedOption("WithMeterProvider", func(c *config) { c.meterProvider = mp; c.meterSet = true })
 }
 
 // telemetry holds a Mutex's or Lock's tracer and instruments. The

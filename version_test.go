@@ -71,7 +71,7 @@ func TestVersionNeedsTheColumnOnlyWhenUsed(t *testing.T) {
 	out, err := m.Run(ctx, func(context.Context, *Lease) error { return nil })
 	require.NoError(t, err)
 	assert.Equal(t, Executed, out)
-	rows, err := Inspect(ctx, c, "", "plain")
+	rows, err := Inspect(ctx, c, "plain")
 	require.NoError(t, err)
 	require.Len(t, rows, 1)
 	assert.Equal(t, "", rows[0].Version, "Inspect works on a table without the column")

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/spanmutex/spanmutex"
-	"github.com/spanmutex/spanmutex/internal/faultinject"
+	"github.com/spanmutex/spanmutex/internal/cutoff"
 )
 
 // cutOnLog is a slog handler that cuts a client off from Spanner when a log
@@ -19,7 +19,7 @@ import (
 // lost its network, in the middle of its migrations.
 type cutOnLog struct {
 	on   string
-	cut  *faultinject.Cutoff
+	cut  *cutoff.Switch
 	heal time.Duration
 	once chan struct{}
 }
@@ -49,7 +49,7 @@ func (h *cutOnLog) WithGroup(string) slog.Handler      { return h }
 func TestLostLeaseStopsTheMigrations(t *testing.T) {
 	db := freshDatabase(t)
 	r := newReplica(t, db)
-	cut := &faultinject.Cutoff{Reason: "test: cut off"}
+	cut := &cutoff.Switch{Reason: "test: cut off"}
 	cutClient, err := emu.NewClient(context.Background(), db, cut.ClientOptions()...)
 	require.NoError(t, err)
 	t.Cleanup(cutClient.Close)

@@ -46,7 +46,7 @@ func New(client *spanner.Client, src source.Driver, opts ...Option) (*Migrator, 
 		return nil, err
 	}
 	// Validate the lock's options now, so that a bad one is New's error.
-	if _, err := spanmutex.NewLock(client, cfg.lockName, cfg.lockOptionsWithDefaults()...); err != nil {
+	if err := spanmutex.CheckLockOptions(cfg.lockOptionsWithDefaults()...); err != nil {
 		return nil, fmt.Errorf("%w: WithLockOptions: %w", ErrInvalidConfig, err)
 	}
 	return &Migrator{client: client, src: src, cfg: cfg}, nil

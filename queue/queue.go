@@ -65,7 +65,9 @@ func WithDialect(d ddl.Dialect) Option {
 // WithLockOptions passes options to the per-resource spanmutex locks that
 // workers hold while they handle a resource: the mutex table (WithTable),
 // the watermark after which a dead worker's claim is taken over
-// (WithWatermark), the logger, and so on.
+// (WithWatermark), the logger, and so on. New rejects options that do not
+// apply to a Lock (see spanmutex.CheckLockOptions), and WithOwner and
+// WithScope, which each Worker sets itself.
 func WithLockOptions(opts ...spanmutex.Option) Option {
 	return func(c *config) { c.lockOpts = append(c.lockOpts, opts...) }
 }
@@ -98,14 +100,31 @@ func New(client *spanner.Client, opts ...Option) (*Queue, error) {
 		cfg.lockOpts = append([]spanmutex.Option{spanmutex.WithDialect(*cfg.dialect)}, cfg.lockOpts...)
 	}
 	// Check the lock options now, so that a worker never fails on them later.
-	if _, err := spanmutex.NewLock(client, "queue-options-check", cfg.lockOpts...); err != nil {
-		return nil, fmt.Errorf("%w: WithLockOptions: %w", ErrInvalidConfig, err)
+	if err := checkLockOptions(cfg.lockOpts); err != nil {
+		return nil, err
 	}
 	tel, err := newTelemetry(&cfg)
 	if err != nil {
 		return nil, fmt.Errorf("queue: make the OpenTelemetry instruments: %w", err)
 	}
 	return &Queue{client: client, cfg: cfg, wake: make(chan struct{}), tel: tel, dialect: of}, nil
+}
+
+// checkLockOptions refuses lock options that a Worker sets itself, then
+// checks the rest as spanmutex.NewLock does.
+func checkLockOptions(opts []spanmutex.Option) error {
+	for _, o := range opts {
+		switch o.Name() {
+		case "WithOwner":
+			return fmt.Errorf("%w: WithLockOptions(spanmutex.WithOwner): a Worker's locks record its worker id as owner; set it with WithWorkerID", ErrInvalidConfig)
+		case "WithScope":
+			return fmt.Errorf("%w: WithLockOptions(spanmutex.WithScope): each Worker gives its resource locks a Scope of its own; leave it out", ErrInvalidConfig)
+		}
+	}
+	if err := spanmutex.CheckLockOptions(opts...); err != nil {
+		return fmt.Errorf("%w: WithLockOptions: %w", ErrInvalidConfig, err)
+	}
+	return nil
 }
 
 // Table returns the name of the requests table.

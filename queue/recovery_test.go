@@ -10,15 +10,15 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/spanmutex/spanmutex"
-	"github.com/spanmutex/spanmutex/internal/faultinject"
+	"github.com/spanmutex/spanmutex/internal/cutoff"
 )
 
 // silenceableClient opens a client of db whose RPCs can be cut off, as if
 // its process were paused or its network dropped: while silenced
 // (Store(true)), every RPC fails with UNAVAILABLE before it reaches Spanner.
-func silenceableClient(t *testing.T, db string) (*spanner.Client, *faultinject.Cutoff) {
+func silenceableClient(t *testing.T, db string) (*spanner.Client, *cutoff.Switch) {
 	t.Helper()
-	cut := &faultinject.Cutoff{Reason: "test: silenced"}
+	cut := &cutoff.Switch{Reason: "test: silenced"}
 	c, err := emu.NewClient(context.Background(), db, cut.ClientOptions()...)
 	require.NoError(t, err)
 	t.Cleanup(func() { cut.Store(false); c.Close() })

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/spanmutex/spanmutex"
+	"github.com/spanmutex/spanmutex/internal/cmdline"
 )
 
 // child runs COMMAND as the body of the critical section and routes SIGINT
@@ -43,7 +44,7 @@ func (c *child) section(ctx context.Context, lease *spanmutex.Lease) error {
 	stopWatch := c.terminateOnCancel(ctx, cmd.Process)
 	err = cmd.Wait()
 	if cause := stopWatch(); cause != nil {
-		fmt.Fprintln(c.s.stderr, sigtermNote(cause))
+		fmt.Fprintln(c.s.Stderr, sigtermNote(cause))
 	}
 	return c.ended(err)
 }
@@ -51,7 +52,7 @@ func (c *child) section(ctx context.Context, lease *spanmutex.Lease) error {
 // sigtermNote says on one line why COMMAND was sent SIGTERM, without
 // repeating the "spanmutex:" prefix that the library's errors carry.
 func sigtermNote(cause error) string {
-	return "spanmutex: sent COMMAND SIGTERM: " + strings.TrimPrefix(errorLine(cause), "spanmutex: ")
+	return "spanmutex: sent COMMAND SIGTERM: " + strings.TrimPrefix(cmdline.ErrorLine(cause), "spanmutex: ")
 }
 
 // ended turns how COMMAND ended into the section's result. COMMAND that
@@ -107,7 +108,7 @@ func (c *child) start(ctx context.Context, lease *spanmutex.Lease) (*exec.Cmd, e
 		"SPANMUTEX_TOKEN="+strconv.FormatInt(lease.Token(), 10),
 		"SPANMUTEX_OWNER="+lease.Owner(),
 	)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, c.s.stdout, c.s.stderr
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, c.s.Stdout, c.s.Stderr
 	if err := cmd.Start(); err != nil {
 		return nil, &startError{argv0: c.argv[0], err: err}
 	}

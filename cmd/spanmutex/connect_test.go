@@ -4,14 +4,16 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/spanmutex/spanmutex/internal/cmdline"
 )
 
 // TestConnectTimeoutUnreachable points every subcommand that connects at
 // 127.0.0.1:1, where nothing listens: each fails within --connect-timeout
 // and a little more, on one line that names the host and the cause.
 func TestConnectTimeoutUnreachable(t *testing.T) {
-	t.Setenv(emulatorHostEnv, "127.0.0.1:1")
-	t.Setenv(databaseEnv, "projects/test-project/instances/i1/databases/d1")
+	t.Setenv(cmdline.EmulatorHostEnv, "127.0.0.1:1")
+	t.Setenv(cmdline.DatabaseEnv, "projects/test-project/instances/i1/databases/d1")
 	for _, args := range [][]string{
 		{"status", "--connect-timeout", "1s"},
 		{"reset", "--connect-timeout", "1s", "name"},
@@ -44,10 +46,10 @@ func TestConnectTimeoutUnreachable(t *testing.T) {
 // TestConnectTimeoutDefault: the default is a few seconds, and a timeout
 // that is not positive is a usage error.
 func TestConnectTimeoutDefault(t *testing.T) {
-	if defaultConnectTimeout > 10*time.Second {
-		t.Errorf("defaultConnectTimeout = %v; want a few seconds", defaultConnectTimeout)
+	if cmdline.DefaultConnectTimeout > 10*time.Second {
+		t.Errorf("cmdline.DefaultConnectTimeout = %v; want a few seconds", cmdline.DefaultConnectTimeout)
 	}
-	t.Setenv(databaseEnv, "projects/test-project/instances/i1/databases/d1")
+	t.Setenv(cmdline.DatabaseEnv, "projects/test-project/instances/i1/databases/d1")
 	code, _, stderr := cli(t, "status", "--connect-timeout", "0s")
 	if code != exitUsage || !strings.Contains(stderr, "--connect-timeout 0s: must be positive") {
 		t.Errorf("exit %d, stderr %q; want a usage error about --connect-timeout", code, stderr)
@@ -59,7 +61,7 @@ func TestConnectTimeoutDefault(t *testing.T) {
 // Spanner is unreachable.
 func TestMissingDatabaseOrInstance(t *testing.T) {
 	needEmulator(t)
-	t.Setenv(emulatorHostEnv, emu.Host())
+	t.Setenv(cmdline.EmulatorHostEnv, emu.Host())
 	instance := emu.Database()[:strings.Index(emu.Database(), "/databases/")]
 	for _, tc := range []struct{ name, db, want string }{
 		{"database", instance + "/databases/no-such-db", "database " + instance + "/databases/no-such-db does not exist (its instance does)"},

@@ -6,27 +6,23 @@ import (
 	"io"
 	"log/slog"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/spanmutex/spanmutex/internal/cmdline"
 )
 
 // console is the demo's output: whole lines, written by many goroutines.
 type console struct {
-	mu sync.Mutex
-	w  io.Writer
+	cmdline.Console
 }
 
-// printf writes one formatted message atomically.
-func (c *console) printf(format string, args ...any) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	fmt.Fprintf(c.w, format, args...)
-}
+// newConsole returns a console that writes to w.
+func newConsole(w io.Writer) *console { return &console{cmdline.Console{W: w}} }
 
 // say writes one progress line of instance i.
 func (c *console) say(i int, format string, args ...any) {
-	c.printf("  instance %d: %s\n", i, fmt.Sprintf(format, args...))
+	c.Printf("  instance %d: %s\n", i, fmt.Sprintf(format, args...))
 }
 
 // logger returns the logger given to instance i's Mutex. It turns the

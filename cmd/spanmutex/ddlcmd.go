@@ -7,12 +7,13 @@ import (
 
 	"github.com/spanmutex/spanmutex"
 	"github.com/spanmutex/spanmutex/ddl"
+	"github.com/spanmutex/spanmutex/internal/cmdline"
 )
 
 // ddlHelp is the help of "spanmutex ddl".
 var ddlHelp = helpText{
-	usage: "spanmutex ddl [--table TABLE] [--dialect D] [--requests TABLE] [--change-stream NAME --watch T1,T2]\n       spanmutex ddl --upgrade [--table TABLE] [--dialect D]",
-	about: `Prints the schema spanmutex needs, with comments that explain each column:
+	Usage: "spanmutex ddl [--table TABLE] [--dialect D] [--requests TABLE] [--change-stream NAME --watch T1,T2]\n       spanmutex ddl --upgrade [--table TABLE] [--dialect D]",
+	About: `Prints the schema spanmutex needs, with comments that explain each column:
 the mutex table (run-once sections and reusable locks), its waiters' queue
 (TABLE followed by "Queue") and the fence table (Fences). With --requests,
 also the request queue of package queue and its indexes. With
@@ -30,7 +31,7 @@ made by an earlier spanmutex up to date: the nullable columns added since
 'run --version'). Apply the ones whose column the table lacks (Spanner
 refuses to add a column twice); rows already there keep working, a row
 without a declared lease judged by each reader's own watermark.`,
-	after: `Examples:
+	After: `Examples:
   spanmutex ddl
   spanmutex ddl --table JobLocks > mutexes.sql
   spanmutex ddl --upgrade --table JobLocks
@@ -49,26 +50,26 @@ func cmdDDL(_ context.Context, s streams, args []string) int {
 	stream := fs.String("change-stream", "", "also print this change stream over the --watch tables, and the capture's checkpoint table")
 	watch := fs.String("watch", "", "comma-separated tables the --change-stream watches")
 	upgrade := fs.Bool("upgrade", false, "print only the ALTER TABLE statements that upgrade tables made by an earlier spanmutex")
-	dialectName := addDialectFlag(fs)
+	dialectName := cmdline.AddDialectFlag(fs)
 	positional, code, done := parseFlags(s, "ddl", fs, ddlHelp, args)
 	if done {
 		return code
 	}
 	if len(positional) > 0 {
-		return reportUsage(s, &usageError{cmd: "ddl", msg: fmt.Sprintf("unexpected argument %q; ddl takes only flags", positional[0])})
+		return cmdline.ReportUsage(s, usage("ddl", fmt.Sprintf("unexpected argument %q; ddl takes only flags", positional[0])))
 	}
-	if err := validateTable("ddl", *table); err != nil {
-		return reportError(s, err, exitUsage)
+	if err := cmdline.ValidateTable(fullCommand("ddl"), *table); err != nil {
+		return cmdline.ReportError(s, err, exitUsage)
 	}
-	d, err := parseDialectFlag("ddl", *dialectName)
+	d, err := cmdline.ParseDialect(fullCommand("ddl"), *dialectName)
 	if err != nil {
-		return reportError(s, err, exitUsage)
+		return cmdline.ReportError(s, err, exitUsage)
 	}
 	if (*stream == "") != (*watch == "") {
-		return reportUsage(s, &usageError{cmd: "ddl", msg: "--change-stream and --watch go together: name the stream and the tables it watches"})
+		return cmdline.ReportUsage(s, usage("ddl", "--change-stream and --watch go together: name the stream and the tables it watches"))
 	}
 	if *upgrade && (*requests != "" || *stream != "") {
-		return reportUsage(s, &usageError{cmd: "ddl", msg: "--upgrade prints only the mutex table's ALTER statements: leave out --requests and --change-stream"})
+		return cmdline.ReportUsage(s, usage("ddl", "--upgrade prints only the mutex table's ALTER statements: leave out --requests and --change-stream"))
 	}
 	schema := func(table string) ([]string, error) { return d.Schema(table, ddl.DefaultFenceTable) }
 	if *upgrade {
@@ -76,31 +77,31 @@ func cmdDDL(_ context.Context, s streams, args []string) int {
 	}
 	stmts, err := schema(*table)
 	if err != nil {
-		return reportError(s, err, exitError)
+		return cmdline.ReportError(s, err, exitError)
 	}
 	if *requests != "" {
 		more, err := d.RequestsTable(*requests)
 		if err != nil {
-			return reportUsage(s, &usageError{cmd: "ddl", msg: "--requests: " + err.Error()})
+			return cmdline.ReportUsage(s, usage("ddl", "--requests: "+err.Error()))
 		}
 		stmts = append(stmts, more...)
 	}
 	if *stream != "" {
 		cs, err := d.ChangeStream(*stream, strings.Split(*watch, ",")...)
 		if err != nil {
-			return reportUsage(s, &usageError{cmd: "ddl", msg: "--change-stream: " + err.Error()})
+			return cmdline.ReportUsage(s, usage("ddl", "--change-stream: "+err.Error()))
 		}
 		ct, err := d.CaptureTable(ddl.DefaultCaptureTable)
 		if err != nil {
-			return reportError(s, err, exitError)
+			return cmdline.ReportError(s, err, exitError)
 		}
 		stmts = append(stmts, cs, ct)
 	}
 	for i, stmt := range stmts {
 		if i > 0 {
-			fmt.Fprintln(s.stdout)
+			fmt.Fprintln(s.Stdout)
 		}
-		fmt.Fprintln(s.stdout, strings.TrimRight(stmt, "\n")+";")
+		fmt.Fprintln(s.Stdout, strings.TrimRight(stmt, "\n")+";")
 	}
 	return exitOK
 }

@@ -15,12 +15,13 @@ import (
 
 	"github.com/spanmutex/spanmutex"
 	"github.com/spanmutex/spanmutex/emulator"
+	"github.com/spanmutex/spanmutex/internal/cmdline"
 )
 
 // demoHelp is the help of "spanmutex demo".
 var demoHelp = helpText{
-	usage: "spanmutex demo [flags]\n       spanmutex demo spreadsheets [flags]",
-	about: `Shows spanmutex at work. It starts an embedded Cloud Spanner emulator (or uses
+	Usage: "spanmutex demo [flags]\n       spanmutex demo spreadsheets [flags]",
+	About: `Shows spanmutex at work. It starts an embedded Cloud Spanner emulator (or uses
 --database):
 
   1. --instances replicas of a service, each a separate OS process (this
@@ -44,7 +45,7 @@ can be repeated. It checks what it shows and exits 1 if any check fails.
 "spanmutex demo spreadsheets" runs the request-queue example instead: an HTTP
 front end and several workers create and update hundreds of spreadsheets while
 one worker is killed; see 'spanmutex demo spreadsheets --help'.`,
-	after: `Exit status: 0 if every check passed, 1 if one failed or an error occurred,
+	After: `Exit status: 0 if every check passed, 1 if one failed or an error occurred,
 2 on a usage error.
 
 Examples:
@@ -70,7 +71,7 @@ func demoFlags() (*flag.FlagSet, *demoOptions) {
 	o := &demoOptions{}
 	fs := newFlagSet("demo")
 	fs.StringVar(&o.database, "database", "",
-		"use this database, which must hold the mutex table, instead of an embedded emulator (default $"+databaseEnv+"; \"\": the embedded emulator)")
+		"use this database, which must hold the mutex table, instead of an embedded emulator (default $"+cmdline.DatabaseEnv+"; \"\": the embedded emulator)")
 	fs.StringVar(&o.table, "table", spanmutex.DefaultTable, "the mutex table")
 	fs.IntVar(&o.instances, "instances", 8, "how many service instances to simulate, 3 to 100")
 	fs.DurationVar(&o.watermark, "watermark", 2*time.Second, "how long a silent holder keeps the mutex before a takeover")
@@ -92,7 +93,7 @@ func (o *demoOptions) validate() error {
 	case o.timeout <= 0:
 		return usagef("demo", "--timeout %v: must be positive", o.timeout)
 	}
-	return validateTable("demo", o.table)
+	return cmdline.ValidateTable(fullCommand("demo"), o.table)
 }
 
 // cmdDemo is "spanmutex demo [flags]", or "spanmutex demo spreadsheets
@@ -110,40 +111,40 @@ func cmdDemo(ctx context.Context, s streams, args []string) int {
 		return code
 	}
 	if len(positional) > 0 && positional[0] == "spreadsheets" {
-		return reportUsage(s, &usageError{cmd: "demo", msg: "put the scenario first, before its flags: spanmutex demo spreadsheets [flags]"})
+		return cmdline.ReportUsage(s, usage("demo", "put the scenario first, before its flags: spanmutex demo spreadsheets [flags]"))
 	}
 	if len(positional) > 0 {
-		return reportUsage(s, &usageError{cmd: "demo", msg: fmt.Sprintf("unexpected argument %q", positional[0])})
+		return cmdline.ReportUsage(s, usage("demo", fmt.Sprintf("unexpected argument %q", positional[0])))
 	}
 	if err := o.validate(); err != nil {
-		return reportError(s, err, exitUsage)
+		return cmdline.ReportError(s, err, exitUsage)
 	}
-	db, err := optionalDatabase("demo", fs, o.database)
+	db, err := cmdline.OptionalDatabase(fullCommand("demo"), fs, o.database)
 	if err != nil {
-		return reportError(s, err, exitUsage)
+		return cmdline.ReportError(s, err, exitUsage)
 	}
 	o.database = db
 
 	ctx, cancel := demoContext(ctx, o.timeout)
 	defer cancel()
 	began := time.Now()
-	d := &demo{out: &console{w: s.stdout}, opts: o, suffix: uuid.NewString()[:8]}
+	d := &demo{out: newConsole(s.Stdout), opts: o, suffix: uuid.NewString()[:8]}
 	closeClients, err := d.connect(ctx)
 	if err != nil {
-		return reportError(s, err, exitError)
+		return cmdline.ReportError(s, err, exitError)
 	}
 	defer closeClients()
 
 	ok, err := d.run(ctx)
 	if err != nil {
-		return reportError(s, demoStopped(ctx, err), exitError)
+		return cmdline.ReportError(s, demoStopped(ctx, err), exitError)
 	}
 	elapsed := time.Since(began).Round(100 * time.Millisecond)
 	if !ok {
-		d.out.printf("\nSummary: FAILED: at least one check did not hold (%v). See the FAIL lines above.\n", elapsed)
+		d.out.Printf("\nSummary: FAILED: at least one check did not hold (%v). See the FAIL lines above.\n", elapsed)
 		return exitError
 	}
-	d.out.printf("\nSummary: each release's migrations were applied exactly once by golang-migrate, and the crashed holder was taken over; all %d checks passed (%v).\n", d.checks, elapsed)
+	d.out.Printf("\nSummary: each release's migrations were applied exactly once by golang-migrate, and the crashed holder was taken over; all %d checks passed (%v).\n", d.checks, elapsed)
 	return exitOK
 }
 
@@ -178,8 +179,8 @@ type demo struct {
 func (d *demo) run(ctx context.Context) (bool, error) {
 	// Inspect checks the table first: a missing schema is reported once,
 	// with how to create it, instead of by every instance.
-	if _, err := spanmutex.Inspect(ctx, d.clients[0], d.opts.table, "demo-"+d.suffix); err != nil {
-		return false, explainConnection(err)
+	if _, err := spanmutex.Inspect(ctx, d.clients[0], "demo-"+d.suffix, spanmutex.WithTable(d.opts.table)); err != nil {
+		return false, cmdline.ExplainConnection(err)
 	}
 	ok1, err := d.migrationScenarios(ctx)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"google.golang.org/api/option"
 
 	"github.com/spanmutex/spanmutex/emulator"
+	"github.com/spanmutex/spanmutex/internal/cmdline"
 )
 
 // connect opens one client per instance, on the embedded emulator or on
@@ -19,9 +20,9 @@ func (d *demo) connect(ctx context.Context) (func(), error) {
 	)
 	if d.opts.database != "" {
 		db = d.opts.database
-		d.out.printf("Using database %s (%s).\n", db, connectionHint())
+		d.out.Printf("Using database %s (%s).\n", db, cmdline.ConnectionHint())
 		newClient = func(ctx context.Context, opts ...option.ClientOption) (*spanner.Client, error) {
-			return openClient(ctx, db, opts...)
+			return cmdline.OpenClient(ctx, db, opts...)
 		}
 	} else {
 		emu, err := emulator.Start(ctx)
@@ -32,11 +33,11 @@ func (d *demo) connect(ctx context.Context) (func(), error) {
 		d.emu = emu
 		db = emu.Database()
 		if emu.Started() {
-			d.out.printf("Started the Cloud Spanner emulator at %s (pid %d).\n", emu.Host(), emu.PID())
+			d.out.Printf("Started the Cloud Spanner emulator at %s (pid %d).\n", emu.Host(), emu.PID())
 		} else {
-			d.out.printf("Using the Cloud Spanner emulator at %s=%s.\n", emulatorHostEnv, emu.Host())
+			d.out.Printf("Using the Cloud Spanner emulator at %s=%s.\n", cmdline.EmulatorHostEnv, emu.Host())
 		}
-		d.out.printf("Created database %s with the mutex table.\n", db)
+		d.out.Printf("Created database %s with the mutex table.\n", db)
 		newClient = func(ctx context.Context, opts ...option.ClientOption) (*spanner.Client, error) {
 			return emu.NewClient(ctx, db, opts...)
 		}
@@ -52,7 +53,7 @@ func (d *demo) connect(ctx context.Context) (func(), error) {
 		d.clients = append(d.clients, c)
 		d.partitions = append(d.partitions, p)
 	}
-	d.out.printf("Opened %d Spanner clients, one per simulated service instance.\n", len(d.clients))
+	d.out.Printf("Opened %d Spanner clients, one per simulated service instance.\n", len(d.clients))
 	return func() {
 		d.closeClients()
 		closeAll()
@@ -72,5 +73,5 @@ func (d *demo) newClient(ctx context.Context, db string) (*spanner.Client, error
 	if d.emu != nil {
 		return d.emu.NewClient(ctx, db)
 	}
-	return openClient(ctx, db)
+	return cmdline.OpenClient(ctx, db)
 }

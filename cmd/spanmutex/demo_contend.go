@@ -120,12 +120,12 @@ func (d *demo) writeAttempts(attempts []attempt, note func(attempt) string) {
 	for i, l := range lines {
 		lines[i] = strings.TrimRight(l, " ")
 	}
-	d.out.printf("%s", strings.Join(lines, "\n"))
+	d.out.Printf("%s", strings.Join(lines, "\n"))
 }
 
 // row reads name's row, for the checks.
 func (d *demo) row(ctx context.Context, name string) (spanmutex.Status, error) {
-	rows, err := spanmutex.Inspect(ctx, d.clients[0], d.opts.table, name)
+	rows, err := spanmutex.Inspect(ctx, d.clients[0], name, spanmutex.WithTable(d.opts.table))
 	if err != nil {
 		return spanmutex.Status{}, err
 	}
@@ -142,7 +142,7 @@ func (d *demo) check(ok bool, format string, args ...any) bool {
 		verdict = "PASS"
 		d.checks++
 	}
-	d.out.printf("  %s  %s\n", verdict, fmt.Sprintf(format, args...))
+	d.out.Printf("  %s  %s\n", verdict, fmt.Sprintf(format, args...))
 	return ok
 }
 

@@ -20,6 +20,7 @@ import (
 	adminpb "cloud.google.com/go/spanner/admin/database/apiv1/databasepb"
 
 	"github.com/spanmutex/spanmutex/ddl"
+	"github.com/spanmutex/spanmutex/internal/cmdline"
 )
 
 // release is one release of the demo service: its migration files (a
@@ -54,9 +55,9 @@ func (d *demo) migrationScenarios(ctx context.Context) (bool, error) {
 	defer client.Close()
 	ok := true
 	for i, rel := range demoReleases {
-		d.out.printf("\n== Scenario %d: %d replicas, each its own OS process and Spanner client, start at once and run the migrations of %s ==\n",
+		d.out.Printf("\n== Scenario %d: %d replicas, each its own OS process and Spanner client, start at once and run the migrations of %s ==\n",
 			i+1, d.opts.instances, rel.dir)
-		d.out.printf("   golang-migrate with its spanner driver, under the spanmutex lock %q (package migrations); database %s\n\n",
+		d.out.Printf("   golang-migrate with its spanner driver, under the spanmutex lock %q (package migrations); database %s\n\n",
 			"schema-migrations", db)
 		reports, err := d.deploy(ctx, db, rel)
 		if err != nil {
@@ -71,19 +72,17 @@ func (d *demo) migrationScenarios(ctx context.Context) (bool, error) {
 	return ok, nil
 }
 
+// replicaProc is one replica process of the demo, with its pipes.
+type replicaProc struct {
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	stdout *bufio.Reader
+	stderr *strings.Builder
+}
+
 // deploy starts the replicas of rel, lets them go at once, and returns
 // their reports.
 func (d *demo) deploy(ctx context.Context, db string, rel release) ([]replicaReport, error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, fmt.Errorf("find this program to start the replicas: %w", err)
-	}
-	type replicaProc struct {
-		cmd    *exec.Cmd
-		stdin  io.WriteCloser
-		stdout *bufio.Reader
-		stderr *strings.Builder
-	}
 	procs := make([]*replicaProc, d.opts.instances)
 	defer func() {
 		for _, p := range procs {
@@ -93,9 +92,36 @@ func (d *demo) deploy(ctx context.Context, db string, rel release) ([]replicaRep
 			}
 		}
 	}()
+	if err := d.startReplicas(ctx, db, rel, procs); err != nil {
+		return nil, err
+	}
+	for i, p := range procs {
+		line, err := p.stdout.ReadString('\n')
+		if err != nil || strings.TrimSpace(line) != "ready" {
+			return nil, fmt.Errorf("replica %d did not get ready (%q, %v); its stderr:\n%s", i+1, line, err, p.stderr.String())
+		}
+	}
+	d.out.Printf("  %d replicas connected (pids", len(procs))
+	for _, p := range procs {
+		d.out.Printf(" %d", p.cmd.Process.Pid)
+	}
+	d.out.Printf("); starting them all at once\n")
+	for _, p := range procs {
+		_, _ = io.WriteString(p.stdin, "go\n")
+	}
+	return d.collectReports(procs)
+}
+
+// startReplicas starts one replica process of rel per element of procs,
+// which it fills in; deploy kills those it started if one fails to start.
+func (d *demo) startReplicas(ctx context.Context, db string, rel release, procs []*replicaProc) error {
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find this program to start the replicas: %w", err)
+	}
 	env := append(os.Environ(), replicaEnv+"=1")
 	if d.emu != nil {
-		env = append(env, emulatorHostEnv+"="+d.emu.Host())
+		env = append(env, cmdline.EmulatorHostEnv+"="+d.emu.Host())
 	}
 	for i := range procs {
 		cmd := exec.CommandContext(ctx, exe, "demo", "replica", "--database", db, "--table", d.opts.table,
@@ -104,32 +130,23 @@ func (d *demo) deploy(ctx context.Context, db string, rel release) ([]replicaRep
 		p := &replicaProc{cmd: cmd, stderr: &strings.Builder{}}
 		cmd.Stderr = p.stderr
 		if p.stdin, err = cmd.StdinPipe(); err != nil {
-			return nil, err
+			return err
 		}
 		out, err := cmd.StdoutPipe()
 		if err != nil {
-			return nil, err
+			return err
 		}
 		p.stdout = bufio.NewReader(out)
 		if err := cmd.Start(); err != nil {
-			return nil, fmt.Errorf("start replica %d: %w", i+1, err)
+			return fmt.Errorf("start replica %d: %w", i+1, err)
 		}
 		procs[i] = p
 	}
-	for i, p := range procs {
-		line, err := p.stdout.ReadString('\n')
-		if err != nil || strings.TrimSpace(line) != "ready" {
-			return nil, fmt.Errorf("replica %d did not get ready (%q, %v); its stderr:\n%s", i+1, line, err, p.stderr.String())
-		}
-	}
-	d.out.printf("  %d replicas connected (pids", len(procs))
-	for _, p := range procs {
-		d.out.printf(" %d", p.cmd.Process.Pid)
-	}
-	d.out.printf("); starting them all at once\n")
-	for _, p := range procs {
-		_, _ = io.WriteString(p.stdin, "go\n")
-	}
+	return nil
+}
+
+// collectReports reads each replica's report as it exits, and says it.
+func (d *demo) collectReports(procs []*replicaProc) ([]replicaReport, error) {
 	reports := make([]replicaReport, len(procs))
 	var (
 		wg   sync.WaitGroup
@@ -194,13 +211,13 @@ func (d *demo) checkRelease(ctx context.Context, client *spanner.Client, rel rel
 		}
 	}
 	_ = tw.Flush()
-	d.out.printf("%s\n", strings.TrimRight(buf.String(), "\n"))
+	d.out.Printf("%s\n", strings.TrimRight(buf.String(), "\n"))
 
 	version, dirty, runs, err := readMigrationState(ctx, client)
 	if err != nil {
 		return false, err
 	}
-	d.out.printf("  database: version %d, dirty %v; backfill runs %v; %d DDL send(s) retried after a concurrent-schema-change rejection\n\n",
+	d.out.Printf("  database: version %d, dirty %v; backfill runs %v; %d DDL send(s) retried after a concurrent-schema-change rejection\n\n",
 		version, dirty, runs, retries)
 	ok := d.check(appliers == 1, "%s was applied exactly once: one replica applied migrations %v (%d did)", rel.dir, rel.applies, appliers)
 	others := len(reports) - 1
@@ -275,8 +292,8 @@ func (d *demo) scratchDatabase(ctx context.Context) (db string, drop func(), err
 		db, err := d.emu.CreateDatabase(ctx, stmts...)
 		return db, func() {}, err
 	}
-	m := databasePath.FindStringSubmatch(d.opts.database)
-	if m == nil {
+	project, instance, _, ok := cmdline.ParseDatabasePath(d.opts.database)
+	if !ok {
 		return "", nil, fmt.Errorf("--database %q is malformed", d.opts.database)
 	}
 	admin, err := dbadmin.NewDatabaseAdminClient(ctx)
@@ -290,7 +307,7 @@ func (d *demo) scratchDatabase(ctx context.Context) (db string, drop func(), err
 	}
 	id := "demo-mig-" + d.suffix
 	op, err := admin.CreateDatabase(ctx, &adminpb.CreateDatabaseRequest{
-		Parent:          fmt.Sprintf("projects/%s/instances/%s", m[1], m[2]),
+		Parent:          fmt.Sprintf("projects/%s/instances/%s", project, instance),
 		CreateStatement: "CREATE DATABASE `" + id + "`",
 		ExtraStatements: stmts,
 	})
@@ -301,8 +318,8 @@ func (d *demo) scratchDatabase(ctx context.Context) (db string, drop func(), err
 		admin.Close()
 		return "", nil, fmt.Errorf("create a database for the migration scenario next to %s: %w", d.opts.database, err)
 	}
-	db = fmt.Sprintf("projects/%s/instances/%s/databases/%s", m[1], m[2], id)
-	d.out.printf("Created database %s for the migration scenarios; it is dropped at the end.\n", db)
+	db = fmt.Sprintf("projects/%s/instances/%s/databases/%s", project, instance, id)
+	d.out.Printf("Created database %s for the migration scenarios; it is dropped at the end.\n", db)
 	return db, func() {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spanmutex/spanmutex/internal/cmdline"
 	"github.com/spanmutex/spanmutex/internal/testutil"
 )
 
@@ -27,11 +28,11 @@ func TestMigrationRaceAcrossProcesses(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	t.Setenv(emulatorHostEnv, emu.Host())
+	t.Setenv(cmdline.EmulatorHostEnv, emu.Host())
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	var out strings.Builder
-	d := &demo{out: &console{w: &out}, opts: &demoOptions{database: newDatabase(t), table: "Mutexes", instances: 8}, suffix: "test"}
+	d := &demo{out: newConsole(&out), opts: &demoOptions{database: newDatabase(t), table: "Mutexes", instances: 8}, suffix: "test"}
 	retried := regexp.MustCompile(`(\d+) DDL send\(s\) retried`)
 	var failedRounds, dirty, doubled, gaveUp, retries int
 	began := time.Now()

@@ -3,7 +3,7 @@ package main
 import (
 	"google.golang.org/api/option"
 
-	"github.com/spanmutex/spanmutex/internal/faultinject"
+	"github.com/spanmutex/spanmutex/internal/cutoff"
 )
 
 // partition cuts one simulated instance off from Spanner and can heal it
@@ -11,7 +11,7 @@ import (
 // fails as it would for a process that froze or lost its network. Its
 // methods are safe for concurrent use.
 type partition struct {
-	cut faultinject.Cutoff
+	cut cutoff.Switch
 }
 
 // clientOption installs the partition in a Spanner client.

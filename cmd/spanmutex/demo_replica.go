@@ -14,6 +14,7 @@ import (
 	"github.com/golang-migrate/migrate/v4/source/iofs"
 
 	"github.com/spanmutex/spanmutex"
+	"github.com/spanmutex/spanmutex/internal/cmdline"
 	"github.com/spanmutex/spanmutex/migrations"
 )
 
@@ -51,7 +52,7 @@ type replicaReport struct {
 // prints a replicaReport. It is not meant to be run by hand.
 func cmdDemoReplica(ctx context.Context, s streams, args []string) int {
 	fs := flag.NewFlagSet("spanmutex demo replica", flag.ContinueOnError)
-	fs.SetOutput(s.stderr)
+	fs.SetOutput(s.Stderr)
 	database := fs.String("database", "", "the database")
 	table := fs.String("table", spanmutex.DefaultTable, "the mutex table")
 	release := fs.String("release", "release1", "the release whose migrations to apply: a directory of demomigrations")
@@ -63,10 +64,10 @@ func cmdDemoReplica(ctx context.Context, s streams, args []string) int {
 	report := replicaReport{Instance: *instance, Before: -1, After: -1}
 	fail := func(err error) int {
 		report.Error = err.Error()
-		_ = json.NewEncoder(s.stdout).Encode(report)
+		_ = json.NewEncoder(s.Stdout).Encode(report)
 		return exitError
 	}
-	client, err := openClient(ctx, *database)
+	client, err := cmdline.OpenClient(ctx, *database)
 	if err != nil {
 		return fail(err)
 	}
@@ -84,7 +85,7 @@ func cmdDemoReplica(ctx context.Context, s streams, args []string) int {
 	if err != nil {
 		return fail(err)
 	}
-	fmt.Fprintln(s.stdout, "ready")
+	fmt.Fprintln(s.Stdout, "ready")
 	if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
 		return fail(fmt.Errorf("waiting for the start: %w", err))
 	}
@@ -98,7 +99,7 @@ func cmdDemoReplica(ctx context.Context, s streams, args []string) int {
 	if err != nil {
 		return fail(err)
 	}
-	if err := json.NewEncoder(s.stdout).Encode(report); err != nil {
+	if err := json.NewEncoder(s.Stdout).Encode(report); err != nil {
 		return fail(errors.Join(errors.New("writing the report"), err))
 	}
 	return exitOK

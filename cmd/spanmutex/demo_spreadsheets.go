@@ -9,12 +9,13 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/spanmutex/spanmutex/examples/spreadsheets/sheets"
+	"github.com/spanmutex/spanmutex/internal/cmdline"
 )
 
 // sheetsDemoHelp is the help of "spanmutex demo spreadsheets".
 var sheetsDemoHelp = helpText{
-	usage: "spanmutex demo spreadsheets [flags]",
-	about: `Runs the spreadsheet service of examples/spreadsheets under load and checks the
+	Usage: "spanmutex demo spreadsheets [flags]",
+	About: `Runs the spreadsheet service of examples/spreadsheets under load and checks the
 request queue's guarantees from the outside. It starts an embedded Cloud Spanner
 emulator (or uses --database), the HTTP front end on a loopback port, and
 --workers back-end workers, each with its own Spanner client. Then it drives
@@ -32,7 +33,7 @@ refused, how the clicks were grouped into updates, the killed worker's claim
 recovered by another worker with a higher token, and the throughput.
 
 Each run uses fresh sheet ids, so it can be repeated against one database.`,
-	after: `Exit status: 0 if every check passed, 1 if one failed or an error occurred,
+	After: `Exit status: 0 if every check passed, 1 if one failed or an error occurred,
 2 on a usage error.
 
 Examples:
@@ -67,7 +68,7 @@ func sheetsDemoFlags() (*flag.FlagSet, *sheetsDemoOptions) {
 	o := &sheetsDemoOptions{}
 	fs := newFlagSet("demo spreadsheets")
 	fs.StringVar(&o.database, "database", "",
-		"use this database, which must hold the mutex and requests tables, instead of an embedded emulator (default $"+databaseEnv+"; \"\": the embedded emulator)")
+		"use this database, which must hold the mutex and requests tables, instead of an embedded emulator (default $"+cmdline.DatabaseEnv+"; \"\": the embedded emulator)")
 	fs.IntVar(&o.sheets, "sheets", 200, "how many sheets to create, 1 to 100000")
 	fs.IntVar(&o.clicks, "clicks", 2000, "how many update clicks to send, spread at random over the sheets")
 	fs.IntVar(&o.duplicates, "duplicates", 20, "how many second creates of existing sheets to send; each must get 409")
@@ -114,14 +115,14 @@ func cmdDemoSpreadsheets(ctx context.Context, s streams, args []string) int {
 		return code
 	}
 	if len(positional) > 0 {
-		return reportUsage(s, &usageError{cmd: cmd, msg: fmt.Sprintf("unexpected argument %q", positional[0])})
+		return cmdline.ReportUsage(s, usage(cmd, fmt.Sprintf("unexpected argument %q", positional[0])))
 	}
 	if err := o.validate(); err != nil {
-		return reportError(s, err, exitUsage)
+		return cmdline.ReportError(s, err, exitUsage)
 	}
-	db, err := optionalDatabase(cmd, fs, o.database)
+	db, err := cmdline.OptionalDatabase(fullCommand(cmd), fs, o.database)
 	if err != nil {
-		return reportError(s, err, exitUsage)
+		return cmdline.ReportError(s, err, exitUsage)
 	}
 	o.database = db
 
@@ -133,26 +134,26 @@ func cmdDemoSpreadsheets(ctx context.Context, s streams, args []string) int {
 func runSheetsDemo(ctx context.Context, s streams, o *sheetsDemoOptions) int {
 	ctx, cancel := demoContext(ctx, o.timeout)
 	defer cancel()
-	d := &sheetsDemo{out: &console{w: s.stdout}, opts: o, suffix: uuid.NewString()[:8]}
+	d := &sheetsDemo{out: newConsole(s.Stdout), opts: o, suffix: uuid.NewString()[:8]}
 	closeAll, err := d.setUp(ctx)
 	if err != nil {
-		return reportError(s, err, exitError)
+		return cmdline.ReportError(s, err, exitError)
 	}
 	defer closeAll()
 
 	res, err := d.run(ctx)
 	if err != nil {
-		return reportError(s, demoStopped(ctx, err), exitError)
+		return cmdline.ReportError(s, demoStopped(ctx, err), exitError)
 	}
 	ok, err := d.verify(ctx, res)
 	if err != nil {
-		return reportError(s, err, exitError)
+		return cmdline.ReportError(s, err, exitError)
 	}
 	if !ok {
-		d.out.printf("\nSummary: FAILED: at least one check did not hold. See the FAIL rows above.\n")
+		d.out.Printf("\nSummary: FAILED: at least one check did not hold. See the FAIL rows above.\n")
 		return exitError
 	}
-	d.out.printf("\nSummary: all %d checks passed: %d requests, none lost, none stuck, no sheet harmed.\n", d.passed, res.load.accepted())
+	d.out.Printf("\nSummary: all %d checks passed: %d requests, none lost, none stuck, no sheet harmed.\n", d.passed, res.load.accepted())
 	return exitOK
 }
 

@@ -154,7 +154,7 @@ feed:
 	for i, op := range ops {
 		if d.opts.kill && i == armAt {
 			d.svc.kill.armed.Store(true)
-			d.out.printf("  -- %d of %d calls sent: the next worker to start a job will die in it --\n", i, len(ops))
+			d.out.Printf("  -- %d of %d calls sent: the next worker to start a job will die in it --\n", i, len(ops))
 		}
 		select {
 		case work <- op:

@@ -27,7 +27,7 @@ const drainPoll = 250 * time.Millisecond
 // workers before it returns.
 func (d *sheetsDemo) run(ctx context.Context) (*sheetsRun, error) {
 	o := d.opts
-	d.out.printf("\n== %d sheets, %d update clicks and %d duplicate creates through the HTTP API; %d workers, watermark %v ==\n\n",
+	d.out.Printf("\n== %d sheets, %d update clicks and %d duplicate creates through the HTTP API; %d workers, watermark %v ==\n\n",
 		o.sheets, o.clicks, o.duplicates, o.workers, o.watermark)
 	ops := sheetsPlan(rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())), o.sheets, o.clicks, o.duplicates)
 
@@ -52,13 +52,13 @@ func (d *sheetsDemo) run(ctx context.Context) (*sheetsRun, error) {
 	if err := d.drive(ctx, load, ops); err != nil {
 		return nil, err
 	}
-	d.out.printf("  -- all %d calls answered in %v; waiting until nothing is pending --\n", len(ops), time.Since(load.began).Round(100*time.Millisecond))
+	d.out.Printf("  -- all %d calls answered in %v; waiting until nothing is pending --\n", len(ops), time.Since(load.began).Round(100*time.Millisecond))
 	if err := d.drain(ctx); err != nil {
 		return nil, err
 	}
 	res.drained = time.Now()
 	stopProgress()
-	d.out.printf("  -- nothing pending after %v; stopping the workers --\n", res.drained.Sub(load.began).Round(100*time.Millisecond))
+	d.out.Printf("  -- nothing pending after %v; stopping the workers --\n", res.drained.Sub(load.began).Round(100*time.Millisecond))
 	stopAll()
 	return res, nil
 }
@@ -111,7 +111,7 @@ func (d *sheetsDemo) progress(ctx context.Context, load *sheetsLoad) (stop func(
 		case <-d.svc.kill.dead:
 			sw := d.svc.kill.victim
 			dd := sw.death
-			d.out.printf("  -- worker %d DIED in the middle of the %s job of %s (token %d, %d request(s)): its Spanner client is cut off "+
+			d.out.Printf("  -- worker %d DIED in the middle of the %s job of %s (token %d, %d request(s)): its Spanner client is cut off "+
 				"and its handler hangs; the others may take the sheet over %v after its last renewal --\n",
 				sw.n, dd.kind, dd.sheet, dd.token, len(dd.requests), d.opts.watermark)
 		case <-done:
@@ -149,5 +149,5 @@ func (d *sheetsDemo) progressLine(ctx context.Context, elapsed time.Duration, lo
 			b.WriteString(" (dead)")
 		}
 	}
-	d.out.printf("%s\n", b.String())
+	d.out.Printf("%s\n", b.String())
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/spanmutex/spanmutex/ddl"
 	"github.com/spanmutex/spanmutex/emulator"
 	"github.com/spanmutex/spanmutex/examples/spreadsheets/sheets"
+	"github.com/spanmutex/spanmutex/internal/cmdline"
 	"github.com/spanmutex/spanmutex/queue"
 )
 
@@ -87,7 +88,7 @@ func (d *sheetsDemo) setUp(ctx context.Context) (_ func(), err error) {
 		closers = append(closers, sw.client.Close)
 		svc.workers = append(svc.workers, sw)
 	}
-	d.out.printf("Opened %d Spanner clients: the front end's and one per worker.\n", len(svc.workers)+1)
+	d.out.Printf("Opened %d Spanner clients: the front end's and one per worker.\n", len(svc.workers)+1)
 
 	srv, err := sheets.NewServer(svc.q, svc.store, sheets.WithNotify(func() {
 		for _, sw := range svc.workers {
@@ -112,7 +113,7 @@ func (d *sheetsDemo) setUp(ctx context.Context) (_ func(), err error) {
 		_ = svc.server.Shutdown(sctx)
 		<-svc.serving
 	})
-	d.out.printf("The front end serves %s (POST /sheets, POST /sheets/{id}/updates, GET /sheets/{id}).\n", svc.url)
+	d.out.Printf("The front end serves %s (POST /sheets, POST /sheets/{id}/updates, GET /sheets/{id}).\n", svc.url)
 	d.svc = svc
 	return closeAll, nil
 }
@@ -122,9 +123,9 @@ func (d *sheetsDemo) setUp(ctx context.Context) (_ func(), err error) {
 // Whatever must be closed is handed to onClose.
 func (d *sheetsDemo) connect(ctx context.Context, onClose func(func())) (func(context.Context, ...option.ClientOption) (*spanner.Client, error), error) {
 	if db := d.opts.database; db != "" {
-		d.out.printf("Using database %s (%s).\n", db, connectionHint())
+		d.out.Printf("Using database %s (%s).\n", db, cmdline.ConnectionHint())
 		return func(ctx context.Context, opts ...option.ClientOption) (*spanner.Client, error) {
-			return openClient(ctx, db, opts...)
+			return cmdline.OpenClient(ctx, db, opts...)
 		}, nil
 	}
 	reqs, err := ddl.RequestsStatements(ddl.DefaultRequestsTable)
@@ -137,12 +138,12 @@ func (d *sheetsDemo) connect(ctx context.Context, onClose func(func())) (func(co
 	}
 	onClose(func() { _ = emu.Close() })
 	if emu.Started() {
-		d.out.printf("Started the Cloud Spanner emulator at %s (pid %d).\n", emu.Host(), emu.PID())
+		d.out.Printf("Started the Cloud Spanner emulator at %s (pid %d).\n", emu.Host(), emu.PID())
 	} else {
-		d.out.printf("Using the Cloud Spanner emulator at %s=%s.\n", emulatorHostEnv, emu.Host())
+		d.out.Printf("Using the Cloud Spanner emulator at %s=%s.\n", cmdline.EmulatorHostEnv, emu.Host())
 	}
 	db := emu.Database()
-	d.out.printf("Created database %s with the mutex and requests tables.\n", db)
+	d.out.Printf("Created database %s with the mutex and requests tables.\n", db)
 	return func(ctx context.Context, opts ...option.ClientOption) (*spanner.Client, error) {
 		return emu.NewClient(ctx, db, opts...)
 	}, nil
@@ -159,7 +160,7 @@ func checkRequestsTable(ctx context.Context, q *queue.Queue) error {
 		return fmt.Errorf("%w\nthe database needs the requests table %s of package queue and the mutex tables: "+
 			"print their schema with 'spanmutex ddl --requests %s'", err, q.Table(), q.Table())
 	}
-	return explainConnection(err)
+	return cmdline.ExplainConnection(err)
 }
 
 // newWorker opens worker n's own client, cut off from Spanner by its

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spanmutex/spanmutex/ddl"
+	"github.com/spanmutex/spanmutex/internal/cmdline"
 )
 
 // sheetsDemoArgs are small figures for the spreadsheet demo in tests.
@@ -94,7 +95,7 @@ func TestDemoSpreadsheets(t *testing.T) {
 func TestDemoSpreadsheetsCatchesZombieWrites(t *testing.T) {
 	needEmulator(t)
 	noSheetsLeak(t)
-	t.Setenv(emulatorHostEnv, emu.Host())
+	t.Setenv(cmdline.EmulatorHostEnv, emu.Host())
 	fs, o := sheetsDemoFlags()
 	if err := fs.Parse(append(sheetsDemoArgs, "--database", sheetsDatabase(t))); err != nil {
 		t.Fatal(err)
@@ -104,7 +105,7 @@ func TestDemoSpreadsheetsCatchesZombieWrites(t *testing.T) {
 	}
 	o.zombieWrites = true
 	var out, errOut bytes.Buffer
-	code := runSheetsDemo(context.Background(), streams{stdout: &out, stderr: &errOut}, o)
+	code := runSheetsDemo(context.Background(), streams{Stdout: &out, Stderr: &errOut}, o)
 	stdout := out.String()
 	if code != exitError {
 		t.Fatalf("exit %d, want %d; stdout:\n%s\nstderr:\n%s", code, exitError, stdout, errOut.String())
@@ -129,7 +130,7 @@ func TestDemoSpreadsheetsCatchesZombieWrites(t *testing.T) {
 func TestDemoSpreadsheetsWithoutRequestsTable(t *testing.T) {
 	needEmulator(t)
 	noSheetsLeak(t)
-	t.Setenv(emulatorHostEnv, emu.Host())
+	t.Setenv(cmdline.EmulatorHostEnv, emu.Host())
 	code, stdout, stderr := cli(t, "demo", "spreadsheets", "--database", newDatabase(t))
 	if code != exitError || !strings.Contains(stderr, "spanmutex ddl --requests Requests") {
 		t.Errorf("exit %d; stdout:\n%s\nstderr:\n%s", code, stdout, stderr)

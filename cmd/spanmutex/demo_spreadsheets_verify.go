@@ -20,6 +20,23 @@ type sheetsCheck struct {
 	detail  string
 }
 
+// sheetsChecks is the demo's table of checks, filled in by verify's steps.
+type sheetsChecks []sheetsCheck
+
+// add appends a check that passed if ok.
+func (t *sheetsChecks) add(ok bool, what, format string, args ...any) {
+	v := "FAIL"
+	if ok {
+		v = "PASS"
+	}
+	*t = append(*t, sheetsCheck{v, what, fmt.Sprintf(format, args...)})
+}
+
+// info appends a figure that is not a check.
+func (t *sheetsChecks) info(what, format string, args ...any) {
+	*t = append(*t, sheetsCheck{"INFO", what, fmt.Sprintf(format, args...)})
+}
+
 // verify reads every request back and prints the table of checks and the
 // workers' counts. It reports whether every check passed.
 func (d *sheetsDemo) verify(ctx context.Context, res *sheetsRun) (bool, error) {
@@ -31,29 +48,37 @@ func (d *sheetsDemo) verify(ctx context.Context, res *sheetsRun) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	var table []sheetsCheck
-	add := func(ok bool, what, format string, args ...any) {
-		v := "FAIL"
-		if ok {
-			v = "PASS"
-		}
-		table = append(table, sheetsCheck{v, what, fmt.Sprintf(format, args...)})
-	}
-	info := func(what, format string, args ...any) {
-		table = append(table, sheetsCheck{"INFO", what, fmt.Sprintf(format, args...)})
-	}
-	o, load, store := d.opts, res.load, d.svc.store
-
+	o, load := d.opts, res.load
 	load.mu.Lock()
 	accepted := load.requests
 	unexpected, nUnexpected := load.unexpected, load.nUnexpect
 	load.mu.Unlock()
-	add(len(accepted) == o.sheets+o.clicks && nUnexpected == 0, "every HTTP call answered as planned",
-		"%d accepted (202) of %d creates and %d clicks; %d unexpected answers", len(accepted), o.sheets, o.clicks, nUnexpected)
 
+	var t sheetsChecks
+	t.add(len(accepted) == o.sheets+o.clicks && nUnexpected == 0, "every HTTP call answered as planned",
+		"%d accepted (202) of %d creates and %d clicks; %d unexpected answers", len(accepted), o.sheets, o.clicks, nUnexpected)
+	byID := checkFinished(&t, rows)
+	checkAccounted(&t, accepted, byID, counts)
+	d.checkStore(&t, rows, load)
+	recovered := d.reportWork(&t)
+	if o.kill {
+		ok, detail := d.checkRecovery(byID, recovered, res.zombieErr)
+		t.add(ok, "the killed worker's claim was recovered", "%s", detail)
+	}
+	elapsed := res.drained.Sub(load.began)
+	t.info("throughput", "%d requests in %v from the first call to nothing pending: %.0f requests/s",
+		len(accepted), elapsed.Round(100*time.Millisecond), float64(len(accepted))/elapsed.Seconds())
+
+	d.printChecks(t)
+	d.printWorkers()
+	d.printProblems(unexpected)
+	return d.tally(t), nil
+}
+
+// checkFinished checks that every request finished, and returns them by id.
+func checkFinished(t *sheetsChecks, rows []queue.Request) map[string]queue.Request {
 	byID := map[string]queue.Request{}
 	complete, failed, noReason := 0, 0, 0
-	creates := map[string]int{}
 	for _, r := range rows {
 		byID[r.ID] = r
 		switch {
@@ -65,13 +90,15 @@ func (d *sheetsDemo) verify(ctx context.Context, res *sheetsRun) (bool, error) {
 				noReason++
 			}
 		}
-		if r.Kind == queue.KindCreate {
-			creates[r.Resource]++
-		}
 	}
-	add(complete+failed == len(rows) && noReason == 0, "every request finished: complete, or error with a reason",
+	t.add(complete+failed == len(rows) && noReason == 0, "every request finished: complete, or error with a reason",
 		"%d complete, %d error (%d without a reason), of %d", complete, failed, noReason, len(rows))
+	return byID
+}
 
+// checkAccounted checks that the requests the front end accepted are the
+// requests in the table, and that none is left pending.
+func checkAccounted(t *sheetsChecks, accepted map[string]acceptedRequest, byID map[string]queue.Request, counts map[queue.Status]int64) {
 	lost := 0
 	for id := range accepted {
 		if r, ok := byID[id]; !ok || !r.Status.Finished() {
@@ -84,79 +111,91 @@ func (d *sheetsDemo) verify(ctx context.Context, res *sheetsRun) (bool, error) {
 			phantom++
 		}
 	}
-	add(lost == 0 && phantom == 0, "none lost: every accepted request exists and finished",
+	t.add(lost == 0 && phantom == 0, "none lost: every accepted request exists and finished",
 		"%d of %d accepted requests missing or unfinished; %d requests nobody was told were accepted", lost, len(accepted), phantom)
-	add(counts[queue.StatusNew]+counts[queue.StatusInProgress] == 0, "none stuck: nothing new or in-progress",
+	t.add(counts[queue.StatusNew]+counts[queue.StatusInProgress] == 0, "none stuck: nothing new or in-progress",
 		"%d new, %d in-progress", counts[queue.StatusNew], counts[queue.StatusInProgress])
+}
 
+// checkStore checks the spreadsheet store: no violation of each kind, one
+// create per sheet, and every completed click applied once.
+func (d *sheetsDemo) checkStore(t *sheetsChecks, rows []queue.Request, load *sheetsLoad) {
+	o, store := d.opts, d.svc.store
 	sum := store.Summary()
-	violations := store.Violations()
 	for _, k := range sheets.ViolationKinds() {
 		detail := fmt.Sprintf("%d in %d writes to the store", sum.Violations[k], len(store.Log()))
-		for _, v := range violations {
+		for _, v := range store.Violations() {
 			if v.Kind == k {
 				detail += "; first: " + v.String()
 				break
 			}
 		}
-		add(sum.Violations[k] == 0, "zero "+pluralViolation(k), "%s", detail)
+		t.add(sum.Violations[k] == 0, "zero "+pluralViolation(k), "%s", detail)
 	}
-
+	creates := map[string]int{}
+	for _, r := range rows {
+		if r.Kind == queue.KindCreate {
+			creates[r.Resource]++
+		}
+	}
 	oneCreate := 0
 	for i := range o.sheets {
 		if creates[d.sheetID(i)] == 1 {
 			oneCreate++
 		}
 	}
-	add(load.refused.Load() == int64(o.duplicates) && oneCreate == o.sheets, "duplicate creates refused with 409",
+	t.add(load.refused.Load() == int64(o.duplicates) && oneCreate == o.sheets, "duplicate creates refused with 409",
 		"%d of %d refused; %d of %d sheets have exactly one create request", load.refused.Load(), o.duplicates, oneCreate, o.sheets)
-
 	missing, twice, created := d.clicksApplied(rows)
-	add(missing == 0 && twice == 0 && created == o.sheets, "every completed request is in its sheet, once",
+	t.add(missing == 0 && twice == 0 && created == o.sheets, "every completed request is in its sheet, once",
 		"%d of %d sheets created; clicks of completed updates: %d missing, %d applied more than once", created, o.sheets, missing, twice)
+}
 
-	var grouped, recovered int64
+// reportWork adds what the workers and the front end did to the table, and
+// returns how many claims the workers recovered.
+func (d *sheetsDemo) reportWork(t *sheetsChecks) (recovered int64) {
+	var grouped int64
 	for _, sw := range d.svc.workers {
 		st := sw.w.Stats()
 		grouped += st.Grouped
 		recovered += st.Recovered
 	}
+	sum := d.svc.store.Summary()
 	perWrite := 0.0
 	if sum.Updates > 0 {
 		perWrite = float64(sum.Clicks) / float64(sum.Updates)
 	}
-	info("clicks grouped into updates", "%d clicks applied in %d update writes (%.1f per write); the workers grouped %d requests beyond the first of a job",
+	t.info("clicks grouped into updates", "%d clicks applied in %d update writes (%.1f per write); the workers grouped %d requests beyond the first of a job",
 		sum.Clicks, sum.Updates, perWrite, grouped)
-
 	fs := d.svc.api.Stats()
-	info("front end: requests batched", "%d requests enqueued or refused in %d transactions; %d batches split around a refused request",
+	t.info("front end: requests batched", "%d requests enqueued or refused in %d transactions; %d batches split around a refused request",
 		fs.Requests, fs.Transactions, fs.SplitBatches)
-	info("writes done again after a lost lease", "%d writes found their work already applied and skipped it, by request id; "+
+	t.info("writes done again after a lost lease", "%d writes found their work already applied and skipped it, by request id; "+
 		"%d writes aborted in flight as a lease was lost", sum.Replayed, sum.Aborted)
+	return recovered
+}
 
-	if o.kill {
-		ok, detail := d.checkRecovery(byID, recovered, res.zombieErr)
-		add(ok, "the killed worker's claim was recovered", "%s", detail)
-	}
-
-	elapsed := res.drained.Sub(load.began)
-	info("throughput", "%d requests in %v from the first call to nothing pending: %.0f requests/s",
-		len(accepted), elapsed.Round(100*time.Millisecond), float64(len(accepted))/elapsed.Seconds())
-
-	d.printChecks(table)
-	d.printWorkers()
+// printProblems prints the unexpected HTTP answers and the first
+// violations of the store.
+func (d *sheetsDemo) printProblems(unexpected []string) {
 	for _, u := range unexpected {
-		d.out.printf("  unexpected answer: %s\n", u)
+		d.out.Printf("  unexpected answer: %s\n", u)
 	}
+	violations := d.svc.store.Violations()
 	for i, v := range violations {
 		if i == 5 {
-			d.out.printf("  ... and %d more violations\n", len(violations)-5)
+			d.out.Printf("  ... and %d more violations\n", len(violations)-5)
 			break
 		}
-		d.out.printf("  violation: %s\n", v)
+		d.out.Printf("  violation: %s\n", v)
 	}
+}
+
+// tally counts the passed checks into d.passed and reports whether none
+// failed.
+func (d *sheetsDemo) tally(t sheetsChecks) bool {
 	ok := true
-	for _, c := range table {
+	for _, c := range t {
 		switch c.verdict {
 		case "PASS":
 			d.passed++
@@ -164,7 +203,7 @@ func (d *sheetsDemo) verify(ctx context.Context, res *sheetsRun) (bool, error) {
 			ok = false
 		}
 	}
-	return ok, nil
+	return ok
 }
 
 // readRequests reads every request of this run's sheets, a few sheets at a
@@ -286,7 +325,7 @@ func pluralViolation(k sheets.ViolationKind) string {
 }
 
 // printChecks prints the table of checks.
-func (d *sheetsDemo) printChecks(table []sheetsCheck) {
+func (d *sheetsDemo) printChecks(table sheetsChecks) {
 	var b strings.Builder
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "\n  RESULT\tCHECK\tDETAIL")
@@ -294,7 +333,7 @@ func (d *sheetsDemo) printChecks(table []sheetsCheck) {
 		fmt.Fprintf(tw, "  %s\t%s\t%s\n", c.verdict, c.what, c.detail)
 	}
 	_ = tw.Flush()
-	d.out.printf("%s", trimLines(b.String()))
+	d.out.Printf("%s", trimLines(b.String()))
 }
 
 // printWorkers prints what each worker did.
@@ -312,7 +351,7 @@ func (d *sheetsDemo) printWorkers() {
 			st.Grouped, st.Skipped, st.Recovered, st.LeasesLost)
 	}
 	_ = tw.Flush()
-	d.out.printf("%s", trimLines(b.String()))
+	d.out.Printf("%s", trimLines(b.String()))
 }
 
 // trimLines removes the spaces tabwriter leaves at the ends of lines.

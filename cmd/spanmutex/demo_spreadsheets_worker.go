@@ -130,6 +130,6 @@ type linePrefixer struct {
 
 // Write prints p (whole lines, as slog writes them) with the prefix.
 func (l *linePrefixer) Write(p []byte) (int, error) {
-	l.c.printf("%s%s", l.prefix, p)
+	l.c.Printf("%s%s", l.prefix, p)
 	return len(p), nil
 }

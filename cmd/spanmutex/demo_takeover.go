@@ -21,8 +21,8 @@ func (d *demo) takeoverScenario(outer context.Context) (bool, error) {
 	ctx := outer
 	name := "demo-takeover-" + d.suffix
 	n := len(d.clients)
-	d.out.printf("\n== Scenario 3: the first holder crashes mid-migration; another takes over after the watermark ==\n")
-	d.out.printf("   mutex %q, watermark %v (measured on Spanner's clock)\n\n", name, d.opts.watermark)
+	d.out.Printf("\n== Scenario 3: the first holder crashes mid-migration; another takes over after the watermark ==\n")
+	d.out.Printf("   mutex %q, watermark %v (measured on Spanner's clock)\n\n", name, d.opts.watermark)
 
 	var (
 		crashed   atomic.Bool
@@ -121,14 +121,14 @@ func (d *demo) checkTakeover(ctx context.Context, name string, attempts []attemp
 	}
 	t1, t2 := first.lease.AcquiredAt(), takeover.lease.AcquiredAt()
 	gap := t2.Sub(t1)
-	d.out.printf("\n  token %d: acquired by %s at %s, which then crashed\n", first.lease.Token(), ownerOf(first.instance), stamp(t1))
-	d.out.printf("  token %d: taken over by %s at %s\n", takeover.lease.Token(), ownerOf(takeover.instance), stamp(t2))
-	d.out.printf("  gap:     %v by Spanner's commit timestamps (watermark %v)\n", gap.Round(time.Millisecond), d.opts.watermark)
+	d.out.Printf("\n  token %d: acquired by %s at %s, which then crashed\n", first.lease.Token(), ownerOf(first.instance), stamp(t1))
+	d.out.Printf("  token %d: taken over by %s at %s\n", takeover.lease.Token(), ownerOf(takeover.instance), stamp(t2))
+	d.out.Printf("  gap:     %v by Spanner's commit timestamps (watermark %v)\n", gap.Round(time.Millisecond), d.opts.watermark)
 	r, err := d.row(ctx, name)
 	if err != nil {
 		return false, err
 	}
-	d.out.printf("  row:     %s, token %d, %d attempt(s), owner %s\n\n", r.State, r.Token, r.Attempts, r.Owner)
+	d.out.Printf("  row:     %s, token %d, %d attempt(s), owner %s\n\n", r.State, r.Token, r.Attempts, r.Owner)
 
 	ok := d.check(takeover.lease.Token() > first.lease.Token(),
 		"the takeover got a higher fencing token (%d > %d)", takeover.lease.Token(), first.lease.Token())

@@ -3,6 +3,8 @@ package main
 import (
 	"strings"
 	"testing"
+
+	"github.com/spanmutex/spanmutex/internal/cmdline"
 )
 
 // TestDemo runs the demo in-process, against a database of the test
@@ -34,7 +36,7 @@ func TestDemo(t *testing.T) {
 // says so once, with how to create it, and exits 1.
 func TestDemoWithoutSchema(t *testing.T) {
 	needEmulator(t)
-	t.Setenv(emulatorHostEnv, emu.Host())
+	t.Setenv(cmdline.EmulatorHostEnv, emu.Host())
 	code, stdout, stderr := cli(t, "demo", "--database", newDatabase(t), "--table", "NoSuchTable")
 	if code != exitError || strings.Count(stderr, "does not exist") != 1 || !strings.Contains(stderr, "spanmutex ddl --table NoSuchTable") {
 		t.Errorf("exit %d; stdout:\n%s\nstderr:\n%s", code, stdout, stderr)

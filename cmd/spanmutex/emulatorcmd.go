@@ -9,12 +9,13 @@ import (
 
 	"github.com/spanmutex/spanmutex"
 	"github.com/spanmutex/spanmutex/emulator"
+	"github.com/spanmutex/spanmutex/internal/cmdline"
 )
 
 // emulatorHelp is the help of "spanmutex emulator".
 var emulatorHelp = helpText{
-	usage: "spanmutex emulator [flags]",
-	about: `Starts the Cloud Spanner emulator in the foreground, creates an instance and a
+	Usage: "spanmutex emulator [flags]",
+	About: `Starts the Cloud Spanner emulator in the foreground, creates an instance and a
 database that holds the mutex table (in the --dialect given: googlesql or
 postgresql), and prints on stdout the lines that point
 spanmutex (and any Spanner client) at it:
@@ -26,7 +27,7 @@ It always starts an emulator of its own, even when SPANNER_EMULATOR_HOST is
 set. It runs until SIGINT (Ctrl-C) or SIGTERM, then stops the emulator; all
 data is lost. The emulator binary (emulator_main) is looked up in
 $SPANNER_EMULATOR_BIN, $PATH and the gcloud SDK.`,
-	after: `Exit status: 0 after a clean stop, 2 on a usage error, 1 if the emulator could
+	After: `Exit status: 0 after a clean stop, 2 on a usage error, 1 if the emulator could
 not be started (stderr says how to install it).
 
 Examples:
@@ -41,30 +42,30 @@ func cmdEmulator(ctx context.Context, s streams, args []string) int {
 	faults := fs.Bool("fault-injection", false, "make the emulator abort commits at random, to exercise retries")
 	table := fs.String("table", spanmutex.DefaultTable, "the mutex table to create (the default table is always created)")
 	verbose := fs.Bool("verbose", false, "copy the emulator's own log to stderr")
-	dialectName := addDialectFlag(fs)
+	dialectName := cmdline.AddDialectFlag(fs)
 	positional, code, done := parseFlags(s, "emulator", fs, emulatorHelp, args)
 	if done {
 		return code
 	}
 	if len(positional) > 0 {
-		return reportUsage(s, &usageError{cmd: "emulator", msg: fmt.Sprintf("unexpected argument %q", positional[0])})
+		return cmdline.ReportUsage(s, usage("emulator", fmt.Sprintf("unexpected argument %q", positional[0])))
 	}
-	if err := validateTable("emulator", *table); err != nil {
-		return reportError(s, err, exitUsage)
+	if err := cmdline.ValidateTable(fullCommand("emulator"), *table); err != nil {
+		return cmdline.ReportError(s, err, exitUsage)
 	}
-	d, err := parseDialectFlag("emulator", *dialectName)
+	d, err := cmdline.ParseDialect(fullCommand("emulator"), *dialectName)
 	if err != nil {
-		return reportError(s, err, exitUsage)
+		return cmdline.ReportError(s, err, exitUsage)
 	}
 
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	bin, err := emulator.FindBinary()
 	if err != nil {
-		return reportError(s, err, exitError)
+		return cmdline.ReportError(s, err, exitError)
 	}
-	if host := os.Getenv(emulatorHostEnv); host != "" {
-		fmt.Fprintf(s.stderr, "spanmutex: %s=%s is set; starting a separate emulator anyway\n", emulatorHostEnv, host)
+	if host := os.Getenv(cmdline.EmulatorHostEnv); host != "" {
+		fmt.Fprintf(s.Stderr, "spanmutex: %s=%s is set; starting a separate emulator anyway\n", cmdline.EmulatorHostEnv, host)
 	}
 	// WithBinary makes Start launch its own emulator even when
 	// SPANNER_EMULATOR_HOST is set.
@@ -73,27 +74,27 @@ func cmdEmulator(ctx context.Context, s streams, args []string) int {
 		opts = append(opts, emulator.WithFaultInjection())
 	}
 	if *verbose {
-		opts = append(opts, emulator.WithLog(s.stderr))
+		opts = append(opts, emulator.WithLog(s.Stderr))
 	}
 	if *table != spanmutex.DefaultTable {
 		stmts, err := d.Statements(*table)
 		if err != nil {
-			return reportError(s, err, exitUsage)
+			return cmdline.ReportError(s, err, exitUsage)
 		}
 		opts = append(opts, emulator.WithDDL(stmts...))
 	}
 	emu, err := emulator.Start(ctx, opts...)
 	if err != nil {
-		return reportError(s, err, exitError)
+		return cmdline.ReportError(s, err, exitError)
 	}
-	fmt.Fprintf(s.stdout, "export %s=%s\nexport %s=%s\n", emulatorHostEnv, emu.Host(), databaseEnv, emu.Database())
-	fmt.Fprintf(s.stderr, "spanmutex: emulator %s running (pid %d, fault injection %v, %s database); press Ctrl-C to stop it\n",
+	fmt.Fprintf(s.Stdout, "export %s=%s\nexport %s=%s\n", cmdline.EmulatorHostEnv, emu.Host(), cmdline.DatabaseEnv, emu.Database())
+	fmt.Fprintf(s.Stderr, "spanmutex: emulator %s running (pid %d, fault injection %v, %s database); press Ctrl-C to stop it\n",
 		emu.Host(), emu.PID(), *faults, d)
 
 	<-ctx.Done()
 	if err := emu.Close(); err != nil {
-		return reportError(s, fmt.Errorf("stop the emulator: %w", err), exitError)
+		return cmdline.ReportError(s, fmt.Errorf("stop the emulator: %w", err), exitError)
 	}
-	fmt.Fprintln(s.stderr, "spanmutex: emulator stopped")
+	fmt.Fprintln(s.Stderr, "spanmutex: emulator stopped")
 	return exitOK
 }

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/spanmutex/spanmutex/internal/cmdline"
 )
 
 // TestEmulatorCommand starts "spanmutex emulator" with SPANNER_EMULATOR_HOST
@@ -75,16 +77,16 @@ func emulatorCommand(t *testing.T, dialect string) {
 			t.Fatal("no export lines within 30s")
 		}
 	}
-	host, db := exports[emulatorHostEnv], exports[databaseEnv]
-	if host == "" || host == emu.Host() || validateDatabasePath(db) != nil {
+	host, db := exports[cmdline.EmulatorHostEnv], exports[cmdline.DatabaseEnv]
+	if host == "" || host == emu.Host() || cmdline.ValidateDatabasePath(db) != nil {
 		t.Fatalf("exports %v: want a new emulator host (not %s) and a database path", exports, emu.Host())
 	}
 
-	p := startProcess(t, []string{emulatorHostEnv + "=" + host, databaseEnv + "=" + db}, "run", "on-the-new-emulator", "--", "true")
+	p := startProcess(t, []string{cmdline.EmulatorHostEnv + "=" + host, cmdline.DatabaseEnv + "=" + db}, "run", "on-the-new-emulator", "--", "true")
 	if code := p.wait(t, 60*time.Second); code != 0 || !strings.Contains(p.stderr.String(), "ran here") {
 		t.Fatalf("run against the new emulator: exit %d; stderr:\n%s", code, p.stderr.String())
 	}
-	p = startProcess(t, []string{emulatorHostEnv + "=" + host, databaseEnv + "=" + db}, "lock", "a-lock", "--", "true")
+	p = startProcess(t, []string{cmdline.EmulatorHostEnv + "=" + host, cmdline.DatabaseEnv + "=" + db}, "lock", "a-lock", "--", "true")
 	if code := p.wait(t, 60*time.Second); code != 0 {
 		t.Fatalf("lock against the new emulator: exit %d; stderr:\n%s", code, p.stderr.String())
 	}

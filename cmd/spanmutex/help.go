@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"text/tabwriter"
+
+	"github.com/spanmutex/spanmutex/internal/cmdline"
 )
 
 // topHelpAbout and topHelpAfter frame the list of subcommands in
@@ -45,9 +47,9 @@ func printTopHelp(w io.Writer) {
 
 // helpHelp is the help of "spanmutex help".
 var helpHelp = helpText{
-	usage: "spanmutex help [SUBCOMMAND]",
-	about: "Shows the help of spanmutex, or of SUBCOMMAND (the same as 'spanmutex SUBCOMMAND --help').",
-	after: `Examples:
+	Usage: "spanmutex help [SUBCOMMAND]",
+	About: "Shows the help of spanmutex, or of SUBCOMMAND (the same as 'spanmutex SUBCOMMAND --help').",
+	After: `Examples:
   spanmutex help
   spanmutex help run`,
 }
@@ -62,15 +64,15 @@ func cmdHelp(ctx context.Context, s streams, args []string) int {
 	}
 	switch {
 	case len(positional) == 0:
-		printTopHelp(s.stdout)
+		printTopHelp(s.Stdout)
 		return exitOK
 	case len(positional) > 1:
-		return reportUsage(s, &usageError{cmd: "help", msg: fmt.Sprintf("too many arguments %q; want at most one subcommand", positional)})
+		return cmdline.ReportUsage(s, usage("help", fmt.Sprintf("too many arguments %q; want at most one subcommand", positional)))
 	}
 	for _, c := range subcommands() {
 		if c.name == positional[0] {
 			return c.run(ctx, s, []string{"--help"})
 		}
 	}
-	return reportUsage(s, &usageError{cmd: "help", msg: fmt.Sprintf("unknown subcommand %q; want one of run, lock, lead, reset, status, ddl, emulator, demo, bench, torture, help", positional[0])})
+	return cmdline.ReportUsage(s, usage("help", fmt.Sprintf("unknown subcommand %q; want one of %s", positional[0], subcommandNames())))
 }

@@ -1,10 +1,14 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"time"
 
+	"cloud.google.com/go/spanner"
+
 	"github.com/spanmutex/spanmutex"
+	"github.com/spanmutex/spanmutex/internal/cmdline"
 )
 
 // holdFlags are the flags "run" and "lock" share: where the row is, who
@@ -24,25 +28,25 @@ type holdFlags struct {
 // what --grace and --verbose do for this command.
 func (h *holdFlags) register(fs *flag.FlagSet, graceUsage, verboseUsage string) {
 	h.listen.register(fs)
-	fs.StringVar(&h.database, "database", "", databaseFlagUsage)
+	fs.StringVar(&h.database, "database", "", cmdline.DatabaseFlagUsage)
 	fs.StringVar(&h.table, "table", spanmutex.DefaultTable, "the mutex table")
 	fs.StringVar(&h.owner, "owner", "", "the owner identity recorded in the row (default host:pid:random)")
 	fs.DurationVar(&h.watermark, "watermark", spanmutex.DefaultWatermark,
 		"the lease this process declares when it holds NAME: it renews within it, and no other process takes over before it has passed unrenewed, by Spanner's clock")
 	fs.DurationVar(&h.grace, "grace", defaultGrace, graceUsage)
 	fs.BoolVar(&h.verbose, "verbose", false, verboseUsage)
-	fs.DurationVar(&h.connect, "connect-timeout", defaultConnectTimeout, connectTimeoutFlagUsage)
+	fs.DurationVar(&h.connect, "connect-timeout", cmdline.DefaultConnectTimeout, cmdline.ConnectTimeoutFlagUsage)
 }
 
 // validate checks the shared flags of cmd before anything connects.
 func (h *holdFlags) validate(cmd string) error {
-	if err := validateTable(cmd, h.table); err != nil {
+	if err := cmdline.ValidateTable(fullCommand(cmd), h.table); err != nil {
 		return err
 	}
 	if h.watermark <= 0 {
 		return usagef(cmd, "--watermark %v: must be positive", h.watermark)
 	}
-	if err := checkConnectTimeout(cmd, h.connect); err != nil {
+	if err := cmdline.CheckConnectTimeout(fullCommand(cmd), h.connect); err != nil {
 		return err
 	}
 	if h.grace < 0 {
@@ -54,4 +58,19 @@ func (h *holdFlags) validate(cmd string) error {
 		}
 	}
 	return nil
+}
+
+// open opens the client of a run or lock (sub) and the Scope of --listen;
+// closeAll releases both. A bad --listen is a usage error of sub.
+func (h *holdFlags) open(ctx context.Context, sub string) (client *spanner.Client, scopeOpts []spanmutex.Option, closeAll func(), err error) {
+	client, err = cmdline.OpenClientWithin(ctx, h.database, h.connect)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	scopeOpts, closeScope, err := h.listen.scope()
+	if err != nil {
+		client.Close()
+		return nil, nil, nil, usage(sub, err.Error())
+	}
+	return client, scopeOpts, func() { closeScope(); client.Close() }, nil
 }

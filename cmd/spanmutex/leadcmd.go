@@ -7,15 +7,15 @@ import (
 	"fmt"
 	"os"
 	"strconv"
-	"strings"
 
 	"github.com/spanmutex/spanmutex"
+	"github.com/spanmutex/spanmutex/internal/cmdline"
 )
 
 // leadHelp is the help of "spanmutex lead".
 var leadHelp = helpText{
-	usage: "spanmutex lead [flags] NAME -- COMMAND [ARGS...]",
-	about: `Campaigns in the election NAME and runs COMMAND while this process
+	Usage: "spanmutex lead [flags] NAME -- COMMAND [ARGS...]",
+	About: `Campaigns in the election NAME and runs COMMAND while this process
 leads (like 'etcdctl elect'): one leader at a time across every process that
 campaigns for NAME against the same database and table. Candidates lead in
 the order they began to campaign; the leader's --value is what
@@ -41,7 +41,7 @@ COMMAND is killed if it has not exited --grace later); received while
 campaigning, they stop the campaign.
 
 Flags go before NAME or between NAME and "--".`,
-	after: `Exit status:
+	After: `Exit status:
   N    COMMAND's own exit status (0 when it succeeded; 128+signal if a signal
        killed it; 127 if it was not found, 126 if it could not be started)
   76   leadership was lost while COMMAND ran: COMMAND was sent SIGTERM, and
@@ -79,33 +79,9 @@ func leadFlags() (*flag.FlagSet, *leadOptions) {
 // cmdLead is "spanmutex lead [flags] NAME -- COMMAND [ARGS...]".
 func cmdLead(ctx context.Context, s streams, args []string) int {
 	fs, o := leadFlags()
-	flagArgs, command, hasDash := splitCommand(args)
-	positional, code, done := parseFlags(s, "lead", fs, leadHelp, flagArgs)
+	name, command, code, done := parseHoldArgs(s, "lead", fs, leadHelp, &o.holdFlags, args, o.checkValue)
 	if done {
 		return code
-	}
-	name, err := checkRunArgs(positional, command, hasDash)
-	var ue *usageError
-	if errors.As(err, &ue) {
-		ue.cmd = "lead"
-		ue.msg = strings.ReplaceAll(ue.msg, "spanmutex run", "spanmutex lead")
-	}
-	if err == nil {
-		o.database, err = resolveDatabase("lead", fs, o.database)
-	}
-	if err == nil {
-		err = o.validate("lead")
-	}
-	if err == nil && o.owner != "" {
-		err = usagef("lead", "--owner does not apply: a candidate is recorded under its --value")
-	}
-	if err == nil && o.value != "" {
-		if verr := validateOwner(o.value); verr != nil {
-			err = usagef("lead", "--value: %v", verr)
-		}
-	}
-	if err != nil {
-		return reportError(s, err, exitError)
 	}
 	if o.value == "" {
 		host, _ := os.Hostname()
@@ -114,25 +90,34 @@ func cmdLead(ctx context.Context, s streams, args []string) int {
 	return lead(ctx, s, o, name, command)
 }
 
+// checkValue checks --value, and that --owner, which does not apply, was
+// not given.
+func (o *leadOptions) checkValue() error {
+	if o.owner != "" {
+		return usagef("lead", "--owner does not apply: a candidate is recorded under its --value")
+	}
+	if o.value != "" {
+		if err := validateOwner(o.value); err != nil {
+			return usagef("lead", "--value: %v", err)
+		}
+	}
+	return nil
+}
+
 // lead campaigns, runs COMMAND while leading, resigns, and returns the exit
 // status that "spanmutex lead" documents.
 func lead(ctx context.Context, s streams, o *leadOptions, name string, command []string) int {
-	client, err := openClientWithin(ctx, o.database, o.connect)
+	client, scopeOpts, closeAll, err := o.open(ctx, "lead")
 	if err != nil {
-		return reportError(s, err, exitError)
+		return cmdline.ReportError(s, err, exitError)
 	}
-	defer client.Close()
-	opts, closeScope, err := o.libraryOptions(s, "lead")
-	if err != nil {
-		return reportUsage(s, &usageError{cmd: "lead", msg: err.Error()})
-	}
-	defer closeScope()
-	e, err := spanmutex.NewElection(client, name, opts...)
+	defer closeAll()
+	e, err := spanmutex.NewElection(client, name, append(o.libraryOptions(s.Stderr), scopeOpts...)...)
 	if errors.Is(err, spanmutex.ErrInvalidConfig) {
-		return reportUsage(s, &usageError{cmd: "lead", msg: err.Error()})
+		return cmdline.ReportUsage(s, usage("lead", err.Error()))
 	}
 	if err != nil {
-		return reportError(s, err, exitError)
+		return cmdline.ReportError(s, err, exitError)
 	}
 	campaign := func(ctx context.Context) (*spanmutex.Lease, func(context.Context) error, error) {
 		ld, err := e.Campaign(ctx, o.value)

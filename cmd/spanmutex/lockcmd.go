@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/spanmutex/spanmutex"
+	"github.com/spanmutex/spanmutex/internal/cmdline"
 )
 
 // exitLeaseLost is the exit status of "lock" when the lock was lost while
@@ -20,8 +22,8 @@ const exitLeaseLost = 76
 
 // lockHelp is the help of "spanmutex lock".
 var lockHelp = helpText{
-	usage: "spanmutex lock [flags] NAME -- COMMAND [ARGS...]",
-	about: `Holds the reusable lock NAME while COMMAND runs, every time (like
+	Usage: "spanmutex lock [flags] NAME -- COMMAND [ARGS...]",
+	About: `Holds the reusable lock NAME while COMMAND runs, every time (like
 'etcdctl lock'): one holder at a time across every process that locks NAME
 against the same database and table. Waiters queue and are served first
 come, first served; when COMMAND exits, the lock is released and handed to
@@ -45,7 +47,7 @@ COMMAND is killed if it has not exited --grace later); received while
 waiting, they stop the wait.
 
 Flags go before NAME or between NAME and "--".`,
-	after: `Exit status:
+	After: `Exit status:
   N    COMMAND's own exit status (0 when it succeeded; 128+signal if a signal
        killed it; 127 if it was not found, 126 if it could not be started)
   76   the lock was lost while COMMAND ran: COMMAND was sent SIGTERM, and
@@ -81,51 +83,63 @@ func lockFlags() (*flag.FlagSet, *lockOptions) {
 // cmdLock is "spanmutex lock [flags] NAME -- COMMAND [ARGS...]".
 func cmdLock(ctx context.Context, s streams, args []string) int {
 	fs, o := lockFlags()
-	flagArgs, command, hasDash := splitCommand(args)
-	positional, code, done := parseFlags(s, "lock", fs, lockHelp, flagArgs)
+	name, command, code, done := parseHoldArgs(s, "lock", fs, lockHelp, &o.holdFlags, args, nil)
 	if done {
 		return code
+	}
+	return holdLock(ctx, s, o, name, command)
+}
+
+// parseHoldArgs parses the command line of "lock" or "lead" (sub): flags
+// on fs, NAME, "--" and COMMAND; it checks them, and what check adds. done
+// is true when the command is over (help, or an error reported) and code
+// is then its exit status.
+func parseHoldArgs(s streams, sub string, fs *flag.FlagSet, help helpText, h *holdFlags, args []string,
+	check func() error) (name string, command []string, code int, done bool) {
+	flagArgs, command, hasDash := splitCommand(args)
+	positional, code, done := parseFlags(s, sub, fs, help, flagArgs)
+	if done {
+		return "", nil, code, true
 	}
 	name, err := checkRunArgs(positional, command, hasDash)
 	var ue *usageError
 	if errors.As(err, &ue) {
-		ue.cmd = "lock"
-		ue.msg = strings.ReplaceAll(ue.msg, "spanmutex run", "spanmutex lock")
+		ue.Cmd = fullCommand(sub)
+		ue.Msg = strings.ReplaceAll(ue.Msg, "spanmutex run", "spanmutex "+sub)
 	}
 	if err == nil {
-		o.database, err = resolveDatabase("lock", fs, o.database)
+		h.database, err = cmdline.ResolveDatabase(fullCommand(sub), fs, h.database)
 	}
 	if err == nil {
-		err = o.validate("lock")
+		err = h.validate(sub)
+	}
+	if err == nil && check != nil {
+		err = check()
 	}
 	if err != nil {
-		return reportError(s, err, exitError)
+		return "", nil, cmdline.ReportError(s, err, exitError), true
 	}
-	return holdLock(ctx, s, o, name, command)
+	return name, command, 0, false
 }
 
 // holdLock takes the lock, runs COMMAND under it, releases it, and returns
 // the exit status that "spanmutex lock" documents.
 func holdLock(ctx context.Context, s streams, o *lockOptions, name string, command []string) int {
-	client, err := openClientWithin(ctx, o.database, o.connect)
+	client, scopeOpts, closeAll, err := o.open(ctx, "lock")
 	if err != nil {
-		return reportError(s, err, exitError)
+		return cmdline.ReportError(s, err, exitError)
 	}
-	defer client.Close()
-	opts, closeScope, err := o.libraryOptions(s, "lock")
-	if err != nil {
-		return reportUsage(s, &usageError{cmd: "lock", msg: err.Error()})
-	}
-	defer closeScope()
+	defer closeAll()
+	opts := append(o.libraryOptions(s.Stderr), scopeOpts...)
 	if o.owner != "" {
 		opts = append(opts, spanmutex.WithOwner(o.owner))
 	}
 	l, err := spanmutex.NewLock(client, name, opts...)
 	if errors.Is(err, spanmutex.ErrInvalidConfig) {
-		return reportUsage(s, &usageError{cmd: "lock", msg: err.Error()})
+		return cmdline.ReportUsage(s, usage("lock", err.Error()))
 	}
 	if err != nil {
-		return reportError(s, err, exitError)
+		return cmdline.ReportError(s, err, exitError)
 	}
 	take := func(ctx context.Context) (*spanmutex.Lease, func(context.Context) error, error) {
 		lease, err := l.Lock(ctx)
@@ -134,18 +148,15 @@ func holdLock(ctx context.Context, s streams, o *lockOptions, name string, comma
 	return holdWhile(ctx, s, o.grace, command, take, "the lock "+strconv.Quote(name))
 }
 
-// libraryOptions are the options of the shared flags, but the owner: the
-// table, the watermark, the logger, and the Scope (closed by closeScope).
-func (h *holdFlags) libraryOptions(s streams, cmd string) (opts []spanmutex.Option, closeScope func(), err error) {
-	opts = []spanmutex.Option{spanmutex.WithTable(h.table), spanmutex.WithWatermark(h.watermark)}
+// libraryOptions returns the options of the shared flags but the owner:
+// the table and the watermark; with --verbose the Lock or Election logs its
+// decisions to stderr.
+func (h *holdFlags) libraryOptions(stderr io.Writer) []spanmutex.Option {
+	opts := []spanmutex.Option{spanmutex.WithTable(h.table), spanmutex.WithWatermark(h.watermark)}
 	if h.verbose {
-		opts = append(opts, spanmutex.WithLogger(slog.New(slog.NewTextHandler(s.stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))))
+		opts = append(opts, spanmutex.WithLogger(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))))
 	}
-	scopeOpts, closeScope, err := h.listen.scope()
-	if err != nil {
-		return nil, nil, err
-	}
-	return append(opts, scopeOpts...), closeScope, nil
+	return opts
 }
 
 // holdWhile waits for take to give a lease (what, e.g. "the lock \"x\"",
@@ -162,10 +173,10 @@ func holdWhile(ctx context.Context, s streams, grace time.Duration, command []st
 	lease, release, err := take(waitCtx)
 	if err != nil {
 		if sig := c.interruptedBy(); sig != nil {
-			fmt.Fprintf(s.stderr, "spanmutex: interrupted by %s while waiting for %s; COMMAND did not run\n", signalName(sig), what)
+			fmt.Fprintf(s.Stderr, "spanmutex: interrupted by %s while waiting for %s; COMMAND did not run\n", signalName(sig), what)
 			return exitError
 		}
-		return reportError(s, explainConnection(err), exitError)
+		return cmdline.ReportError(s, cmdline.ExplainConnection(err), exitError)
 	}
 
 	// COMMAND's context ends when the lease is lost, with why as its cause:
@@ -186,18 +197,20 @@ func holdWhile(ctx context.Context, s streams, grace time.Duration, command []st
 	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
 	defer cancel()
 	releaseErr := release(uctx)
-	return holdStatus(s, what, lease, lost, releaseErr, cmdErr)
+	return holdExitStatus(s, what, lease, lost, cmdErr, releaseErr)
 }
 
-// holdStatus reports how a hold of what ended, and returns the exit status.
-func holdStatus(s streams, what string, lease *spanmutex.Lease, lost, releaseErr, cmdErr error) int {
+// holdExitStatus says how the hold of what ended, on stderr, and returns
+// the exit status: whether the lease was lost while COMMAND ran, how
+// COMMAND ended, and whether releasing failed.
+func holdExitStatus(s streams, what string, lease *spanmutex.Lease, lost, cmdErr, releaseErr error) int {
 	if lost != nil {
-		fmt.Fprintf(s.stderr, "spanmutex: %s (token %d) was lost while COMMAND ran, so another holder may have run meanwhile; COMMAND was sent SIGTERM\n%s\n",
-			what, lease.Token(), errorLine(lost))
+		fmt.Fprintf(s.Stderr, "spanmutex: %s (token %d) was lost while COMMAND ran, so another holder may have run meanwhile; COMMAND was sent SIGTERM\n%s\n",
+			what, lease.Token(), cmdline.ErrorLine(lost))
 		return exitLeaseLost
 	}
 	if releaseErr != nil {
-		fmt.Fprintf(s.stderr, "spanmutex: COMMAND ended, but releasing %s failed; waiters take it over after the watermark\n%s\n", what, errorLine(releaseErr))
+		fmt.Fprintf(s.Stderr, "spanmutex: COMMAND ended, but releasing %s failed; waiters take it over after the watermark\n%s\n", what, cmdline.ErrorLine(releaseErr))
 	}
 	if cmdErr == nil {
 		if releaseErr != nil {
@@ -208,9 +221,9 @@ func holdStatus(s streams, what string, lease *spanmutex.Lease, lost, releaseErr
 	if code, failed := commandStatus(cmdErr); failed {
 		var se *startError
 		if errors.As(cmdErr, &se) {
-			fmt.Fprintf(s.stderr, "spanmutex: could not %v\n", se)
+			fmt.Fprintf(s.Stderr, "spanmutex: could not %v\n", se)
 		}
 		return code
 	}
-	return reportError(s, cmdErr, exitError)
+	return cmdline.ReportError(s, cmdErr, exitError)
 }

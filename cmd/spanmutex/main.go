@@ -12,6 +12,8 @@ import (
 	"io"
 	"os"
 	"strings"
+
+	"github.com/spanmutex/spanmutex/internal/cmdline"
 )
 
 // main runs the command line and exits with its status.
@@ -37,19 +39,26 @@ func subcommands() []subcommand {
 		{"ddl", "print the schema of the mutex table", cmdDDL},
 		{"emulator", "start a local Cloud Spanner emulator with the schema applied", cmdEmulator},
 		{"demo", "race instances on one mutex, with a takeover; 'demo spreadsheets': a queue under load", cmdDemo},
-		{"bench", "measure spanmutex's Lock against a naive lock under contention", cmdBench},
-		{"torture", "run a mixed workload with faults on an embedded emulator, and check its history", cmdTorture},
 		{"help", "show the help of spanmutex or of a subcommand", cmdHelp},
 	}
+}
+
+// subcommandNames lists the subcommands for usage errors: "run, lock, ...".
+func subcommandNames() string {
+	var names []string
+	for _, c := range subcommands() {
+		names = append(names, c.name)
+	}
+	return strings.Join(names, ", ")
 }
 
 // run is the whole command line: it dispatches args to a subcommand and
 // returns the exit status. It writes only to stdout and stderr, so tests can
 // call it in-process.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	s := streams{stdout: stdout, stderr: stderr}
+	s := streams{Stdout: stdout, Stderr: stderr}
 	if len(args) == 0 {
-		return reportUsage(s, &usageError{msg: "no subcommand given; want one of run, lock, lead, reset, status, ddl, emulator, demo, bench, torture, help"})
+		return cmdline.ReportUsage(s, usage("", "no subcommand given; want one of "+subcommandNames()))
 	}
 	switch args[0] {
 	case "-h", "-help", "--help":
@@ -62,7 +71,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if strings.HasPrefix(args[0], "-") {
-		return reportUsage(s, &usageError{msg: fmt.Sprintf("unknown flag %s: flags go after the subcommand, as in 'spanmutex run --table T NAME -- COMMAND'", args[0])})
+		return cmdline.ReportUsage(s, usage("", fmt.Sprintf("unknown flag %s: flags go after the subcommand, as in 'spanmutex run --table T NAME -- COMMAND'", args[0])))
 	}
-	return reportUsage(s, &usageError{msg: fmt.Sprintf("unknown subcommand %q; want one of run, lock, lead, reset, status, ddl, emulator, demo, bench, torture, help", args[0])})
+	switch args[0] {
+	case "torture", "bench":
+		// They left the operator binary, which links no test machinery.
+		return cmdline.ReportUsage(s, usage("", fmt.Sprintf("%s is a command of its own: spanmutex-%s (go run ./cmd/spanmutex-%s)", args[0], args[0], args[0])))
+	}
+	return cmdline.ReportUsage(s, usage("", fmt.Sprintf("unknown subcommand %q; want one of %s", args[0], subcommandNames())))
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"flag"
 	"fmt"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/spanmutex/spanmutex"
 	"github.com/spanmutex/spanmutex/emulator"
+	"github.com/spanmutex/spanmutex/internal/cmdline/cmdlinetest"
 	"github.com/spanmutex/spanmutex/internal/testutil"
 )
 
@@ -40,10 +40,8 @@ func testMain(m *testing.M) int {
 	if testing.Short() {
 		return m.Run()
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
 	var err error
-	emu, err = emulator.Start(ctx)
+	emu, err = cmdlinetest.StartEmulator()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err) // it says how to install the emulator
 		return 1
@@ -56,6 +54,8 @@ func testMain(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	binary = filepath.Join(dir, "spanmutex")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
 	build := exec.CommandContext(ctx, goTool(), "build", "-o", binary, ".")
 	if out, err := build.CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
@@ -80,42 +80,10 @@ func noLeak(t *testing.T) {
 	noGoroutinesOf(t, "this package", "main.(*child)", "main.(*demo)")
 }
 
-// runOnBothBackends runs the command line args in-process twice, each as a
-// subtest: with --database db (a database of the test emulator), and with
-// neither a database nor $SPANNER_EMULATOR_HOST, the default path, which
-// starts an embedded emulator. leak registers the subtest's goroutine-leak
-// check. A run must exit 0 and say which backend it used; check then reads
-// its output.
+// runOnBothBackends runs args on both backends (cmdlinetest.Command.RunOnBothBackends).
 func runOnBothBackends(t *testing.T, db string, leak func(*testing.T), args []string, check func(t *testing.T, stdout, stderr string)) {
 	t.Helper()
-	needEmulator(t)
-	cases := []struct {
-		name string
-		host string // $SPANNER_EMULATOR_HOST
-		args []string
-		want string
-	}{
-		{"database flag", emu.Host(), []string{"--database", db}, "Using database "},
-		{"embedded emulator", "", nil, "Started the Cloud Spanner emulator"},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			if tc.host == "" {
-				needBinary(t)
-			}
-			leak(t)
-			t.Setenv(emulatorHostEnv, tc.host)
-			t.Setenv(databaseEnv, "")
-			code, stdout, stderr := cli(t, append(append([]string(nil), args...), tc.args...)...)
-			if code != exitOK {
-				t.Fatalf("%s exited %d; stdout:\n%s\nstderr:\n%s", strings.Join(args, " "), code, stdout, stderr)
-			}
-			if !strings.Contains(stdout, tc.want) {
-				t.Errorf("stdout does not contain %q:\n%s", tc.want, stdout)
-			}
-			check(t, stdout, stderr)
-		})
-	}
+	commandTests().RunOnBothBackends(t, db, leak, args, check)
 }
 
 // noGoroutinesOf fails the test if goroutines of what (naming one of
@@ -125,39 +93,34 @@ var noGoroutinesOf = testutil.NoGoroutinesOf
 // needEmulator skips integration tests under -short.
 func needEmulator(t *testing.T) {
 	t.Helper()
-	if emu == nil {
-		t.Skip("-short: skipping a test that needs the Cloud Spanner emulator")
-	}
+	commandTests().NeedEmulator(t)
 }
 
 // needBinary skips a test that starts an emulator of its own when there is
-// no emulator binary (the tests may be attached to $SPANNER_EMULATOR_HOST).
+// no emulator binary.
 func needBinary(t *testing.T) {
 	t.Helper()
-	needEmulator(t)
-	if _, err := emulator.FindBinary(); err != nil {
-		t.Skip(err)
-	}
+	commandTests().NeedBinary(t)
 }
 
 // newDatabase creates a fresh database holding the mutex table.
 func newDatabase(t *testing.T) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	db, err := emu.NewDatabase(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return db
+	return commandTests().NewDatabase(t)
 }
 
 // cli runs the command line in-process and returns its exit status and output.
 func cli(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
-	var out, errOut bytes.Buffer
-	code = run(context.Background(), args, &out, &errOut)
-	return code, out.String(), errOut.String()
+	return commandTests().Call(t, args...)
+}
+
+// commandTests is what the helpers above share with the tests of the other
+// commands (internal/testutil).
+func commandTests() *cmdlinetest.Command {
+	return &cmdlinetest.Command{Emu: emu, Run: func(ctx context.Context, s streams, args []string) int {
+		return run(ctx, args, s.Stdout, s.Stderr)
+	}}
 }
 
 // inspect returns name's row in db, or fails the test if there is none.
@@ -180,7 +143,7 @@ func inspectAll(t *testing.T, db, name string) []spanmutex.Status {
 		t.Fatal(err)
 	}
 	defer client.Close()
-	rows, err := spanmutex.Inspect(ctx, client, "", name)
+	rows, err := spanmutex.Inspect(ctx, client, name)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,12 +6,13 @@ import (
 	"testing"
 
 	"github.com/spanmutex/spanmutex"
+	"github.com/spanmutex/spanmutex/internal/cmdline"
 )
 
 // TestMissingDashKeepsEveryArgument: the suggested command line keeps all
 // of COMMAND's arguments, quoted where a shell needs it.
 func TestMissingDashKeepsEveryArgument(t *testing.T) {
-	t.Setenv(databaseEnv, "projects/test-project/instances/i1/databases/d1")
+	t.Setenv(cmdline.DatabaseEnv, "projects/test-project/instances/i1/databases/d1")
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -61,7 +62,7 @@ func TestRetryNote(t *testing.T) {
 // attempt is not said to be retried.
 func TestLastAttemptNotRetried(t *testing.T) {
 	needEmulator(t)
-	t.Setenv(emulatorHostEnv, emu.Host())
+	t.Setenv(cmdline.EmulatorHostEnv, emu.Host())
 	db := newDatabase(t)
 	code, _, stderr := cli(t, "run", "--database", db, "--max-attempts", "2", "fails", "--", "false")
 	if code != 1 || !strings.Contains(stderr, "a later run retries it (1 of 2 attempts used)") {

@@ -6,13 +6,14 @@ import (
 	"testing"
 
 	"github.com/spanmutex/spanmutex"
+	"github.com/spanmutex/spanmutex/internal/cmdline"
 )
 
 // TestStatus shows a DONE row with its name, state and token, and a row
 // that does not exist as an empty table.
 func TestStatus(t *testing.T) {
 	needEmulator(t)
-	t.Setenv(emulatorHostEnv, emu.Host())
+	t.Setenv(cmdline.EmulatorHostEnv, emu.Host())
 	db, name := newDatabase(t), uniqueName(t)
 	if code, _, stderr := cli(t, "run", "--database", db, "--owner", "status-test", name, "--", "true"); code != 0 {
 		t.Fatalf("run: exit %d; stderr:\n%s", code, stderr)
@@ -31,7 +32,7 @@ func TestStatus(t *testing.T) {
 		t.Errorf("row %q does not match %v", lines[1], row)
 	}
 
-	t.Setenv(databaseEnv, db) // the default for --database
+	t.Setenv(cmdline.DatabaseEnv, db) // the default for --database
 	code, stdout, stderr = cli(t, "status", "no-such-name")
 	if code != 0 || strings.Count(stdout, "\n") != 1 || !strings.Contains(stderr, "never been started") {
 		t.Errorf("status of a missing name: exit %d, stdout:\n%s\nstderr:\n%s", code, stdout, stderr)

@@ -6,12 +6,13 @@ import (
 	"fmt"
 
 	"github.com/spanmutex/spanmutex"
+	"github.com/spanmutex/spanmutex/internal/cmdline"
 )
 
 // resetHelp is the help of "spanmutex reset".
 var resetHelp = helpText{
-	usage: "spanmutex reset [flags] NAME",
-	about: `Re-arms the critical section NAME after it failed or gave up ("spanmutex run"
+	Usage: "spanmutex reset [flags] NAME",
+	About: `Re-arms the critical section NAME after it failed or gave up ("spanmutex run"
 exited 75): its row becomes NEEDED with no attempt counted, so the next
 "spanmutex run NAME" runs COMMAND again with --max-attempts fresh attempts.
 The fencing token is kept, so the next run gets a higher one.
@@ -22,7 +23,7 @@ clock: it refuses a row STARTED by a holder that renewed its lease within
 holder silent for longer is cut off, and its late result is rejected. It
 refuses a DONE row (nothing to re-arm: use a new NAME or 'run --version')
 and a NAME that has no row.`,
-	after: `Exit status: 0 if the row was reset, 1 if it was refused or on any other
+	After: `Exit status: 0 if the row was reset, 1 if it was refused or on any other
 error (stderr says why), 2 on a usage error.
 
 Examples:
@@ -33,46 +34,46 @@ Examples:
 // cmdReset is "spanmutex reset [flags] NAME".
 func cmdReset(ctx context.Context, s streams, args []string) int {
 	fs := newFlagSet("reset")
-	database := addDatabaseFlag(fs)
+	database := cmdline.AddDatabaseFlag(fs)
 	table := fs.String("table", spanmutex.DefaultTable, "the mutex table")
 	watermark := fs.Duration("watermark", spanmutex.DefaultWatermark,
 		"a STARTED holder that renewed its lease within this long, by Spanner's clock, is live and is not reset; use the --watermark NAME runs with")
-	connect := addConnectTimeoutFlag(fs)
+	connect := cmdline.AddConnectTimeoutFlag(fs)
 	positional, code, done := parseFlags(s, "reset", fs, resetHelp, args)
 	if done {
 		return code
 	}
 	if len(positional) != 1 {
-		return reportUsage(s, &usageError{cmd: "reset", msg: fmt.Sprintf("want exactly one NAME, got %d argument(s)", len(positional))})
+		return cmdline.ReportUsage(s, usage("reset", fmt.Sprintf("want exactly one NAME, got %d argument(s)", len(positional))))
 	}
 	name := positional[0]
 	if err := spanmutex.ValidateName(name); err != nil {
-		return reportUsage(s, badName("reset", err))
+		return cmdline.ReportUsage(s, badName("reset", err))
 	}
 	if *watermark <= 0 {
-		return reportUsage(s, &usageError{cmd: "reset", msg: fmt.Sprintf("--watermark %v: must be positive", *watermark)})
+		return cmdline.ReportUsage(s, usage("reset", fmt.Sprintf("--watermark %v: must be positive", *watermark)))
 	}
 	client, err := connectFor(ctx, "reset", fs, *database, *table, *connect)
 	if err != nil {
-		return reportError(s, err, exitError)
+		return cmdline.ReportError(s, err, exitError)
 	}
 	defer client.Close()
 	m, err := spanmutex.New(client, name, spanmutex.WithTable(*table), spanmutex.WithWatermark(*watermark))
 	if err != nil {
-		return reportError(s, err, exitError)
+		return cmdline.ReportError(s, err, exitError)
 	}
 	res, err := m.Reset(ctx)
 	if errors.Is(err, spanmutex.ErrResetRefused) {
-		fmt.Fprintf(s.stderr, "%s\nspanmutex: the row of %q is unchanged\n", errorLine(err), name)
+		fmt.Fprintf(s.Stderr, "%s\nspanmutex: the row of %q is unchanged\n", cmdline.ErrorLine(err), name)
 		return exitError
 	}
 	if err != nil {
-		return reportError(s, explainConnection(err), exitError)
+		return cmdline.ReportError(s, cmdline.ExplainConnection(err), exitError)
 	}
-	fmt.Fprintf(s.stderr, "spanmutex: %q reset: it was %s after %d attempt(s) (token %d); it is now NEEDED with no attempt counted, and the next run starts it\n",
+	fmt.Fprintf(s.Stderr, "spanmutex: %q reset: it was %s after %d attempt(s) (token %d); it is now NEEDED with no attempt counted, and the next run starts it\n",
 		name, res.Before, res.Attempts, res.Token)
 	if res.LastError != "" {
-		fmt.Fprintf(s.stderr, "spanmutex: its last error was: %s\n", oneLine(res.LastError, 200))
+		fmt.Fprintf(s.Stderr, "spanmutex: its last error was: %s\n", oneLine(res.LastError, 200))
 	}
 	return exitOK
 }

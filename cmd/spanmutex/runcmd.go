@@ -12,12 +12,13 @@ import (
 	"unicode/utf8"
 
 	"github.com/spanmutex/spanmutex"
+	"github.com/spanmutex/spanmutex/internal/cmdline"
 )
 
 // runHelp is the help of "spanmutex run".
 var runHelp = helpText{
-	usage: "spanmutex run [flags] NAME -- COMMAND [ARGS...]",
-	about: `Runs COMMAND as the critical section NAME, at most once across every process
+	Usage: "spanmutex run [flags] NAME -- COMMAND [ARGS...]",
+	About: `Runs COMMAND as the critical section NAME, at most once across every process
 that runs NAME against the same database and table. The first process to
 acquire NAME runs COMMAND; the others wait until it is DONE and exit 0
 without running it. If COMMAND fails, NAME is recorded FAILED and the next
@@ -44,7 +45,7 @@ again. If COMMAND exits 0 anyway, NAME is DONE. Received while waiting, the
 signals stop the wait.
 
 Flags go before NAME or between NAME and "--".`,
-	after: `Exit status:
+	After: `Exit status:
   0    COMMAND ran here and succeeded, or NAME was already done elsewhere
        (stderr says which)
   N    COMMAND failed with exit status N (128+signal if a signal killed it;
@@ -112,13 +113,13 @@ func cmdRun(ctx context.Context, s streams, args []string) int {
 	}
 	name, err := checkRunArgs(positional, command, hasDash)
 	if err == nil {
-		o.database, err = resolveDatabase("run", fs, o.database)
+		o.database, err = cmdline.ResolveDatabase(fullCommand("run"), fs, o.database)
 	}
 	if err == nil {
 		err = o.validate()
 	}
 	if err != nil {
-		return reportError(s, err, exitError)
+		return cmdline.ReportError(s, err, exitError)
 	}
 	return runSection(ctx, s, o, name, command)
 }
@@ -228,7 +229,7 @@ func (o *runOptions) mutexOptions(s streams) []spanmutex.Option {
 		opts = append(opts, spanmutex.WithVersion(o.version))
 	}
 	if o.verbose {
-		opts = append(opts, spanmutex.WithLogger(slog.New(slog.NewTextHandler(s.stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))))
+		opts = append(opts, spanmutex.WithLogger(slog.New(slog.NewTextHandler(s.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))))
 	}
 	return opts
 }

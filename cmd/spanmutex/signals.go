@@ -79,7 +79,7 @@ func (c *child) armKiller(why string) {
 		defer c.mu.Unlock()
 		if c.proc == proc {
 			c.killed = true
-			fmt.Fprintf(c.s.stderr, "spanmutex: COMMAND did not exit within the %v grace after %s; sending it SIGKILL\n", c.grace, why)
+			fmt.Fprintf(c.s.Stderr, "spanmutex: COMMAND did not exit within the %v grace after %s; sending it SIGKILL\n", c.grace, why)
 			_ = proc.Kill()
 		}
 	})

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/spanmutex/spanmutex/internal/cmdline"
 )
 
 // TestUsageErrors feeds bad command lines to run in-process: each exits 2,
@@ -21,6 +23,8 @@ func TestUsageErrors(t *testing.T) {
 	}{
 		{"no subcommand", db, nil, "no subcommand"},
 		{"unknown subcommand", db, []string{"frobnicate"}, `unknown subcommand "frobnicate"`},
+		{"torture, now a command of its own", db, []string{"torture"}, "spanmutex-torture (go run ./cmd/spanmutex-torture)"},
+		{"bench, now a command of its own", db, []string{"bench", "--contenders", "1"}, "spanmutex-bench (go run ./cmd/spanmutex-bench)"},
 		{"top-level flag", db, []string{"--verbose"}, "unknown flag --verbose"},
 		{"help of unknown", db, []string{"help", "frobnicate"}, `unknown subcommand "frobnicate"`},
 		{"run without NAME", db, []string{"run"}, "missing NAME"},
@@ -62,7 +66,7 @@ func TestUsageErrors(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			t.Setenv(databaseEnv, tc.env)
+			t.Setenv(cmdline.DatabaseEnv, tc.env)
 			code, stdout, stderr := cli(t, tc.args...)
 			if code != exitUsage {
 				t.Errorf("exit %d, want %d; stderr:\n%s", code, exitUsage, stderr)
@@ -84,7 +88,7 @@ func TestUsageErrors(t *testing.T) {
 // the emulator: exit 1, a message that says so, COMMAND not run, no row.
 func TestRunMissingDatabase(t *testing.T) {
 	needEmulator(t)
-	t.Setenv(emulatorHostEnv, emu.Host())
+	t.Setenv(cmdline.EmulatorHostEnv, emu.Host())
 	name := uniqueName(t)
 	file := filepath.Join(t.TempDir(), "ran")
 	missing := emu.Instance() + "/databases/never-created"

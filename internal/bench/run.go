@@ -80,7 +80,7 @@ func checkSchema(ctx context.Context, open Opener, table string) error {
 		return err
 	}
 	defer c.Close()
-	_, err = spanmutex.Inspect(ctx, c, table, "bench-schema-check")
+	_, err = spanmutex.Inspect(ctx, c, "bench-schema-check", spanmutex.WithTable(table))
 	return err
 }
 

@@ -227,7 +227,10 @@ func ReadBack(ctx context.Context, client *spanner.Client, writesTable, mutexTab
 			locks[o.Name] = true
 		}
 	}
-	rows, err := spanmutex.Inspect(ctx, client, mutexTable, "")
+	if mutexTable == "" {
+		mutexTable = spanmutex.DefaultTable
+	}
+	rows, err := spanmutex.Inspect(ctx, client, "", spanmutex.WithTable(mutexTable))
 	if err != nil {
 		return nil, fmt.Errorf("history: read the mutex rows: %w", err)
 	}

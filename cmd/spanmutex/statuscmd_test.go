@@ -7,6 +7,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/spanmutex/spanmutex"
+	"github.com/spanmutex/spanmutex/internal/cmdline"
 )
 
 // TestStatusColumnWidth: one 256-character name does not widen every row:
@@ -43,7 +44,7 @@ func TestStatusColumnWidth(t *testing.T) {
 // TestStatusWideFlag runs status on the emulator with a 256-character name.
 func TestStatusWideFlag(t *testing.T) {
 	needEmulator(t)
-	t.Setenv(emulatorHostEnv, emu.Host())
+	t.Setenv(cmdline.EmulatorHostEnv, emu.Host())
 	db := newDatabase(t)
 	long := strings.Repeat("w", spanmutex.MaxNameLength)
 	if code, _, stderr := cli(t, "run", "--database", db, long, "--", "true"); code != exitOK {

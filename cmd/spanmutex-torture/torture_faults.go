@@ -17,7 +17,7 @@ import (
 	"github.com/spanmutex/spanmutex/internal/faultinject"
 )
 
-// The faults "spanmutex torture" can inject.
+// The faults "spanmutex-torture" can inject.
 const (
 	faultAbort       = "abort"       // the emulator aborts commits at random (--enable_fault_injection)
 	faultUnavailable = "unavailable" // a call fails with UNAVAILABLE before it is sent

@@ -6,27 +6,23 @@ import (
 	"fmt"
 
 	"github.com/spanmutex/spanmutex"
+	"github.com/spanmutex/spanmutex/internal/cmdline"
 )
 
 // runSection runs command as the critical section name and returns the exit
 // status that "spanmutex run" documents.
 func runSection(ctx context.Context, s streams, o *runOptions, name string, command []string) int {
-	client, err := openClientWithin(ctx, o.database, o.connect)
+	client, scopeOpts, closeAll, err := o.open(ctx, "run")
 	if err != nil {
-		return reportError(s, err, exitError)
+		return cmdline.ReportError(s, err, exitError)
 	}
-	defer client.Close()
-	scopeOpts, closeScope, err := o.listen.scope()
-	if err != nil {
-		return reportUsage(s, &usageError{cmd: "run", msg: err.Error()})
-	}
-	defer closeScope()
+	defer closeAll()
 	m, err := spanmutex.New(client, name, append(o.mutexOptions(s), scopeOpts...)...)
 	if errors.Is(err, spanmutex.ErrInvalidConfig) {
-		return reportUsage(s, &usageError{cmd: "run", msg: err.Error()})
+		return cmdline.ReportUsage(s, usage("run", err.Error()))
 	}
 	if err != nil {
-		return reportError(s, err, exitError)
+		return cmdline.ReportError(s, err, exitError)
 	}
 
 	waitCtx, stopWait := context.WithCancel(ctx)
@@ -39,7 +35,7 @@ func runSection(ctx context.Context, s streams, o *runOptions, name string, comm
 		// Read the row once to say whether a later run will retry.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
 		defer cancel()
-		rows, rerr := spanmutex.Inspect(rctx, client, o.table, name)
+		rows, rerr := spanmutex.Inspect(rctx, client, name, spanmutex.WithTable(o.table))
 		if rerr != nil || len(rows) != 1 {
 			return attemptsLeft{max: o.maxAttempts}
 		}
@@ -75,11 +71,11 @@ func report(s streams, name string, c *child, outcome spanmutex.Outcome, err err
 		switch outcome {
 		case spanmutex.Executed:
 			l := c.acquired()
-			fmt.Fprintf(s.stderr, "spanmutex: %q ran here (token %d, owner %s) and is DONE\n", name, l.Token(), l.Owner())
+			fmt.Fprintf(s.Stderr, "spanmutex: %q ran here (token %d, owner %s) and is DONE\n", name, l.Token(), l.Owner())
 		case spanmutex.AlreadyDone:
-			fmt.Fprintf(s.stderr, "spanmutex: %q was already done elsewhere; COMMAND did not run here\n", name)
+			fmt.Fprintf(s.Stderr, "spanmutex: %q was already done elsewhere; COMMAND did not run here\n", name)
 		default:
-			fmt.Fprintf(s.stderr, "spanmutex: %q: %v; COMMAND did not run here\n", name, outcome)
+			fmt.Fprintf(s.Stderr, "spanmutex: %q: %v; COMMAND did not run here\n", name, outcome)
 		}
 		return exitOK
 	}
@@ -90,7 +86,7 @@ func report(s streams, name string, c *child, outcome spanmutex.Outcome, err err
 		if code, failed := commandStatus(err); failed {
 			how = fmt.Sprintf("failed (exit status %d)", code)
 		}
-		fmt.Fprintf(s.stderr, "spanmutex: COMMAND %s, but the lease on %q was lost meanwhile, so nothing was recorded\n%s\n", how, name, errorLine(err))
+		fmt.Fprintf(s.Stderr, "spanmutex: COMMAND %s, but the lease on %q was lost meanwhile, so nothing was recorded\n%s\n", how, name, cmdline.ErrorLine(err))
 		return exitError
 	}
 	if errors.Is(err, spanmutex.ErrInterrupted) {
@@ -100,10 +96,10 @@ func report(s streams, name string, c *child, outcome spanmutex.Outcome, err err
 		}
 		var ie *spanmutex.InterruptedError
 		if errors.As(err, &ie) && ie == err {
-			fmt.Fprintf(s.stderr, "spanmutex: interrupted: %s; %q is given back: NEEDED, this attempt not counted, and the next run starts it again\n", ie.Reason, name)
+			fmt.Fprintf(s.Stderr, "spanmutex: interrupted: %s; %q is given back: NEEDED, this attempt not counted, and the next run starts it again\n", ie.Reason, name)
 		} else {
 			// Giving the row back failed too: say everything.
-			fmt.Fprintf(s.stderr, "%s\nspanmutex: interrupted, and %q could not be given back (above); if it is still STARTED, it is taken over after the watermark\n", errorLine(err), name)
+			fmt.Fprintf(s.Stderr, "%s\nspanmutex: interrupted, and %q could not be given back (above); if it is still STARTED, it is taken over after the watermark\n", cmdline.ErrorLine(err), name)
 		}
 		return code
 	}
@@ -113,24 +109,24 @@ func report(s streams, name string, c *child, outcome spanmutex.Outcome, err err
 		if errors.As(err, &se) {
 			how = fmt.Sprintf("could not %v (exit status %d)", se, code)
 		}
-		fmt.Fprintf(s.stderr, "spanmutex: %s; %q is recorded FAILED; %s\n", how, name, attempts().retryNote(name))
+		fmt.Fprintf(s.Stderr, "spanmutex: %s; %q is recorded FAILED; %s\n", how, name, attempts().retryNote(name))
 		if _, only := err.(*spanmutex.SectionError); !only {
 			// More went wrong than COMMAND's failure, such as recording it.
-			fmt.Fprintln(s.stderr, errorLine(err))
+			fmt.Fprintln(s.Stderr, cmdline.ErrorLine(err))
 		}
 		return code
 	}
 	switch {
 	case errors.Is(err, spanmutex.ErrAttemptsExhausted):
-		fmt.Fprintf(s.stderr, "%s\nspanmutex: not running COMMAND again; once its cause is fixed, re-arm it with 'spanmutex reset %s' (or raise --max-attempts)\n", errorLine(err), name)
+		fmt.Fprintf(s.Stderr, "%s\nspanmutex: not running COMMAND again; once its cause is fixed, re-arm it with 'spanmutex reset %s' (or raise --max-attempts)\n", cmdline.ErrorLine(err), name)
 		return exitExhausted
 	case errors.Is(err, spanmutex.ErrNotObtained):
 		why := "stopped"
 		if sig := c.interruptedBy(); sig != nil {
 			why = "interrupted by " + signalName(sig)
 		}
-		fmt.Fprintf(s.stderr, "spanmutex: %s while waiting for %q; COMMAND did not run\n", why, name)
+		fmt.Fprintf(s.Stderr, "spanmutex: %s while waiting for %q; COMMAND did not run\n", why, name)
 		return exitError
 	}
-	return reportError(s, explainConnection(err), exitError)
+	return cmdline.ReportError(s, cmdline.ExplainConnection(err), exitError)
 }

@@ -19,13 +19,14 @@ import (
 	"github.com/spanmutex/spanmutex"
 	"github.com/spanmutex/spanmutex/ddl"
 	"github.com/spanmutex/spanmutex/emulator"
+	"github.com/spanmutex/spanmutex/internal/cmdline"
 	"github.com/spanmutex/spanmutex/internal/history"
 )
 
-// tortureHelp is the help of "spanmutex torture".
-var tortureHelp = helpText{
-	usage: "spanmutex torture [flags]",
-	about: `Runs a mixed workload against an embedded Cloud Spanner emulator with faults
+// tortureHelp is the help of "spanmutex-torture".
+var tortureHelp = cmdline.HelpText{
+	Usage: "spanmutex-torture [flags]",
+	About: `Runs a mixed workload against an embedded Cloud Spanner emulator with faults
 on, records every operation, and checks the history. Each of --clients clients
 stands for one process: it has its own Spanner client (its own sessions and
 gRPC connection), its own faults, and its own spanmutex.Scope, given with
@@ -79,7 +80,7 @@ longest declared lease + 2s.
 
 It prints the operations done, the faults injected, each check, the longest
 stalls, and every violation with the sub-history that shows it.`,
-	after: `SIGINT (Ctrl-C) or SIGTERM stops the workload early: what was recorded is still
+	After: `SIGINT (Ctrl-C) or SIGTERM stops the workload early: what was recorded is still
 checked, and the exit status is 1. Once the check has begun, a signal ends the
 command at once. --seed repeats the random choices, not the timing of
 concurrent clients, so a run cannot be replayed exactly: keep --history.
@@ -88,15 +89,15 @@ Exit status: 0 if no check found a violation, 1 if one did (or the run failed or
 was stopped early), 2 on a usage error.
 
 Examples:
-  spanmutex torture --duration 1m --clients 8 --faults abort,unavailable,drop-commit,delay,pause,impatient,mismatched
-  spanmutex torture --duration 10m --history /tmp/history.jsonl
-  spanmutex torture --faults none --clients 2 --duration 10s`,
+  spanmutex-torture --duration 1m --clients 8 --faults abort,unavailable,drop-commit,delay,pause,impatient,mismatched
+  spanmutex-torture --duration 10m --history /tmp/history.jsonl
+  spanmutex-torture --faults none --clients 2 --duration 10s`,
 }
 
 // tortureWrites is the table the guarded writes go to.
 const tortureWrites = "TortureWrites"
 
-// tortureOptions are the flags of "spanmutex torture".
+// tortureOptions are the flags of "spanmutex-torture".
 type tortureOptions struct {
 	duration     time.Duration
 	clients      int
@@ -112,10 +113,10 @@ type tortureOptions struct {
 	dialect      string // of the emulator's database: googlesql or postgresql
 }
 
-// tortureFlags defines the flags of "spanmutex torture" on a new flag set.
+// tortureFlags defines the flags of "spanmutex-torture" on a new flag set.
 func tortureFlags() (*flag.FlagSet, *tortureOptions) {
 	o := &tortureOptions{}
-	fs := newFlagSet("torture")
+	fs := cmdline.NewFlagSet(command)
 	fs.DurationVar(&o.duration, "duration", time.Minute, "how long to run the workload")
 	fs.IntVar(&o.clients, "clients", 8, "how many clients, 2 to 64")
 	fs.StringVar(&o.faultList, "faults", strings.Join(allFaults, ","), "the faults to inject, comma-separated, or none")
@@ -130,31 +131,31 @@ func tortureFlags() (*flag.FlagSet, *tortureOptions) {
 	return fs, o
 }
 
-// validate checks the flags of "spanmutex torture".
+// validate checks the flags of "spanmutex-torture".
 func (o *tortureOptions) validate() error {
 	faults, err := parseFaults(o.faultList)
 	if err != nil {
-		return usagef("torture", "--faults %q: %v", o.faultList, err)
+		return cmdline.Usagef(command, "--faults %q: %v", o.faultList, err)
 	}
 	o.faults = faults
-	if _, err := ddl.ParseDialect(o.dialect); err != nil {
-		return usagef("torture", "--dialect: %v", err)
+	if _, err := cmdline.ParseDialect(command, o.dialect); err != nil {
+		return err
 	}
 	switch {
 	case o.duration <= 0:
-		return usagef("torture", "--duration %v: must be positive", o.duration)
+		return cmdline.Usagef(command, "--duration %v: must be positive", o.duration)
 	case o.clients < 2 || o.clients > 64:
-		return usagef("torture", "--clients %d: want 2 to 64", o.clients)
+		return cmdline.Usagef(command, "--clients %d: want 2 to 64", o.clients)
 	case !(o.rate >= 0 && o.rate <= 1):
-		return usagef("torture", "--fault-rate %v: want 0 to 1", o.rate)
+		return cmdline.Usagef(command, "--fault-rate %v: want 0 to 1", o.rate)
 	case o.watermark < 100*time.Millisecond:
-		return usagef("torture", "--watermark %v: want at least 100ms", o.watermark)
+		return cmdline.Usagef(command, "--watermark %v: want at least 100ms", o.watermark)
 	case o.locks < 1 || o.locks > 100:
-		return usagef("torture", "--locks %d: want 1 to 100", o.locks)
+		return cmdline.Usagef(command, "--locks %d: want 1 to 100", o.locks)
 	case o.checkTimeout <= 0:
-		return usagef("torture", "--check-timeout %v: must be positive", o.checkTimeout)
+		return cmdline.Usagef(command, "--check-timeout %v: must be positive", o.checkTimeout)
 	case o.progress < 0:
-		return usagef("torture", "--progress %v: must not be negative", o.progress)
+		return cmdline.Usagef(command, "--progress %v: must not be negative", o.progress)
 	}
 	return nil
 }
@@ -176,18 +177,14 @@ func (o *tortureOptions) clientWatermark(i int) time.Duration {
 	return 3 * o.watermark
 }
 
-// cmdTorture is "spanmutex torture [flags]".
-func cmdTorture(ctx context.Context, s streams, args []string) int {
+// run is the whole command line of spanmutex-torture: it returns the exit status.
+func run(ctx context.Context, s cmdline.Streams, args []string) int {
 	fs, o := tortureFlags()
-	positional, code, done := parseFlags(s, "torture", fs, tortureHelp, args)
-	if done {
+	if code, done := cmdline.ParseOnlyFlags(s, command, fs, tortureHelp, args); done {
 		return code
 	}
-	if len(positional) > 0 {
-		return reportUsage(s, &usageError{cmd: "torture", msg: fmt.Sprintf("unexpected argument %q", positional[0])})
-	}
 	if err := o.validate(); err != nil {
-		return reportError(s, err, exitUsage)
+		return cmdline.ReportError(s, err, cmdline.ExitUsage)
 	}
 	if o.seed == 0 {
 		o.seed = rand.Uint64()
@@ -195,34 +192,34 @@ func cmdTorture(ctx context.Context, s streams, args []string) int {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	t := &torture{opts: o, out: &console{w: s.stdout}, rec: history.NewRecorder(), began: time.Now()}
+	t := &torture{opts: o, out: &cmdline.Console{W: s.Stdout}, rec: history.NewRecorder(), began: time.Now()}
 	faults := "none"
 	if len(o.faults) > 0 {
 		faults = strings.Join(o.faults, ",")
 	}
-	t.out.printf("spanmutex torture: %d clients for %v, faults %s (rate %v), watermark %v, %d locks, seed %d\n",
+	t.out.Printf("spanmutex-torture: %d clients for %v, faults %s (rate %v), watermark %v, %d locks, seed %d\n",
 		o.clients, o.duration, faults, o.rate, o.watermark, o.locks, o.seed)
 	closeAll, err := t.connect(ctx)
 	if err != nil {
-		return reportError(s, err, exitError)
+		return cmdline.ReportError(s, err, cmdline.ExitError)
 	}
 	defer closeAll()
 
 	// Once the workload has stopped, a signal stops the check at once.
 	ok, err := t.run(ctx, stop)
 	if err != nil {
-		return reportError(s, err, exitError)
+		return cmdline.ReportError(s, err, cmdline.ExitError)
 	}
 	if !ok {
-		return exitError
+		return cmdline.ExitError
 	}
-	return exitOK
+	return cmdline.ExitOK
 }
 
-// torture is one run of "spanmutex torture".
+// torture is one run of "spanmutex-torture".
 type torture struct {
 	opts    *tortureOptions
-	out     *console
+	out     *cmdline.Console
 	rec     *history.Recorder
 	began   time.Time
 	emu     *emulator.Emulator
@@ -275,11 +272,11 @@ func (t *torture) connect(ctx context.Context) (func(), error) {
 	t.emu = emu
 	switch {
 	case emu.Started() && o.has(faultAbort):
-		t.out.printf("Started the Cloud Spanner emulator at %s (pid %d), with --enable_fault_injection.\n", emu.Host(), emu.PID())
+		t.out.Printf("Started the Cloud Spanner emulator at %s (pid %d), with --enable_fault_injection.\n", emu.Host(), emu.PID())
 	case emu.Started():
-		t.out.printf("Started the Cloud Spanner emulator at %s (pid %d).\n", emu.Host(), emu.PID())
+		t.out.Printf("Started the Cloud Spanner emulator at %s (pid %d).\n", emu.Host(), emu.PID())
 	default:
-		t.out.printf("Using the Cloud Spanner emulator at %s=%s.\n", emulatorHostEnv, emu.Host())
+		t.out.Printf("Using the Cloud Spanner emulator at %s=%s.\n", cmdline.EmulatorHostEnv, emu.Host())
 	}
 	closeAll := func() {
 		for _, c := range t.clients {
@@ -297,9 +294,9 @@ func (t *torture) connect(ctx context.Context) (func(), error) {
 			return nil, err
 		}
 	}
-	t.out.printf("Created database %s (%s); opened %d clients, each with a Spanner client and a Scope of its own.\n", emu.Database(), emu.Dialect(), len(t.clients))
+	t.out.Printf("Created database %s (%s); opened %d clients, each with a Spanner client and a Scope of its own.\n", emu.Database(), emu.Dialect(), len(t.clients))
 	if o.has(faultMismatched) {
-		t.out.printf("Declared leases: %s.\n", t.leases())
+		t.out.Printf("Declared leases: %s.\n", t.leases())
 	}
 	return closeAll, nil
 }
@@ -354,6 +351,39 @@ func lockName(i int) string { return fmt.Sprintf("lock-%d", i+1) }
 // reports whether the run was clean.
 func (t *torture) run(ctx context.Context, stopSignals func()) (bool, error) {
 	o := t.opts
+	stopped, workload := t.runWorkload(ctx)
+	interrupted := ctx.Err() != nil
+	stopSignals()
+	t.waitForClients(stopped)
+	ops := t.rec.Ops()
+	t.out.Printf("Workload stopped after %v; checking %d operations.\n", workload.Round(100*time.Millisecond), len(ops))
+	written := ""
+	if o.history != "" {
+		if err := writeHistory(o.history, ops); err != nil {
+			return false, err
+		}
+		written = o.history
+	}
+	rep, checked, err := t.check(ctx, ops)
+	if err != nil {
+		return false, err
+	}
+	t.report(rep, ops, written)
+	t.out.Printf("Elapsed: %v (workload %v, check %v)\n", time.Since(t.began).Round(100*time.Millisecond),
+		workload.Round(100*time.Millisecond), checked.Round(100*time.Millisecond))
+	if interrupted {
+		t.out.Printf("Stopped early by a signal.\n")
+		return false, nil
+	}
+	return rep.OK(), nil
+}
+
+// runWorkload runs the clients, and the pauses and progress reports, until
+// the duration has passed or ctx ends. It returns how long that took and a
+// channel closed once every client has returned: calls under way finish on
+// their own.
+func (t *torture) runWorkload(ctx context.Context) (stopped <-chan struct{}, workload time.Duration) {
+	o := t.opts
 	wctx, cancel := context.WithTimeout(ctx, o.duration)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -386,51 +416,50 @@ func (t *torture) run(ctx context.Context, stopSignals func()) (bool, error) {
 	for _, c := range t.clients {
 		c.faults.freezer.thaw()
 	}
-	workload := time.Since(t.began)
-	interrupted := ctx.Err() != nil
-	stopSignals()
-
-	// Calls under way finish on their own: sections keep writing until
-	// their write timeouts, and Run and Unlock record their end within
-	// their finish timeout.
-	stopped := make(chan struct{})
+	done := make(chan struct{})
 	go func() {
 		wg.Wait()
-		close(stopped)
+		close(done)
 	}()
+	return done, time.Since(t.began)
+}
+
+// waitForClients waits for the clients' calls under way: sections keep
+// writing until their write timeouts, and Run and Unlock record their end
+// within their finish timeout.
+func (t *torture) waitForClients(stopped <-chan struct{}) {
 	const stopTimeout = 3 * time.Minute
 	select {
 	case <-stopped:
 	case <-time.After(stopTimeout):
-		t.out.printf("Some clients did not stop within %v; their calls are checked as of unknown outcome.\n", stopTimeout)
+		t.out.Printf("Some clients did not stop within %v; their calls are checked as of unknown outcome.\n", stopTimeout)
 	}
-	ops := t.rec.Ops()
-	t.out.printf("Workload stopped after %v; checking %d operations.\n", workload.Round(100*time.Millisecond), len(ops))
-	written := ""
-	if o.history != "" {
-		if err := writeHistory(o.history, ops); err != nil {
-			return false, err
-		}
-		written = o.history
-	}
+}
 
+// check reads the guarded writes back and checks the history ops; it
+// returns the report and how long the check took.
+func (t *torture) check(ctx context.Context, ops []history.Op) (*history.Report, time.Duration, error) {
 	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer rcancel()
 	rb, err := history.ReadBack(rctx, t.emu.Client(), tortureWrites, "", ops)
 	if err != nil {
-		return false, err
+		return nil, 0, err
 	}
 	checking := time.Now()
-	rep := history.Check(ops, history.Config{Watermark: o.watermark, Timeout: o.checkTimeout, Readback: rb})
-	checked := time.Since(checking)
+	rep := history.Check(ops, history.Config{Watermark: t.opts.watermark, Timeout: t.opts.checkTimeout, Readback: rb})
+	return rep, time.Since(checking), nil
+}
 
+// report prints the report, and where the history is: written already, or
+// written now to a temporary file because a check failed.
+func (t *torture) report(rep *history.Report, ops []history.Op, written string) {
 	var b strings.Builder
 	rep.WriteOperations(&b)
 	t.writeFaults(&b)
 	rep.WriteChecks(&b)
 	rep.WriteLiveness(&b)
 	rep.WriteViolations(&b)
-	t.out.printf("%s", b.String())
+	t.out.Printf("%s", b.String())
 	if written == "" && !rep.OK() {
 		f, err := os.CreateTemp("", "spanmutex-torture-history-*.jsonl")
 		if err == nil {
@@ -439,20 +468,13 @@ func (t *torture) run(ctx context.Context, stopSignals func()) (bool, error) {
 			err = writeHistory(written, ops)
 		}
 		if err != nil {
-			t.out.printf("Could not write the history: %v\n", err)
+			t.out.Printf("Could not write the history: %v\n", err)
 			written = ""
 		}
 	}
 	if written != "" {
-		t.out.printf("History: %s (%d operations, JSON lines)\n", written, len(ops))
+		t.out.Printf("History: %s (%d operations, JSON lines)\n", written, len(ops))
 	}
-	t.out.printf("Elapsed: %v (workload %v, check %v)\n", time.Since(t.began).Round(100*time.Millisecond),
-		workload.Round(100*time.Millisecond), checked.Round(100*time.Millisecond))
-	if interrupted {
-		t.out.printf("Stopped early by a signal.\n")
-		return false, nil
-	}
-	return rep.OK(), nil
 }
 
 // writeHistory writes ops to path, as JSON lines.
@@ -525,7 +547,7 @@ func (t *torture) reportProgress(ctx context.Context) {
 				faults += n
 			}
 		}
-		t.out.printf("  %v: %d operations, %d RPC faults, %d pauses\n",
+		t.out.Printf("  %v: %d operations, %d RPC faults, %d pauses\n",
 			time.Since(t.began).Round(time.Second), t.rec.Len(), faults, t.pauses.Load())
 	}
 }

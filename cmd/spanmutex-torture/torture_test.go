@@ -8,13 +8,13 @@ import (
 	"time"
 
 	"github.com/spanmutex/spanmutex"
+	"github.com/spanmutex/spanmutex/internal/cmdline"
+	"github.com/spanmutex/spanmutex/internal/testutil"
 )
 
 // TestTorture runs a short torture in-process, on an emulator of its own
-// with every fault on: it exits 0 and reports what it did, each check, and
-// no violation.
-// TestTorture runs the full torture, every fault, on a database of each
-// dialect.
+// with every fault on, once on a database of each dialect: it exits 0 and
+// reports what it did, each check, and no violation.
 func TestTorture(t *testing.T) {
 	for _, dialect := range []string{"googlesql", "postgresql"} {
 		t.Run(dialect, func(t *testing.T) { tortureAllFaults(t, dialect) })
@@ -22,15 +22,15 @@ func TestTorture(t *testing.T) {
 }
 
 func tortureAllFaults(t *testing.T, dialect string) {
-	needBinary(t)
+	tests.NeedBinary(t)
 	tortureNoLeak(t)
-	t.Setenv(emulatorHostEnv, "")
-	code, stdout, stderr := cli(t, "torture", "--duration", "10s", "--clients", "4", "--progress", "5s", "--dialect", dialect)
-	if code != exitOK {
+	t.Setenv(cmdline.EmulatorHostEnv, "")
+	code, stdout, stderr := tests.Call(t, "--duration", "10s", "--clients", "4", "--progress", "5s", "--dialect", dialect)
+	if code != cmdline.ExitOK {
 		t.Fatalf("torture exited %d; stdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
 	for _, want := range []string{
-		"spanmutex torture: 4 clients for 10s, faults abort,unavailable,drop-commit,delay,pause,impatient,mismatched",
+		"spanmutex-torture: 4 clients for 10s, faults abort,unavailable,drop-commit,delay,pause,impatient,mismatched",
 		"with --enable_fault_injection",
 		"(" + dialect + "); opened 4 clients, each with a Spanner client and a Scope of its own",
 		"Declared leases: c1 2s, c2 666.666666ms, c3 2s, c4 6s.",
@@ -70,11 +70,11 @@ func tortureAllFaults(t *testing.T, dialect string) {
 // TestTortureWithoutFaults needs no emulator of its own (it may attach to
 // the tests' emulator) and reports no faults.
 func TestTortureWithoutFaults(t *testing.T) {
-	needEmulator(t)
+	tests.NeedEmulator(t)
 	tortureNoLeak(t)
-	t.Setenv(emulatorHostEnv, emu.Host())
-	code, stdout, stderr := cli(t, "torture", "--duration", "3s", "--clients", "2", "--faults", "none", "--progress", "0")
-	if code != exitOK || !strings.Contains(stdout, "faults none") || !strings.Contains(stdout, "Faults injected: 0\n") ||
+	t.Setenv(cmdline.EmulatorHostEnv, tests.Emu.Host())
+	code, stdout, stderr := tests.Call(t, "--duration", "3s", "--clients", "2", "--faults", "none", "--progress", "0")
+	if code != cmdline.ExitOK || !strings.Contains(stdout, "faults none") || !strings.Contains(stdout, "Faults injected: 0\n") ||
 		!strings.Contains(stdout, "Violations: 0\n") || !strings.Contains(stdout, "Using the Cloud Spanner emulator at") {
 		t.Errorf("exit %d; stdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
@@ -83,12 +83,12 @@ func TestTortureWithoutFaults(t *testing.T) {
 // Impatient Lock calls give up with ErrNotObtained, within Lock's contract,
 // and leave no lock held; the stalls are reported. On the tests' emulator.
 func TestTortureImpatient(t *testing.T) {
-	needEmulator(t)
+	tests.NeedEmulator(t)
 	tortureNoLeak(t)
-	t.Setenv(emulatorHostEnv, emu.Host())
-	code, stdout, stderr := cli(t, "torture", "--duration", "6s", "--clients", "4", "--locks", "1", "--watermark", "500ms",
+	t.Setenv(cmdline.EmulatorHostEnv, tests.Emu.Host())
+	code, stdout, stderr := tests.Call(t, "--duration", "6s", "--clients", "4", "--locks", "1", "--watermark", "500ms",
 		"--faults", "impatient", "--progress", "0")
-	if code != exitOK || stderr != "" {
+	if code != cmdline.ExitOK || stderr != "" {
 		t.Fatalf("exit %d; stdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
 	m := regexp.MustCompile(`  impatient +(\d+) +Lock calls with a deadline of 5ms to 60ms \((\d+) gave up with ErrNotObtained\)`).FindStringSubmatch(stdout)
@@ -112,12 +112,12 @@ func TestTortureImpatient(t *testing.T) {
 // the holder's declared lease. Paused holders are taken over; on the
 // tests' emulator.
 func TestTortureMismatched(t *testing.T) {
-	needEmulator(t)
+	tests.NeedEmulator(t)
 	tortureNoLeak(t)
-	t.Setenv(emulatorHostEnv, emu.Host())
-	code, stdout, stderr := cli(t, "torture", "--duration", "8s", "--clients", "4", "--locks", "1", "--watermark", "300ms",
+	t.Setenv(cmdline.EmulatorHostEnv, tests.Emu.Host())
+	code, stdout, stderr := tests.Call(t, "--duration", "8s", "--clients", "4", "--locks", "1", "--watermark", "300ms",
 		"--faults", "mismatched,pause", "--progress", "0")
-	if code != exitOK || stderr != "" {
+	if code != cmdline.ExitOK || stderr != "" {
 		t.Fatalf("exit %d; stdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
 	for _, want := range []string{
@@ -178,9 +178,9 @@ func TestTortureUsageErrors(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
-			code, stdout, stderr := cli(t, append([]string{"torture"}, tc.args...)...)
-			if code != exitUsage || stdout != "" || !strings.Contains(stderr, tc.want) ||
-				!strings.Contains(stderr, "Run 'spanmutex torture --help' for usage.") {
+			code, stdout, stderr := tests.Call(t, tc.args...)
+			if code != cmdline.ExitUsage || stdout != "" || !strings.Contains(stderr, tc.want) ||
+				!strings.Contains(stderr, "Run 'spanmutex-torture --help' for usage.") {
 				t.Errorf("exit %d; stdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 			}
 		})
@@ -188,13 +188,13 @@ func TestTortureUsageErrors(t *testing.T) {
 }
 
 func TestTortureHelp(t *testing.T) {
-	for _, args := range [][]string{{"torture", "--help"}, {"help", "torture"}} {
-		code, stdout, stderr := cli(t, args...)
-		if code != exitOK || stderr != "" {
+	for _, args := range [][]string{{"--help"}, {"-h"}} {
+		code, stdout, stderr := tests.Call(t, args...)
+		if code != cmdline.ExitOK || stderr != "" {
 			t.Errorf("%v: exit %d, stderr:\n%s", args, code, stderr)
 		}
 		for _, want := range []string{
-			"Usage: spanmutex torture [flags]", "--duration duration", "(default 1m0s)", "--clients int", "(default 8)",
+			"Usage: spanmutex-torture [flags]", "--duration duration", "(default 1m0s)", "--clients int", "(default 8)",
 			"--faults string", `(default "abort,unavailable,drop-commit,delay,pause,impatient,mismatched")`, "--fault-rate float", "--watermark duration",
 			"--locks int", "--seed uint", "--history string", "--check-timeout duration", "--progress duration",
 			"drop-commit", "pause", "impatient", "mismatched", "porcupine", "Exit status:", "Examples:",
@@ -204,10 +204,6 @@ func TestTortureHelp(t *testing.T) {
 				t.Errorf("%v does not contain %q:\n%s", args, want, stdout)
 			}
 		}
-	}
-	_, stdout, _ := cli(t, "--help")
-	if !strings.Contains(stdout, "\n  torture ") {
-		t.Errorf("the top help does not list torture:\n%s", stdout)
 	}
 }
 
@@ -232,5 +228,5 @@ func TestParseFaults(t *testing.T) {
 // running a few seconds after it ends.
 func tortureNoLeak(t *testing.T) {
 	t.Helper()
-	noGoroutinesOf(t, "the torture", "main.(*torture)", "main.(*freezer)")
+	testutil.NoGoroutinesOf(t, "the torture", "main.(*torture)", "main.(*freezer)")
 }

@@ -18,12 +18,13 @@ import (
 	"github.com/spanmutex/spanmutex"
 	"github.com/spanmutex/spanmutex/emulator"
 	"github.com/spanmutex/spanmutex/internal/bench"
+	"github.com/spanmutex/spanmutex/internal/cmdline"
 )
 
-// benchHelp is the help of "spanmutex bench".
-var benchHelp = helpText{
-	usage: "spanmutex bench [flags]",
-	about: `Measures what a lock costs under contention, for spanmutex's Lock and for the
+// benchHelp is the help of "spanmutex-bench".
+var benchHelp = cmdline.HelpText{
+	Usage: "spanmutex-bench [flags]",
+	About: `Measures what a lock costs under contention, for spanmutex's Lock and for the
 naive lock most libraries implement: a read-write transaction that takes the
 lock's row if it is free, and otherwise a retry after a randomised exponential
 backoff (from 10ms, doubling, at most 1s, full jitter).
@@ -54,16 +55,16 @@ run from slowing the next (the COMMIT TS AHEAD column shows the drift).
 Each run takes --duration, plus up to a minute while the cancelled waiters of a
 crowded run clean up; with the defaults the benchmark takes 5 to 10 minutes.
 Ctrl-C stops it, printing the runs completed so far.`,
-	after: `Exit status: 0 if every run completed without a Lock or Unlock error, 1 if one
+	After: `Exit status: 0 if every run completed without a Lock or Unlock error, 1 if one
 failed or an error occurred (the tables are still printed), 2 on a usage error.
 
 Examples:
-  spanmutex bench
-  spanmutex bench --contenders 1,10 --duration 5s
-  spanmutex bench --database "$SPANMUTEX_DATABASE" --clients 4   # e.g. from 'spanmutex emulator'`,
+  spanmutex-bench
+  spanmutex-bench --contenders 1,10 --duration 5s
+  spanmutex-bench --database "$SPANMUTEX_DATABASE" --clients 4   # e.g. from 'spanmutex emulator'`,
 }
 
-// benchOptions are the flags of "spanmutex bench".
+// benchOptions are the flags of "spanmutex-bench".
 type benchOptions struct {
 	database   string
 	table      string
@@ -72,15 +73,15 @@ type benchOptions struct {
 	clients    int
 }
 
-// benchFlags defines the flags of "spanmutex bench" on a new flag set.
+// benchFlags defines the flags of "spanmutex-bench" on a new flag set.
 func benchFlags() (*flag.FlagSet, *benchOptions) {
 	o := &benchOptions{contenders: bench.DefaultContenders()}
-	fs := newFlagSet("bench")
+	fs := cmdline.NewFlagSet(command)
 	fs.Var(&o.contenders, "contenders", fmt.Sprintf("the numbers of contenders to run, as a comma-separated `list` of 1 to %d", bench.MaxContenders))
 	fs.DurationVar(&o.duration, "duration", bench.DefaultDuration, "how long each run starts new Lock calls")
 	fs.IntVar(&o.clients, "clients", bench.DefaultClients, "how many Spanner clients the contenders of a run are spread over, 1 to 100")
 	fs.StringVar(&o.database, "database", "",
-		"use this database, which must hold the mutex table and its queue table, instead of an embedded emulator (default $"+databaseEnv+"; \"\": the embedded emulator)")
+		"use this database, which must hold the mutex table and its queue table, instead of an embedded emulator (default $"+cmdline.DatabaseEnv+"; \"\": the embedded emulator)")
 	fs.StringVar(&o.table, "table", spanmutex.DefaultTable, "the mutex table (its queue table is named after it)")
 	return fs, o
 }
@@ -89,11 +90,11 @@ func benchFlags() (*flag.FlagSet, *benchOptions) {
 func (o *benchOptions) validate() error {
 	switch {
 	case o.duration <= 0:
-		return usagef("bench", "--duration %v: must be positive", o.duration)
+		return cmdline.Usagef(command, "--duration %v: must be positive", o.duration)
 	case o.clients < 1 || o.clients > 100:
-		return usagef("bench", "--clients %d: want 1 to 100", o.clients)
+		return cmdline.Usagef(command, "--clients %d: want 1 to 100", o.clients)
 	}
-	return validateTable("bench", o.table)
+	return cmdline.ValidateTable(command, o.table)
 }
 
 // contenderList is the value of --contenders.
@@ -122,22 +123,18 @@ func (l *contenderList) Set(v string) error {
 	return nil
 }
 
-// cmdBench is "spanmutex bench [flags]".
-func cmdBench(ctx context.Context, s streams, args []string) int {
+// run is the whole command line of spanmutex-bench: it returns the exit status.
+func run(ctx context.Context, s cmdline.Streams, args []string) int {
 	fs, o := benchFlags()
-	positional, code, done := parseFlags(s, "bench", fs, benchHelp, args)
-	if done {
+	if code, done := cmdline.ParseOnlyFlags(s, command, fs, benchHelp, args); done {
 		return code
 	}
-	if len(positional) > 0 {
-		return reportUsage(s, &usageError{cmd: "bench", msg: fmt.Sprintf("unexpected argument %q", positional[0])})
-	}
 	if err := o.validate(); err != nil {
-		return reportError(s, err, exitUsage)
+		return cmdline.ReportError(s, err, cmdline.ExitUsage)
 	}
-	db, err := optionalDatabase("bench", fs, o.database)
+	db, err := cmdline.OptionalDatabase(command, fs, o.database)
 	if err != nil {
-		return reportError(s, err, exitUsage)
+		return cmdline.ReportError(s, err, cmdline.ExitUsage)
 	}
 	o.database = db
 
@@ -148,47 +145,47 @@ func cmdBench(ctx context.Context, s streams, args []string) int {
 		Clients:    o.clients,
 		Duration:   o.duration,
 		Table:      o.table,
-		Progress:   s.stdout,
+		Progress:   s.Stdout,
 	}
 	if o.database != "" {
-		fmt.Fprintf(s.stdout, "Using database %s (%s).\n", o.database, connectionHint())
+		fmt.Fprintf(s.Stdout, "Using database %s (%s).\n", o.database, cmdline.ConnectionHint())
 		cfg.NewClient = func(ctx context.Context, opts ...option.ClientOption) (*spanner.Client, error) {
-			return openClient(ctx, o.database, opts...)
+			return cmdline.OpenClient(ctx, o.database, opts...)
 		}
 	} else {
-		if os.Getenv(emulatorHostEnv) == "" {
-			fmt.Fprintln(s.stdout, "Each run gets an emulator of its own: the emulator's commit timestamps drift ahead of the real\n"+
+		if os.Getenv(cmdline.EmulatorHostEnv) == "" {
+			fmt.Fprintln(s.Stdout, "Each run gets an emulator of its own: the emulator's commit timestamps drift ahead of the real\n"+
 				"clock as it commits, and its strong reads wait for them, so a long-used emulator slows later runs.")
 		}
 		cfg.PerRun = func(ctx context.Context) (bench.Opener, func(), error) {
-			return runEmulator(ctx, s.stdout)
+			return runEmulator(ctx, s.Stdout)
 		}
 	}
 
 	began := time.Now()
 	results, err := bench.Run(ctx, cfg)
 	if len(results) > 0 {
-		fmt.Fprintln(s.stdout)
-		if ferr := bench.Format(s.stdout, results); ferr != nil {
-			return reportError(s, ferr, exitError)
+		fmt.Fprintln(s.Stdout)
+		if ferr := bench.Format(s.Stdout, results); ferr != nil {
+			return cmdline.ReportError(s, ferr, cmdline.ExitError)
 		}
 	}
 	if err != nil {
 		if ctx.Err() != nil {
 			err = fmt.Errorf("bench stopped: %w: %w", context.Cause(ctx), err)
 		}
-		return reportError(s, explainConnection(err), exitError)
+		return cmdline.ReportError(s, cmdline.ExplainConnection(err), cmdline.ExitError)
 	}
 	failed := 0
 	for _, r := range results {
 		failed += r.Errors
 	}
 	if failed > 0 {
-		fmt.Fprintf(s.stderr, "spanmutex: %d Lock or Unlock calls failed during the runs; see ERRORS above\n", failed)
-		return exitError
+		fmt.Fprintf(s.Stderr, "spanmutex: %d Lock or Unlock calls failed during the runs; see ERRORS above\n", failed)
+		return cmdline.ExitError
 	}
-	fmt.Fprintf(s.stdout, "\nCompleted %d runs in %v.\n", len(results), time.Since(began).Round(time.Second))
-	return exitOK
+	fmt.Fprintf(s.Stdout, "\nCompleted %d runs in %v.\n", len(results), time.Since(began).Round(time.Second))
+	return cmdline.ExitOK
 }
 
 // runEmulator starts an emulator for one run (or, if $SPANNER_EMULATOR_HOST
@@ -205,7 +202,7 @@ func runEmulator(ctx context.Context, out io.Writer) (bench.Opener, func(), erro
 		fmt.Fprintf(out, "Started the Cloud Spanner emulator at %s (pid %d), with database %s.\n", emu.Host(), emu.PID(), db)
 	} else {
 		fmt.Fprintf(out, "Using the Cloud Spanner emulator at %s=%s (its clock drift carries over from run to run), with database %s.\n",
-			emulatorHostEnv, emu.Host(), db)
+			cmdline.EmulatorHostEnv, emu.Host(), db)
 	}
 	return func(ctx context.Context, opts ...option.ClientOption) (*spanner.Client, error) {
 		return emu.NewClient(ctx, db, opts...)

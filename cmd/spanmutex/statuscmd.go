@@ -12,18 +12,19 @@ import (
 	"unicode/utf8"
 
 	"github.com/spanmutex/spanmutex"
+	"github.com/spanmutex/spanmutex/internal/cmdline"
 )
 
 // statusHelp is the help of "spanmutex status".
 var statusHelp = helpText{
-	usage: "spanmutex status [flags] [NAME]",
-	about: `Shows the rows of the mutex table, or only NAME's: state (NEEDED, STARTED,
+	Usage: "spanmutex status [flags] [NAME]",
+	About: `Shows the rows of the mutex table, or only NAME's: state (NEEDED, STARTED,
 DONE, FAILED), the owner that holds or last held it, the fencing token,
 how many attempts were made since the row was last reset, how long ago the row
 last changed (by Spanner's clock), and the last error, truncated. Names and
 owners longer than 48 characters are cut with "…" unless --wide is given or
 NAME is. It reads one consistent snapshot and takes no locks.`,
-	after: `Exit status: 0 on success (also when there are no rows), 2 on a usage error,
+	After: `Exit status: 0 on success (also when there are no rows), 2 on a usage error,
 1 on any other error.
 
 Examples:
@@ -41,9 +42,9 @@ const maxColumn = 48
 // cmdStatus is "spanmutex status [flags] [NAME]".
 func cmdStatus(ctx context.Context, s streams, args []string) int {
 	fs := newFlagSet("status")
-	database := addDatabaseFlag(fs)
+	database := cmdline.AddDatabaseFlag(fs)
 	table := fs.String("table", spanmutex.DefaultTable, "the mutex table")
-	connect := addConnectTimeoutFlag(fs)
+	connect := cmdline.AddConnectTimeoutFlag(fs)
 	wide := fs.Bool("wide", false, "show names and owners in full, however long")
 	positional, code, done := parseFlags(s, "status", fs, statusHelp, args)
 	if done {
@@ -55,28 +56,28 @@ func cmdStatus(ctx context.Context, s streams, args []string) int {
 	case 1:
 		name = positional[0]
 		if err := spanmutex.ValidateName(name); err != nil {
-			return reportUsage(s, badName("status", err))
+			return cmdline.ReportUsage(s, badName("status", err))
 		}
 	default:
-		return reportUsage(s, &usageError{cmd: "status", msg: fmt.Sprintf("too many arguments %q; want at most one NAME", positional)})
+		return cmdline.ReportUsage(s, usage("status", fmt.Sprintf("too many arguments %q; want at most one NAME", positional)))
 	}
 	client, err := connectFor(ctx, "status", fs, *database, *table, *connect)
 	if err != nil {
-		return reportError(s, err, exitError)
+		return cmdline.ReportError(s, err, exitError)
 	}
 	defer client.Close()
-	rows, err := spanmutex.Inspect(ctx, client, *table, name)
+	rows, err := spanmutex.Inspect(ctx, client, name, spanmutex.WithTable(*table))
 	if err != nil {
-		return reportError(s, explainConnection(err), exitError)
+		return cmdline.ReportError(s, cmdline.ExplainConnection(err), exitError)
 	}
 	if len(rows) == 0 {
 		if name != "" {
-			fmt.Fprintf(s.stderr, "spanmutex: no row for %q in table %s: it has never been started\n", name, *table)
+			fmt.Fprintf(s.Stderr, "spanmutex: no row for %q in table %s: it has never been started\n", name, *table)
 		} else {
-			fmt.Fprintf(s.stderr, "spanmutex: table %s has no rows\n", *table)
+			fmt.Fprintf(s.Stderr, "spanmutex: table %s has no rows\n", *table)
 		}
 	}
-	writeStatus(s.stdout, rows, *wide || name != "")
+	writeStatus(s.Stdout, rows, *wide || name != "")
 	return exitOK
 }
 

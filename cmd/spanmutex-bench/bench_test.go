@@ -4,21 +4,24 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/spanmutex/spanmutex/internal/cmdline"
+	"github.com/spanmutex/spanmutex/internal/testutil"
 )
 
 // noBenchLeak fails the test if, within a few seconds of its end, goroutines
 // of the benchmark are still running.
 func noBenchLeak(t *testing.T) {
 	t.Helper()
-	noGoroutinesOf(t, "the benchmark", "internal/bench.")
+	testutil.NoGoroutinesOf(t, "the benchmark", "internal/bench.")
 }
 
 // TestBench runs a short benchmark in-process, against a database of the
 // test emulator and on an embedded emulator of its own, and checks that it
 // prints progress and the tables.
 func TestBench(t *testing.T) {
-	needEmulator(t)
-	runOnBothBackends(t, newDatabase(t), noBenchLeak, []string{"bench", "--contenders", "1", "--duration", "1s"}, func(t *testing.T, stdout, stderr string) {
+	tests.NeedEmulator(t)
+	tests.RunOnBothBackends(t, tests.NewDatabase(t), noBenchLeak, []string{"--contenders", "1", "--duration", "1s"}, func(t *testing.T, stdout, stderr string) {
 		for _, want := range []string{
 			"[1/2] spanmutex, 1 contender(s) on 1 client(s), for 1s ...",
 			"[2/2] naive, 1 contender(s): ",
@@ -43,11 +46,11 @@ func TestBench(t *testing.T) {
 // TestBenchWithoutSchema points the benchmark at a table that does not
 // exist: it says so once, with how to create it, and exits 1 before any run.
 func TestBenchWithoutSchema(t *testing.T) {
-	needEmulator(t)
+	tests.NeedEmulator(t)
 	noBenchLeak(t)
-	t.Setenv(emulatorHostEnv, emu.Host())
-	code, stdout, stderr := cli(t, "bench", "--database", newDatabase(t), "--table", "NoSuchTable", "--contenders", "1", "--duration", "1s")
-	if code != exitError || strings.Count(stderr, "does not exist") != 1 || !strings.Contains(stderr, "spanmutex ddl --table NoSuchTable") {
+	t.Setenv(cmdline.EmulatorHostEnv, tests.Emu.Host())
+	code, stdout, stderr := tests.Call(t, "--database", tests.NewDatabase(t), "--table", "NoSuchTable", "--contenders", "1", "--duration", "1s")
+	if code != cmdline.ExitError || strings.Count(stderr, "does not exist") != 1 || !strings.Contains(stderr, "spanmutex ddl --table NoSuchTable") {
 		t.Errorf("exit %d; stdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
 	if strings.Contains(stdout, "[1/2]") {
@@ -77,21 +80,21 @@ func TestBenchUsage(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			t.Setenv(databaseEnv, db)
-			code, stdout, stderr := cli(t, append([]string{"bench"}, tc.args...)...)
-			if code != exitUsage || stdout != "" || !strings.Contains(stderr, tc.want) ||
-				!strings.Contains(stderr, "spanmutex bench --help' for usage") {
-				t.Errorf("exit %d, want %d; stdout:\n%s\nstderr:\n%s", code, exitUsage, stdout, stderr)
+			t.Setenv(cmdline.DatabaseEnv, db)
+			code, stdout, stderr := tests.Call(t, tc.args...)
+			if code != cmdline.ExitUsage || stdout != "" || !strings.Contains(stderr, tc.want) ||
+				!strings.Contains(stderr, "spanmutex-bench --help' for usage") {
+				t.Errorf("exit %d, want %d; stdout:\n%s\nstderr:\n%s", code, cmdline.ExitUsage, stdout, stderr)
 			}
 		})
 	}
 
-	for _, args := range [][]string{{"bench", "--help"}, {"help", "bench"}} {
-		code, stdout, stderr := cli(t, args...)
-		if code != exitOK || stderr != "" {
+	for _, args := range [][]string{{"--help"}, {"-h"}} {
+		code, stdout, stderr := tests.Call(t, args...)
+		if code != cmdline.ExitOK || stderr != "" {
 			t.Errorf("%v: exit %d, stderr:\n%s", args, code, stderr)
 		}
-		for _, want := range []string{"Usage: spanmutex bench [flags]", "--contenders list", "(default 1,10,100,1000)",
+		for _, want := range []string{"Usage: spanmutex-bench [flags]", "--contenders list", "(default 1,10,100,1000)",
 			"--duration duration", "(default 20s)", "--clients int", "(default 8)", "--database string", "--table string",
 			"FIFO violations", "emulator", "Exit status:", "Examples:"} {
 			if !strings.Contains(stdout, want) {
