@@ -113,11 +113,8 @@ func (s *spannerStore) lockSQL(d ddl.Dialect, limit int) string {
 		rowSelectList(), q, liveEntry(d), limit, q, s.table)
 }
 
-func (s *spannerStore) queryLock(ctx context.Context, q querier, name string, key queueKey, limit int) (lockView, error) {
-	d, err := s.dialect.Get(ctx)
-	if err != nil {
-		return lockView{}, err
-	}
+// queryLock runs lockSQL in dialect d.
+func (s *spannerStore) queryLock(ctx context.Context, q querier, d ddl.Dialect, name string, key queueKey, limit int) (lockView, error) {
 	it := q.Query(ctx, sqldialect.Statement(d, s.lockSQL(d, limit), map[string]any{
 		"name": name, "at": key.at, "id": key.id, "lease": s.watermark.Microseconds(),
 	}))
@@ -139,7 +136,11 @@ func (s *spannerStore) queryLock(ctx context.Context, q querier, name string, ke
 
 func (s *spannerStore) readLock(ctx context.Context, name string, key queueKey) (lockView, error) {
 	s.stats.reads.Add(1)
-	v, err := s.queryLock(ctx, s.client.Single(), name, key, maxAhead)
+	d, err := s.dialect.Get(ctx)
+	if err != nil {
+		return lockView{}, s.explain(ctx, err)
+	}
+	v, err := s.queryLock(ctx, s.client.Single(), d, name, key, maxAhead)
 	if err != nil {
 		return lockView{}, s.explain(ctx, err)
 	}
@@ -220,20 +221,21 @@ func (s *spannerStore) renewWaiter(ctx context.Context, name string, key queueKe
 
 // deleteWaiter deletes, in tx, every entry of waiter waiterID, including
 // one whose insert had an unknown outcome and whose key was never learnt.
-func (s *spannerStore) deleteWaiter(ctx context.Context, tx *spanner.ReadWriteTransaction, name, waiterID string) error {
-	stmt, err := s.statement(ctx, fmt.Sprintf("DELETE FROM `%s` WHERE `Name` = @name AND `WaiterID` = @id", s.queueTable()),
-		map[string]any{"name": name, "id": waiterID})
-	if err != nil {
-		return err
-	}
-	_, err = tx.Update(ctx, stmt)
+// The statement is in dialect d.
+func (s *spannerStore) deleteWaiter(ctx context.Context, tx *spanner.ReadWriteTransaction, d ddl.Dialect, name, waiterID string) error {
+	_, err := tx.Update(ctx, sqldialect.Statement(d, fmt.Sprintf("DELETE FROM `%s` WHERE `Name` = @name AND `WaiterID` = @id", s.queueTable()),
+		map[string]any{"name": name, "id": waiterID}))
 	return err
 }
 
 func (s *spannerStore) purgeWaiter(ctx context.Context, name, waiterID string) error {
-	_, err := s.client.ReadWriteTransaction(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
+	d, err := s.dialect.Get(ctx) // before the transaction: see statement
+	if err != nil {
+		return s.explain(ctx, err)
+	}
+	_, err = s.client.ReadWriteTransaction(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
 		s.stats.rwAttempts.Add(1)
-		return s.deleteWaiter(ctx, tx, name, waiterID)
+		return s.deleteWaiter(ctx, tx, d, name, waiterID)
 	})
 	if err != nil {
 		return s.explain(ctx, err)
@@ -243,15 +245,19 @@ func (s *spannerStore) purgeWaiter(ctx context.Context, name, waiterID string) e
 
 func (s *spannerStore) leave(ctx context.Context, name, waiterID string) (handOff, error) {
 	var to handOff
+	d, err := s.dialect.Get(ctx) // before the transaction: see statement
+	if err != nil {
+		return handOff{}, s.explain(ctx, err)
+	}
 	at, err := s.client.ReadWriteTransaction(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
 		s.stats.rwAttempts.Add(1)
 		to = handOff{}
 		// The reads below see the deletion: a read-write transaction
 		// reads its own DML.
-		if err := s.deleteWaiter(ctx, tx, name, waiterID); err != nil {
+		if err := s.deleteWaiter(ctx, tx, d, name, waiterID); err != nil {
 			return err
 		}
-		v, head, err := s.readForLeave(ctx, tx, name)
+		v, head, err := s.readForLeave(ctx, tx, d, name)
 		if err != nil || !(v.Exists && v.State == StateStarted && v.LeaseID == waiterID) {
 			return err
 		}
@@ -272,13 +278,17 @@ func (s *spannerStore) leave(ctx context.Context, name, waiterID string) (handOf
 // not a storm. Deciding needs only whether anyone live is before us (count
 // to 1); a joiner counts on, to pace its polls by its place.
 func (s *spannerStore) acquireLock(ctx context.Context, name string, key queueKey, p policy, c claim, join bool) (acquireResult, error) {
+	dialect, err := s.dialect.Get(ctx) // before the transaction: see statement
+	if err != nil {
+		return acquireResult{}, s.explain(ctx, err)
+	}
 	tx, err := spanner.NewReadWriteStmtBasedTransactionWithOptions(ctx, s.client,
 		spanner.TransactionOptions{BeginTransactionOption: spanner.InlinedBeginTransaction})
 	if err != nil {
 		return acquireResult{}, s.explain(ctx, err)
 	}
 	s.stats.rwAttempts.Add(1)
-	v, err := s.readToAcquire(ctx, tx, name, key, join)
+	v, err := s.readToAcquire(ctx, tx, dialect, name, key, join)
 	if err != nil {
 		s.rollback(ctx, tx)
 		return acquireResult{}, s.explain(ctx, err)
@@ -324,7 +334,7 @@ func (s *spannerStore) acquireLock(ctx context.Context, name string, key queueKe
 // lockSQL's statement: a free row with an empty queue needs no clock to be
 // taken. Anything else (a held row, a queued entry) is decided on lockSQL's
 // answer, read in the same transaction.
-func (s *spannerStore) readToAcquire(ctx context.Context, tx *spanner.ReadWriteStmtBasedTransaction, name string, key queueKey, join bool) (lockView, error) {
+func (s *spannerStore) readToAcquire(ctx context.Context, tx *spanner.ReadWriteStmtBasedTransaction, d ddl.Dialect, name string, key queueKey, join bool) (lockView, error) {
 	if key == endOfQueue && !s.contended.Load() {
 		v, free, err := s.readFree(ctx, tx, name)
 		if err != nil || free {
@@ -335,7 +345,7 @@ func (s *spannerStore) readToAcquire(ctx context.Context, tx *spanner.ReadWriteS
 	if join {
 		limit = maxAhead
 	}
-	return s.queryLock(ctx, tx, name, key, limit)
+	return s.queryLock(ctx, tx, d, name, key, limit)
 }
 
 // readFree reads the lock's row and whether its queue has any entry, by
@@ -516,8 +526,8 @@ func (s *spannerStore) readHead(ctx context.Context, tx *spanner.ReadWriteTransa
 // readForLeave reads, in tx, the lock's row with Spanner's clock (readSQL:
 // the hand-off of a leaving waiter judges the entries by the clock itself,
 // not a lower bound of it) and the first handOffScan entries of its queue.
-func (s *spannerStore) readForLeave(ctx context.Context, tx *spanner.ReadWriteTransaction, name string) (row, []*queueEntry, error) {
-	v, err := s.queryRow(ctx, tx, name)
+func (s *spannerStore) readForLeave(ctx context.Context, tx *spanner.ReadWriteTransaction, d ddl.Dialect, name string) (row, []*queueEntry, error) {
+	v, err := s.queryRow(ctx, tx, d, name)
 	if err != nil {
 		return row{}, nil, err
 	}

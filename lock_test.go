@@ -426,3 +426,24 @@ func TestLockThousandWaiters(t *testing.T) {
 	assert.Equal(t, int64(1), tokens[0])
 	assert.Equal(t, int64(n), tokens[n-1])
 }
+
+// A store whose first statements run inside read-write transactions (a
+// purge, a leave, an acquisition) reads the dialect before each
+// transaction begins: the client refuses a read nested in one.
+func TestDialectReadBeforeTransactions(t *testing.T) {
+	eachDialect(t, testDialectReadBeforeTransactions)
+}
+
+func testDialectReadBeforeTransactions(t *testing.T, db string) {
+	c := newClient(t, db)
+	ctx := context.Background()
+	require.NoError(t, newSpannerStore(c, DefaultTable, time.Second).purgeWaiter(ctx, "first", "w1"))
+	_, err := newSpannerStore(c, DefaultTable, time.Second).leave(ctx, "first", "w1")
+	require.NoError(t, err)
+	d, lease, err := newSpannerStore(c, DefaultTable, time.Second).acquire(ctx, "first", policy{watermark: time.Second, maxAttempts: 1}, claim{owner: "o", leaseID: "l1"})
+	require.NoError(t, err)
+	require.Equal(t, actAcquire, d.action)
+	require.NotNil(t, lease)
+	_, err = newSpannerStore(c, DefaultTable, time.Second).reset(ctx, "first", time.Second, "l2")
+	require.ErrorAs(t, err, new(*ResetRefusedError), "a live holder is refused, after the row was read")
+}

@@ -105,10 +105,14 @@ func decideReset(r row, watermark time.Duration) (ok bool, refusal string) {
 // row's acquisition id so that a silent holder finds its lease gone.
 func (s *spannerStore) reset(ctx context.Context, name string, watermark time.Duration, leaseID string) (ResetResult, error) {
 	var res ResetResult
-	_, err := s.client.ReadWriteTransaction(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
+	d, err := s.dialect.Get(ctx) // before the transaction: see statement
+	if err != nil {
+		return res, s.explain(ctx, err)
+	}
+	_, err = s.client.ReadWriteTransaction(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
 		s.stats.rwAttempts.Add(1)
 		res = ResetResult{}
-		r, err := s.queryRow(ctx, tx, name)
+		r, err := s.queryRow(ctx, tx, d, name)
 		if err != nil {
 			return err
 		}

@@ -127,6 +127,10 @@ func rowSelectList() string {
 
 // statement returns sql (GoogleSQL, our identifiers in backticks) with
 // params in the database's dialect, reading the dialect if it is not known.
+// Not inside a read-write transaction: the dialect is read from
+// INFORMATION_SCHEMA, which only a read outside it can read (the client
+// refuses a nested one). Functions that issue SQL inside a transaction take
+// the dialect, read before it began.
 func (s *spannerStore) statement(ctx context.Context, sql string, params map[string]any) (spanner.Statement, error) {
 	d, err := s.dialect.Get(ctx)
 	if err != nil {
@@ -139,12 +143,9 @@ type querier interface {
 	Query(ctx context.Context, stmt spanner.Statement) *spanner.RowIterator
 }
 
-func (s *spannerStore) queryRow(ctx context.Context, q querier, name string) (row, error) {
-	stmt, err := s.statement(ctx, s.readSQL(), map[string]any{"name": name})
-	if err != nil {
-		return row{}, err
-	}
-	it := q.Query(ctx, stmt)
+// queryRow runs readSQL in dialect d.
+func (s *spannerStore) queryRow(ctx context.Context, q querier, d ddl.Dialect, name string) (row, error) {
+	it := q.Query(ctx, sqldialect.Statement(d, s.readSQL(), map[string]any{"name": name}))
 	defer it.Stop()
 	r, err := it.Next()
 	if err != nil {
@@ -276,12 +277,16 @@ func (s *spannerStore) acquire(ctx context.Context, name string, p policy, c cla
 		d     decision
 		lease *Lease
 	)
+	dialect, err := s.dialect.Get(ctx) // before the transaction: see statement
+	if err != nil {
+		return d, nil, s.explain(ctx, err)
+	}
 	commitTS, err := s.client.ReadWriteTransaction(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
 		s.stats.rwAttempts.Add(1)
 		// The closure may run more than once: everything it reports is
 		// reassigned on every run.
 		d, lease = decision{}, nil
-		r, err := s.queryRow(ctx, tx, name)
+		r, err := s.queryRow(ctx, tx, dialect, name)
 		if err != nil {
 			return err
 		}

@@ -181,14 +181,16 @@ func (c *Capture) claim(ctx context.Context, token string) (capturePartition, bo
 		p       capturePartition
 		claimed bool
 	)
-	_, err := c.client.ReadWriteTransaction(ctx, func(ctx context.Context, txn *spanner.ReadWriteTransaction) error {
+	// Made before the transaction: the dialect may have to be read (see
+	// Queue.statement).
+	stmt, err := c.q.statement(ctx, fmt.Sprintf("SELECT `ParentTokens`, `StartTimestamp`, `ResumeTimestamp`, `State`, `Owner`, `LeasedAt`, CURRENT_TIMESTAMP()\n"+
+		"FROM `%s` WHERE `Stream` = @stream AND `PartitionToken` = @token", c.cfg.table),
+		map[string]any{"stream": c.stream, "token": token})
+	if err != nil {
+		return p, false, err
+	}
+	_, err = c.client.ReadWriteTransaction(ctx, func(ctx context.Context, txn *spanner.ReadWriteTransaction) error {
 		claimed = false
-		stmt, err := c.q.statement(ctx, fmt.Sprintf("SELECT `ParentTokens`, `StartTimestamp`, `ResumeTimestamp`, `State`, `Owner`, `LeasedAt`, CURRENT_TIMESTAMP()\n"+
-			"FROM `%s` WHERE `Stream` = @stream AND `PartitionToken` = @token", c.cfg.table),
-			map[string]any{"stream": c.stream, "token": token})
-		if err != nil {
-			return err
-		}
 		row, err := txn.Query(ctx, stmt).Next()
 		if err != nil {
 			return err
@@ -309,13 +311,13 @@ func (c *Capture) childMutations(ctx context.Context, txn *spanner.ReadWriteTran
 func (c *Capture) release(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
+	stmt, err := c.q.statement(ctx, fmt.Sprintf("UPDATE `%s` SET `Owner` = NULL, `UpdatedAt` = PENDING_COMMIT_TIMESTAMP() WHERE `Stream` = @stream AND `Owner` = @owner AND `State` != 'finished'",
+		c.cfg.table), map[string]any{"stream": c.stream, "owner": c.cfg.owner})
+	if err != nil {
+		return
+	}
 	_, _ = c.client.ReadWriteTransaction(ctx, func(ctx context.Context, txn *spanner.ReadWriteTransaction) error {
-		stmt, err := c.q.statement(ctx, fmt.Sprintf("UPDATE `%s` SET `Owner` = NULL, `UpdatedAt` = PENDING_COMMIT_TIMESTAMP() WHERE `Stream` = @stream AND `Owner` = @owner AND `State` != 'finished'",
-			c.cfg.table), map[string]any{"stream": c.stream, "owner": c.cfg.owner})
-		if err != nil {
-			return err
-		}
-		_, err = txn.Update(ctx, stmt)
+		_, err := txn.Update(ctx, stmt)
 		return err
 	})
 }

@@ -36,6 +36,8 @@ var requestSelectList = "`" + strings.Join(requestColumns, "`, `") + "`"
 
 // statement returns sql, written in GoogleSQL with our identifiers in
 // backticks, with params in the database's dialect (sqldialect.Statement).
+// Call it before a read-write transaction, not inside: reading the dialect
+// is a read of INFORMATION_SCHEMA, which the client refuses to nest.
 func (q *Queue) statement(ctx context.Context, sql string, params map[string]any) (spanner.Statement, error) {
 	d, err := q.dialect.Get(ctx)
 	if err != nil {

@@ -143,7 +143,10 @@ func For(client *spanner.Client) *Of { return &Of{client: client} }
 func Known(d ddl.Dialect) *Of { return &Of{known: true, d: d} }
 
 // Get returns the dialect, reading it (Detect) if it is not known yet. A
-// failed read is returned, not kept: the next call reads again.
+// failed read is returned, not kept: the next call reads again. Call it
+// before a read-write transaction, never with the ctx of one: the read is a
+// single-use read of INFORMATION_SCHEMA, which the client refuses to nest
+// in a transaction.
 func (o *Of) Get(ctx context.Context) (ddl.Dialect, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
