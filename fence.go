@@ -47,8 +47,10 @@ type Fence struct {
 }
 
 // NewFence returns a Fence stored in client's database, in the fence table
-// (WithTable; default DefaultFenceTable). WithTable is the only option that
-// applies. Every error wraps ErrInvalidConfig.
+// (WithTable; default DefaultFenceTable). WithTable and WithDialect (which
+// it accepts and needs not: a Fence issues no SQL, only key reads and
+// mutations, the same in both dialects) are the options that apply. Every
+// error wraps ErrInvalidConfig.
 func NewFence(client *spanner.Client, opts ...Option) (*Fence, error) {
 	if client == nil {
 		return nil, fmt.Errorf("%w: NewFence: nil *spanner.Client", ErrInvalidConfig)
