@@ -93,6 +93,7 @@ func (e *Election) Campaign(ctx context.Context, value string) (*Leadership, err
 	if err != nil {
 		return nil, err
 	}
+	l.sp.dialect = e.sp.dialect // read once per Election, not once per term
 	if !e.begin() {
 		return nil, fmt.Errorf("spanmutex: Campaign for %q: this Election already campaigns or leads; Resign first, or use another Election", e.name)
 	}
