@@ -186,7 +186,10 @@ func TestTelemetryLeaseLostAndTakeover(t *testing.T) {
 	r := newRecorded(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	opts := append(r.opts, WithWatermark(300*time.Millisecond), WithJitter(0))
+	// A lease long enough for renewals to be tried (and fail) before it
+	// runs out, even on a loaded machine: with a short one, the lease can
+	// expire before the renewal loop first wakes, and nothing fails.
+	opts := append(r.opts, WithWatermark(1500*time.Millisecond), WithJitter(0))
 	a, err := NewLock(silenced, "tel/takeover", opts...)
 	require.NoError(t, err)
 	b, err := NewLock(c, "tel/takeover", opts...)
