@@ -54,6 +54,14 @@ func (s *memLockStore) begin(op string) (bool, error) {
 	return s.fault(op)
 }
 
+// setFault sets the fault hook under s.mu: the renewals of a Lock already
+// held read it from their own goroutine.
+func (s *memLockStore) setFault(fault func(op string) (apply bool, err error)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.fault = fault
+}
+
 func (s *memLockStore) now() time.Time { return time.Now() }
 
 func (s *memLockStore) live(e memEntry, now time.Time) bool {
@@ -283,7 +291,7 @@ var errTransactionLost = status.Error(codes.NotFound, "Transaction not found: 42
 func TestLockRetriesLostTransactions(t *testing.T) {
 	st := newMemLockStore(time.Second)
 	failures := 0
-	st.fault = func(op string) (bool, error) {
+	st.setFault(func(op string) (bool, error) {
 		if op == "acquireLock" && failures < 2 {
 			failures++
 			return false, errTransactionLost
@@ -293,7 +301,7 @@ func TestLockRetriesLostTransactions(t *testing.T) {
 			return false, status.Error(codes.FailedPrecondition, "Cannot read or query using a transaction after it has been committed or rolledback.")
 		}
 		return true, nil
-	}
+	})
 	l := newMemLock(t, st, nil, WithMaxAttempts(5))
 	lease, err := l.Lock(context.Background())
 	require.NoError(t, err)
@@ -305,12 +313,12 @@ func TestLockRetriesLostTransactions(t *testing.T) {
 // the ctx's error, whatever Spanner answered meanwhile.
 func TestLockGivesUpWithErrNotObtained(t *testing.T) {
 	st := newMemLockStore(time.Second)
-	st.fault = func(op string) (bool, error) {
+	st.setFault(func(op string) (bool, error) {
 		if op == "leave" {
 			return true, nil
 		}
 		return false, errTransactionLost
-	}
+	})
 	l := newMemLock(t, st, nil, WithMaxAttempts(1000),
 		WithBackOff(func() backoff.BackOff { return backoff.NewConstantBackOff(time.Millisecond) }))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
@@ -343,14 +351,12 @@ func TestLockGivingUpHandsOnALockHandedToUs(t *testing.T) {
 
 	// The holder hands the lock to the quitter, which gives up before it
 	// reads that: its leave must pass the lock on to next.
-	st.mu.Lock()
-	st.fault = func(op string) (bool, error) {
+	st.setFault(func(op string) (bool, error) {
 		if op == "leave" { // called with st.mu held; only when the lock was handed to us
 			assert.Equal(t, "quitter", st.r.Owner, "the quitter was handed the lock before it left")
 		}
 		return true, nil
-	}
-	st.mu.Unlock()
+	})
 	require.NoError(t, holder.Unlock(ctx))
 	quit()
 	err = <-quitDone
@@ -378,14 +384,14 @@ func TestLockLeaveIsRetried(t *testing.T) {
 	_, err := holder.Lock(ctx)
 	require.NoError(t, err)
 	leaves := 0
-	st.fault = func(op string) (bool, error) {
+	st.setFault(func(op string) (bool, error) {
 		if op == "leave" || op == "dequeue" {
 			if leaves++; leaves <= 3 {
 				return false, errTransactionLost
 			}
 		}
 		return true, nil
-	}
+	})
 	waiter := newMemLock(t, st, nil)
 	wctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
@@ -409,7 +415,7 @@ func TestLockPurgesAStrayEntryOnceHeld(t *testing.T) {
 	_, err := holder.Lock(ctx)
 	require.NoError(t, err)
 	lost := 0
-	st.fault = func(op string) (bool, error) {
+	st.setFault(func(op string) (bool, error) {
 		switch {
 		case op == "acquireLock" && lost == 0:
 			lost++
@@ -419,7 +425,7 @@ func TestLockPurgesAStrayEntryOnceHeld(t *testing.T) {
 			return false, status.Error(codes.Unavailable, "look-up failed")
 		}
 		return true, nil
-	}
+	})
 	waiter := newMemLock(t, st, nil)
 	done := make(chan *Lease, 1)
 	go func() { lease, err := waiter.Lock(ctx); assert.NoError(t, err); done <- lease }()
