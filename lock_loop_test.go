@@ -271,16 +271,22 @@ func (s *memLockStore) snapshot() (row, []memEntry) {
 	return s.r, slices.Clone(s.queue)
 }
 
-// newMemLock returns a Lock on st, of scope (a Scope of its own if nil).
-func newMemLock(t *testing.T, st *memLockStore, scope *Scope, opts ...Option) *Lock {
+// newMemLock returns a Lock on st, in a Scope of its own (another process).
+func newMemLock(t *testing.T, st *memLockStore, opts ...Option) *Lock {
 	t.Helper()
 	opts = append([]Option{WithBackOff(func() backoff.BackOff { return &backoff.ZeroBackOff{} }), WithWatermark(time.Second)}, opts...)
 	m, err := newMutex("lock", opts, forLock)
 	require.NoError(t, err)
-	if scope == nil {
-		scope = NewScope()
-	}
-	return &Lock{name: "lock", cfg: m.cfg, store: st, key: localKey{database: "mem", table: "T", name: "lock"}, scope: scope}
+	return &Lock{name: "lock", cfg: m.cfg, store: st, key: localKey{database: "mem", table: "T", name: "lock"}, scope: NewScope()}
+}
+
+// heldMemLock is newMemLock, holding the lock.
+func heldMemLock(t *testing.T, st *memLockStore, opts ...Option) *Lock {
+	t.Helper()
+	l := newMemLock(t, st, opts...)
+	_, err := l.Lock(context.Background())
+	require.NoError(t, err)
+	return l
 }
 
 var errTransactionLost = status.Error(codes.NotFound, "Transaction not found: 42")
@@ -302,7 +308,7 @@ func TestLockRetriesLostTransactions(t *testing.T) {
 		}
 		return true, nil
 	})
-	l := newMemLock(t, st, nil, WithMaxAttempts(5))
+	l := newMemLock(t, st, WithMaxAttempts(5))
 	lease, err := l.Lock(context.Background())
 	require.NoError(t, err)
 	assert.Equal(t, int64(1), lease.Token())
@@ -319,7 +325,7 @@ func TestLockGivesUpWithErrNotObtained(t *testing.T) {
 		}
 		return false, errTransactionLost
 	})
-	l := newMemLock(t, st, nil, WithMaxAttempts(1000),
+	l := newMemLock(t, st, WithMaxAttempts(1000),
 		WithBackOff(func() backoff.BackOff { return backoff.NewConstantBackOff(time.Millisecond) }))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
@@ -335,12 +341,10 @@ func TestLockGivesUpWithErrNotObtained(t *testing.T) {
 func TestLockGivingUpHandsOnALockHandedToUs(t *testing.T) {
 	st := newMemLockStore(time.Second)
 	ctx := context.Background()
-	holder := newMemLock(t, st, nil, WithOwner("holder"))
-	_, err := holder.Lock(ctx)
-	require.NoError(t, err)
+	holder := heldMemLock(t, st, WithOwner("holder"))
 
-	quitter := newMemLock(t, st, nil, WithOwner("quitter"))
-	next := newMemLock(t, st, nil, WithOwner("next"))
+	quitter := newMemLock(t, st, WithOwner("quitter"))
+	next := newMemLock(t, st, WithOwner("next"))
 	qctx, quit := context.WithCancel(ctx)
 	quitDone := make(chan error, 1)
 	go func() { _, err := quitter.Lock(qctx); quitDone <- err }()
@@ -359,8 +363,7 @@ func TestLockGivingUpHandsOnALockHandedToUs(t *testing.T) {
 	})
 	require.NoError(t, holder.Unlock(ctx))
 	quit()
-	err = <-quitDone
-	if err == nil {
+	if err := <-quitDone; err == nil {
 		// It read the hand-off before it saw its ctx end: then it holds
 		// the lock and must unlock like anyone.
 		require.NoError(t, quitter.Unlock(ctx))
@@ -380,9 +383,7 @@ func TestLockGivingUpHandsOnALockHandedToUs(t *testing.T) {
 func TestLockLeaveIsRetried(t *testing.T) {
 	st := newMemLockStore(time.Second)
 	ctx := context.Background()
-	holder := newMemLock(t, st, nil)
-	_, err := holder.Lock(ctx)
-	require.NoError(t, err)
+	holder := heldMemLock(t, st)
 	leaves := 0
 	st.setFault(func(op string) (bool, error) {
 		if op == "leave" || op == "dequeue" {
@@ -392,7 +393,7 @@ func TestLockLeaveIsRetried(t *testing.T) {
 		}
 		return true, nil
 	})
-	waiter := newMemLock(t, st, nil)
+	waiter := newMemLock(t, st)
 	wctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { _, err := waiter.Lock(wctx); done <- err }()
@@ -411,9 +412,7 @@ func TestLockLeaveIsRetried(t *testing.T) {
 func TestLockPurgesAStrayEntryOnceHeld(t *testing.T) {
 	st := newMemLockStore(time.Second)
 	ctx := context.Background()
-	holder := newMemLock(t, st, nil)
-	_, err := holder.Lock(ctx)
-	require.NoError(t, err)
+	holder := heldMemLock(t, st)
 	lost := 0
 	st.setFault(func(op string) (bool, error) {
 		switch {
@@ -426,7 +425,7 @@ func TestLockPurgesAStrayEntryOnceHeld(t *testing.T) {
 		}
 		return true, nil
 	})
-	waiter := newMemLock(t, st, nil)
+	waiter := newMemLock(t, st)
 	done := make(chan *Lease, 1)
 	go func() { lease, err := waiter.Lock(ctx); assert.NoError(t, err); done <- lease }()
 	waitFor(t, 5*time.Second, "the waiter to join twice", func() bool { _, q := st.snapshot(); return len(q) == 2 })
@@ -445,14 +444,12 @@ func TestLockPurgesAStrayEntryOnceHeld(t *testing.T) {
 func TestLockJudgesTheHolderByItsDeclaredLease(t *testing.T) {
 	st := newMemLockStore(time.Second)
 	ctx := context.Background()
-	holder := newMemLock(t, st, nil, WithWatermark(time.Hour), WithOwner("patient"))
-	_, err := holder.Lock(ctx)
-	require.NoError(t, err)
+	holder := heldMemLock(t, st, WithWatermark(time.Hour), WithOwner("patient"))
 	st.mu.Lock()
 	st.r.RenewedAt = st.now().Add(-5 * time.Second) // silent for 5 s: past the contender's 100 ms
 	st.mu.Unlock()
-	hasty := newMemLock(t, st, nil, WithWatermark(MinWatermark), WithJitter(0))
-	_, err = hasty.TryLock(ctx)
+	hasty := newMemLock(t, st, WithWatermark(MinWatermark), WithJitter(0))
+	_, err := hasty.TryLock(ctx)
 	var held *HeldError
 	require.ErrorAs(t, err, &held, "the holder declared an hour")
 	assert.Equal(t, "patient", held.Holder)
