@@ -127,6 +127,15 @@ func newTestMutex(t *testing.T, st store, opts ...Option) *Mutex {
 
 var unavailable = status.Error(codes.Unavailable, "connection reset during Commit")
 
+// lostUncommittedOnce is a commit fault: the first commit does not happen
+// and its answer is lost (unavailable); the later ones commit.
+func lostUncommittedOnce(n int) (commit bool, err error) {
+	if n == 1 {
+		return false, unavailable
+	}
+	return true, nil
+}
+
 // A commit that succeeded but whose answer was lost is read back as ours:
 // the section runs exactly once, here.
 func TestRunResolvesCommittedUnknownOutcome(t *testing.T) {
@@ -173,12 +182,7 @@ func TestRunResolvedTakeoverReportsTookOver(t *testing.T) {
 // A commit that did not happen and whose answer was lost is read back as not
 // ours: the loop tries again and runs the section once.
 func TestRunResolvesUncommittedUnknownOutcome(t *testing.T) {
-	st := &memStore{now: time.Unix(1000, 0), acquireFault: func(n int) (bool, error) {
-		if n == 1 {
-			return false, unavailable
-		}
-		return true, nil
-	}}
+	st := &memStore{now: time.Unix(1000, 0), acquireFault: lostUncommittedOnce}
 	m := newTestMutex(t, st)
 	var runs atomic.Int32
 	out, err := m.Run(context.Background(), func(ctx context.Context, l *Lease) error { runs.Add(1); return nil })
@@ -242,12 +246,7 @@ func TestFinishResolvesUnknownOutcome(t *testing.T) {
 
 // A DONE that did not commit is tried again.
 func TestFinishRetriesWhenNotCommitted(t *testing.T) {
-	st := &memStore{now: time.Unix(1000, 0), finishFault: func(n int) (bool, error) {
-		if n == 1 {
-			return false, unavailable
-		}
-		return true, nil
-	}}
+	st := &memStore{now: time.Unix(1000, 0), finishFault: lostUncommittedOnce}
 	m := newTestMutex(t, st)
 	_, err := m.Run(context.Background(), func(ctx context.Context, l *Lease) error { return nil })
 	require.NoError(t, err)
