@@ -174,18 +174,7 @@ func TestElectionProcessesPausedLeader(t *testing.T) {
 	check := newClient(t, db)
 	const name = "paused-leader"
 	wm := 2 * time.Second
-	leader := startCandidate(t, "leader", db, name, wm)
-	led := leader.do(t, "lock", time.Minute)
-	require.True(t, led.ok(), led.Err)
-	require.True(t, leader.do(t, "guard", time.Minute).ok(), "the leader's write before its pause")
-	leader.signal(syscall.SIGSTOP)
-
-	taker := startCandidate(t, "taker", db, name, wm)
-	tl := taker.do(t, "lock", time.Minute)
-	require.True(t, tl.ok(), tl.Err)
-	assert.True(t, tl.TookOver)
-	assert.GreaterOrEqual(t, tl.AcquiredAt.Sub(led.AcquiredAt), wm, "by Spanner's clock, no takeover within the leader's lease")
-	require.True(t, taker.do(t, "guard", time.Minute).ok(), "the new leader's write")
+	leader, taker, led, tl := takeOverPaused(t, "leader", func(id string) *contender { return startCandidate(t, id, db, name, wm) }, wm)
 
 	leader.signal(syscall.SIGCONT)
 	lost, _ := leader.await(t, time.Minute, 0, "lost", nil)

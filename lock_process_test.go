@@ -44,6 +44,28 @@ func (c *contender) do(t *testing.T, command string, timeout time.Duration) proc
 	return e
 }
 
+// takeOverPaused is how the paused-holder tests of the Lock and the
+// Election begin: a process started by start as role ("holder", "leader")
+// takes the lock, makes a guarded write and is paused (SIGSTOP); a "taker"
+// process takes the lock over, by Spanner's clock no sooner than the lease
+// wm after the first acquired it, and makes a guarded write of its own.
+func takeOverPaused(t *testing.T, role string, start func(id string) *contender, wm time.Duration) (paused, taker *contender, pl, tl procEvent) {
+	t.Helper()
+	paused = start(role)
+	pl = paused.do(t, "lock", time.Minute)
+	require.True(t, pl.ok(), pl.Err)
+	require.True(t, paused.do(t, "guard", time.Minute).ok(), "the %s's write before its pause", role)
+	paused.signal(syscall.SIGSTOP)
+
+	taker = start("taker")
+	tl = taker.do(t, "lock", time.Minute)
+	require.True(t, tl.ok(), tl.Err)
+	assert.True(t, tl.TookOver, "the lock was taken over")
+	assert.GreaterOrEqual(t, tl.AcquiredAt.Sub(pl.AcquiredAt), wm, "by Spanner's clock, no takeover within the %s's lease", role)
+	require.True(t, taker.do(t, "guard", time.Minute).ok(), "the new %s's write", role)
+	return paused, taker, pl, tl
+}
+
 // 20 processes each increment a counter file 5 times under the lock: no
 // increment is lost, and the tokens written with them are 1..100, each once,
 // strictly increasing in the order they were written.
@@ -262,19 +284,8 @@ func TestLockProcessesPausedHolder(t *testing.T) {
 	check := newClient(t, db)
 	const name = "paused-holder"
 	wm := 2 * time.Second
-	holder := startInteractive(t, "holder", db, name, wm)
-	hl := holder.do(t, "lock", time.Minute)
-	require.True(t, hl.ok(), hl.Err)
-	require.True(t, holder.do(t, "guard", time.Minute).ok(), "the holder's write before its pause")
-	holder.signal(syscall.SIGSTOP)
-
-	taker := startInteractive(t, "taker", db, name, wm)
-	tl := taker.do(t, "lock", time.Minute)
-	require.True(t, tl.ok(), tl.Err)
-	assert.True(t, tl.TookOver, "the lock was taken over")
+	holder, taker, hl, tl := takeOverPaused(t, "holder", func(id string) *contender { return startInteractive(t, id, db, name, wm) }, wm)
 	assert.Greater(t, tl.Token, hl.Token)
-	assert.GreaterOrEqual(t, tl.AcquiredAt.Sub(hl.AcquiredAt), wm, "by Spanner's clock, no takeover before the watermark")
-	require.True(t, taker.do(t, "guard", time.Minute).ok(), "the new holder's write")
 	t.Logf("holder token %d acquired at %v; taker token %d took over at %v (%v later by Spanner's clock)",
 		hl.Token, hl.AcquiredAt, tl.Token, tl.AcquiredAt, tl.AcquiredAt.Sub(hl.AcquiredAt))
 
@@ -287,11 +298,7 @@ func TestLockProcessesPausedHolder(t *testing.T) {
 	assert.Equal(t, "lease-lost", holder.do(t, "unlock", time.Minute).Class, "the old holder's Unlock")
 	assert.True(t, taker.do(t, "unlock", time.Minute).ok(), "the new holder's Unlock")
 
-	var written []int64
-	for _, e := range readHistory(t, check) {
-		written = append(written, e.Token)
-	}
-	assert.Equal(t, []int64{hl.Token, tl.Token, tl.Token}, written, "the committed writes' tokens, in commit order")
+	assert.Equal(t, []int64{hl.Token, tl.Token, tl.Token}, historyTokens(readHistory(t, check)), "the committed writes' tokens, in commit order")
 }
 
 // Contenders configured with different watermarks: a contender with a short
