@@ -74,7 +74,8 @@ func testElectionLeaderAndResign(t *testing.T, db string) {
 		assert.NoError(t, err)
 		won <- lb
 	}()
-	waitFor(t, time.Minute, "b to queue", func() bool { return len(queued(t, newClient(t, db), "lead")) == 1 })
+	check := newClient(t, db)
+	waitFor(t, time.Minute, "b to queue", func() bool { return len(queued(t, check, "lead")) == 1 })
 	require.NoError(t, la.Resign(ctx))
 	assert.ErrorIs(t, la.Err(), ErrResigned)
 	assert.ErrorIs(t, context.Cause(la.Context()), ErrResigned)
