@@ -57,7 +57,7 @@ func TestListenScopeWakesTheNamedWaiter(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the wake-up did not arrive")
 	}
-	waitFor(t, 10*time.Second, "the receipt to be counted", func() bool { return s.Stats().WakeUpsReceived == 1 })
+	waitFor(t, 10*time.Second, "the receipt to be counted", func() bool { return s.Stats().WakeUpsReceived >= 1 })
 	assert.Equal(t, int64(1), sender.Stats().WakeUpsSent)
 	assert.Equal(t, int64(1), s.Stats().WakeUpsReceived, "junk and strangers are not counted")
 }
