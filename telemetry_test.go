@@ -34,7 +34,7 @@ func newRecorded(t *testing.T) *recorded {
 	return r
 }
 
-// span returns the attributes of the ended spans called name, as strings.
+// spansNamed returns the attributes of the ended spans called name, as strings.
 func (r *recorded) spansNamed(name string) []map[string]string {
 	var out []map[string]string
 	for _, s := range r.spans.Ended() {
