@@ -1,6 +1,7 @@
 package lockbench
 
 import (
+	"math"
 	"slices"
 	"time"
 
@@ -59,7 +60,7 @@ func (r Result) PerSecond() float64 { return float64(r.InWindow) / r.Duration.Se
 // PerAcquisition returns n per acquisition (NaN if none).
 func (r Result) PerAcquisition(n int64) float64 {
 	if r.Acquisitions == 0 {
-		return nan()
+		return math.NaN()
 	}
 	return float64(n) / float64(r.Acquisitions)
 }

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/spanmutex/spanmutex/internal/bench"
 )
 
 // MaybeChild makes this process a contender if ChildEnv is set: it runs
@@ -163,7 +165,7 @@ func runLockChild(sp spec, cmds <-chan string, say func(string)) error {
 	}
 	wg.Wait()
 	rw1, bl1, rd1 := f.stats()
-	res := lockResult{Proc: sp.Proc, Calls: calls, RPCs: diff(f.rpcs(), rpcsBefore),
+	res := lockResult{Proc: sp.Proc, Calls: calls, RPCs: bench.RPCsSince(f.rpcs(), rpcsBefore),
 		RWAttempts: rw1 - rw0, BlindWrites: bl1 - bl0, Reads: rd1 - rd0, Errors: errs, FirstError: firstErr}
 	if err := writeJSON(sp.Out, res); err != nil {
 		return err
@@ -258,13 +260,13 @@ func readCounter(dir string) (int64, error) {
 // 3s): new clients open sessions in the background, which the window's
 // counts should not include.
 func settle(ctx context.Context, rpcs func() map[string]int64) {
-	last := total(rpcs())
+	last := bench.TotalRPCs(rpcs())
 	deadline := time.Now().Add(3 * time.Second)
 	for time.Now().Before(deadline) {
 		if pause(ctx, 100*time.Millisecond) != nil {
 			return
 		}
-		now := total(rpcs())
+		now := bench.TotalRPCs(rpcs())
 		if now == last {
 			return
 		}
@@ -281,25 +283,6 @@ func pause(ctx context.Context, d time.Duration) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-}
-
-func total(m map[string]int64) int64 {
-	var n int64
-	for _, v := range m {
-		n += v
-	}
-	return n
-}
-
-// diff returns after − before, by key, leaving out keys with none.
-func diff(after, before map[string]int64) map[string]int64 {
-	out := map[string]int64{}
-	for k, v := range after {
-		if d := v - before[k]; d > 0 {
-			out[k] = d
-		}
-	}
-	return out
 }
 
 func writeJSON(path string, v any) error {

@@ -5,16 +5,12 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"math"
 	"slices"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spanmutex/spanmutex/internal/bench"
 )
-
-func nan() float64 { return math.NaN() }
 
 func fmtDur(d time.Duration, ok bool) string { return bench.FormatDuration(d, ok) }
 
@@ -76,7 +72,7 @@ func formatRuns(b *strings.Builder, runs []Result) {
 	r0 := runs[0]
 	fmt.Fprintf(b, "Contenders are OS processes: shape PxG = P processes × G goroutines, each goroutine looping\n"+
 		"Lock → %v critical section → Unlock for %v, on a fresh backend per run.\n\n", r0.Hold, r0.Duration)
-	table(b, []string{"SHAPE", "LOCK", "ACQ", "ACQ/S", "WAIT P50", "WAIT P99", "HAND-OFFS", "CROSS-PROC", "HAND-OFF P50", "HAND-OFF P99",
+	bench.WriteTable(b, []string{"SHAPE", "LOCK", "ACQ", "ACQ/S", "WAIT P50", "WAIT P99", "HAND-OFFS", "CROSS-PROC", "HAND-OFF P50", "HAND-OFF P99",
 		"UNLOCK P50", "RW/ACQ", "RPCS/ACQ", "FIFO VIOL", "OVERLAPS", "LOST", "CANCELLED", "ERRORS"}, func(row func(...any)) {
 		for _, r := range runs {
 			some := r.Acquisitions > 0
@@ -91,7 +87,7 @@ func formatRuns(b *strings.Builder, runs []Result) {
 		}
 	})
 	b.WriteString("\nspanmutex's target (issue 10): hand-off p50 ≤ its Unlock's own commit latency p50 + 2ms, in the same run:\n\n")
-	table(b, []string{"SHAPE", "HAND-OFF P50", "UNLOCK P50", "UNLOCK P50 + 2ms", "MET", "HANDED OFF BY UNLOCK", "BLIND/ACQ", "READS/ACQ"}, func(row func(...any)) {
+	bench.WriteTable(b, []string{"SHAPE", "HAND-OFF P50", "UNLOCK P50", "UNLOCK P50 + 2ms", "MET", "HANDED OFF BY UNLOCK", "BLIND/ACQ", "READS/ACQ"}, func(row func(...any)) {
 		for _, r := range runs {
 			if !r.Kind.isSpanmutex() {
 				continue
@@ -109,7 +105,7 @@ func formatRuns(b *strings.Builder, runs []Result) {
 		}
 	})
 	b.WriteString("\nRPCs by method, per acquisition:\n\n")
-	table(b, []string{"SHAPE", "LOCK", "RPCS BY METHOD"}, func(row func(...any)) {
+	bench.WriteTable(b, []string{"SHAPE", "LOCK", "RPCS BY METHOD"}, func(row func(...any)) {
 		for _, r := range runs {
 			row(r.Shape, r.Kind, byMethod(r))
 		}
@@ -119,7 +115,7 @@ func formatRuns(b *strings.Builder, runs []Result) {
 // formatUncontended writes the uncontended cycles' table.
 func formatUncontended(b *strings.Builder, unc []Result) {
 	fmt.Fprintf(b, "\nUncontended: 1 process, 1 goroutine, Lock → Unlock with no hold, for %v:\n\n", unc[0].Duration)
-	table(b, []string{"LOCK", "CYCLES", "CYCLE P50", "LOCK P50", "UNLOCK P50", "RW/CYCLE", "RPCS/CYCLE"}, func(row func(...any)) {
+	bench.WriteTable(b, []string{"LOCK", "CYCLES", "CYCLE P50", "LOCK P50", "UNLOCK P50", "RW/CYCLE", "RPCS/CYCLE"}, func(row func(...any)) {
 		for _, r := range unc {
 			some := r.Acquisitions > 0
 			rw := "-"
@@ -135,7 +131,7 @@ func formatUncontended(b *strings.Builder, unc []Result) {
 // formatQueue writes the queue workers' table and their errors.
 func formatQueue(b *strings.Builder, queue []QueueResult) {
 	b.WriteString("\nQueue workers as separate processes (one queue.Worker per process), draining requests enqueued beforehand:\n\n")
-	table(b, []string{"WORKER PROCS", "REQUESTS", "COMPLETED", "FAILED", "TOOK", "REQ/S", "RPCS/REQ"}, func(row func(...any)) {
+	bench.WriteTable(b, []string{"WORKER PROCS", "REQUESTS", "COMPLETED", "FAILED", "TOOK", "REQ/S", "RPCS/REQ"}, func(row func(...any)) {
 		for _, q := range queue {
 			row(q.Workers, q.Requests, q.Completed, q.Failed, fmtDur(q.Took, true),
 				fmt.Sprintf("%.1f", float64(q.Requests)/q.Took.Seconds()), fmtFloat(float64(q.RPCs)/float64(q.Requests)))
@@ -146,19 +142,6 @@ func formatQueue(b *strings.Builder, queue []QueueResult) {
 			fmt.Fprintf(b, "  %d workers: %s\n", q.Workers, e)
 		}
 	}
-}
-
-func table(b *strings.Builder, header []string, fill func(row func(cells ...any))) {
-	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, strings.Join(header, "\t"))
-	fill(func(cells ...any) {
-		s := make([]string, len(cells))
-		for i, c := range cells {
-			s[i] = fmt.Sprint(c)
-		}
-		fmt.Fprintln(tw, strings.Join(s, "\t"))
-	})
-	_ = tw.Flush()
 }
 
 func byMethod(r Result) string {

@@ -3,8 +3,6 @@ package lockbench
 import (
 	"context"
 	"fmt"
-	"strings"
-	"sync"
 	"time"
 
 	"cloud.google.com/go/spanner"
@@ -128,18 +126,18 @@ const etcdSessionTTL = 30
 // one session (lease) per goroutine, since a concurrency.Mutex's key is its
 // session's lease id and two Mutexes of one prefix must not share it.
 func etcdFleet(ctx context.Context, sp spec) (*fleet, error) {
-	rpcs := &grpcCounter{byMethod: map[string]int64{}}
+	rpcs := bench.NewRPCCounter()
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints:   []string{sp.Etcd},
 		DialTimeout: 10 * time.Second,
 		Logger:      zap.NewNop(),
-		DialOptions: rpcs.dialOptions(),
+		DialOptions: rpcs.DialOptions(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("etcd client of %s: %w", sp.Etcd, err)
 	}
 	var sessions []*concurrency.Session
-	f := &fleet{rpcs: rpcs.snapshot, stats: func() (int64, int64, int64) { return 0, 0, 0 }}
+	f := &fleet{rpcs: rpcs.Counts, stats: func() (int64, int64, int64) { return 0, 0, 0 }}
 	f.close = func() {
 		for _, s := range sessions {
 			_ = s.Close()
@@ -171,38 +169,3 @@ func (c etcdOf) lock(ctx context.Context) (int64, bool, error) {
 }
 
 func (c etcdOf) unlock(ctx context.Context) error { return c.m.Unlock(ctx) }
-
-// grpcCounter counts the gRPC calls of an etcd client, by short method name.
-type grpcCounter struct {
-	mu       sync.Mutex
-	byMethod map[string]int64
-}
-
-func (g *grpcCounter) count(method string) {
-	short := method[strings.LastIndex(method, "/")+1:]
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.byMethod[short]++
-}
-
-func (g *grpcCounter) snapshot() map[string]int64 {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	out := make(map[string]int64, len(g.byMethod))
-	for k, v := range g.byMethod {
-		out[k] = v
-	}
-	return out
-}
-
-func (g *grpcCounter) dialOptions() []grpc.DialOption {
-	unary := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-		g.count(method)
-		return invoker(ctx, method, req, reply, cc, opts...)
-	}
-	stream := func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-		g.count(method)
-		return streamer(ctx, desc, cc, method, opts...)
-	}
-	return []grpc.DialOption{grpc.WithChainUnaryInterceptor(unary), grpc.WithChainStreamInterceptor(stream)}
-}

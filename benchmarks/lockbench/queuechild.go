@@ -76,7 +76,7 @@ func runQueueChild(sp spec, cmds <-chan string, say func(string)) error {
 		res.Err = err.Error()
 	}
 	st := w.Stats()
-	res.Completed, res.Failed, res.RPCs = st.RequestsCompleted, st.RequestsFailed, diff(rpcs.Counts(), before)
+	res.Completed, res.Failed, res.RPCs = st.RequestsCompleted, st.RequestsFailed, bench.RPCsSince(rpcs.Counts(), before)
 	if err := writeJSON(sp.Out, res); err != nil {
 		return err
 	}

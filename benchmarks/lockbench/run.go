@@ -13,6 +13,7 @@ import (
 
 	"github.com/spanmutex/spanmutex/ddl"
 	"github.com/spanmutex/spanmutex/emulator"
+	"github.com/spanmutex/spanmutex/internal/bench"
 	"github.com/spanmutex/spanmutex/queue"
 )
 
@@ -341,7 +342,7 @@ func collectQueue(specs []spec, res QueueResult) (QueueResult, error) {
 		}
 		res.Completed += qr.Completed
 		res.Failed += qr.Failed
-		res.RPCs += total(qr.RPCs)
+		res.RPCs += bench.TotalRPCs(qr.RPCs)
 		if qr.Err != "" {
 			res.Errors = append(res.Errors, qr.Err)
 		}

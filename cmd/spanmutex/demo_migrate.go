@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"slices"
@@ -235,21 +236,8 @@ func (d *demo) checkRelease(ctx context.Context, client *spanner.Client, rel rel
 		"the %d other replicas waited for the lock, came after the applier (higher tokens: %d) and found version %d with nothing to apply (%d did)",
 		others, afterApplier, rel.version, waited) && ok
 	ok = d.check(int(version) == rel.version && !dirty, "the database is at version %d and not dirty (version %d, dirty %v)", rel.version, version, dirty) && ok
-	ok = d.check(maps(runs, rel.backfill), "each backfill ran exactly once so far (want %v, counted %v)", rel.backfill, runs) && ok
+	ok = d.check(maps.Equal(runs, rel.backfill), "each backfill ran exactly once so far (want %v, counted %v)", rel.backfill, runs) && ok
 	return ok, nil
-}
-
-// maps reports whether got holds exactly want.
-func maps(got, want map[string]int64) bool {
-	if len(got) != len(want) {
-		return false
-	}
-	for k, v := range want {
-		if got[k] != v {
-			return false
-		}
-	}
-	return true
 }
 
 // readMigrationState reads golang-migrate's version and the backfill

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"flag"
+	"io"
+	"log/slog"
 	"time"
 
 	"cloud.google.com/go/spanner"
@@ -11,7 +13,7 @@ import (
 	"github.com/spanmutex/spanmutex/internal/cmdline"
 )
 
-// holdFlags are the flags "run" and "lock" share: where the row is, who
+// holdFlags are the flags "run", "lock" and "lead" share: where the row is, who
 // holds it and for how long, how COMMAND is stopped, and how to connect.
 type holdFlags struct {
 	database  string
@@ -73,4 +75,45 @@ func (h *holdFlags) open(ctx context.Context, sub string) (client *spanner.Clien
 		return nil, nil, nil, usage(sub, err.Error())
 	}
 	return client, scopeOpts, func() { closeScope(); client.Close() }, nil
+}
+
+// parseHoldArgs parses the command line of "run", "lock" or "lead" (sub):
+// flags on fs, NAME, "--" and COMMAND; it checks them, and what check adds
+// (nil: nothing). done is true when the command is over (help, or an error
+// reported) and code is then its exit status.
+func parseHoldArgs(s streams, sub string, fs *flag.FlagSet, help helpText, h *holdFlags, args []string,
+	check func() error) (name string, command []string, code int, done bool) {
+	flagArgs, command, hasDash := splitCommand(args)
+	positional, code, done := parseFlags(s, sub, fs, help, flagArgs)
+	if done {
+		return "", nil, code, true
+	}
+	name, err := checkHoldArgs(sub, positional, command, hasDash)
+	if err == nil {
+		h.database, err = cmdline.ResolveDatabase(fullCommand(sub), fs, h.database)
+	}
+	if err == nil {
+		err = h.validate(sub)
+	}
+	if err == nil && check != nil {
+		err = check()
+	}
+	if err != nil {
+		return "", nil, cmdline.ReportError(s, err, exitError), true
+	}
+	return name, command, 0, false
+}
+
+// libraryOptions returns the options of the shared flags: the table, the
+// watermark and --owner if given ("lead" refuses --owner); with --verbose
+// the Mutex, Lock or Election logs its decisions to stderr.
+func (h *holdFlags) libraryOptions(stderr io.Writer) []spanmutex.Option {
+	opts := []spanmutex.Option{spanmutex.WithTable(h.table), spanmutex.WithWatermark(h.watermark)}
+	if h.owner != "" {
+		opts = append(opts, spanmutex.WithOwner(h.owner))
+	}
+	if h.verbose {
+		opts = append(opts, spanmutex.WithLogger(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))))
+	}
+	return opts
 }

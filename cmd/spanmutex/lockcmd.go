@@ -5,10 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
-	"log/slog"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -90,38 +87,6 @@ func cmdLock(ctx context.Context, s streams, args []string) int {
 	return holdLock(ctx, s, o, name, command)
 }
 
-// parseHoldArgs parses the command line of "lock" or "lead" (sub): flags
-// on fs, NAME, "--" and COMMAND; it checks them, and what check adds. done
-// is true when the command is over (help, or an error reported) and code
-// is then its exit status.
-func parseHoldArgs(s streams, sub string, fs *flag.FlagSet, help helpText, h *holdFlags, args []string,
-	check func() error) (name string, command []string, code int, done bool) {
-	flagArgs, command, hasDash := splitCommand(args)
-	positional, code, done := parseFlags(s, sub, fs, help, flagArgs)
-	if done {
-		return "", nil, code, true
-	}
-	name, err := checkRunArgs(positional, command, hasDash)
-	var ue *usageError
-	if errors.As(err, &ue) {
-		ue.Cmd = fullCommand(sub)
-		ue.Msg = strings.ReplaceAll(ue.Msg, "spanmutex run", "spanmutex "+sub)
-	}
-	if err == nil {
-		h.database, err = cmdline.ResolveDatabase(fullCommand(sub), fs, h.database)
-	}
-	if err == nil {
-		err = h.validate(sub)
-	}
-	if err == nil && check != nil {
-		err = check()
-	}
-	if err != nil {
-		return "", nil, cmdline.ReportError(s, err, exitError), true
-	}
-	return name, command, 0, false
-}
-
 // holdLock takes the lock, runs COMMAND under it, releases it, and returns
 // the exit status that "spanmutex lock" documents.
 func holdLock(ctx context.Context, s streams, o *lockOptions, name string, command []string) int {
@@ -130,11 +95,7 @@ func holdLock(ctx context.Context, s streams, o *lockOptions, name string, comma
 		return cmdline.ReportError(s, err, exitError)
 	}
 	defer closeAll()
-	opts := append(o.libraryOptions(s.Stderr), scopeOpts...)
-	if o.owner != "" {
-		opts = append(opts, spanmutex.WithOwner(o.owner))
-	}
-	l, err := spanmutex.NewLock(client, name, opts...)
+	l, err := spanmutex.NewLock(client, name, append(o.libraryOptions(s.Stderr), scopeOpts...)...)
 	if errors.Is(err, spanmutex.ErrInvalidConfig) {
 		return cmdline.ReportUsage(s, usage("lock", err.Error()))
 	}
@@ -146,17 +107,6 @@ func holdLock(ctx context.Context, s streams, o *lockOptions, name string, comma
 		return lease, l.Unlock, err
 	}
 	return holdWhile(ctx, s, o.grace, command, take, "the lock "+strconv.Quote(name))
-}
-
-// libraryOptions returns the options of the shared flags but the owner:
-// the table and the watermark; with --verbose the Lock or Election logs its
-// decisions to stderr.
-func (h *holdFlags) libraryOptions(stderr io.Writer) []spanmutex.Option {
-	opts := []spanmutex.Option{spanmutex.WithTable(h.table), spanmutex.WithWatermark(h.watermark)}
-	if h.verbose {
-		opts = append(opts, spanmutex.WithLogger(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))))
-	}
-	return opts
 }
 
 // holdWhile waits for take to give a lease (what, e.g. "the lock \"x\"",

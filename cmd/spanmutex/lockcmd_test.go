@@ -77,26 +77,9 @@ func excludesProcesses(t *testing.T, sub string) {
 func TestLockLostStopsCommand(t *testing.T) {
 	needEmulator(t)
 	t.Parallel()
-	db, name, dir := newDatabase(t), uniqueName(t), t.TempDir()
-	ready, got, ran := filepath.Join(dir, "READY"), filepath.Join(dir, "got"), filepath.Join(dir, "ran")
-	holder := startProcess(t, []string{"READY=" + ready, "FILE=" + got},
-		"lock", "--database", db, "--watermark", "2s", name, "--", "sh", "-c",
-		`trap 'echo got-term >> "$FILE"; exit 3' TERM; touch "$READY"; while :; do sleep 0.1; done`)
-	waitForFile(t, holder, ready, 30*time.Second)
-	pid := holder.cmd.Process.Pid
-	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil { // spanmutex only: COMMAND runs on
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT) })
-
-	second := startProcess(t, []string{"FILE=" + ran},
-		"lock", "--database", db, "--watermark", "2s", name, "--", "sh", "-c", `echo "ran $SPANMUTEX_TOKEN" >> "$FILE"`)
-	if code := second.wait(t, 60*time.Second); code != 0 {
-		t.Fatalf("second process: exit %d; stderr:\n%s", code, second.stderr.String())
-	}
-	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
-		t.Fatal(err)
-	}
+	db, name := newDatabase(t), uniqueName(t)
+	ran := filepath.Join(t.TempDir(), "ran")
+	holder, _, got := loseToTakeover(t, "lock", db, name, []string{"FILE=" + ran}, `echo "ran $SPANMUTEX_TOKEN" >> "$FILE"`)
 	if code := holder.wait(t, 30*time.Second); code != exitLeaseLost {
 		t.Errorf("resumed holder exited %d, want %d; stderr:\n%s", code, exitLeaseLost, holder.stderr.String())
 	}

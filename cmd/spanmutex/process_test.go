@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
@@ -90,4 +91,35 @@ func waitForFile(t *testing.T, p *process, path string, timeout time.Duration) {
 		case <-tick.C:
 		}
 	}
+}
+
+// loseToTakeover starts "spanmutex sub" on name with a 2 s watermark and a
+// COMMAND that appends "got-term" to the returned file got when it receives
+// SIGTERM, then freezes that holder (SIGSTOP to spanmutex only: COMMAND runs
+// on) past the watermark, so that a second "spanmutex sub" running
+// secondScript (with secondEnv) takes over. Once the second has exited 0 (it
+// fails the test otherwise), it resumes the holder, which is to find the
+// lease lost.
+func loseToTakeover(t *testing.T, sub, db, name string, secondEnv []string, secondScript string) (holder, second *process, got string) {
+	t.Helper()
+	dir := t.TempDir()
+	ready, got := filepath.Join(dir, "READY"), filepath.Join(dir, "got")
+	holder = startProcess(t, []string{"READY=" + ready, "FILE=" + got},
+		sub, "--database", db, "--watermark", "2s", name, "--", "sh", "-c",
+		`trap 'echo got-term >> "$FILE"; exit 3' TERM; touch "$READY"; while :; do sleep 0.1; done`)
+	waitForFile(t, holder, ready, 30*time.Second)
+	pid := holder.cmd.Process.Pid
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT) })
+
+	second = startProcess(t, secondEnv, sub, "--database", db, "--watermark", "2s", name, "--", "sh", "-c", secondScript)
+	if code := second.wait(t, 60*time.Second); code != 0 {
+		t.Fatalf("second process: exit %d; stderr:\n%s", code, second.stderr.String())
+	}
+	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	return holder, second, got
 }

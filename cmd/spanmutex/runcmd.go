@@ -4,7 +4,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"log/slog"
 	"slices"
 	"strings"
 	"time"
@@ -12,7 +11,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/spanmutex/spanmutex"
-	"github.com/spanmutex/spanmutex/internal/cmdline"
 )
 
 // runHelp is the help of "spanmutex run".
@@ -106,20 +104,9 @@ func runFlags() (*flag.FlagSet, *runOptions) {
 // cmdRun is "spanmutex run [flags] NAME -- COMMAND [ARGS...]".
 func cmdRun(ctx context.Context, s streams, args []string) int {
 	fs, o := runFlags()
-	flagArgs, command, hasDash := splitCommand(args)
-	positional, code, done := parseFlags(s, "run", fs, runHelp, flagArgs)
+	name, command, code, done := parseHoldArgs(s, "run", fs, runHelp, &o.holdFlags, args, o.checkRunFlags)
 	if done {
 		return code
-	}
-	name, err := checkRunArgs(positional, command, hasDash)
-	if err == nil {
-		o.database, err = cmdline.ResolveDatabase(fullCommand("run"), fs, o.database)
-	}
-	if err == nil {
-		err = o.validate()
-	}
-	if err != nil {
-		return cmdline.ReportError(s, err, exitError)
 	}
 	return runSection(ctx, s, o, name, command)
 }
@@ -134,25 +121,26 @@ func splitCommand(args []string) (flagArgs, command []string, hasDash bool) {
 	return args[:i], args[i+1:], true
 }
 
-// checkRunArgs checks the positional arguments of "run" and returns NAME.
-func checkRunArgs(positional, command []string, hasDash bool) (string, error) {
+// checkHoldArgs checks the positional arguments of "run", "lock" or "lead"
+// (sub) and returns NAME.
+func checkHoldArgs(sub string, positional, command []string, hasDash bool) (string, error) {
 	switch {
 	case len(positional) == 0:
-		return "", usagef("run", "missing NAME: want 'spanmutex run [flags] NAME -- COMMAND [ARGS...]'")
+		return "", usagef(sub, "missing NAME: want '%s [flags] NAME -- COMMAND [ARGS...]'", fullCommand(sub))
 	case len(positional) > 1 && !hasDash:
-		return "", usagef("run", "missing \"--\" between NAME and COMMAND: want: spanmutex run [flags] %s -- %s", shellQuote(positional[0]), shellJoin(positional[1:]))
+		return "", usagef(sub, "missing \"--\" between NAME and COMMAND: want: %s [flags] %s -- %s", fullCommand(sub), shellQuote(positional[0]), shellJoin(positional[1:]))
 	case len(positional) > 1:
-		return "", usagef("run", "more than one NAME (%q): put COMMAND after \"--\"", positional)
+		return "", usagef(sub, "more than one NAME (%q): put COMMAND after \"--\"", positional)
 	case !hasDash:
-		return "", usagef("run", "missing \"-- COMMAND\": want 'spanmutex run [flags] NAME -- COMMAND [ARGS...]'")
+		return "", usagef(sub, "missing \"-- COMMAND\": want '%s [flags] NAME -- COMMAND [ARGS...]'", fullCommand(sub))
 	case len(command) == 0:
-		return "", usagef("run", "missing COMMAND after \"--\"")
+		return "", usagef(sub, "missing COMMAND after \"--\"")
 	case command[0] == "":
-		return "", usagef("run", "COMMAND is empty")
+		return "", usagef(sub, "COMMAND is empty")
 	}
 	name := positional[0]
 	if err := spanmutex.ValidateName(name); err != nil {
-		return "", badName("run", err)
+		return "", badName(sub, err)
 	}
 	return name, nil
 }
@@ -178,12 +166,10 @@ func shellQuote(a string) string {
 	return "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
 }
 
-// validate checks the flags before anything connects, so that a bad command
-// line never touches the database. New checks them again.
-func (o *runOptions) validate() error {
-	if err := o.holdFlags.validate("run"); err != nil {
-		return err
-	}
+// checkRunFlags checks the flags of "run" that "lock" and "lead" do not
+// have, after holdFlags.validate, before anything connects, so that a bad
+// command line never touches the database. New checks them again.
+func (o *runOptions) checkRunFlags() error {
 	if o.staleness < 0 || (o.staleness > 0 && o.staleness <= o.watermark) {
 		return usagef("run", "--staleness %v: must be 0 (never) or above --watermark (%v)", o.staleness, o.watermark)
 	}
@@ -215,21 +201,13 @@ func validateOwner(owner string) error {
 
 // mutexOptions turns the flags into library options.
 func (o *runOptions) mutexOptions(s streams) []spanmutex.Option {
-	opts := []spanmutex.Option{
-		spanmutex.WithTable(o.table),
-		spanmutex.WithWatermark(o.watermark),
+	opts := append(o.libraryOptions(s.Stderr),
 		spanmutex.WithStaleness(o.staleness),
 		spanmutex.WithMaxAttempts(o.maxAttempts),
 		spanmutex.WithFinishTimeout(recordTimeout),
-	}
-	if o.owner != "" {
-		opts = append(opts, spanmutex.WithOwner(o.owner))
-	}
+	)
 	if o.version != "" {
 		opts = append(opts, spanmutex.WithVersion(o.version))
-	}
-	if o.verbose {
-		opts = append(opts, spanmutex.WithLogger(slog.New(slog.NewTextHandler(s.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))))
 	}
 	return opts
 }

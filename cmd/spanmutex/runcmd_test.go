@@ -249,25 +249,11 @@ func TestRunForwardsSignals(t *testing.T) {
 func TestRunLeaseLost(t *testing.T) {
 	needEmulator(t)
 	t.Parallel()
-	db, name, dir := newDatabase(t), uniqueName(t), t.TempDir()
-	ready, got, ran := filepath.Join(dir, "READY"), filepath.Join(dir, "got"), filepath.Join(dir, "ran")
-	holder := startProcess(t, []string{"READY=" + ready, "FILE=" + got},
-		"run", "--database", db, "--watermark", "2s", name, "--", "sh", "-c",
-		`trap 'echo got-term >> "$FILE"; exit 3' TERM; touch "$READY"; while :; do sleep 0.1; done`)
-	waitForFile(t, holder, ready, 30*time.Second)
-	pid := holder.cmd.Process.Pid
-	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil { // spanmutex only: COMMAND runs on
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT) })
-
-	second := startProcess(t, []string{"FILE=" + ran},
-		"run", "--database", db, "--watermark", "2s", name, "--", "sh", "-c", `echo ran >> "$FILE"`)
-	if code := second.wait(t, 60*time.Second); code != 0 || !strings.Contains(second.stderr.String(), "ran here") {
-		t.Fatalf("second process: exit %d; stderr:\n%s", code, second.stderr.String())
-	}
-	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
-		t.Fatal(err)
+	db, name := newDatabase(t), uniqueName(t)
+	ran := filepath.Join(t.TempDir(), "ran")
+	holder, second, got := loseToTakeover(t, "run", db, name, []string{"FILE=" + ran}, `echo ran >> "$FILE"`)
+	if !strings.Contains(second.stderr.String(), "ran here") {
+		t.Fatalf("second process: stderr does not say \"ran here\":\n%s", second.stderr.String())
 	}
 	if code := holder.wait(t, 30*time.Second); code != exitError {
 		t.Errorf("resumed holder exited %d, want %d; stderr:\n%s", code, exitError, holder.stderr.String())

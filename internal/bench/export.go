@@ -2,11 +2,13 @@ package bench
 
 import (
 	"context"
+	"strings"
 	"sync/atomic"
 	"time"
 
 	"cloud.google.com/go/spanner"
 	"google.golang.org/api/option"
+	"google.golang.org/grpc"
 
 	"github.com/spanmutex/spanmutex"
 )
@@ -58,8 +60,21 @@ func NewRPCCounter() *RPCCounter { return &RPCCounter{c: newRPCCounter()} }
 // ClientOptions returns the options that install the counting interceptors.
 func (r *RPCCounter) ClientOptions() []option.ClientOption { return r.c.clientOptions() }
 
+// DialOptions returns the counting interceptors as gRPC dial options, for
+// a client that is not Spanner's (etcd's).
+func (r *RPCCounter) DialOptions() []grpc.DialOption { return r.c.dialOptions() }
+
 // Counts returns the calls so far, by method.
 func (r *RPCCounter) Counts() map[string]int64 { return r.c.snapshot() }
+
+// TotalRPCs returns the calls of every method in counts, a result of Counts.
+func TotalRPCs(counts map[string]int64) int64 { return rpcCounts(counts).total() }
+
+// RPCsSince returns the calls in after that were not yet in before, two
+// results of Counts of one counter; methods with none are left out.
+func RPCsSince(after, before map[string]int64) map[string]int64 {
+	return rpcCounts(after).since(before)
+}
 
 // Percentile returns the p-th percentile of samples by the nearest-rank
 // method, and false if there are none (see percentile).
@@ -73,3 +88,10 @@ func FormatDuration(d time.Duration, ok bool) string { return formatDuration(d, 
 
 // FormatFloat formats a per-acquisition figure: "-" when undefined.
 func FormatFloat(v float64) string { return formatFloat(v) }
+
+// WriteTable writes a table to b as the benchmark's tables are written:
+// header, then the rows fill adds, in columns two spaces apart, with no
+// trailing blanks.
+func WriteTable(b *strings.Builder, header []string, fill func(row func(cells ...any))) {
+	writeTable(b, header, fill)
+}

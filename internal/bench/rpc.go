@@ -30,6 +30,16 @@ func newRPCCounter() *rpcCounter { return &rpcCounter{byMethod: map[string]int64
 // clientOptions returns the options that install the counting interceptors
 // on a Spanner client.
 func (c *rpcCounter) clientOptions() []option.ClientOption {
+	var opts []option.ClientOption
+	for _, o := range c.dialOptions() {
+		opts = append(opts, option.WithGRPCDialOption(o))
+	}
+	return opts
+}
+
+// dialOptions returns the counting interceptors as gRPC dial options, for
+// any gRPC client.
+func (c *rpcCounter) dialOptions() []grpc.DialOption {
 	unary := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 		c.count(method)
 		err := invoker(ctx, method, req, reply, cc, opts...)
@@ -42,10 +52,7 @@ func (c *rpcCounter) clientOptions() []option.ClientOption {
 		c.count(method)
 		return streamer(ctx, desc, cc, method, opts...)
 	}
-	return []option.ClientOption{
-		option.WithGRPCDialOption(grpc.WithChainUnaryInterceptor(unary)),
-		option.WithGRPCDialOption(grpc.WithChainStreamInterceptor(stream)),
-	}
+	return []grpc.DialOption{grpc.WithChainUnaryInterceptor(unary), grpc.WithChainStreamInterceptor(stream)}
 }
 
 // count records one call of method, a full gRPC method name such as
