@@ -202,13 +202,7 @@ func (d *lockedDriver) runDDL(body []byte, stmts []string) error {
 	ctx := context.WithoutCancel(d.ctx)
 	bo := ddlBackOff(d.cfg.retryTimeout)
 	for {
-		op, err := d.admin.UpdateDatabaseDdl(ctx, &adminpb.UpdateDatabaseDdlRequest{
-			Database:   d.client.DatabaseName(),
-			Statements: stmts,
-		})
-		if err == nil {
-			err = op.Wait(ctx)
-		}
+		err := applyDDL(ctx, d.admin, d.client.DatabaseName(), stmts)
 		if err == nil {
 			return nil
 		}
@@ -315,12 +309,16 @@ func ensurePostgreSQLVersionTable(ctx context.Context, client *spanner.Client, a
 	if spanner.ErrCode(err) != codes.NotFound {
 		return fmt.Errorf("migrations: read %s: %w", cfg.migrationsTable, err)
 	}
-	op, err := admin.UpdateDatabaseDdl(ctx, &adminpb.UpdateDatabaseDdlRequest{
-		Database:   client.DatabaseName(),
-		Statements: []string{`CREATE TABLE "` + cfg.migrationsTable + `" ("Version" bigint NOT NULL, "Dirty" boolean NOT NULL, PRIMARY KEY ("Version"))`},
-	})
-	if err == nil {
-		err = op.Wait(ctx)
+	return applyDDL(ctx, admin, client.DatabaseName(),
+		[]string{`CREATE TABLE "` + cfg.migrationsTable + `" ("Version" bigint NOT NULL, "Dirty" boolean NOT NULL, PRIMARY KEY ("Version"))`})
+}
+
+// applyDDL sends stmts to the DDL API for database db and waits until the
+// operation is done.
+func applyDDL(ctx context.Context, admin *dbadmin.DatabaseAdminClient, db string, stmts []string) error {
+	op, err := admin.UpdateDatabaseDdl(ctx, &adminpb.UpdateDatabaseDdlRequest{Database: db, Statements: stmts})
+	if err != nil {
+		return err
 	}
-	return err
+	return op.Wait(ctx)
 }
