@@ -31,11 +31,7 @@ func CaptureTable(table string) (string, error) {
 // CaptureStatements is CaptureTable with comments stripped, as a list ready
 // for UpdateDatabaseDdl or CreateDatabase's ExtraStatements.
 func CaptureStatements(table string) ([]string, error) {
-	stmt, err := CaptureTable(table)
-	if err != nil {
-		return nil, err
-	}
-	return []string{stripComments(stmt)}, nil
+	return GoogleSQL.CaptureStatements(table)
 }
 
 // ChangeStream returns the statement that creates the change stream named

@@ -82,19 +82,7 @@ func FenceTable(table string) (string, error) {
 // Schema returns every statement of the schema, with comments, for a mutex
 // table named table (and its queue) and a fence table named fenceTable.
 func Schema(table, fenceTable string) ([]string, error) {
-	var out []string
-	for _, f := range []func() (string, error){
-		func() (string, error) { return MutexTable(table) },
-		func() (string, error) { return QueueTable(table) },
-		func() (string, error) { return FenceTable(fenceTable) },
-	} {
-		stmt, err := f()
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, stmt)
-	}
-	return out, nil
+	return GoogleSQL.Schema(table, fenceTable)
 }
 
 // MutexTable returns the CREATE TABLE statement for the mutex table, named
@@ -111,14 +99,7 @@ func MutexTable(table string) (string, error) {
 // the fence table named DefaultFenceTable, ready for UpdateDatabaseDdl or
 // CreateDatabase's ExtraStatements. Comments are stripped.
 func Statements(table string) ([]string, error) {
-	stmts, err := Schema(table, DefaultFenceTable)
-	if err != nil {
-		return nil, err
-	}
-	for i, s := range stmts {
-		stmts[i] = stripComments(s)
-	}
-	return stmts, nil
+	return GoogleSQL.Statements(table)
 }
 
 // stripComments removes "--" comment lines, which the admin API rejects.
@@ -252,12 +233,5 @@ func RequestsRetention(table string, days int) (string, error) {
 // RequestsStatements is RequestsTable with comments stripped, ready for
 // UpdateDatabaseDdl or CreateDatabase's ExtraStatements.
 func RequestsStatements(table string) ([]string, error) {
-	stmts, err := RequestsTable(table)
-	if err != nil {
-		return nil, err
-	}
-	for i, s := range stmts {
-		stmts[i] = stripComments(s)
-	}
-	return stmts, nil
+	return GoogleSQL.RequestsStatements(table)
 }

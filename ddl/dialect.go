@@ -64,16 +64,30 @@ func renamePG(sql, from, to string) string {
 	return strings.ReplaceAll(sql, `"`+from, `"`+to)
 }
 
+// pgTable validates table and returns the PostgreSQL text sql, written for
+// the table named from+suffix, for the table named table+suffix.
+func pgTable(sql, from, table, suffix string) (string, error) {
+	if err := ValidateTableName(table); err != nil {
+		return "", err
+	}
+	return renamePG(sql, from+suffix, table+suffix), nil
+}
+
+// stripped returns stmts with their comments stripped, and err.
+func stripped(stmts []string, err error) ([]string, error) {
+	for i, s := range stmts {
+		stmts[i] = stripComments(s)
+	}
+	return stmts, err
+}
+
 // MutexTable returns the CREATE TABLE statement of the mutex table named
 // table, with comments, in d.
 func (d Dialect) MutexTable(table string) (string, error) {
 	if d != PostgreSQL {
 		return MutexTable(table)
 	}
-	if err := ValidateTableName(table); err != nil {
-		return "", err
-	}
-	return strings.Replace(mutexesPG, `CREATE TABLE "`+DefaultMutexTable+`" (`, `CREATE TABLE "`+table+`" (`, 1), nil
+	return pgTable(mutexesPG, DefaultMutexTable, table, "")
 }
 
 // QueueTable returns the CREATE TABLE statement of the waiters' queue of
@@ -82,10 +96,7 @@ func (d Dialect) QueueTable(table string) (string, error) {
 	if d != PostgreSQL {
 		return QueueTable(table)
 	}
-	if err := ValidateTableName(table); err != nil {
-		return "", err
-	}
-	return strings.Replace(queuePG, `CREATE TABLE "`+DefaultMutexTable+QueueSuffix+`" (`, `CREATE TABLE "`+table+QueueSuffix+`" (`, 1), nil
+	return pgTable(queuePG, DefaultMutexTable, table, QueueSuffix)
 }
 
 // FenceTable returns the CREATE TABLE statement of the fence table named
@@ -94,17 +105,11 @@ func (d Dialect) FenceTable(table string) (string, error) {
 	if d != PostgreSQL {
 		return FenceTable(table)
 	}
-	if err := ValidateTableName(table); err != nil {
-		return "", err
-	}
-	return strings.Replace(fencesPG, `CREATE TABLE "`+DefaultFenceTable+`" (`, `CREATE TABLE "`+table+`" (`, 1), nil
+	return pgTable(fencesPG, DefaultFenceTable, table, "")
 }
 
 // Schema is the package-level Schema, in d.
 func (d Dialect) Schema(table, fenceTable string) ([]string, error) {
-	if d != PostgreSQL {
-		return Schema(table, fenceTable)
-	}
 	var out []string
 	for _, f := range []func() (string, error){
 		func() (string, error) { return d.MutexTable(table) },
@@ -124,17 +129,10 @@ func (d Dialect) Schema(table, fenceTable string) ([]string, error) {
 // UpdateDatabaseDdl. (A PostgreSQL database is created with its CREATE
 // DATABASE statement alone and given these by UpdateDatabaseDdl.)
 func (d Dialect) Statements(table string) ([]string, error) {
-	stmts, err := d.Schema(table, DefaultFenceTable)
-	if err != nil {
-		return nil, err
-	}
-	for i, s := range stmts {
-		stmts[i] = stripComments(s)
-	}
-	return stmts, nil
+	return stripped(d.Schema(table, DefaultFenceTable))
 }
 
-// pgTypes maps the GoogleSQL types of the column lists to the types that
+// pgType maps a GoogleSQL type of the column lists to the type that
 // a PostgreSQL database's INFORMATION_SCHEMA.COLUMNS.SPANNER_TYPE shows.
 func pgType(googleSQL string) string {
 	switch {
@@ -150,6 +148,7 @@ func pgType(googleSQL string) string {
 	return googleSQL
 }
 
+// inDialect retypes cols, a fresh column list, in d.
 func inDialect(d Dialect, cols map[string]string) map[string]string {
 	if d == PostgreSQL {
 		for name, typ := range cols {
@@ -193,12 +192,13 @@ func (d Dialect) RequestsTable(table string) ([]string, error) {
 	if d != PostgreSQL {
 		return RequestsTable(table)
 	}
-	if err := ValidateTableName(table); err != nil {
+	create, err := pgTable(requestsPG, DefaultRequestsTable, table, "")
+	if err != nil {
 		return nil, err
 	}
 	t := `"` + table + `"`
 	return []string{
-		renamePG(requestsPG, DefaultRequestsTable, table),
+		create,
 		"-- At most one create per resource, enforced by Spanner.\n" +
 			`CREATE UNIQUE INDEX "` + table + `OneCreatePerResource" ON ` + t + ` ("CreateOf") WHERE "CreateOf" IS NOT NULL`,
 		"-- The pending requests (new or in-progress) in FIFO order.\n" +
@@ -210,14 +210,7 @@ func (d Dialect) RequestsTable(table string) ([]string, error) {
 
 // RequestsStatements is the package-level RequestsStatements, in d.
 func (d Dialect) RequestsStatements(table string) ([]string, error) {
-	stmts, err := d.RequestsTable(table)
-	if err != nil {
-		return nil, err
-	}
-	for i, s := range stmts {
-		stmts[i] = stripComments(s)
-	}
-	return stmts, nil
+	return stripped(d.RequestsTable(table))
 }
 
 // RequestsRetention is the package-level RequestsRetention, in d (in
@@ -238,10 +231,7 @@ func (d Dialect) CaptureTable(table string) (string, error) {
 	if d != PostgreSQL {
 		return CaptureTable(table)
 	}
-	if err := ValidateTableName(table); err != nil {
-		return "", err
-	}
-	return renamePG(capturePG, DefaultCaptureTable, table), nil
+	return pgTable(capturePG, DefaultCaptureTable, table, "")
 }
 
 // CaptureStatements is the package-level CaptureStatements, in d.
@@ -250,7 +240,7 @@ func (d Dialect) CaptureStatements(table string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	return []string{stripComments(stmt)}, nil
+	return stripped([]string{stmt}, nil)
 }
 
 // ChangeStream is the package-level ChangeStream, in d (in PostgreSQL, with

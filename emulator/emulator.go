@@ -252,7 +252,7 @@ func (e *Emulator) CreateDatabaseIn(ctx context.Context, d ddl.Dialect, statemen
 		return "", fmt.Errorf("emulator: create database %s: %w", id, err)
 	}
 	if d == ddl.PostgreSQL && len(statements) > 0 {
-		if err := e.UpdateDDL(ctx, db.GetName(), statements...); err != nil {
+		if err := updateDDL(ctx, admin, db.GetName(), statements); err != nil {
 			return "", err
 		}
 	}
@@ -267,6 +267,11 @@ func (e *Emulator) UpdateDDL(ctx context.Context, db string, statements ...strin
 		return fmt.Errorf("emulator: open database admin client: %w", err)
 	}
 	defer admin.Close()
+	return updateDDL(ctx, admin, db, statements)
+}
+
+// updateDDL is UpdateDDL with an admin client already open.
+func updateDDL(ctx context.Context, admin *database.DatabaseAdminClient, db string, statements []string) error {
 	op, err := admin.UpdateDatabaseDdl(ctx, &databasepb.UpdateDatabaseDdlRequest{Database: db, Statements: statements})
 	if err != nil {
 		return fmt.Errorf("emulator: update the schema of %s: %w", db, err)

@@ -200,17 +200,9 @@ func (d *lockedDriver) runDML(body []byte, stmts []string) error {
 // dirty while the schema change goes on.
 func (d *lockedDriver) runDDL(body []byte, stmts []string) error {
 	ctx := context.WithoutCancel(d.ctx)
-	bo := backoff.NewExponentialBackOff()
-	bo.InitialInterval, bo.MaxInterval, bo.MaxElapsedTime = 50*time.Millisecond, 2*time.Second, d.cfg.retryTimeout
-	bo.Reset()
+	bo := ddlBackOff(d.cfg.retryTimeout)
 	for {
-		op, err := d.admin.UpdateDatabaseDdl(ctx, &adminpb.UpdateDatabaseDdlRequest{
-			Database:   d.client.DatabaseName(),
-			Statements: stmts,
-		})
-		if err == nil {
-			err = op.Wait(ctx)
-		}
+		err := applyDDL(ctx, d.admin, d.client.DatabaseName(), stmts)
 		if err == nil {
 			return nil
 		}
@@ -226,11 +218,7 @@ func (d *lockedDriver) runDDL(body []byte, stmts []string) error {
 			d.markUnapplied()
 			return &database.Error{OrigErr: err, Err: fmt.Sprintf("DDL migration rejected for %v because of concurrent schema changes or transactions", d.cfg.retryTimeout), Query: body}
 		}
-		t := time.NewTimer(wait)
-		select {
-		case <-t.C:
-		case <-d.ctx.Done():
-			t.Stop()
+		if !pause(d.ctx, wait) {
 			d.markUnapplied()
 			return &database.Error{OrigErr: errors.Join(err, context.Cause(d.ctx)), Err: "DDL migration stopped while Spanner rejected it", Query: body}
 		}
@@ -243,17 +231,47 @@ func (d *lockedDriver) markUnapplied() {
 	d.mu.Unlock()
 }
 
+// ddlBackOff paces the sending again of DDL that Spanner rejected because
+// of a concurrent schema change or transaction, for at most timeout.
+func ddlBackOff(timeout time.Duration) backoff.BackOff {
+	bo := backoff.NewExponentialBackOff()
+	bo.InitialInterval, bo.MaxInterval, bo.MaxElapsedTime = 50*time.Millisecond, 2*time.Second, timeout
+	bo.Reset()
+	return bo
+}
+
+// pause waits for wait, or until ctx ends; it reports whether it waited
+// the whole of wait.
+func pause(ctx context.Context, wait time.Duration) bool {
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
 // openUpstream opens golang-migrate's spanner driver, which creates the
 // version table if it is missing; it is called with the lock held, and
 // retried while Spanner rejects that DDL because of a concurrent schema
-// change or transaction.
+// change or transaction. The database's dialect is read once, before.
 // It returns how many times it tried again.
 func openUpstream(ctx context.Context, client *spanner.Client, admin *dbadmin.DatabaseAdminClient, cfg *config) (database.Driver, int, error) {
-	bo := backoff.NewExponentialBackOff()
-	bo.InitialInterval, bo.MaxInterval, bo.MaxElapsedTime = 50*time.Millisecond, 2*time.Second, cfg.retryTimeout
-	bo.Reset()
+	dialect, err := sqldialect.Detect(ctx, client)
+	if err != nil {
+		return nil, 0, fmt.Errorf("migrations: read the dialect of %s: %w", client.DatabaseName(), err)
+	}
+	bo := ddlBackOff(cfg.retryTimeout)
 	for retries := 0; ; retries++ {
-		drv, err := database.Driver(nil), ensurePostgreSQLVersionTable(ctx, client, admin, cfg)
+		var (
+			drv database.Driver
+			err error
+		)
+		if dialect == ddl.PostgreSQL {
+			err = ensurePostgreSQLVersionTable(ctx, client, admin, cfg)
+		}
 		if err == nil {
 			// NewDB takes the clients by value; the copies share their connections.
 			drv, err = spannerdriver.WithInstance(spannerdriver.NewDB(*admin, *client), &spannerdriver.Config{
@@ -269,11 +287,7 @@ func openUpstream(ctx context.Context, client *spanner.Client, admin *dbadmin.Da
 		if wait == backoff.Stop {
 			return nil, retries, err
 		}
-		t := time.NewTimer(wait)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
+		if !pause(ctx, wait) {
 			return nil, retries, errors.Join(err, ctx.Err())
 		}
 	}
@@ -286,15 +300,8 @@ func openUpstream(ctx context.Context, client *spanner.Client, admin *dbadmin.Da
 // the table and its columns keep the driver's names (SchemaMigrations:
 // Version, Dirty). A GoogleSQL database is left to the driver.
 func ensurePostgreSQLVersionTable(ctx context.Context, client *spanner.Client, admin *dbadmin.DatabaseAdminClient, cfg *config) error {
-	d, err := sqldialect.Detect(ctx, client)
-	if err != nil {
-		return fmt.Errorf("migrations: read the dialect of %s: %w", client.DatabaseName(), err)
-	}
-	if d != ddl.PostgreSQL {
-		return nil
-	}
 	it := client.Single().ReadWithOptions(ctx, cfg.migrationsTable, spanner.AllKeys(), []string{"Version"}, &spanner.ReadOptions{Limit: 1})
-	_, err = it.Next()
+	_, err := it.Next()
 	it.Stop()
 	if err == nil || errors.Is(err, iterator.Done) {
 		return nil
@@ -302,12 +309,16 @@ func ensurePostgreSQLVersionTable(ctx context.Context, client *spanner.Client, a
 	if spanner.ErrCode(err) != codes.NotFound {
 		return fmt.Errorf("migrations: read %s: %w", cfg.migrationsTable, err)
 	}
-	op, err := admin.UpdateDatabaseDdl(ctx, &adminpb.UpdateDatabaseDdlRequest{
-		Database:   client.DatabaseName(),
-		Statements: []string{`CREATE TABLE "` + cfg.migrationsTable + `" ("Version" bigint NOT NULL, "Dirty" boolean NOT NULL, PRIMARY KEY ("Version"))`},
-	})
-	if err == nil {
-		err = op.Wait(ctx)
+	return applyDDL(ctx, admin, client.DatabaseName(),
+		[]string{`CREATE TABLE "` + cfg.migrationsTable + `" ("Version" bigint NOT NULL, "Dirty" boolean NOT NULL, PRIMARY KEY ("Version"))`})
+}
+
+// applyDDL sends stmts to the DDL API for database db and waits until the
+// operation is done.
+func applyDDL(ctx context.Context, admin *dbadmin.DatabaseAdminClient, db string, stmts []string) error {
+	op, err := admin.UpdateDatabaseDdl(ctx, &adminpb.UpdateDatabaseDdlRequest{Database: db, Statements: stmts})
+	if err != nil {
+		return err
 	}
-	return err
+	return op.Wait(ctx)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"testing"
-	"time"
 
 	"cloud.google.com/go/spanner"
 	dbadmin "cloud.google.com/go/spanner/admin/database/apiv1"
@@ -14,53 +13,32 @@ import (
 
 	"github.com/spanmutex/spanmutex/ddl"
 	"github.com/spanmutex/spanmutex/emulator"
+	"github.com/spanmutex/spanmutex/internal/testutil"
 )
 
 // emu is the emulator shared by this package's integration tests; nil with
 // -short.
 var emu *emulator.Emulator
 
-func TestMain(m *testing.M) {
-	os.Exit(emulator.RunTests(m, func(e *emulator.Emulator) {
-		emu = e
-		// The testable examples call emulator.Start as a user would; this
-		// makes them attach to the emulator already running, with a fresh
-		// database each, and migrations.Up's admin client find it.
-		if os.Getenv(emulator.HostEnv) == "" {
-			os.Setenv(emulator.HostEnv, e.Host())
-		}
-	}))
-}
+func TestMain(m *testing.M) { os.Exit(testutil.RunTests(m, &emu)) }
 
 // needEmulator skips the test under -short.
 func needEmulator(t *testing.T) {
 	t.Helper()
-	if emu == nil {
-		t.Skip("integration test: needs the emulator (skipped with -short)")
-	}
+	testutil.NeedEmulator(t, emu)
 }
 
 // freshDatabase creates a database with the spanmutex schema and nothing
 // else.
 func freshDatabase(t *testing.T) string {
 	t.Helper()
-	needEmulator(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	db, err := emu.NewDatabase(ctx)
-	require.NoError(t, err)
-	return db
+	return freshDatabaseIn(t, ddl.GoogleSQL)
 }
 
 // freshDatabaseIn is freshDatabase in dialect d.
 func freshDatabaseIn(t *testing.T, d ddl.Dialect) string {
 	t.Helper()
-	needEmulator(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	db, err := emu.NewDatabaseIn(ctx, d)
-	require.NoError(t, err)
-	return db
+	return testutil.NewDatabase(t, emu, d)
 }
 
 // replica is one service instance: its own data and admin clients.

@@ -259,7 +259,7 @@ func (c *Capture) Run(ctx context.Context) error {
 	defer c.running.Store(false)
 
 	if err := c.ensureRoot(ctx); err != nil {
-		return err
+		return ctxErrOr(ctx, err)
 	}
 	// How far the local clock is behind Spanner's, measured once, so that a
 	// query's end_timestamp is about one window after Spanner's now even
@@ -267,7 +267,7 @@ func (c *Capture) Run(ctx context.Context) error {
 	local := time.Now()
 	spannerNow, err := c.spannerNow(ctx)
 	if err != nil {
-		return err
+		return ctxErrOr(ctx, err)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -388,6 +388,16 @@ func shortToken(tok string) string {
 		return tok[:16] + "…"
 	}
 	return tok
+}
+
+// ctxErrOr returns ctx's error if ctx has ended, and err otherwise: a Run
+// stopped before it reads the partitions returns ctx's error too, not the
+// Spanner error (code Canceled) of the call its ctx cut short.
+func ctxErrOr(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return err
 }
 
 // captureRetryable reports whether err is worth retrying from the checkpoint.

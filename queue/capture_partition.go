@@ -9,6 +9,7 @@ import (
 	"cloud.google.com/go/spanner"
 
 	"github.com/spanmutex/spanmutex/ddl"
+	"github.com/spanmutex/spanmutex/internal/sqldialect"
 )
 
 // errPartitionEnded stops reading a partition's query at its child
@@ -23,7 +24,7 @@ var errPartitionEnded = errors.New("queue: capture: partition ended")
 // validated as an identifier by NewCapture.
 func readStreamSQL(d ddl.Dialect, stream string) string {
 	if d == ddl.PostgreSQL {
-		return fmt.Sprintf(`SELECT * FROM spanner."read_json_%s"($1, $2, $3, $4, NULL)`, stream)
+		return fmt.Sprintf(`SELECT * FROM spanner."read_json_%s"(@start, @end, @token, @heartbeat, NULL)`, stream)
 	}
 	return fmt.Sprintf("SELECT ChangeRecord FROM READ_%s(@start, @end, @token, @heartbeat)", stream)
 }
@@ -37,15 +38,13 @@ func (c *Capture) query(ctx context.Context, start time.Time, end *time.Time, to
 	if err != nil {
 		return fmt.Errorf("queue: capture %s: %w", c.stream, err)
 	}
-	stmt := spanner.Statement{SQL: readStreamSQL(d, c.stream), Params: map[string]any{}}
-	params := []any{start, spanner.NullTime{Valid: end != nil, Time: csDeref(end)},
-		spanner.NullString{Valid: token != nil, StringVal: csDeref(token)}, c.cfg.heartbeat.Milliseconds()}
-	for i, name := range []string{"start", "end", "token", "heartbeat"} {
-		if d == ddl.PostgreSQL {
-			name = fmt.Sprintf("p%d", i+1)
-		}
-		stmt.Params[name] = params[i]
-	}
+	// In PostgreSQL, the parameters become $1 to $4, in the order the SQL names them.
+	stmt := sqldialect.Statement(d, readStreamSQL(d, c.stream), map[string]any{
+		"start":     start,
+		"end":       spanner.NullTime{Valid: end != nil, Time: csDeref(end)},
+		"token":     spanner.NullString{Valid: token != nil, StringVal: csDeref(token)},
+		"heartbeat": c.cfg.heartbeat.Milliseconds(),
+	})
 	return c.client.Single().Query(ctx, stmt).Do(func(row *spanner.Row) error {
 		var col spanner.GenericColumnValue
 		if err := row.Column(0, &col); err != nil {

@@ -326,11 +326,15 @@ func (m csFields) int64(name string) int64 {
 	return n
 }
 
-func (m csFields) time(name string) (time.Time, error) {
-	s := m.str(name)
+func (m csFields) time(name string) (time.Time, error) { return recordTime(name, m.str(name)) }
+
+// recordTime parses s, the timestamp in field of a change record (RFC 3339
+// with up to nanoseconds: a Z in GoogleSQL, +00:00 in PostgreSQL's JSON),
+// in UTC.
+func recordTime(field, s string) (time.Time, error) {
 	t, err := time.Parse(time.RFC3339Nano, s)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("%w: field %s: timestamp %q: %v", ErrUnsupportedRecord, name, s, err)
+		return time.Time{}, fmt.Errorf("%w: field %s: timestamp %q: %v", ErrUnsupportedRecord, field, s, err)
 	}
-	return t, nil
+	return t.UTC(), nil
 }

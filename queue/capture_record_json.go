@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"time"
 )
 
 // jsonRecord is one row of a PostgreSQL database's
@@ -70,7 +69,7 @@ func decodeJSONRecord(text string) ([]csRecord, error) {
 		d.NumberOfRecordsInTransaction, _ = r.Data.NumberOfRecordsInTransaction.Int64()
 		d.NumberOfPartitionsInTransaction, _ = r.Data.NumberOfPartitionsInTransaction.Int64()
 		var err error
-		if d.CommitTimestamp, err = jsonTime("commit_timestamp", r.Data.CommitTimestamp); err != nil {
+		if d.CommitTimestamp, err = recordTime("commit_timestamp", r.Data.CommitTimestamp); err != nil {
 			return nil, err
 		}
 		for _, m := range r.Data.Mods {
@@ -82,7 +81,7 @@ func decodeJSONRecord(text string) ([]csRecord, error) {
 		out = append(out, csRecord{Data: d})
 	}
 	if r.Heartbeat != nil {
-		ts, err := jsonTime("timestamp", r.Heartbeat.Timestamp)
+		ts, err := recordTime("timestamp", r.Heartbeat.Timestamp)
 		if err != nil {
 			return nil, err
 		}
@@ -91,7 +90,7 @@ func decodeJSONRecord(text string) ([]csRecord, error) {
 	if r.Children != nil {
 		c := &childPartitionsRecord{RecordSequence: r.Children.RecordSequence}
 		var err error
-		if c.StartTimestamp, err = jsonTime("start_timestamp", r.Children.StartTimestamp); err != nil {
+		if c.StartTimestamp, err = recordTime("start_timestamp", r.Children.StartTimestamp); err != nil {
 			return nil, err
 		}
 		for _, k := range r.Children.ChildPartitions {
@@ -118,14 +117,4 @@ func jsonText(raw json.RawMessage) string {
 		return string(raw)
 	}
 	return b.String()
-}
-
-// jsonTime parses a timestamp of a JSON record (RFC 3339, with up to
-// nanoseconds and a +00:00 offset), in UTC as the GoogleSQL records' are.
-func jsonTime(field, s string) (time.Time, error) {
-	t, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("%w: field %s: timestamp %q: %v", ErrUnsupportedRecord, field, s, err)
-	}
-	return t.UTC(), nil
 }

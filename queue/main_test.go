@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"testing"
-	"time"
 
 	"cloud.google.com/go/spanner"
 	"github.com/stretchr/testify/require"
@@ -21,35 +20,19 @@ var emu *emulator.Emulator
 // TestMain starts the real Cloud Spanner emulator once for the package; the
 // run fails, saying how to install it, if it cannot be found. -short skips
 // the integration tests instead.
-func TestMain(m *testing.M) {
-	os.Exit(emulator.RunTests(m, func(e *emulator.Emulator) {
-		emu = e
-		if os.Getenv(emulator.HostEnv) == "" {
-			os.Setenv(emulator.HostEnv, e.Host())
-		}
-	}))
-}
+func TestMain(m *testing.M) { os.Exit(testutil.RunTests(m, &emu)) }
 
 // needEmulator skips the test under -short.
 func needEmulator(t *testing.T) {
 	t.Helper()
-	if emu == nil {
-		t.Skip("integration test: needs the emulator (skipped with -short)")
-	}
+	testutil.NeedEmulator(t, emu)
 }
 
 // freshDatabase creates a database of the test's own holding the spanmutex
 // schema, the requests table and any extra statements, and returns its path.
 func freshDatabase(t *testing.T, extra ...string) string {
 	t.Helper()
-	needEmulator(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	reqs, err := ddl.RequestsStatements(ddl.DefaultRequestsTable)
-	require.NoError(t, err)
-	db, err := emu.NewDatabase(ctx, append(reqs, extra...)...)
-	require.NoError(t, err)
-	return db
+	return freshDatabaseIn(t, ddl.GoogleSQL, extra...)
 }
 
 // dialects are the SQL dialects of the databases that the integration
@@ -70,14 +53,9 @@ func eachDialect(t *testing.T, test func(t *testing.T, d ddl.Dialect)) {
 // freshDatabaseIn is freshDatabase in dialect d (extra statements in d).
 func freshDatabaseIn(t *testing.T, d ddl.Dialect, extra ...string) string {
 	t.Helper()
-	needEmulator(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
 	reqs, err := d.RequestsStatements(ddl.DefaultRequestsTable)
 	require.NoError(t, err)
-	db, err := emu.NewDatabaseIn(ctx, d, append(reqs, extra...)...)
-	require.NoError(t, err)
-	return db
+	return testutil.NewDatabase(t, emu, d, append(reqs, extra...)...)
 }
 
 // newClient opens a client of db, as a separate process would, and closes it

@@ -72,14 +72,12 @@ func newTelemetry(c *config) (*telemetry, error) {
 	}
 	m := mp.Meter(instrumentationName)
 	t := &telemetry{tracer: tp.Tracer(instrumentationName)}
-	var err, e error
-	t.jobs, err = m.Int64Counter("queue.jobs", metric.WithDescription("jobs handled, by kind and status"))
-	t.duration, e = m.Float64Histogram("queue.job.duration", metric.WithDescription("handler run"), metric.WithUnit("s"))
-	err = errors.Join(err, e)
-	t.age, e = m.Float64Histogram("queue.claim.age", metric.WithDescription("how long a claimed request had been pending"), metric.WithUnit("s"))
-	err = errors.Join(err, e)
-	t.pending, e = m.Int64Gauge("queue.pending", metric.WithDescription("pending requests a worker's last pass scanned"))
-	return t, errors.Join(err, e)
+	var errs [4]error
+	t.jobs, errs[0] = m.Int64Counter("queue.jobs", metric.WithDescription("jobs handled, by kind and status"))
+	t.duration, errs[1] = m.Float64Histogram("queue.job.duration", metric.WithDescription("handler run"), metric.WithUnit("s"))
+	t.age, errs[2] = m.Float64Histogram("queue.claim.age", metric.WithDescription("how long a claimed request had been pending"), metric.WithUnit("s"))
+	t.pending, errs[3] = m.Int64Gauge("queue.pending", metric.WithDescription("pending requests a worker's last pass scanned"))
+	return t, errors.Join(errs[:]...)
 }
 
 // startClaim starts the span of a claim step on resource.
@@ -88,9 +86,11 @@ func (t *telemetry) startClaim(ctx context.Context, resource string, token int64
 }
 
 // claimed ends a claim span, recording what was claimed and how long each
-// claimed request had been pending at now.
-func (t *telemetry) claimed(ctx context.Context, span trace.Span, reqs []Request, now time.Time, err error) {
+// claimed request had been pending (the local clock against the commit
+// timestamp: a measure, never a decision).
+func (t *telemetry) claimed(ctx context.Context, span trace.Span, reqs []Request, err error) {
 	span.SetAttributes(attrRequests.Int(len(reqs)))
+	now := time.Now()
 	for _, r := range reqs {
 		if !r.CreatedAt.IsZero() {
 			t.age.Record(ctx, now.Sub(r.CreatedAt).Seconds())

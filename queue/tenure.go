@@ -59,7 +59,7 @@ func (w *Worker) tenure(ctx context.Context, resource string) (held, worked bool
 		}
 		sctx, span := w.q.tel.startClaim(ctx, resource, lease.Token())
 		res, err := w.stepRetrying(sctx, lease, resource, prev, claimNext)
-		w.q.tel.claimed(ctx, span, res.next.plan.claim, time.Now(), err)
+		w.q.tel.claimed(ctx, span, res.next.plan.claim, err)
 		if err != nil {
 			w.stepFailed(ctx, log, resource, prev != nil, err)
 			break
