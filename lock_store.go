@@ -353,30 +353,42 @@ func (s *spannerStore) readToAcquire(ctx context.Context, tx *spanner.ReadWriteS
 // what decideLock needs (its Now is unset: a free lock with an empty queue
 // is taken whatever the time).
 func (s *spannerStore) readFree(ctx context.Context, tx *spanner.ReadWriteStmtBasedTransaction, name string) (lockView, bool, error) {
-	var v lockView
-	r, err := tx.ReadRow(ctx, s.table, spanner.Key{name}, rowColumns)
-	switch {
-	case errors.Is(err, spanner.ErrRowNotFound):
-	case err != nil:
+	r, err := s.readRowIn(ctx, tx, name)
+	if err != nil || (r.Exists && r.State != StateNeeded) {
 		return lockView{}, false, err
-	default:
-		if v.row, err = decodeReadRow(r, false); err != nil {
-			return lockView{}, false, fmt.Errorf("spanmutex: decode lock %q of %s: %w", name, s.table, err)
-		}
-		if v.State != StateNeeded {
-			return lockView{}, false, nil
-		}
 	}
 	it := tx.ReadWithOptions(ctx, s.queueTable(), spanner.Key{name}.AsPrefix(), []string{"WaiterID"}, &spanner.ReadOptions{Limit: 1})
 	defer it.Stop()
 	_, err = it.Next()
 	switch {
 	case errors.Is(err, iterator.Done):
-		return v, true, nil
+		return lockView{row: r}, true, nil
 	case err != nil:
 		return lockView{}, false, err
 	}
 	return lockView{}, false, nil
+}
+
+// keyReader reads a row by key: a read-write transaction of either kind.
+type keyReader interface {
+	ReadRow(ctx context.Context, table string, key spanner.Key, columns []string) (*spanner.Row, error)
+}
+
+// readRowIn reads the lock's row by key in tx. It reads no clock: Now is
+// unset. A missing row reads as the zero row (Exists false).
+func (s *spannerStore) readRowIn(ctx context.Context, tx keyReader, name string) (row, error) {
+	r, err := tx.ReadRow(ctx, s.table, spanner.Key{name}, rowColumns)
+	switch {
+	case errors.Is(err, spanner.ErrRowNotFound):
+		return row{}, nil
+	case err != nil:
+		return row{}, err
+	}
+	v, err := decodeReadRow(r, false)
+	if err != nil {
+		return row{}, fmt.Errorf("spanmutex: decode lock %q of %s: %w", name, s.table, err)
+	}
+	return v, nil
 }
 
 // rollback ends a transaction that will not commit. It does so with a ctx of
@@ -482,19 +494,12 @@ var queueEntryColumns = []string{"EnqueuedAt", "WaiterID", "Owner", "RenewedAt",
 // lock (costing its lease, as a waiter that died just after its renewal
 // would), but a live entry is never skipped as dead.
 func (s *spannerStore) readForHandOff(ctx context.Context, tx *spanner.ReadWriteTransaction, name string) (row, []*queueEntry, error) {
-	var v row
-	r, err := tx.ReadRow(ctx, s.table, spanner.Key{name}, rowColumns)
-	switch {
-	case errors.Is(err, spanner.ErrRowNotFound):
-	case err != nil:
+	v, err := s.readRowIn(ctx, tx, name)
+	if err != nil {
 		return row{}, nil, err
-	default:
-		if v, err = decodeReadRow(r, false); err != nil {
-			return row{}, nil, fmt.Errorf("spanmutex: decode lock %q of %s: %w", name, s.table, err)
-		}
-		if !v.State.Valid() {
-			return row{}, nil, s.unknownState(name, v.State)
-		}
+	}
+	if v.Exists && !v.State.Valid() {
+		return row{}, nil, s.unknownState(name, v.State)
 	}
 	head, err := s.readHead(ctx, tx, name)
 	if err != nil {
