@@ -319,7 +319,7 @@ func (s *spannerStore) acquireLock(ctx context.Context, name string, key queueKe
 		return acquireResult{sent: true}, s.explain(ctx, err)
 	}
 	if d.action == lockWait {
-		return acquireResult{decision: d, key: queueKey{at: commitTS, id: c.leaseID}, ahead: v.ahead, token: v.Token, view: v}, nil
+		return acquireResult{decision: d, key: queueKey{at: commitTS, id: c.leaseID}, view: v}, nil
 	}
 	lease := newLease(name, c.owner, c.leaseID, v.Token+1, d.action == lockTakeOver, s.table)
 	lease.acquiredAt = commitTS
@@ -404,16 +404,15 @@ func (s *spannerStore) rollback(ctx context.Context, tx *spanner.ReadWriteStmtBa
 const rollbackTimeout = 5 * time.Second
 
 // acquireResult is what acquireLock decided and did: the lease if it took
-// the lock; the key of our new entry if it queued us, with the live entries
-// before it (up to maxAhead) and the lock's token. With an error, sent
-// reports whether the commit was sent: if not, nothing was written.
+// the lock; the key of our new entry if it queued us, with what the
+// transaction read (the lock's token, and the live entries before the new
+// entry, up to maxAhead). With an error, sent reports whether the commit
+// was sent: if not, nothing was written.
 type acquireResult struct {
 	decision lockDecision
 	view     lockView // what the transaction read, when it queued us
 	lease    *Lease
 	key      queueKey
-	ahead    int
-	token    int64
 	sent     bool
 }
 
