@@ -25,22 +25,12 @@ func (w *waiter) arrive(ctx context.Context) (*Lease, error) {
 		return nil, w.join(ctx)
 	}
 	sent := w.now()
-	octx, cancel := detached(ctx, w.lock.cfg.finishTimeout)
-	defer cancel()
-	res, err := gated(ctx, w.local, func() (acquireResult, error) {
-		return w.st.acquireLock(octx, w.lock.name, endOfQueue, w.pol, w.claim(), true)
-	})
-	if res.lease != nil {
-		w.local.hold(w.id) // before doneAcquiring: no moment when neither shows
-	}
-	w.local.doneAcquiring()
+	res, err := w.attempt(ctx, sent, true) // w.key is endOfQueue: not queued yet
 	if err == nil {
 		w.touched = true
 	}
-	if lease := res.lease; lease != nil {
-		lease.anchor = sent
-		w.lock.cfg.logger.Debug("lock: acquired", "token", lease.token, "takeover", lease.takeover)
-		return lease, nil
+	if res.lease != nil {
+		return res.lease, nil
 	}
 	w.quiet = sent
 	switch {
