@@ -170,7 +170,7 @@ func (w *waiter) leave(ctx context.Context) error {
 		}
 		w.joined = false
 		r, err := w.st.read(ctx, l.name)
-		if err != nil || !(r.State == StateStarted && r.LeaseID == w.id) {
+		if err != nil || !r.heldBy(w.id) {
 			return err
 		}
 	}

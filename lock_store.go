@@ -258,7 +258,7 @@ func (s *spannerStore) leave(ctx context.Context, name, waiterID string) (handOf
 			return err
 		}
 		v, head, err := s.readForLeave(ctx, tx, d, name)
-		if err != nil || !(v.Exists && v.State == StateStarted && v.LeaseID == waiterID) {
+		if err != nil || !v.heldBy(waiterID) {
 			return err
 		}
 		var ms []*spanner.Mutation
@@ -438,9 +438,8 @@ func (s *spannerStore) unlock(ctx context.Context, l *Lease) (handOff, error) {
 		if err != nil {
 			return err
 		}
-		if !v.Exists || v.State != StateStarted || v.LeaseID != l.id || v.Token != l.token {
-			return &LeaseLostError{Name: l.name, Token: l.token, CurrentState: v.State, CurrentOwner: v.Owner,
-				CurrentToken: v.Token, currentLeaseID: v.LeaseID}
+		if !v.heldBy(l.id) || v.Token != l.token {
+			return l.lostTo(v)
 		}
 		var ms []*spanner.Mutation
 		to, ms = s.handOffMutations(v, head, l.name, l.id)

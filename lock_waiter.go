@@ -131,8 +131,7 @@ func (w *waiter) now() time.Time { return w.lock.cfg.clock.Now() }
 // Unlock skipped it as dead because we did not renew it in time. We then
 // join again, at the back.
 func (w *waiter) dropped(v lockView) bool {
-	mine := v.Exists && v.State == StateStarted && v.LeaseID == w.id
-	if !w.joined || v.queued || mine || w.key == endOfQueue {
+	if !w.joined || v.queued || v.heldBy(w.id) || w.key == endOfQueue {
 		return false
 	}
 	w.lock.cfg.logger.Warn("lock: our queue entry was dropped as dead; joining again")
