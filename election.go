@@ -140,7 +140,7 @@ func (e *Election) Leader(ctx context.Context) (LeaderInfo, error) {
 	if err != nil {
 		return LeaderInfo{}, err
 	}
-	if r.State != StateStarted || !r.RenewedAt.Add(holderLease(r, e.cfg.watermark)).After(r.Now) {
+	if !holderLive(r, e.cfg.watermark) {
 		return LeaderInfo{}, fmt.Errorf("%w: election %q (state %s, last token %d)", ErrNoLeader, e.name, stateName(r), r.Token)
 	}
 	return termOf(r), nil

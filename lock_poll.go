@@ -109,7 +109,7 @@ func (w *waiter) look(ctx context.Context) (lockView, error) {
 		return lockView{}, err
 	}
 	mine := r.heldBy(w.id)
-	if !mine && (r.State != StateStarted || silentFor(r) >= holderLease(r, w.pol.watermark)) {
+	if !mine && !holderLive(r, w.pol.watermark) {
 		// Free, or its holder silent: whether we are first decides, and
 		// the estimate may be stale (waiters who left do not move the
 		// token). Count exactly.
