@@ -82,14 +82,15 @@ func (e *Election) Campaign(ctx context.Context, value string) (*Leadership, err
 	if err := validateText("value", value, MaxNameLength); err != nil {
 		return nil, fmt.Errorf("spanmutex: Campaign for %q: %v", e.name, err)
 	}
-	l, err := NewLock(e.client, e.name, append(e.opts[:len(e.opts):len(e.opts)], WithOwner(value))...)
-	if err != nil {
-		return nil, err
-	}
-	l.sp.dialect = e.sp.dialect // read once per Election, not once per term
 	if !e.begin() {
 		return nil, fmt.Errorf("spanmutex: Campaign for %q: this Election already campaigns or leads; Resign first, or use another Election", e.name)
 	}
+	l, err := NewLock(e.client, e.name, append(e.opts[:len(e.opts):len(e.opts)], WithOwner(value))...)
+	if err != nil {
+		e.end()
+		return nil, err
+	}
+	l.sp.dialect = e.sp.dialect // read once per Election, not once per term
 	lease, err := l.Lock(ctx)
 	if err != nil {
 		e.end()
