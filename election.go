@@ -27,7 +27,7 @@ type Election struct {
 	opts   []Option // of the Lock each Campaign makes, without the owner
 	cfg    config
 	sp     *spannerStore // Leader's and Observe's reads
-	scope  *Scope
+	scope  *Scope        // the Scope of its Campaigns' Locks
 
 	// observeEvery is how often Observe reads the row (defaultObserveEvery);
 	// tests lengthen it to exercise how Observe finds the terms in between.
@@ -50,25 +50,18 @@ const defaultObserveEvery = 100 * time.Millisecond
 // to be woken at once when leadership is handed over to it from another
 // process. Every error wraps ErrInvalidConfig.
 func NewElection(client *spanner.Client, name string, opts ...Option) (*Election, error) {
-	probe := defaultConfig()
 	for _, o := range opts {
-		if o != nil {
-			o(&probe)
+		if o.Name() == "WithOwner" {
+			return nil, fmt.Errorf("%w: NewElection: WithOwner does not apply: a candidate is recorded under the value it gives Campaign", ErrInvalidConfig)
 		}
-	}
-	if probe.owner != "" {
-		return nil, fmt.Errorf("%w: NewElection: WithOwner does not apply: a candidate is recorded under the value it gives Campaign", ErrInvalidConfig)
-	}
-	scope := probe.scope
-	if scope == nil {
-		scope = NewScope()
-		opts = append(opts[:len(opts):len(opts)], WithScope(scope))
 	}
 	l, err := NewLock(client, name, opts...)
 	if err != nil {
 		return nil, err
 	}
-	return &Election{client: client, name: name, opts: opts, cfg: l.cfg, sp: l.sp, scope: scope,
+	// The Locks of its Campaigns share l's Scope: the one given, or l's own.
+	opts = append(opts[:len(opts):len(opts)], WithScope(l.scope))
+	return &Election{client: client, name: name, opts: opts, cfg: l.cfg, sp: l.sp, scope: l.scope,
 		observeEvery: defaultObserveEvery}, nil
 }
 
@@ -89,14 +82,15 @@ func (e *Election) Campaign(ctx context.Context, value string) (*Leadership, err
 	if err := validateText("value", value, MaxNameLength); err != nil {
 		return nil, fmt.Errorf("spanmutex: Campaign for %q: %v", e.name, err)
 	}
-	l, err := NewLock(e.client, e.name, append(e.opts[:len(e.opts):len(e.opts)], WithOwner(value))...)
-	if err != nil {
-		return nil, err
-	}
-	l.sp.dialect = e.sp.dialect // read once per Election, not once per term
 	if !e.begin() {
 		return nil, fmt.Errorf("spanmutex: Campaign for %q: this Election already campaigns or leads; Resign first, or use another Election", e.name)
 	}
+	l, err := NewLock(e.client, e.name, append(e.opts[:len(e.opts):len(e.opts)], WithOwner(value))...)
+	if err != nil {
+		e.end()
+		return nil, err
+	}
+	l.sp.dialect = e.sp.dialect // read once per Election, not once per term
 	lease, err := l.Lock(ctx)
 	if err != nil {
 		e.end()
@@ -147,7 +141,7 @@ func (e *Election) Leader(ctx context.Context) (LeaderInfo, error) {
 	if err != nil {
 		return LeaderInfo{}, err
 	}
-	if r.State != StateStarted || !r.RenewedAt.Add(holderLease(r, e.cfg.watermark)).After(r.Now) {
+	if !holderLive(r, e.cfg.watermark) {
 		return LeaderInfo{}, fmt.Errorf("%w: election %q (state %s, last token %d)", ErrNoLeader, e.name, stateName(r), r.Token)
 	}
 	return termOf(r), nil

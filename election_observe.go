@@ -55,25 +55,26 @@ type observer struct {
 
 // run polls until ctx ends.
 func (o *observer) run(ctx context.Context) {
-	b := backoff.WithContext(o.e.cfg.newBackOff(), ctx)
+	b := o.e.cfg.newBackOff()
 	next := o.e.observeEvery
 	if o.last < 0 {
 		next = 0 // Observe's first read failed
 	}
 	for {
-		t := time.NewTimer(next)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if sleep(ctx, o.e.cfg.clock, next) != nil {
 			return
-		case <-t.C:
 		}
 		if err := o.poll(ctx); err != nil {
 			if ctx.Err() != nil {
 				return
 			}
 			o.e.cfg.logger.Warn("observe: reading the election failed; retrying", "err", err)
-			next = b.NextBackOff()
+			if next = b.NextBackOff(); next == backoff.Stop {
+				// A policy that gives up (one with a MaxElapsedTime, say)
+				// cannot end Observe: retry at the reading pace, not back
+				// to back.
+				next = o.e.observeEvery
+			}
 			continue
 		}
 		b.Reset()

@@ -115,6 +115,13 @@ func (l *Lease) lose(err error) {
 	})
 }
 
+// lostTo is the error of lease l, which finds the row read as r no longer
+// its own.
+func (l *Lease) lostTo(r row) *LeaseLostError {
+	return &LeaseLostError{Name: l.name, Token: l.token, CurrentState: r.State, CurrentOwner: r.Owner,
+		CurrentToken: r.Token, currentLeaseID: r.LeaseID}
+}
+
 // Guard checks, inside the caller's own read-write transaction, that the
 // lease is still held: the row is STARTED under this acquisition's id and
 // token. It returns a *LeaseLostError if not, and the caller should then

@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// renewInterval is how often a held lease is renewed: the configured
+// renewEvery is how often a held lease is renewed: the configured
 // interval, or a third of the watermark, so that two renewals in a row may
 // fail before the lease is at risk.
 func (c *config) renewEvery() time.Duration {

@@ -236,12 +236,12 @@ func (l *Lock) release(ctx context.Context, ll *localLock, lease *Lease) error {
 		}
 		uncertain = true
 		v, rerr := l.store.read(ctx, l.name)
-		if rerr == nil && !(v.State == StateStarted && v.LeaseID == lease.id) {
-			if l.ownUnlock(lease, &LeaseLostError{Name: l.name, Token: lease.token, CurrentState: v.State,
-				CurrentOwner: v.Owner, CurrentToken: v.Token, currentLeaseID: v.LeaseID}) {
+		if rerr == nil && !v.heldBy(lease.id) {
+			lost := lease.lostTo(v)
+			if l.ownUnlock(lease, lost) {
 				return nil // our unlock committed; its answer was lost
 			}
-			return &LeaseLostError{Name: l.name, Token: lease.token, CurrentState: v.State, CurrentOwner: v.Owner, CurrentToken: v.Token}
+			return lost
 		}
 		l.cfg.logger.Warn("unlock failed; retrying", "err", err)
 		if !retryable(err) {

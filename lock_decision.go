@@ -13,6 +13,16 @@ type lockView struct {
 	queued bool
 }
 
+// heldBy reports whether r shows the lock held under lease (or waiter) id.
+func (r row) heldBy(id string) bool { return r.State == StateStarted && r.LeaseID == id }
+
+// holderLive reports whether r shows the lock held by a holder that renewed
+// it within its declared lease (own, if it declared none), by Spanner's
+// clock: r.Now, read with the row.
+func holderLive(r row, own time.Duration) bool {
+	return r.State == StateStarted && silentFor(r) < holderLease(r, own)
+}
+
 // lockAction is what a reusable lock's contender should do.
 type lockAction int
 
@@ -48,7 +58,7 @@ func decideLock(v lockView, myID string, p policy) lockDecision {
 		// A run-once Mutex's row, or one written by something else: never ours to take.
 		return lockDecision{action: lockWrongKind}
 	}
-	if r.Exists && r.State == StateStarted && r.LeaseID == myID {
+	if r.heldBy(myID) {
 		return lockDecision{action: lockHeld}
 	}
 	if !r.Exists || r.State == StateNeeded {

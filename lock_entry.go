@@ -25,28 +25,18 @@ func (w *waiter) arrive(ctx context.Context) (*Lease, error) {
 		return nil, w.join(ctx)
 	}
 	sent := w.now()
-	octx, cancel := detached(ctx, w.lock.cfg.finishTimeout)
-	defer cancel()
-	res, err := gated(ctx, w.local, func() (acquireResult, error) {
-		return w.st.acquireLock(octx, w.lock.name, endOfQueue, w.pol, w.claim(), true)
-	})
-	if res.lease != nil {
-		w.local.hold(w.id) // before doneAcquiring: no moment when neither shows
-	}
-	w.local.doneAcquiring()
+	res, err := w.attempt(ctx, sent, true) // w.key is endOfQueue: not queued yet
 	if err == nil {
 		w.touched = true
 	}
-	if lease := res.lease; lease != nil {
-		lease.anchor = sent
-		w.lock.cfg.logger.Debug("lock: acquired", "token", lease.token, "takeover", lease.takeover)
-		return lease, nil
+	if res.lease != nil {
+		return res.lease, nil
 	}
 	w.quiet = sent
 	switch {
 	case err == nil && res.decision.action == lockWait:
 		w.enqueued(res.key, sent)
-		w.poll.place(res.ahead, res.token)
+		w.poll.place(res.view.ahead, res.view.Token)
 		// The transaction that queued us read the lock: wait before the
 		// first read, as after any read that showed it held.
 		return nil, w.await(ctx, res.view, res.decision, sent)
@@ -180,7 +170,7 @@ func (w *waiter) leave(ctx context.Context) error {
 		}
 		w.joined = false
 		r, err := w.st.read(ctx, l.name)
-		if err != nil || !(r.State == StateStarted && r.LeaseID == w.id) {
+		if err != nil || !r.heldBy(w.id) {
 			return err
 		}
 	}

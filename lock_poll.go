@@ -108,8 +108,8 @@ func (w *waiter) look(ctx context.Context) (lockView, error) {
 	if err != nil {
 		return lockView{}, err
 	}
-	mine := r.State == StateStarted && r.LeaseID == w.id
-	if !mine && (r.State != StateStarted || silentFor(r) >= holderLease(r, w.pol.watermark)) {
+	mine := r.heldBy(w.id)
+	if !mine && !holderLive(r, w.pol.watermark) {
 		// Free, or its holder silent: whether we are first decides, and
 		// the estimate may be stale (waiters who left do not move the
 		// token). Count exactly.

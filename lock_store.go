@@ -258,7 +258,7 @@ func (s *spannerStore) leave(ctx context.Context, name, waiterID string) (handOf
 			return err
 		}
 		v, head, err := s.readForLeave(ctx, tx, d, name)
-		if err != nil || !(v.Exists && v.State == StateStarted && v.LeaseID == waiterID) {
+		if err != nil || !v.heldBy(waiterID) {
 			return err
 		}
 		var ms []*spanner.Mutation
@@ -319,7 +319,7 @@ func (s *spannerStore) acquireLock(ctx context.Context, name string, key queueKe
 		return acquireResult{sent: true}, s.explain(ctx, err)
 	}
 	if d.action == lockWait {
-		return acquireResult{decision: d, key: queueKey{at: commitTS, id: c.leaseID}, ahead: v.ahead, token: v.Token, view: v}, nil
+		return acquireResult{decision: d, key: queueKey{at: commitTS, id: c.leaseID}, view: v}, nil
 	}
 	lease := newLease(name, c.owner, c.leaseID, v.Token+1, d.action == lockTakeOver, s.table)
 	lease.acquiredAt = commitTS
@@ -353,30 +353,42 @@ func (s *spannerStore) readToAcquire(ctx context.Context, tx *spanner.ReadWriteS
 // what decideLock needs (its Now is unset: a free lock with an empty queue
 // is taken whatever the time).
 func (s *spannerStore) readFree(ctx context.Context, tx *spanner.ReadWriteStmtBasedTransaction, name string) (lockView, bool, error) {
-	var v lockView
-	r, err := tx.ReadRow(ctx, s.table, spanner.Key{name}, rowColumns)
-	switch {
-	case errors.Is(err, spanner.ErrRowNotFound):
-	case err != nil:
+	r, err := s.readRowIn(ctx, tx, name)
+	if err != nil || (r.Exists && r.State != StateNeeded) {
 		return lockView{}, false, err
-	default:
-		if v.row, err = decodeReadRow(r, false); err != nil {
-			return lockView{}, false, fmt.Errorf("spanmutex: decode lock %q of %s: %w", name, s.table, err)
-		}
-		if v.State != StateNeeded {
-			return lockView{}, false, nil
-		}
 	}
 	it := tx.ReadWithOptions(ctx, s.queueTable(), spanner.Key{name}.AsPrefix(), []string{"WaiterID"}, &spanner.ReadOptions{Limit: 1})
 	defer it.Stop()
 	_, err = it.Next()
 	switch {
 	case errors.Is(err, iterator.Done):
-		return v, true, nil
+		return lockView{row: r}, true, nil
 	case err != nil:
 		return lockView{}, false, err
 	}
 	return lockView{}, false, nil
+}
+
+// keyReader reads a row by key: a read-write transaction of either kind.
+type keyReader interface {
+	ReadRow(ctx context.Context, table string, key spanner.Key, columns []string) (*spanner.Row, error)
+}
+
+// readRowIn reads the lock's row by key in tx. It reads no clock: Now is
+// unset. A missing row reads as the zero row (Exists false).
+func (s *spannerStore) readRowIn(ctx context.Context, tx keyReader, name string) (row, error) {
+	r, err := tx.ReadRow(ctx, s.table, spanner.Key{name}, rowColumns)
+	switch {
+	case errors.Is(err, spanner.ErrRowNotFound):
+		return row{}, nil
+	case err != nil:
+		return row{}, err
+	}
+	v, err := decodeReadRow(r, false)
+	if err != nil {
+		return row{}, fmt.Errorf("spanmutex: decode lock %q of %s: %w", name, s.table, err)
+	}
+	return v, nil
 }
 
 // rollback ends a transaction that will not commit. It does so with a ctx of
@@ -392,16 +404,15 @@ func (s *spannerStore) rollback(ctx context.Context, tx *spanner.ReadWriteStmtBa
 const rollbackTimeout = 5 * time.Second
 
 // acquireResult is what acquireLock decided and did: the lease if it took
-// the lock; the key of our new entry if it queued us, with the live entries
-// before it (up to maxAhead) and the lock's token. With an error, sent
-// reports whether the commit was sent: if not, nothing was written.
+// the lock; the key of our new entry if it queued us, with what the
+// transaction read (the lock's token, and the live entries before the new
+// entry, up to maxAhead). With an error, sent reports whether the commit
+// was sent: if not, nothing was written.
 type acquireResult struct {
 	decision lockDecision
 	view     lockView // what the transaction read, when it queued us
 	lease    *Lease
 	key      queueKey
-	ahead    int
-	token    int64
 	sent     bool
 }
 
@@ -427,9 +438,8 @@ func (s *spannerStore) unlock(ctx context.Context, l *Lease) (handOff, error) {
 		if err != nil {
 			return err
 		}
-		if !v.Exists || v.State != StateStarted || v.LeaseID != l.id || v.Token != l.token {
-			return &LeaseLostError{Name: l.name, Token: l.token, CurrentState: v.State, CurrentOwner: v.Owner,
-				CurrentToken: v.Token, currentLeaseID: v.LeaseID}
+		if !v.heldBy(l.id) || v.Token != l.token {
+			return l.lostTo(v)
 		}
 		var ms []*spanner.Mutation
 		to, ms = s.handOffMutations(v, head, l.name, l.id)
@@ -482,19 +492,12 @@ var queueEntryColumns = []string{"EnqueuedAt", "WaiterID", "Owner", "RenewedAt",
 // lock (costing its lease, as a waiter that died just after its renewal
 // would), but a live entry is never skipped as dead.
 func (s *spannerStore) readForHandOff(ctx context.Context, tx *spanner.ReadWriteTransaction, name string) (row, []*queueEntry, error) {
-	var v row
-	r, err := tx.ReadRow(ctx, s.table, spanner.Key{name}, rowColumns)
-	switch {
-	case errors.Is(err, spanner.ErrRowNotFound):
-	case err != nil:
+	v, err := s.readRowIn(ctx, tx, name)
+	if err != nil {
 		return row{}, nil, err
-	default:
-		if v, err = decodeReadRow(r, false); err != nil {
-			return row{}, nil, fmt.Errorf("spanmutex: decode lock %q of %s: %w", name, s.table, err)
-		}
-		if !v.State.Valid() {
-			return row{}, nil, s.unknownState(name, v.State)
-		}
+	}
+	if v.Exists && !v.State.Valid() {
+		return row{}, nil, s.unknownState(name, v.State)
 	}
 	head, err := s.readHead(ctx, tx, name)
 	if err != nil {

@@ -131,8 +131,7 @@ func (w *waiter) now() time.Time { return w.lock.cfg.clock.Now() }
 // Unlock skipped it as dead because we did not renew it in time. We then
 // join again, at the back.
 func (w *waiter) dropped(v lockView) bool {
-	mine := v.Exists && v.State == StateStarted && v.LeaseID == w.id
-	if !w.joined || v.queued || mine || w.key == endOfQueue {
+	if !w.joined || v.queued || v.heldBy(w.id) || w.key == endOfQueue {
 		return false
 	}
 	w.lock.cfg.logger.Warn("lock: our queue entry was dropped as dead; joining again")
@@ -177,22 +176,9 @@ func (w *waiter) try(ctx context.Context, v lockView, sent time.Time, wait bool)
 		w.local.startAcquiring()
 	}
 	w.touched = true
-	txSent := w.now()
-	octx, cancel := detached(ctx, w.lock.cfg.finishTimeout)
-	defer cancel()
-	res, err := gated(ctx, w.local, func() (acquireResult, error) {
-		return w.st.acquireLock(octx, w.lock.name, w.key, w.pol, w.claim(), false)
-	})
-	if res.lease != nil {
-		w.local.hold(w.id) // before doneAcquiring: no moment when neither shows
-	}
-	w.local.doneAcquiring()
+	res, err := w.attempt(ctx, w.now(), false)
 	if err == nil {
 		w.writes.ok()
-		if res.lease != nil {
-			res.lease.anchor = txSent
-			w.lock.cfg.logger.Debug("lock: acquired", "token", res.lease.token, "takeover", res.lease.takeover)
-		}
 		w.quiet = sent
 		return res.lease, false, nil
 	}
@@ -209,6 +195,25 @@ func (w *waiter) try(ctx context.Context, v lockView, sent time.Time, wait bool)
 	}
 	w.ownAttempt = w.ownAttempt || res.sent
 	return nil, false, w.writes.failed(ctx, err, 0)
+}
+
+// attempt makes one acquisition attempt (see acquireLock), sent at local
+// time sent, after the caller counted it in the Scope (tryAcquiring or
+// startAcquiring); with join, it queues us if we must wait. A lease it takes
+// is anchored at sent and counts as held in the Scope.
+func (w *waiter) attempt(ctx context.Context, sent time.Time, join bool) (acquireResult, error) {
+	octx, cancel := detached(ctx, w.lock.cfg.finishTimeout)
+	defer cancel()
+	res, err := gated(ctx, w.local, func() (acquireResult, error) {
+		return w.st.acquireLock(octx, w.lock.name, w.key, w.pol, w.claim(), join)
+	})
+	if res.lease != nil {
+		w.local.hold(w.id) // before doneAcquiring: no moment when neither shows
+		res.lease.anchor = sent
+		w.lock.cfg.logger.Debug("lock: acquired", "token", res.lease.token, "takeover", res.lease.takeover)
+	}
+	w.local.doneAcquiring()
+	return res, err
 }
 
 // claim is who we are in an acquisition: our owner identity and our id.
