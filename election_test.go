@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"cloud.google.com/go/spanner"
+	"github.com/cenkalti/backoff/v4"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -186,4 +187,21 @@ func TestElectionRun(t *testing.T) {
 	assert.ErrorIs(t, err, ErrNoLeader, "Run resigned")
 	assert.ErrorIs(t, e.Run(ctx, "me", LeaderCallbacks{}), ErrInvalidConfig, "Run without OnStartedLeading")
 	assert.ErrorContains(t, e.Run(ctx, "", LeaderCallbacks{OnStartedLeading: func(context.Context) {}}), "value", "Run with an empty value")
+}
+
+// Observe keeps its reading pace while reads fail, even under a backoff
+// policy that gives up (backoff.Stop): it never retries back to back.
+func TestElectionObserveKeepsItsPaceWhenTheBackOffStops(t *testing.T) {
+	db := freshDatabase(t)
+	stop := func() backoff.BackOff { return &backoff.StopBackOff{} }
+	e := newTestElection(t, db, "no-table", WithTable("NoSuchTable"), WithBackOff(stop))
+	const window = time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), window)
+	defer cancel()
+	for range e.Observe(ctx) {
+		t.Fatal("a term reported from a table that does not exist")
+	}
+	reads := e.sp.stats.snapshot().Reads
+	t.Logf("%d reads in %v at one read per %v", reads, window, e.observeEvery)
+	assert.LessOrEqual(t, reads, int64(window/e.observeEvery)+3, "failed reads retried faster than the reading pace")
 }
