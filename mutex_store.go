@@ -334,24 +334,27 @@ func (s *spannerStore) acquire(ctx context.Context, name string, p policy, c cla
 	return d, lease, nil
 }
 
-// fencedUpdate runs a read-write transaction that applies cols/vals to our
-// row only if it is still STARTED under our lease, and returns a
-// *LeaseLostError if it is not.
+// fencedUpdate runs a read-write transaction that calls write only while
+// our row is still STARTED under lease l, and returns a *LeaseLostError if
+// it is not.
 //
-// If already is not empty and the row is in that state under our lease, the
-// update is taken as done: an earlier try whose answer was lost committed it.
-func (s *spannerStore) fencedUpdate(ctx context.Context, l *Lease, cols []string, vals []any, already State) error {
+// committed, if not nil, recognises in the row found instead (the
+// *LeaseLostError) what write would have written: an earlier try whose
+// answer was lost committed it, so nothing is written and fencedUpdate
+// returns nil.
+func (s *spannerStore) fencedUpdate(ctx context.Context, l *Lease, committed func(*LeaseLostError) bool,
+	write func(ctx context.Context, tx *spanner.ReadWriteTransaction) error) error {
 	_, err := s.client.ReadWriteTransaction(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
 		s.stats.rwAttempts.Add(1)
 		err := l.Guard(ctx, tx)
 		var lost *LeaseLostError
-		if already != "" && errors.As(err, &lost) && lost.CurrentState == already && lost.currentLeaseID == l.id {
+		if committed != nil && errors.As(err, &lost) && committed(lost) {
 			return nil
 		}
 		if err != nil {
 			return err
 		}
-		return tx.BufferWrite([]*spanner.Mutation{spanner.Update(s.table, append([]string{"Name"}, cols...), append([]any{l.name}, vals...))})
+		return write(ctx, tx)
 	})
 	var lost *LeaseLostError
 	if errors.As(err, &lost) {
@@ -374,19 +377,15 @@ func (s *spannerStore) finish(ctx context.Context, l *Lease, to State, lastError
 		errText = truncate(lastError, maxErrorText)
 	}
 	var watchers []handOff
-	_, err := s.client.ReadWriteTransaction(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
-		s.stats.rwAttempts.Add(1)
+	err := s.fencedUpdate(ctx, l, func(lost *LeaseLostError) bool {
+		return lost.CurrentState == to && lost.currentLeaseID == l.id // an earlier try committed it; its answer was lost
+	}, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
+		// The closure runs again only after an abort, which committed
+		// nothing: the watchers are those of the run that commits.
 		watchers = nil
-		err := l.Guard(ctx, tx)
-		var lost *LeaseLostError
-		if errors.As(err, &lost) && lost.CurrentState == to && lost.currentLeaseID == l.id {
-			return nil // an earlier try committed it; its answer was lost
-		}
-		if err != nil {
-			return err
-		}
 		var ms []*spanner.Mutation
 		if s.hasQueue.Load() {
+			var err error
 			if watchers, ms, err = s.takeWatchers(ctx, tx, l.name); err != nil {
 				return err
 			}
@@ -394,12 +393,8 @@ func (s *spannerStore) finish(ctx context.Context, l *Lease, to State, lastError
 		return tx.BufferWrite(append(ms, spanner.Update(s.table, []string{"Name", "State", "LastError", "FinishedAt", "UpdatedAt"},
 			[]any{l.name, string(to), errText, spanner.CommitTimestamp, spanner.CommitTimestamp})))
 	})
-	var lost *LeaseLostError
-	if errors.As(err, &lost) {
-		return lost
-	}
 	if err != nil {
-		return s.explain(ctx, err)
+		return err
 	}
 	if s.sender != nil {
 		for _, w := range watchers {
@@ -410,7 +405,9 @@ func (s *spannerStore) finish(ctx context.Context, l *Lease, to State, lastError
 }
 
 func (s *spannerStore) renew(ctx context.Context, l *Lease) error {
-	return s.fencedUpdate(ctx, l, []string{"RenewedAt"}, []any{spanner.CommitTimestamp}, "")
+	return s.fencedUpdate(ctx, l, nil, func(_ context.Context, tx *spanner.ReadWriteTransaction) error {
+		return tx.BufferWrite([]*spanner.Mutation{spanner.Update(s.table, []string{"Name", "RenewedAt"}, []any{l.name, spanner.CommitTimestamp})})
+	})
 }
 
 func (s *spannerStore) release(ctx context.Context, l *Lease) error {
