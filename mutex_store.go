@@ -172,22 +172,40 @@ func (s *spannerStore) queryRow(ctx context.Context, q querier, d ddl.Dialect, n
 // them), into a row; extra receives the columns that follow.
 func decodeRow(r *spanner.Row, extra ...any) (row, error) {
 	var (
-		state, owner, leaseID, lastErr           spanner.NullString
-		token, attempts, leaseMicros             spanner.NullInt64
-		started, renewed, finished, updated, now spanner.NullTime
-		exists                                   bool
+		cols   scannedColumns
+		now    spanner.NullTime
+		exists bool
 	)
-	dest := append([]any{&now, &exists, &state, &owner, &leaseID, &token, &attempts, &lastErr,
-		&started, &renewed, &finished, &updated, &leaseMicros}, extra...)
-	if err := r.Columns(dest...); err != nil {
+	if err := r.Columns(append(append([]any{&now, &exists}, cols.dest()...), extra...)...); err != nil {
 		return row{}, err
 	}
+	out := cols.row(exists)
+	out.Now = now.Time
+	return out, nil
+}
+
+// scannedColumns receives rowColumns, which may be NULL, from a result row.
+type scannedColumns struct {
+	state, owner, leaseID, lastErr      spanner.NullString
+	token, attempts, leaseMicros        spanner.NullInt64
+	started, renewed, finished, updated spanner.NullTime
+}
+
+// dest returns the destinations of rowColumns, in their order, for
+// spanner.Row.Columns.
+func (c *scannedColumns) dest() []any {
+	return []any{&c.state, &c.owner, &c.leaseID, &c.token, &c.attempts, &c.lastErr,
+		&c.started, &c.renewed, &c.finished, &c.updated, &c.leaseMicros}
+}
+
+// row returns the row the scanned columns describe.
+func (c *scannedColumns) row(exists bool) row {
 	return row{
-		Exists: exists, State: State(state.StringVal), Owner: owner.StringVal, LeaseID: leaseID.StringVal,
-		Token: token.Int64, Attempts: attempts.Int64, LastError: lastErr.StringVal,
-		StartedAt: nullTime(started), RenewedAt: nullTime(renewed), FinishedAt: nullTime(finished),
-		UpdatedAt: nullTime(updated), Lease: time.Duration(leaseMicros.Int64) * time.Microsecond, Now: now.Time,
-	}, nil
+		Exists: exists, State: State(c.state.StringVal), Owner: c.owner.StringVal, LeaseID: c.leaseID.StringVal,
+		Token: c.token.Int64, Attempts: c.attempts.Int64, LastError: c.lastErr.StringVal,
+		StartedAt: nullTime(c.started), RenewedAt: nullTime(c.renewed), FinishedAt: nullTime(c.finished),
+		UpdatedAt: nullTime(c.updated), Lease: time.Duration(c.leaseMicros.Int64) * time.Microsecond,
+	}
 }
 
 // unknownState is the error for row name found in a state spanmutex never
@@ -251,25 +269,19 @@ func (s *spannerStore) readIn(ctx context.Context, ro *spanner.ReadOnlyTransacti
 // from an existing row.
 func decodeReadRow(r *spanner.Row, versioned bool) (row, error) {
 	var (
-		state, owner, leaseID, lastErr, version spanner.NullString
-		token, attempts, leaseMicros            spanner.NullInt64
-		started, renewed, finished, updated     spanner.NullTime
+		cols    scannedColumns
+		version spanner.NullString
 	)
-	dest := []any{&state, &owner, &leaseID, &token, &attempts, &lastErr,
-		&started, &renewed, &finished, &updated, &leaseMicros}
+	dest := cols.dest()
 	if versioned {
 		dest = append(dest, &version)
 	}
 	if err := r.Columns(dest...); err != nil {
 		return row{}, err
 	}
-	return row{
-		Exists: true, State: State(state.StringVal), Owner: owner.StringVal, LeaseID: leaseID.StringVal,
-		Token: token.Int64, Attempts: attempts.Int64, LastError: lastErr.StringVal,
-		StartedAt: nullTime(started), RenewedAt: nullTime(renewed), FinishedAt: nullTime(finished),
-		UpdatedAt: nullTime(updated), Lease: time.Duration(leaseMicros.Int64) * time.Microsecond,
-		Version: version.StringVal,
-	}, nil
+	out := cols.row(true)
+	out.Version = version.StringVal
+	return out, nil
 }
 
 func (s *spannerStore) acquire(ctx context.Context, name string, p policy, c claim) (decision, *Lease, error) {
