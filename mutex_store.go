@@ -499,11 +499,11 @@ func (s *spannerStore) schemaError(ctx context.Context, cause error) error {
 // waiters' queue table is checked too when it exists (a Mutex does not need
 // it).
 func (s *spannerStore) checkSchema(ctx context.Context) error {
-	have, err := s.columns(ctx, s.table)
+	d, err := s.dialect.Get(ctx)
 	if err != nil {
-		return err
+		return s.explainOther(err)
 	}
-	d, err := s.dialect.Get(ctx) // known: columns read it
+	have, queue, err := s.columns(ctx, d)
 	if err != nil {
 		return err
 	}
@@ -512,10 +512,6 @@ func (s *spannerStore) checkSchema(ctx context.Context) error {
 	}
 	s.hasVersion.Store(have["Version"] != "")
 	missing := missingColumns(have, s.neededColumns(d), "")
-	queue, err := s.columns(ctx, s.queueTable())
-	if err != nil {
-		return err
-	}
 	s.hasQueue.Store(len(queue) > 0)
 	if len(queue) > 0 {
 		missing = append(missing, missingColumns(queue, d.QueueColumns(), s.queueTable()+".")...)
@@ -527,29 +523,31 @@ func (s *spannerStore) checkSchema(ctx context.Context) error {
 	return &SchemaError{Table: s.table, Problem: "does not have the columns spanmutex needs", Missing: missing, Dialect: d}
 }
 
-// columns returns the columns of table with their Spanner types, as the
-// database's dialect spells them; none if the table does not exist.
-func (s *spannerStore) columns(ctx context.Context, table string) (map[string]string, error) {
-	d, err := s.dialect.Get(ctx)
-	if err != nil {
-		return nil, s.explainOther(err)
-	}
-	stmt := sqldialect.Statement(d, "SELECT column_name, spanner_type FROM information_schema.columns WHERE table_schema = @schema AND table_name = @t",
-		map[string]any{"schema": sqldialect.Schema(d), "t": table})
-	have := map[string]string{}
+// columns returns the columns of the mutex table and of its waiters' queue
+// table with their Spanner types, as dialect d spells them, from one query;
+// none for a table that does not exist.
+func (s *spannerStore) columns(ctx context.Context, d ddl.Dialect) (mutex, queue map[string]string, err error) {
+	stmt := sqldialect.Statement(d, "SELECT table_name, column_name, spanner_type FROM information_schema.columns "+
+		"WHERE table_schema = @schema AND (table_name = @t OR table_name = @q)",
+		map[string]any{"schema": sqldialect.Schema(d), "t": s.table, "q": s.queueTable()})
+	mutex, queue = map[string]string{}, map[string]string{}
 	err = s.client.Single().Query(ctx, stmt).Do(func(r *spanner.Row) error {
-		var name, typ string
-		if err := r.Columns(&name, &typ); err != nil {
+		var table, name, typ string
+		if err := r.Columns(&table, &name, &typ); err != nil {
 			return err
 		}
-		have[name] = typ
+		if table == s.table {
+			mutex[name] = typ
+		} else {
+			queue[name] = typ
+		}
 		return nil
 	})
 	if err != nil {
-		return nil, s.explainOther(err)
+		return nil, nil, s.explainOther(err)
 	}
 	s.reached.Store(true)
-	return have, nil
+	return mutex, queue, nil
 }
 
 // neededColumns returns the mutex table's columns this store uses, typed
