@@ -35,15 +35,12 @@ func New(client *spanner.Client, name string, opts ...Option) (*Mutex, error) {
 	if err != nil {
 		return nil, err
 	}
-	st := newSpannerStore(client, m.cfg.table, m.cfg.watermark)
+	st := m.cfg.newStore(client)
 	st.sender = m.cfg.scope
 	if st.sender == nil {
 		st.sender = NewScope()
 	}
 	st.versioned = m.cfg.version != ""
-	if m.cfg.dialectSet {
-		st.dialect = knownDialect(m.cfg.dialect)
-	}
 	m.store = st
 	return m, nil
 }

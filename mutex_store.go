@@ -99,6 +99,16 @@ func newSpannerStore(client *spanner.Client, table string, watermark time.Durati
 	return &spannerStore{client: client, table: table, dialect: sqldialect.For(client), watermark: watermark, stats: &storeStats{}}
 }
 
+// newStore returns the store of c's table in client's database, judging by
+// c's watermark, in the dialect WithDialect gave, if it did.
+func (c *config) newStore(client *spanner.Client) *spannerStore {
+	s := newSpannerStore(client, c.table, c.watermark)
+	if c.dialectSet {
+		s.dialect = knownDialect(c.dialect)
+	}
+	return s
+}
+
 var rowColumns = []string{"State", "Owner", "LeaseID", "Token", "Attempts", "LastError",
 	"StartedAt", "RenewedAt", "FinishedAt", "UpdatedAt", "LeaseMicros"}
 
