@@ -3,6 +3,7 @@ package spanmutex
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/spanmutex/spanmutex/ddl"
@@ -159,11 +160,14 @@ func (e *SchemaError) dialectFlag() string {
 // onlyUpgrade reports whether every missing column is one that ddl.Upgrade
 // adds to a table of an earlier spanmutex.
 func (e *SchemaError) onlyUpgrade() bool {
-	added := e.Dialect.QueueColumns() // LeaseMicros and WakeAddr
-	added["Version"] = e.Dialect.AddedMutexColumns()["Version"]
+	mutex, queue := e.Dialect.MutexColumns(), e.Dialect.QueueColumns()
+	added := []string{ // as missingColumns describes them, in either table
+		"LeaseMicros " + mutex["LeaseMicros"] + " missing",
+		"Version " + mutex["Version"] + " missing",
+		"WakeAddr " + queue["WakeAddr"] + " missing",
+	}
 	for _, m := range e.Missing {
-		if !strings.HasSuffix(m, "LeaseMicros "+added["LeaseMicros"]+" missing") && !strings.HasSuffix(m, "WakeAddr "+added["WakeAddr"]+" missing") &&
-			!strings.HasSuffix(m, "Version "+added["Version"]+" missing") {
+		if !slices.ContainsFunc(added, func(a string) bool { return strings.HasSuffix(m, a) }) {
 			return false
 		}
 	}

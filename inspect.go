@@ -45,10 +45,7 @@ func Inspect(ctx context.Context, client *spanner.Client, name string, opts ...O
 		return nil, err
 	}
 	table := cfg.table
-	st := newSpannerStore(client, table, DefaultWatermark)
-	if cfg.dialectSet {
-		st.dialect = knownDialect(cfg.dialect)
-	}
+	st := cfg.newStore(client) // the watermark, which Inspect refuses, is DefaultWatermark
 	if err := st.checkSchema(ctx); err != nil {
 		return nil, st.unreached(err, began)
 	}

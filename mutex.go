@@ -35,15 +35,12 @@ func New(client *spanner.Client, name string, opts ...Option) (*Mutex, error) {
 	if err != nil {
 		return nil, err
 	}
-	st := newSpannerStore(client, m.cfg.table, m.cfg.watermark)
+	st := m.cfg.newStore(client)
 	st.sender = m.cfg.scope
 	if st.sender == nil {
 		st.sender = NewScope()
 	}
 	st.versioned = m.cfg.version != ""
-	if m.cfg.dialectSet {
-		st.dialect = knownDialect(m.cfg.dialect)
-	}
 	m.store = st
 	return m, nil
 }
@@ -377,11 +374,6 @@ func notObtained(ctx context.Context, err error) error {
 // errBackOffStopped is returned by pause when the backoff policy says Stop.
 var errBackOffStopped = errors.New("spanmutex: the backoff policy stopped")
 
-// pause waits for the next backoff interval, capped at limit when limit > 0.
-func (m *Mutex) pause(ctx context.Context, bo backoff.BackOff, limit time.Duration) error {
-	return pauseWith(ctx, m.cfg.clock, bo, limit)
-}
-
 // pauseWith waits on clk for bo's next interval, capped at limit when limit >
 // 0, or until ctx ends. It uses the local clock only to pace reads; it
 // decides nothing.
@@ -487,7 +479,7 @@ func (m *Mutex) finish(ctx context.Context, lease *Lease, to State, lastError st
 			return &LeaseLostError{Name: m.name, Token: lease.token, CurrentState: r.State, CurrentOwner: r.Owner, CurrentToken: r.Token}
 		}
 		m.cfg.logger.Warn("recording the end of the section failed; retrying", "state", to, "err", err)
-		if perr := m.pause(ctx, bo, 0); perr != nil {
+		if perr := pauseWith(ctx, m.cfg.clock, bo, 0); perr != nil {
 			return fmt.Errorf("spanmutex: section %q (token %d): could not record %s: %w", m.name, lease.token, to, err)
 		}
 	}

@@ -89,7 +89,7 @@ func (m *Mutex) interrupted(ctx context.Context, lease *Lease, ie *InterruptedEr
 			return errors.Join(out, err)
 		}
 		m.cfg.logger.Warn("giving back the interrupted section failed; retrying", "err", err)
-		if perr := m.pause(fctx, bo, 0); perr != nil {
+		if perr := pauseWith(fctx, m.cfg.clock, bo, 0); perr != nil {
 			return errors.Join(out, fmt.Errorf("spanmutex: section %q (token %d): could not give the row back: %w", m.name, lease.token, err))
 		}
 	}
@@ -99,16 +99,9 @@ func (m *Mutex) interrupted(ctx context.Context, lease *Lease, ie *InterruptedEr
 // reason in LastError, fenced on the lease. A try whose answer was lost is
 // recognised: the row NEEDED under our lease id and token.
 func (s *spannerStore) interrupt(ctx context.Context, l *Lease, reason string) error {
-	_, err := s.client.ReadWriteTransaction(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
-		s.stats.rwAttempts.Add(1)
-		err := l.Guard(ctx, tx)
-		var lost *LeaseLostError
-		if errors.As(err, &lost) && lost.CurrentState == StateNeeded && lost.currentLeaseID == l.id && lost.CurrentToken == l.token {
-			return nil // an earlier try committed
-		}
-		if err != nil {
-			return err
-		}
+	return s.fencedUpdate(ctx, l, func(lost *LeaseLostError) bool {
+		return lost.CurrentState == StateNeeded && lost.currentLeaseID == l.id && lost.CurrentToken == l.token // an earlier try committed
+	}, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
 		r, err := tx.ReadRow(ctx, s.table, spanner.Key{l.name}, []string{"Attempts"})
 		if err != nil {
 			return err
@@ -121,12 +114,4 @@ func (s *spannerStore) interrupt(ctx context.Context, l *Lease, reason string) e
 			[]string{"Name", "State", "Attempts", "LastError", "FinishedAt", "UpdatedAt"},
 			[]any{l.name, string(StateNeeded), max(attempts-1, 0), truncate(reason, maxErrorText), spanner.CommitTimestamp, spanner.CommitTimestamp})})
 	})
-	var lost *LeaseLostError
-	if errors.As(err, &lost) {
-		return lost
-	}
-	if err != nil {
-		return s.explain(ctx, err)
-	}
-	return nil
 }

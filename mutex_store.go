@@ -99,6 +99,16 @@ func newSpannerStore(client *spanner.Client, table string, watermark time.Durati
 	return &spannerStore{client: client, table: table, dialect: sqldialect.For(client), watermark: watermark, stats: &storeStats{}}
 }
 
+// newStore returns the store of c's table in client's database, judging by
+// c's watermark, in the dialect WithDialect gave, if it did.
+func (c *config) newStore(client *spanner.Client) *spannerStore {
+	s := newSpannerStore(client, c.table, c.watermark)
+	if c.dialectSet {
+		s.dialect = knownDialect(c.dialect)
+	}
+	return s
+}
+
 var rowColumns = []string{"State", "Owner", "LeaseID", "Token", "Attempts", "LastError",
 	"StartedAt", "RenewedAt", "FinishedAt", "UpdatedAt", "LeaseMicros"}
 
@@ -172,22 +182,40 @@ func (s *spannerStore) queryRow(ctx context.Context, q querier, d ddl.Dialect, n
 // them), into a row; extra receives the columns that follow.
 func decodeRow(r *spanner.Row, extra ...any) (row, error) {
 	var (
-		state, owner, leaseID, lastErr           spanner.NullString
-		token, attempts, leaseMicros             spanner.NullInt64
-		started, renewed, finished, updated, now spanner.NullTime
-		exists                                   bool
+		cols   scannedColumns
+		now    spanner.NullTime
+		exists bool
 	)
-	dest := append([]any{&now, &exists, &state, &owner, &leaseID, &token, &attempts, &lastErr,
-		&started, &renewed, &finished, &updated, &leaseMicros}, extra...)
-	if err := r.Columns(dest...); err != nil {
+	if err := r.Columns(append(append([]any{&now, &exists}, cols.dest()...), extra...)...); err != nil {
 		return row{}, err
 	}
+	out := cols.row(exists)
+	out.Now = now.Time
+	return out, nil
+}
+
+// scannedColumns receives rowColumns, which may be NULL, from a result row.
+type scannedColumns struct {
+	state, owner, leaseID, lastErr      spanner.NullString
+	token, attempts, leaseMicros        spanner.NullInt64
+	started, renewed, finished, updated spanner.NullTime
+}
+
+// dest returns the destinations of rowColumns, in their order, for
+// spanner.Row.Columns.
+func (c *scannedColumns) dest() []any {
+	return []any{&c.state, &c.owner, &c.leaseID, &c.token, &c.attempts, &c.lastErr,
+		&c.started, &c.renewed, &c.finished, &c.updated, &c.leaseMicros}
+}
+
+// row returns the row the scanned columns describe.
+func (c *scannedColumns) row(exists bool) row {
 	return row{
-		Exists: exists, State: State(state.StringVal), Owner: owner.StringVal, LeaseID: leaseID.StringVal,
-		Token: token.Int64, Attempts: attempts.Int64, LastError: lastErr.StringVal,
-		StartedAt: nullTime(started), RenewedAt: nullTime(renewed), FinishedAt: nullTime(finished),
-		UpdatedAt: nullTime(updated), Lease: time.Duration(leaseMicros.Int64) * time.Microsecond, Now: now.Time,
-	}, nil
+		Exists: exists, State: State(c.state.StringVal), Owner: c.owner.StringVal, LeaseID: c.leaseID.StringVal,
+		Token: c.token.Int64, Attempts: c.attempts.Int64, LastError: c.lastErr.StringVal,
+		StartedAt: nullTime(c.started), RenewedAt: nullTime(c.renewed), FinishedAt: nullTime(c.finished),
+		UpdatedAt: nullTime(c.updated), Lease: time.Duration(c.leaseMicros.Int64) * time.Microsecond,
+	}
 }
 
 // unknownState is the error for row name found in a state spanmutex never
@@ -251,25 +279,19 @@ func (s *spannerStore) readIn(ctx context.Context, ro *spanner.ReadOnlyTransacti
 // from an existing row.
 func decodeReadRow(r *spanner.Row, versioned bool) (row, error) {
 	var (
-		state, owner, leaseID, lastErr, version spanner.NullString
-		token, attempts, leaseMicros            spanner.NullInt64
-		started, renewed, finished, updated     spanner.NullTime
+		cols    scannedColumns
+		version spanner.NullString
 	)
-	dest := []any{&state, &owner, &leaseID, &token, &attempts, &lastErr,
-		&started, &renewed, &finished, &updated, &leaseMicros}
+	dest := cols.dest()
 	if versioned {
 		dest = append(dest, &version)
 	}
 	if err := r.Columns(dest...); err != nil {
 		return row{}, err
 	}
-	return row{
-		Exists: true, State: State(state.StringVal), Owner: owner.StringVal, LeaseID: leaseID.StringVal,
-		Token: token.Int64, Attempts: attempts.Int64, LastError: lastErr.StringVal,
-		StartedAt: nullTime(started), RenewedAt: nullTime(renewed), FinishedAt: nullTime(finished),
-		UpdatedAt: nullTime(updated), Lease: time.Duration(leaseMicros.Int64) * time.Microsecond,
-		Version: version.StringVal,
-	}, nil
+	out := cols.row(true)
+	out.Version = version.StringVal
+	return out, nil
 }
 
 func (s *spannerStore) acquire(ctx context.Context, name string, p policy, c claim) (decision, *Lease, error) {
@@ -334,24 +356,27 @@ func (s *spannerStore) acquire(ctx context.Context, name string, p policy, c cla
 	return d, lease, nil
 }
 
-// fencedUpdate runs a read-write transaction that applies cols/vals to our
-// row only if it is still STARTED under our lease, and returns a
-// *LeaseLostError if it is not.
+// fencedUpdate runs a read-write transaction that calls write only while
+// our row is still STARTED under lease l, and returns a *LeaseLostError if
+// it is not.
 //
-// If already is not empty and the row is in that state under our lease, the
-// update is taken as done: an earlier try whose answer was lost committed it.
-func (s *spannerStore) fencedUpdate(ctx context.Context, l *Lease, cols []string, vals []any, already State) error {
+// committed, if not nil, recognises in the row found instead (the
+// *LeaseLostError) what write would have written: an earlier try whose
+// answer was lost committed it, so nothing is written and fencedUpdate
+// returns nil.
+func (s *spannerStore) fencedUpdate(ctx context.Context, l *Lease, committed func(*LeaseLostError) bool,
+	write func(ctx context.Context, tx *spanner.ReadWriteTransaction) error) error {
 	_, err := s.client.ReadWriteTransaction(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
 		s.stats.rwAttempts.Add(1)
 		err := l.Guard(ctx, tx)
 		var lost *LeaseLostError
-		if already != "" && errors.As(err, &lost) && lost.CurrentState == already && lost.currentLeaseID == l.id {
+		if committed != nil && errors.As(err, &lost) && committed(lost) {
 			return nil
 		}
 		if err != nil {
 			return err
 		}
-		return tx.BufferWrite([]*spanner.Mutation{spanner.Update(s.table, append([]string{"Name"}, cols...), append([]any{l.name}, vals...))})
+		return write(ctx, tx)
 	})
 	var lost *LeaseLostError
 	if errors.As(err, &lost) {
@@ -374,19 +399,15 @@ func (s *spannerStore) finish(ctx context.Context, l *Lease, to State, lastError
 		errText = truncate(lastError, maxErrorText)
 	}
 	var watchers []handOff
-	_, err := s.client.ReadWriteTransaction(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
-		s.stats.rwAttempts.Add(1)
+	err := s.fencedUpdate(ctx, l, func(lost *LeaseLostError) bool {
+		return lost.CurrentState == to && lost.currentLeaseID == l.id // an earlier try committed it; its answer was lost
+	}, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
+		// The closure runs again only after an abort, which committed
+		// nothing: the watchers are those of the run that commits.
 		watchers = nil
-		err := l.Guard(ctx, tx)
-		var lost *LeaseLostError
-		if errors.As(err, &lost) && lost.CurrentState == to && lost.currentLeaseID == l.id {
-			return nil // an earlier try committed it; its answer was lost
-		}
-		if err != nil {
-			return err
-		}
 		var ms []*spanner.Mutation
 		if s.hasQueue.Load() {
+			var err error
 			if watchers, ms, err = s.takeWatchers(ctx, tx, l.name); err != nil {
 				return err
 			}
@@ -394,12 +415,8 @@ func (s *spannerStore) finish(ctx context.Context, l *Lease, to State, lastError
 		return tx.BufferWrite(append(ms, spanner.Update(s.table, []string{"Name", "State", "LastError", "FinishedAt", "UpdatedAt"},
 			[]any{l.name, string(to), errText, spanner.CommitTimestamp, spanner.CommitTimestamp})))
 	})
-	var lost *LeaseLostError
-	if errors.As(err, &lost) {
-		return lost
-	}
 	if err != nil {
-		return s.explain(ctx, err)
+		return err
 	}
 	if s.sender != nil {
 		for _, w := range watchers {
@@ -410,7 +427,9 @@ func (s *spannerStore) finish(ctx context.Context, l *Lease, to State, lastError
 }
 
 func (s *spannerStore) renew(ctx context.Context, l *Lease) error {
-	return s.fencedUpdate(ctx, l, []string{"RenewedAt"}, []any{spanner.CommitTimestamp}, "")
+	return s.fencedUpdate(ctx, l, nil, func(_ context.Context, tx *spanner.ReadWriteTransaction) error {
+		return tx.BufferWrite([]*spanner.Mutation{spanner.Update(s.table, []string{"Name", "RenewedAt"}, []any{l.name, spanner.CommitTimestamp})})
+	})
 }
 
 func (s *spannerStore) release(ctx context.Context, l *Lease) error {
@@ -490,11 +509,11 @@ func (s *spannerStore) schemaError(ctx context.Context, cause error) error {
 // waiters' queue table is checked too when it exists (a Mutex does not need
 // it).
 func (s *spannerStore) checkSchema(ctx context.Context) error {
-	have, err := s.columns(ctx, s.table)
+	d, err := s.dialect.Get(ctx)
 	if err != nil {
-		return err
+		return s.explainOther(err)
 	}
-	d, err := s.dialect.Get(ctx) // known: columns read it
+	have, queue, err := s.columns(ctx, d)
 	if err != nil {
 		return err
 	}
@@ -503,10 +522,6 @@ func (s *spannerStore) checkSchema(ctx context.Context) error {
 	}
 	s.hasVersion.Store(have["Version"] != "")
 	missing := missingColumns(have, s.neededColumns(d), "")
-	queue, err := s.columns(ctx, s.queueTable())
-	if err != nil {
-		return err
-	}
 	s.hasQueue.Store(len(queue) > 0)
 	if len(queue) > 0 {
 		missing = append(missing, missingColumns(queue, d.QueueColumns(), s.queueTable()+".")...)
@@ -518,29 +533,31 @@ func (s *spannerStore) checkSchema(ctx context.Context) error {
 	return &SchemaError{Table: s.table, Problem: "does not have the columns spanmutex needs", Missing: missing, Dialect: d}
 }
 
-// columns returns the columns of table with their Spanner types, as the
-// database's dialect spells them; none if the table does not exist.
-func (s *spannerStore) columns(ctx context.Context, table string) (map[string]string, error) {
-	d, err := s.dialect.Get(ctx)
-	if err != nil {
-		return nil, s.explainOther(err)
-	}
-	stmt := sqldialect.Statement(d, "SELECT column_name, spanner_type FROM information_schema.columns WHERE table_schema = @schema AND table_name = @t",
-		map[string]any{"schema": sqldialect.Schema(d), "t": table})
-	have := map[string]string{}
+// columns returns the columns of the mutex table and of its waiters' queue
+// table with their Spanner types, as dialect d spells them, from one query;
+// none for a table that does not exist.
+func (s *spannerStore) columns(ctx context.Context, d ddl.Dialect) (mutex, queue map[string]string, err error) {
+	stmt := sqldialect.Statement(d, "SELECT table_name, column_name, spanner_type FROM information_schema.columns "+
+		"WHERE table_schema = @schema AND (table_name = @t OR table_name = @q)",
+		map[string]any{"schema": sqldialect.Schema(d), "t": s.table, "q": s.queueTable()})
+	mutex, queue = map[string]string{}, map[string]string{}
 	err = s.client.Single().Query(ctx, stmt).Do(func(r *spanner.Row) error {
-		var name, typ string
-		if err := r.Columns(&name, &typ); err != nil {
+		var table, name, typ string
+		if err := r.Columns(&table, &name, &typ); err != nil {
 			return err
 		}
-		have[name] = typ
+		if table == s.table {
+			mutex[name] = typ
+		} else {
+			queue[name] = typ
+		}
 		return nil
 	})
 	if err != nil {
-		return nil, s.explainOther(err)
+		return nil, nil, s.explainOther(err)
 	}
 	s.reached.Store(true)
-	return have, nil
+	return mutex, queue, nil
 }
 
 // neededColumns returns the mutex table's columns this store uses, typed

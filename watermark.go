@@ -48,15 +48,12 @@ func drawFraction(fraction float64) float64 {
 	return rand.Float64() * fraction
 }
 
-// drawJitter draws a contender's extra wait past the watermark, uniformly
-// from [0, fraction×watermark). Contenders that saw the same abandoned row
-// then try their takeovers at different moments, and most find it already
-// taken over by a lock-free read instead of contending in a transaction.
-func drawJitter(watermark time.Duration, fraction float64) time.Duration {
-	if fraction <= 0 {
-		return 0
-	}
-	return time.Duration(rand.Float64() * fraction * float64(watermark))
+// drawJitter draws a duration uniformly from [0, fraction×d): taken off a
+// waiter's renewal period of its queue entry (lock_entry.go), so that
+// waiters do not renew in step. (A takeover's jitter is drawn as a
+// fraction, drawFraction, of the holder's lease, known only from the row.)
+func drawJitter(d time.Duration, fraction float64) time.Duration {
+	return time.Duration(drawFraction(fraction) * float64(d))
 }
 
 // silentFor is how long, by Spanner's clock (now is CURRENT_TIMESTAMP() read
