@@ -23,16 +23,9 @@ var emu *emulator.Emulator
 // TestMain starts the real Cloud Spanner emulator once for the package. If it
 // cannot be found the run fails, saying how to install it; -short skips the
 // integration tests instead.
+// The testable examples attach to it (see testutil.RunTests).
 func TestMain(m *testing.M) {
-	os.Exit(emulator.RunTests(m, func(e *emulator.Emulator) {
-		emu = e
-		// The testable examples call emulator.Start as a user would; this
-		// makes them attach to the emulator already running, with a fresh
-		// database each.
-		if os.Getenv(emulator.HostEnv) == "" {
-			os.Setenv(emulator.HostEnv, e.Host())
-		}
-	}))
+	os.Exit(testutil.RunTests(m, &emu))
 }
 
 // faultyEmulatorClients starts an emulator of the test's own with
@@ -59,9 +52,7 @@ func faultyEmulatorClients(t *testing.T, n int) []*spanner.Client {
 // needEmulator skips the test under -short.
 func needEmulator(t *testing.T) {
 	t.Helper()
-	if emu == nil {
-		t.Skip("integration test: needs the emulator (skipped with -short)")
-	}
+	testutil.NeedEmulator(t, emu)
 }
 
 // freshDatabase creates a database of its own for the test, with the
@@ -97,12 +88,7 @@ func eachDialect(t *testing.T, test func(t *testing.T, db string)) {
 // freshDatabaseIn is freshDatabase in dialect d (extra statements in d).
 func freshDatabaseIn(t *testing.T, d ddl.Dialect, extra ...string) string {
 	t.Helper()
-	needEmulator(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	db, err := emu.NewDatabaseIn(ctx, d, extra...)
-	require.NoError(t, err)
-	return db
+	return testutil.NewDatabase(t, emu, d, extra...)
 }
 
 // statementFor returns the statement sql (GoogleSQL with our identifiers
