@@ -2,7 +2,6 @@ package spanmutex
 
 import (
 	"github.com/spanmutex/spanmutex/ddl"
-	"github.com/spanmutex/spanmutex/internal/sqldialect"
 )
 
 // WithDialect says which SQL dialect the database was created with
@@ -15,9 +14,3 @@ import (
 func WithDialect(d ddl.Dialect) Option {
 	return namedOption("WithDialect", func(c *config) { c.dialect, c.dialectSet = d, true })
 }
-
-// dialectOf is the dialect of a client's database (sqldialect.Of): given
-// by WithDialect, or read from the database on first use and kept.
-type dialectOf = sqldialect.Of
-
-func knownDialect(d ddl.Dialect) *dialectOf { return sqldialect.Known(d) }

@@ -37,8 +37,7 @@ type Lease struct {
 	unlocking atomic.Bool
 	// hold is the telemetry of the hold (telemetry.go), set by the Lock
 	// or Run that acquired the lease.
-	hold     op
-	holdFrom time.Time
+	hold op
 
 	done     chan struct{}
 	lostOnce sync.Once

@@ -83,10 +83,7 @@ func NewLock(client *spanner.Client, name string, opts ...Option) (*Lock, error)
 	if scope == nil {
 		scope = NewScope()
 	}
-	sp := newSpannerStore(client, m.cfg.table, m.cfg.watermark)
-	if m.cfg.dialectSet {
-		sp.dialect = knownDialect(m.cfg.dialect)
-	}
+	sp := m.cfg.newStore(client)
 	key := localKey{database: client.DatabaseName(), table: m.cfg.table, name: name}
 	return &Lock{name: name, cfg: m.cfg, store: sp, sp: sp, key: key, scope: scope}, nil
 }
@@ -153,7 +150,6 @@ func (l *Lock) lock(ctx context.Context, wait bool) (*Lease, error) {
 	}
 	acq.acquired(lease, NoOutcome, nil)
 	_, lease.hold = l.cfg.tel.start(ctx, "spanmutex.hold", lockKind(wait), attrToken.Int64(lease.token))
-	lease.holdFrom = lease.hold.began
 	l.held, l.local = lease, ll
 	l.stopRen = keepAlive(l.store, &l.cfg, lease, lease.anchor, func(err error) {
 		// A renewal that fails because our own Unlock just released the
@@ -196,7 +192,7 @@ func (l *Lock) Unlock(ctx context.Context) (err error) {
 	// (an overloaded Spanner) does not let the lease lapse into a takeover.
 	lease.unlocking.Store(true)
 	defer stop()
-	defer func() { lease.hold.held(lease, lease.holdFrom, unlockOutcome(err), err) }() // telemetry.go
+	defer func() { lease.hold.held(lease, unlockOutcome(err), err) }() // telemetry.go
 	return l.release(ctx, ll, lease)
 }
 

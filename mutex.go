@@ -411,7 +411,6 @@ func (m *Mutex) runHeld(ctx context.Context, lease *Lease, fn func(context.Conte
 	sctx, cancelSection := context.WithCancelCause(ctx)
 	defer cancelSection(nil)
 	sctx, lease.hold = m.cfg.tel.start(sctx, "spanmutex.section", "run", attrToken.Int64(lease.token)) // telemetry.go
-	lease.holdFrom = lease.hold.began
 	stopRenewing := keepAlive(m.store, &m.cfg, lease, lease.anchor, func(err error) {
 		lease.lose(err)
 		cancelSection(err)
@@ -432,7 +431,7 @@ func (m *Mutex) runHeld(ctx context.Context, lease *Lease, fn func(context.Conte
 		if panicked {
 			outcome = "panic"
 		}
-		lease.hold.held(lease, lease.holdFrom, outcome, err)
+		lease.hold.held(lease, outcome, err)
 	}()
 	runErr := fn(sctx, lease)
 	panicked = false
@@ -475,8 +474,8 @@ func (m *Mutex) finish(ctx context.Context, lease *Lease, to State, lastError st
 		if rerr == nil && r.LeaseID == lease.id && r.State == to {
 			return nil
 		}
-		if rerr == nil && (r.LeaseID != lease.id || r.State != StateStarted) {
-			return &LeaseLostError{Name: m.name, Token: lease.token, CurrentState: r.State, CurrentOwner: r.Owner, CurrentToken: r.Token}
+		if rerr == nil && !r.heldBy(lease.id) {
+			return lease.lostTo(r)
 		}
 		m.cfg.logger.Warn("recording the end of the section failed; retrying", "state", to, "err", err)
 		if perr := pauseWith(ctx, m.cfg.clock, bo, 0); perr != nil {

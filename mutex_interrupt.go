@@ -54,11 +54,6 @@ func (e *InterruptedError) Is(target error) bool { return target == ErrInterrupt
 // Unwrap returns how the section ended.
 func (e *InterruptedError) Unwrap() error { return e.Err }
 
-// interrupter is a store that can give back an interrupted section's row.
-type interrupter interface {
-	interrupt(ctx context.Context, l *Lease, reason string) error
-}
-
 // interrupted gives back the row of a section that returned an
 // *InterruptedError, within the finish timeout even if ctx is done, and
 // returns the error Run ends with.
@@ -68,19 +63,11 @@ func (m *Mutex) interrupted(ctx context.Context, lease *Lease, ie *InterruptedEr
 	if ie.Err != nil {
 		reason += ": " + ie.Err.Error()
 	}
-	st, ok := m.store.(interrupter)
-	if !ok {
-		// A store that cannot give back records the interruption as a failure.
-		if err := m.finish(ctx, lease, StateFailed, "interrupted: "+reason); err != nil {
-			return errors.Join(out, err)
-		}
-		return out
-	}
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.finishTimeout)
 	defer cancel()
 	bo := m.cfg.newBackOff()
 	for {
-		err := st.interrupt(fctx, lease, "interrupted: "+reason)
+		err := m.store.interrupt(fctx, lease, "interrupted: "+reason)
 		if err == nil {
 			m.cfg.logger.Info("section interrupted; gave the row back (NEEDED, attempt not counted)", "token", lease.token, "reason", reason)
 			return out

@@ -116,6 +116,16 @@ func (s *memStore) release(ctx context.Context, l *Lease) error {
 	return nil
 }
 
+func (s *memStore) interrupt(ctx context.Context, l *Lease, reason string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.r.State != StateStarted || s.r.LeaseID != l.id {
+		return &LeaseLostError{Name: l.name, Token: l.token, CurrentState: s.r.State, CurrentToken: s.r.Token}
+	}
+	s.r.State, s.r.Attempts, s.r.LastError = StateNeeded, s.r.Attempts-1, reason
+	return nil
+}
+
 func newTestMutex(t *testing.T, st store, opts ...Option) *Mutex {
 	t.Helper()
 	opts = append([]Option{WithBackOff(func() backoff.BackOff { return &backoff.ZeroBackOff{} })}, opts...)

@@ -34,6 +34,10 @@ type store interface {
 	// release gives back a lease whose section never ran: NEEDED, one
 	// attempt fewer.
 	release(ctx context.Context, l *Lease) error
+	// interrupt gives back the row of a section that returned an
+	// *InterruptedError: NEEDED, one attempt fewer, reason in LastError,
+	// fenced on the lease.
+	interrupt(ctx context.Context, l *Lease, reason string) error
 	// checkSchema returns a *SchemaError if the table is missing or lacks a
 	// column spanmutex needs.
 	checkSchema(ctx context.Context) error
@@ -54,7 +58,7 @@ type spannerStore struct {
 	table  string
 	// dialect is the database's SQL dialect, of the statements this store
 	// issues (dialect.go).
-	dialect *dialectOf
+	dialect *sqldialect.Of
 	// watermark is the caller's own lease, the judge of rows and queue
 	// entries written without a declared lease.
 	watermark time.Duration
@@ -104,7 +108,7 @@ func newSpannerStore(client *spanner.Client, table string, watermark time.Durati
 func (c *config) newStore(client *spanner.Client) *spannerStore {
 	s := newSpannerStore(client, c.table, c.watermark)
 	if c.dialectSet {
-		s.dialect = knownDialect(c.dialect)
+		s.dialect = sqldialect.Known(c.dialect)
 	}
 	return s
 }

@@ -165,12 +165,12 @@ func (o op) acquired(lease *Lease, out Outcome, err error) {
 
 // held ends the hold of lease, which began when lease was acquired (for
 // Run's section, when the section started), with err, how it ended.
-func (o op) held(lease *Lease, since time.Time, outcome string, err error) {
+func (o op) held(lease *Lease, outcome string, err error) {
 	if o.t == nil {
 		return // no hold was started
 	}
 	set := attribute.NewSet(o.kind, attrOutcome.String(outcome))
-	o.t.hold.Record(o.ctx, time.Since(since).Seconds(), metric.WithAttributeSet(set))
+	o.t.hold.Record(o.ctx, time.Since(o.began).Seconds(), metric.WithAttributeSet(set))
 	if o.kind == attrKind.String("run") {
 		o.t.attempts.Add(o.ctx, 1, metric.WithAttributeSet(set))
 	}

@@ -241,7 +241,7 @@ func BenchmarkTelemetryOff(b *testing.B) {
 			acq.acquired(lease, NoOutcome, nil)
 			_, hold := tel.start(ctx, "spanmutex.hold", "lock")
 			_, un := tel.start(ctx, "spanmutex.Unlock", "unlock")
-			hold.held(lease, hold.began, "released", nil)
+			hold.held(lease, "released", nil)
 			un.unlocked(nil)
 		}
 	}
