@@ -55,7 +55,10 @@ func renewLoop(ctx context.Context, st renewer, cfg *config, l *Lease, anchor ti
 			Reason: "renewals failed for a whole watermark (" + watermark.String() + "); another holder may take over"})
 		return true
 	}
-	next := interval
+	// The first renewal is due interval after anchor, not after this loop
+	// starts: a Lock that returned late (a slow acquisition, a hand-off
+	// learnt late) renews at once instead of letting its lease lapse.
+	next := max(interval-clk.Now().Sub(anchor), 0)
 	for {
 		left := watermark - clk.Now().Sub(anchor)
 		if expired() {
