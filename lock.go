@@ -271,7 +271,7 @@ func (l *Lock) handedOn(ll *localLock, id string, to handOff, sent time.Time) {
 	if to.waiterID != "" && l.scope.wakes.wake(to.waiterID, wakeUp{sent: sent, token: to.token, at: to.at, owner: to.owner}) {
 		local = to.waiterID
 	} else if to.wakeAddr != "" {
-		l.scope.sendWake(context.Background(), to.wakeAddr, to.waiterID)
+		l.scope.sendWake(context.Background(), to.wakeAddr, to.waiterID, to.at)
 	}
 	ll.release(id, local)
 }

@@ -11,6 +11,9 @@ type lockView struct {
 	ahead int
 	// queued reports whether our own entry is in the queue.
 	queued bool
+	// uncounted reports that the entries before ours were not counted (an
+	// arrival queued on key reads): ahead is then 1, a guess.
+	uncounted bool
 }
 
 // heldBy reports whether r shows the lock held under lease (or waiter) id.

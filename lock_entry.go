@@ -36,7 +36,9 @@ func (w *waiter) arrive(ctx context.Context) (*Lease, error) {
 	switch {
 	case err == nil && res.decision.action == lockWait:
 		w.enqueued(res.key, sent)
-		w.poll.place(res.view.ahead, res.view.Token)
+		if !res.view.uncounted {
+			w.poll.place(res.view.ahead, res.view.Token)
+		}
 		// The transaction that queued us read the lock: wait before the
 		// first read, as after any read that showed it held.
 		return nil, w.await(ctx, res.view, res.decision, sent)

@@ -92,6 +92,12 @@ func (s *memLockStore) read(_ context.Context, _ string) (row, error) {
 	return s.view(endOfQueue).row, nil
 }
 
+// readAt fails: the memory store keeps no history, so a waiter woken with
+// a commit timestamp reads the lock as after any wake-up.
+func (s *memLockStore) readAt(context.Context, string, time.Time) (row, error) {
+	return row{}, errors.New("memLockStore keeps no history")
+}
+
 func (s *memLockStore) readLock(_ context.Context, _ string, key queueKey) (lockView, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -23,6 +23,8 @@ type lockStore interface {
 	// read returns the lock's row and Spanner's clock from one strong,
 	// lock-free snapshot.
 	read(ctx context.Context, name string) (row, error)
+	// readAt returns the lock's row as it was at Spanner time at.
+	readAt(ctx context.Context, name string, at time.Time) (row, error)
 	// readLock returns the row, Spanner's clock, how many live entries are
 	// queued before key (up to maxAhead) and whether key is queued.
 	readLock(ctx context.Context, name string, key queueKey) (lockView, error)
@@ -288,7 +290,7 @@ func (s *spannerStore) acquireLock(ctx context.Context, name string, key queueKe
 		return acquireResult{}, s.explain(ctx, err)
 	}
 	s.stats.rwAttempts.Add(1)
-	v, err := s.readToAcquire(ctx, tx, dialect, name, key, join)
+	v, err := s.readToAcquire(ctx, tx, dialect, name, key, join, c.wakeAddr != "")
 	if err != nil {
 		s.rollback(ctx, tx)
 		return acquireResult{}, s.explain(ctx, err)
@@ -328,16 +330,16 @@ func (s *spannerStore) acquireLock(ctx context.Context, name string, key queueKe
 
 // readToAcquire reads, in tx, what decideLock needs: the row, Spanner's
 // clock, and the live entries before key (up to one, or maxAhead for a
-// joiner, which paces its polls by its place). While this store last found
-// the lock uncontended, and we are not queued, it first tries key reads
-// (the row, then the first entry of the queue), which cost a fraction of
-// lockSQL's statement: a free row with an empty queue needs no clock to be
-// taken. Anything else (a held row, a queued entry) is decided on lockSQL's
-// answer, read in the same transaction.
-func (s *spannerStore) readToAcquire(ctx context.Context, tx *spanner.ReadWriteStmtBasedTransaction, d ddl.Dialect, name string, key queueKey, join bool) (lockView, error) {
-	if key == endOfQueue && !s.contended.Load() {
-		v, free, err := s.readFree(ctx, tx, name)
-		if err != nil || free {
+// joiner, which paces its polls by its place). An arrival (not queued)
+// first tries key reads, which cost a fraction of lockSQL's statement,
+// while this store last found the lock uncontended or when the joiner is
+// woken by wake-ups (wakeable) and so need not know its place (readByKey).
+// Anything else is decided on lockSQL's answer, read in the same
+// transaction.
+func (s *spannerStore) readToAcquire(ctx context.Context, tx *spanner.ReadWriteStmtBasedTransaction, d ddl.Dialect, name string, key queueKey, join, wakeable bool) (lockView, error) {
+	if key == endOfQueue && (!s.contended.Load() || (join && wakeable)) {
+		v, decided, err := s.readByKey(ctx, tx, name, join && wakeable)
+		if err != nil || decided {
 			return v, err
 		}
 	}
@@ -348,14 +350,25 @@ func (s *spannerStore) readToAcquire(ctx context.Context, tx *spanner.ReadWriteS
 	return s.queryLock(ctx, tx, d, name, key, limit)
 }
 
-// readFree reads the lock's row and whether its queue has any entry, by
-// key, and reports whether the lock is free with nobody queued; v is then
-// what decideLock needs (its Now is unset: a free lock with an empty queue
-// is taken whatever the time).
-func (s *spannerStore) readFree(ctx context.Context, tx *spanner.ReadWriteStmtBasedTransaction, name string) (lockView, bool, error) {
+// readByKey reads the lock's row and, if it is free, whether its queue has
+// any entry, by key, and reports whether v decides the arrival:
+//   - a free row with an empty queue: taken whatever the time (Now unset);
+//   - with uncounted, a row held by a holder that looks live by a lower
+//     bound of Spanner's clock (the latest commit timestamp in the row): the
+//     arrival queues behind it, its place not counted (v.uncounted). A
+//     holder that is live by the true clock looks live by the bound, and
+//     one that looks silent even so is decided on lockSQL's clock.
+func (s *spannerStore) readByKey(ctx context.Context, tx *spanner.ReadWriteStmtBasedTransaction, name string, uncounted bool) (lockView, bool, error) {
 	r, err := s.readRowIn(ctx, tx, name)
-	if err != nil || (r.Exists && r.State != StateNeeded) {
+	if err != nil {
 		return lockView{}, false, err
+	}
+	if uncounted && r.Exists && r.State == StateStarted {
+		r.Now = latest(r.StartedAt, r.RenewedAt, r.UpdatedAt)
+		return lockView{row: r, ahead: 1, uncounted: true}, holderLive(r, s.watermark), nil
+	}
+	if r.Exists && r.State != StateNeeded {
+		return lockView{}, false, nil
 	}
 	it := tx.ReadWithOptions(ctx, s.queueTable(), spanner.Key{name}.AsPrefix(), []string{"WaiterID"}, &spanner.ReadOptions{Limit: 1})
 	defer it.Stop()

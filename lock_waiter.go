@@ -27,6 +27,9 @@ type waiter struct {
 	// inScope is, once an Unlock of our Scope woke us, what its
 	// acknowledged commit gave us.
 	inScope wakeUp
+	// remoteAt is, after a wake-up from another process, the commit
+	// timestamp it named for the hand-off to us: the next read is as of it.
+	remoteAt time.Time
 	// id is the waiter's queue id and, once it holds the lock, its lease id:
 	// a hand-off writes it into the lock's row, which is how the waiter (or
 	// the read that settles an acquisition of unknown outcome) knows.
@@ -74,6 +77,9 @@ func (w *waiter) run(ctx context.Context, wait bool) (*Lease, error) {
 	for {
 		if w.inScope.token > 0 {
 			return w.handedInScope(), nil
+		}
+		if lease := w.confirmRemote(ctx); lease != nil {
+			return lease, nil
 		}
 		if ctx.Err() != nil {
 			return nil, errNotObtained(ctx)
@@ -160,6 +166,37 @@ func (w *waiter) handedInScope() *Lease {
 	w.lock.cfg.logger.Debug("lock: handed to us in our Scope", "token", h.token)
 	return lease
 }
+
+// confirmRemote reads the lock's row as of the commit timestamp a wake-up
+// from another process named, if one did, and returns our lease if that
+// shows the lock handed to us; nil otherwise (the datagram was late, wrong
+// or forged, or the read failed: the loop reads the lock as after any
+// wake-up). An exact-timestamp read of a committed past waits for no
+// transaction in flight, such as the previous holder's next arrival. The
+// lease is anchored at quiet, the send time of a read that did not show the
+// lock ours: the hand-off committed after it.
+func (w *waiter) confirmRemote(ctx context.Context) *Lease {
+	at := w.remoteAt
+	w.remoteAt = time.Time{}
+	// A timestamp ahead of our clock would make the read wait for it.
+	if at.IsZero() || at.After(w.now().Add(maxWakeAhead)) || ctx.Err() != nil {
+		return nil
+	}
+	octx, cancel := detached(ctx, w.lock.cfg.finishTimeout)
+	defer cancel()
+	r, err := w.st.readAt(octx, w.lock.name, at)
+	if err != nil || !r.heldBy(w.id) {
+		return nil
+	}
+	lease := newLease(w.lock.name, r.Owner, w.id, r.Token, false, w.lock.cfg.table)
+	lease.acquiredAt, lease.handedOff, lease.anchor = r.StartedAt, !w.ownAttempt, w.quiet
+	w.lock.cfg.logger.Debug("lock: handed to us, by a wake-up confirmed as of its commit", "token", r.Token)
+	return lease
+}
+
+// maxWakeAhead is how far past the local clock a wake-up's commit
+// timestamp may be for the waiter to read as of it.
+const maxWakeAhead = time.Second
 
 // try takes a lock that a read at local time sent found free (or its holder
 // silent past its declared lease). It returns the lease if it took it;
@@ -289,6 +326,7 @@ func (w *waiter) sleep(ctx context.Context, d time.Duration, gone <-chan struct{
 		if h.token > 0 {
 			w.inScope = h
 		}
+		w.remoteAt = h.remoteAt
 	case <-gone:
 	case <-ctx.Done():
 		return ctx.Err()

@@ -17,16 +17,17 @@ import (
 // the lock without reading it. It also carries the local time just before
 // the Unlock's transaction was sent: the commit that handed the lock over,
 // and set RenewedAt, came later, so that time anchors the new holder's lease
-// (see keepAlive). A wake-up from another process (ListenScope) carries
-// nothing: the waiter reads the row and decides on it, as after a timed
-// poll. Its methods are safe for concurrent use.
+// (see keepAlive). A wake-up from another process (ListenScope) carries only
+// the hand-off's commit timestamp, as the sender says: the waiter reads the
+// row as of it and decides on what it reads. Its methods are safe for
+// concurrent use.
 type wakeBoard struct {
 	mu      sync.Mutex
 	waiting map[string]chan wakeUp
 }
 
-// wakeUp is what a wake-up tells a waiter. Its zero value (a datagram from
-// another process) says only "read the lock".
+// wakeUp is what a wake-up tells a waiter. Its zero value says only "read
+// the lock".
 type wakeUp struct {
 	// sent is the local time just before the handing transaction was sent.
 	sent time.Time
@@ -35,6 +36,10 @@ type wakeUp struct {
 	token int64
 	at    time.Time
 	owner string
+	// remoteAt is, in a wake-up from another process, the commit timestamp
+	// of the hand-off as its datagram says: a hint of when to read the row,
+	// never a grant.
+	remoteAt time.Time
 }
 
 // register returns the channel on which waiter id is woken, and a function

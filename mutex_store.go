@@ -424,7 +424,7 @@ func (s *spannerStore) finish(ctx context.Context, l *Lease, to State, lastError
 	}
 	if s.sender != nil {
 		for _, w := range watchers {
-			s.sender.sendWake(ctx, w.wakeAddr, w.waiterID)
+			s.sender.sendWake(ctx, w.wakeAddr, w.waiterID, time.Time{})
 		}
 	}
 	return nil

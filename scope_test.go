@@ -50,14 +50,41 @@ func TestListenScopeWakesTheNamedWaiter(t *testing.T) {
 		require.NoError(t, err)
 	}
 	sender := NewScope()
-	sender.sendWake(t.Context(), s.Addr(), id)
+	handedAt := time.Date(2026, 11, 24, 5, 6, 7, 89, time.UTC)
+	sender.sendWake(t.Context(), s.Addr(), id, handedAt)
 	select {
 	case at := <-ch:
-		assert.Equal(t, wakeUp{}, at, "a wake-up from another process carries nothing: no send time, no token")
+		assert.Equal(t, wakeUp{remoteAt: handedAt}, at, "a wake-up from another process carries only the commit timestamp it names: no send time, no token")
 	case <-time.After(10 * time.Second):
 		t.Fatal("the wake-up did not arrive")
 	}
 	waitFor(t, 10*time.Second, "the receipt to be counted", func() bool { return s.Stats().WakeUpsReceived >= 1 })
 	assert.Equal(t, int64(1), sender.Stats().WakeUpsSent)
 	assert.Equal(t, int64(1), s.Stats().WakeUpsReceived, "junk and strangers are not counted")
+}
+
+// Wake-up datagrams round-trip with and without a commit timestamp, and
+// anything else is refused.
+func TestParseWake(t *testing.T) {
+	id := newWaiterID()
+	at := time.Date(2026, 11, 24, 5, 6, 7, 89, time.UTC)
+	for _, c := range []struct {
+		msg    string
+		id     string
+		at     time.Time
+		wantOK bool
+	}{
+		{string(wakeDatagram(id, at)), id, at, true},
+		{string(wakeDatagram(id, time.Time{})), id, time.Time{}, true},
+		{wakeMagic, "", time.Time{}, false},
+		{wakeMagic + id + " soon", "", time.Time{}, false},
+		{wakeMagic + id + " -5", "", time.Time{}, false},
+		{wakeMagic + id + " 1" + strings.Repeat("0", 30), "", time.Time{}, false},
+		{"spanmutex-wake/2 " + id, "", time.Time{}, false},
+	} {
+		gotID, gotAt, ok := parseWake([]byte(c.msg))
+		assert.Equal(t, c.wantOK, ok, "%q", c.msg)
+		assert.Equal(t, c.id, gotID, "%q", c.msg)
+		assert.True(t, c.at.Equal(gotAt), "%q: at %v, want %v", c.msg, gotAt, c.at)
+	}
 }

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -14,16 +16,52 @@ import (
 // datagrams, and its waiters write its address into their queue entries
 // (WakeAddr). An Unlock (or a leave) that hands the lock to such a waiter
 // sends it, after its commit was acknowledged, one datagram that names the
-// waiter's id. The datagram only wakes the waiter early: the waiter then
-// reads the row, and decides on what the read shows, as after a timed poll.
-// A lost, late, duplicated or forged datagram costs at most one read; it
-// can never grant the lock. Polling stays as the fallback.
+// waiter's id and the commit's timestamp. The datagram only wakes the waiter
+// early: the waiter then reads the row as of that timestamp (an
+// exact-timestamp read, which waits for no transaction in flight) and, if
+// that does not show the lock its own, reads it again as after a timed poll;
+// it decides only on what a read shows. A lost, late, duplicated or forged
+// datagram costs at most two reads; it can never grant the lock. Polling
+// stays as the fallback.
 
-// wakeMagic starts every wake-up datagram; the waiter's id follows.
+// wakeMagic starts every wake-up datagram; the waiter's id follows, then
+// optionally a space and the hand-off's commit timestamp in Unix
+// nanoseconds.
 const wakeMagic = "spanmutex-wake/1 "
 
-// maxWakeDatagram bounds a wake-up datagram: the magic and a 36-character id.
-const maxWakeDatagram = len(wakeMagic) + 36
+// maxWakeDatagram bounds a wake-up datagram: the magic, a 36-character id, a
+// space and a timestamp of up to 20 digits.
+const maxWakeDatagram = len(wakeMagic) + 36 + 1 + 20
+
+// wakeDatagram is the datagram that wakes waiter id; at, if not zero, is the
+// commit timestamp of the transaction that handed it the lock.
+func wakeDatagram(id string, at time.Time) []byte {
+	msg := wakeMagic + id
+	if !at.IsZero() {
+		msg += " " + strconv.FormatInt(at.UnixNano(), 10)
+	}
+	return []byte(msg)
+}
+
+// parseWake reads a wake-up datagram: the waiter's id and the commit
+// timestamp it names (zero if none). ok is false for anything else.
+func parseWake(b []byte) (id string, at time.Time, ok bool) {
+	if len(b) > maxWakeDatagram || !bytes.HasPrefix(b, []byte(wakeMagic)) {
+		return "", time.Time{}, false
+	}
+	id, ts, hasTS := strings.Cut(string(b[len(wakeMagic):]), " ")
+	if id == "" {
+		return "", time.Time{}, false
+	}
+	if hasTS {
+		ns, err := strconv.ParseInt(ts, 10, 64)
+		if err != nil || ns <= 0 {
+			return "", time.Time{}, false
+		}
+		at = time.Unix(0, ns).UTC()
+	}
+	return id, at, true
+}
 
 // wakeRate bounds how many datagrams a Scope's listener acts on per second;
 // the rest are dropped (their waiters poll).
@@ -110,7 +148,11 @@ func (s *Scope) serve() {
 		if errors.Is(err, net.ErrClosed) {
 			return
 		}
-		if err != nil || n > maxWakeDatagram || !bytes.HasPrefix(buf[:n], []byte(wakeMagic)) {
+		if err != nil {
+			continue
+		}
+		id, at, ok := parseWake(buf[:n])
+		if !ok {
 			continue
 		}
 		if now := time.Now(); now.Sub(window) >= time.Second {
@@ -120,18 +162,20 @@ func (s *Scope) serve() {
 			continue
 		}
 		// No local send time: this process cannot know when the remote
-		// Unlock's transaction was sent, so the wake-up anchors nothing.
-		if s.wakes.wake(string(buf[len(wakeMagic):n]), wakeUp{}) {
+		// Unlock's transaction was sent, so the wake-up anchors nothing;
+		// and no token: only a read grants the lock.
+		if s.wakes.wake(id, wakeUp{remoteAt: at}) {
 			s.received.Add(1)
 		}
 	}
 }
 
 // sendWake tells the waiter id, whose Scope listens at addr, that it was
-// handed the lock. It never blocks for long and reports nothing: the waiter
+// handed the lock by a transaction committed at at (zero: a run-once
+// section ended). It never blocks for long and reports nothing: the waiter
 // polls if the datagram is lost.
-func (s *Scope) sendWake(ctx context.Context, addr, id string) {
-	msg := []byte(wakeMagic + id)
+func (s *Scope) sendWake(ctx context.Context, addr, id string, at time.Time) {
+	msg := wakeDatagram(id, at)
 	if len(msg) > maxWakeDatagram {
 		return
 	}
