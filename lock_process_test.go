@@ -66,8 +66,9 @@ func takeOverPaused(t *testing.T, role string, start func(id string) *contender,
 	return paused, taker, pl, tl
 }
 
-// 20 processes each increment a counter file 5 times under the lock: no
-// increment is lost, and the tokens written with them are 1..100, each once,
+// 20 processes each increment a counter file 5 times under the lock (every
+// other one listens for wake-ups, so both the polled and the woken paths
+// run, together): no increment is lost, and the tokens written with them are 1..100, each once,
 // strictly increasing in the order they were written.
 func TestLockProcessesCounter(t *testing.T) {
 	db := freshDatabase(t)
@@ -76,7 +77,7 @@ func TestLockProcessesCounter(t *testing.T) {
 	start := time.Now()
 	cs := startContenders(t, procs, func(i int) procSpec {
 		return procSpec{Role: "counter", ID: fmt.Sprintf("p%02d", i), Database: db, Lock: "counter",
-			Watermark: 10 * time.Second, Jitter: 0.2, Count: each, Dir: dir}
+			Watermark: 10 * time.Second, Jitter: 0.2, Count: each, Dir: dir, Listen: i%2 == 0}
 	})
 	evs := waitAll(t, cs, 5*time.Minute)
 	t.Logf("%d processes × %d increments in %v", procs, each, time.Since(start))
@@ -159,7 +160,7 @@ func stormErrors(calls map[string]*stormCall) (byClass, others map[string]int) {
 }
 
 // 20 processes call Lock, one call after another, each with a random
-// deadline of 5-60ms, for 3s. The watermark (5s) outlasts the storm: under
+// deadline of 5-60ms, for 3s; every other one listens for wake-ups. The watermark (5s) outlasts the storm: under
 // the race detector on two cores a Spanner call can hang for the 2s a Lock
 // may outlive its deadline, and a lease that lapsed then would be lost
 // rightly, which is not what this test is about. Every call returns a lease (unlocked at once,
@@ -172,7 +173,7 @@ func TestLockProcessesImpatientStorm(t *testing.T) {
 	wm := 5 * time.Second
 	cs := startContenders(t, procs, func(i int) procSpec {
 		return procSpec{Role: "storm", ID: fmt.Sprintf("s%02d", i), Database: db, Lock: name, Watermark: wm, Jitter: 0.2,
-			Duration: 3 * time.Second, MinDeadline: 5 * time.Millisecond, MaxDeadline: 60 * time.Millisecond}
+			Duration: 3 * time.Second, MinDeadline: 5 * time.Millisecond, MaxDeadline: 60 * time.Millisecond, Listen: i%2 == 0}
 	})
 	calls := stormCalls(waitAll(t, cs, 2*time.Minute))
 	check := newClient(t, db)

@@ -1,0 +1,89 @@
+package spanmutex
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/spanner"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/spanmutex/spanmutex/ddl"
+)
+
+// queuedIDs returns the waiter ids queued for name, oldest first.
+func queuedIDs(t *testing.T, c *spanner.Client, name string) []string {
+	t.Helper()
+	var ids []string
+	it := c.Single().Read(context.Background(), DefaultTable+ddl.QueueSuffix, spanner.Key{name}.AsPrefix(), []string{"WaiterID"})
+	require.NoError(t, it.Do(func(r *spanner.Row) error {
+		var id string
+		ids = append(ids, id)
+		return r.Columns(&ids[len(ids)-1])
+	}))
+	return ids
+}
+
+// A wake-up from another Scope (two Scopes share no memory: they meet only
+// in Spanner and by datagram, as processes do) names the hand-off's commit
+// timestamp, and the woken waiter confirms the hand-off with a read as of
+// that timestamp (its debug log says so). A forged datagram naming the
+// waiter, with a timestamp at which the lock was not its own, grants
+// nothing: the waiter reads (as of the timestamp, then now) and waits on.
+func TestLockWakeUpConfirmedAsOfItsCommit(t *testing.T) {
+	eachDialect(t, func(t *testing.T, db string) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		client := newClient(t, db)
+		const name = "confirmed-wake"
+		listening, err := ListenScope("127.0.0.1:0", "")
+		require.NoError(t, err)
+		t.Cleanup(func() { require.NoError(t, listening.Close()) })
+		holder, err := NewLock(client, name, WithOwner("holder"), WithScope(NewScope()))
+		require.NoError(t, err)
+		var log lockedBuffer
+		waiter, err := NewLock(client, name, WithOwner("waiter"), WithScope(listening),
+			WithLogger(slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug}))))
+		require.NoError(t, err)
+		held, err := holder.Lock(ctx)
+		require.NoError(t, err)
+
+		type result struct {
+			lease *Lease
+			err   error
+		}
+		got := make(chan result, 1)
+		go func() {
+			l, err := waiter.Lock(ctx)
+			got <- result{l, err}
+		}()
+		waitFor(t, time.Minute, "the waiter to queue", func() bool { return len(queuedIDs(t, client, name)) == 1 })
+		id := queuedIDs(t, client, name)[0]
+
+		before := waiter.Stats().Reads
+		conn, err := net.Dial("udp", listening.Addr())
+		require.NoError(t, err)
+		defer conn.Close()
+		_, err = conn.Write(wakeDatagram(id, held.AcquiredAt()))
+		require.NoError(t, err)
+		waitFor(t, time.Minute, "the forged wake-up's reads", func() bool { return waiter.Stats().Reads >= before+2 })
+		select {
+		case r := <-got:
+			t.Fatalf("a forged wake-up ended the waiter's Lock: lease %v, err %v", r.lease, r.err)
+		default:
+		}
+		assert.NotContains(t, log.String(), "confirmed as of its commit")
+
+		require.NoError(t, holder.Unlock(ctx))
+		r := <-got
+		require.NoError(t, r.err)
+		assert.Equal(t, held.Token()+1, r.lease.Token())
+		assert.True(t, r.lease.HandedOff())
+		assert.Contains(t, log.String(), "handed to us, by a wake-up confirmed as of its commit")
+		assert.Equal(t, int64(1), holder.scope.Stats().WakeUpsSent)
+		require.NoError(t, waiter.Unlock(ctx))
+	})
+}
