@@ -30,6 +30,8 @@ type waiter struct {
 	// remoteAt is, after a wake-up from another process, the commit
 	// timestamp it named for the hand-off to us: the next read is as of it.
 	remoteAt time.Time
+	// awoken reports whether a wake-up has come since the call began.
+	awoken bool
 	// id is the waiter's queue id and, once it holds the lock, its lease id:
 	// a hand-off writes it into the lock's row, which is how the waiter (or
 	// the read that settles an acquisition of unknown outcome) knows.
@@ -178,7 +180,9 @@ func (w *waiter) handedInScope() *Lease {
 func (w *waiter) confirmRemote(ctx context.Context) *Lease {
 	at := w.remoteAt
 	w.remoteAt = time.Time{}
-	// A timestamp ahead of our clock would make the read wait for it.
+	// A timestamp ahead of our clock would make the read wait for it. This
+	// compares Spanner's time with ours only to choose which read to make:
+	// skewed clocks cost the strong read instead.
 	if at.IsZero() || at.After(w.now().Add(maxWakeAhead)) || ctx.Err() != nil {
 		return nil
 	}
@@ -299,10 +303,11 @@ func (w *waiter) await(ctx context.Context, v lockView, d lockDecision, sent tim
 
 // waitBehindScope waits, after arriving queued behind a holder of our own
 // Scope, for its Unlock's wake-up or for the lock to leave the Scope before
-// the first read.
+// the first read. A waiter already woken (the arrival waited, and an Unlock
+// handed it the lock) does not wait: the Scope's holder may be itself.
 func (w *waiter) waitBehindScope(ctx context.Context) error {
 	held, gone := w.local.anyHeld()
-	if !held || !w.joined || w.key == endOfQueue {
+	if !held || !w.joined || w.key == endOfQueue || w.awoken {
 		return nil
 	}
 	if err := w.sleep(ctx, min(w.lock.cfg.watermark, w.untilRenewal(w.now())), gone); err != nil {
@@ -320,6 +325,7 @@ func (w *waiter) sleep(ctx context.Context, d time.Duration, gone <-chan struct{
 	select {
 	case <-c:
 	case h := <-w.wake:
+		w.awoken = true
 		if !h.sent.IsZero() { // a wake-up from another process anchors nothing
 			w.handedAt = h.sent
 		}

@@ -87,3 +87,51 @@ func TestLockWakeUpConfirmedAsOfItsCommit(t *testing.T) {
 		require.NoError(t, waiter.Unlock(ctx))
 	})
 }
+
+// Two waiters of one listening Scope queue behind a holder of another, each
+// by its own arrival transaction, and wait (for a wake-up, or their fallback
+// poll a second later). The first is woken, handed the lock, and unlocks,
+// handing it to the second within their Scope, whose wake-up ends the
+// arrival's wait: the second's Lock returns at once, not after a watermark
+// (it used to wait on for the Scope's holder, itself, to leave).
+func TestLockHandOffWithinScopeAfterQueuedArrivals(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	client := newClient(t, freshDatabase(t))
+	const name = "queued-arrivals"
+	other, err := NewLock(client, name, WithOwner("other"), WithScope(NewScope()))
+	require.NoError(t, err)
+	scope, err := ListenScope("127.0.0.1:0", "")
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, scope.Close()) })
+	first, err := NewLock(client, name, WithOwner("first"), WithScope(scope))
+	require.NoError(t, err)
+	second, err := NewLock(client, name, WithOwner("second"), WithScope(scope))
+	require.NoError(t, err)
+	held, err := other.Lock(ctx)
+	require.NoError(t, err)
+
+	firstGot, secondGot := make(chan error, 1), make(chan error, 1)
+	go func() {
+		_, err := first.Lock(ctx)
+		firstGot <- err
+	}()
+	waitFor(t, time.Minute, "the first waiter to queue", func() bool { return len(queuedIDs(t, client, name)) == 1 })
+	go func() {
+		// Well under the 30s watermark the second waiter once slept.
+		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		_, err := second.Lock(sctx)
+		secondGot <- err
+	}()
+	waitFor(t, time.Minute, "the second waiter to queue", func() bool { return len(queuedIDs(t, client, name)) == 2 })
+	assert.Equal(t, int64(2), first.Stats().ReadWriteAttempts+second.Stats().ReadWriteAttempts,
+		"each waiter queued by its own arrival transaction")
+
+	require.NoError(t, other.Unlock(ctx))
+	require.NoError(t, <-firstGot)
+	assert.Equal(t, held.Token()+1, first.held.Token())
+	require.NoError(t, first.Unlock(ctx))
+	require.NoError(t, <-secondGot, "the second waiter was handed the lock within its Scope")
+	require.NoError(t, second.Unlock(ctx))
+}
