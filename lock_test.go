@@ -20,16 +20,28 @@ import (
 
 // queued returns the owners of the queue entries of name, oldest first.
 func queued(t *testing.T, c *spanner.Client, name string) []string {
+	return queuedColumn(t, c, name, "Owner")
+}
+
+// queuedIDs returns the waiter ids of the queue entries of name, oldest
+// first.
+func queuedIDs(t *testing.T, c *spanner.Client, name string) []string {
+	return queuedColumn(t, c, name, "WaiterID")
+}
+
+// queuedColumn returns the string column col of the queue entries of name,
+// oldest first.
+func queuedColumn(t *testing.T, c *spanner.Client, name, col string) []string {
 	t.Helper()
-	var owners []string
+	var out []string
 	// A key read, in key order (EnqueuedAt, WaiterID): the same in both dialects.
-	it := c.Single().Read(context.Background(), DefaultTable+ddl.QueueSuffix, spanner.Key{name}.AsPrefix(), []string{"Owner"})
+	it := c.Single().Read(context.Background(), DefaultTable+ddl.QueueSuffix, spanner.Key{name}.AsPrefix(), []string{col})
 	require.NoError(t, it.Do(func(r *spanner.Row) error {
-		var o string
-		owners = append(owners, o)
-		return r.Columns(&owners[len(owners)-1])
+		var v string
+		out = append(out, v)
+		return r.Columns(&out[len(out)-1])
 	}))
-	return owners
+	return out
 }
 
 // Uncontended, a lock costs one read-write transaction to acquire and one to

@@ -7,25 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"cloud.google.com/go/spanner"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/spanmutex/spanmutex/ddl"
 )
-
-// queuedIDs returns the waiter ids queued for name, oldest first.
-func queuedIDs(t *testing.T, c *spanner.Client, name string) []string {
-	t.Helper()
-	var ids []string
-	it := c.Single().Read(context.Background(), DefaultTable+ddl.QueueSuffix, spanner.Key{name}.AsPrefix(), []string{"WaiterID"})
-	require.NoError(t, it.Do(func(r *spanner.Row) error {
-		var id string
-		ids = append(ids, id)
-		return r.Columns(&ids[len(ids)-1])
-	}))
-	return ids
-}
 
 // A wake-up from another Scope (two Scopes share no memory: they meet only
 // in Spanner and by datagram, as processes do) names the hand-off's commit

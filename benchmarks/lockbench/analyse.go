@@ -36,6 +36,10 @@ type Result struct {
 	// UnlockP50: Unlock called → Unlock returned: for the Spanner locks,
 	// the release's own commit.
 	UnlockP50, UnlockP99 time.Duration
+	// CommitLead is how far the run's last commit timestamps were ahead of
+	// the local clock (the most of any process): on the emulator, how long
+	// a strong read, or one as of the latest commit, waits at the window's end.
+	CommitLead time.Duration
 	// CycleP50: Lock call plus Unlock call, per acquisition.
 	CycleP50 time.Duration
 
@@ -79,6 +83,7 @@ func analyse(kind Kind, shape Shape, hold, window time.Duration, end int64, coun
 			r.RPCs += n
 		}
 		r.Errors += pr.Errors
+		r.CommitLead = max(r.CommitLead, pr.CommitLead)
 		if r.FirstError == "" {
 			r.FirstError = pr.FirstError
 		}

@@ -89,6 +89,7 @@ type locker interface {
 type fleet struct {
 	lockers []locker
 	rpcs    func() map[string]int64
+	lead    func() (time.Duration, bool) // the last commit's lead (RPCCounter.LastCommitLead)
 	stats   func() (rw, blind, reads int64)
 	close   func()
 }
@@ -165,7 +166,8 @@ func runLockChild(sp spec, cmds <-chan string, say func(string)) error {
 	}
 	wg.Wait()
 	rw1, bl1, rd1 := f.stats()
-	res := lockResult{Proc: sp.Proc, Calls: calls, RPCs: bench.RPCsSince(f.rpcs(), rpcsBefore),
+	lead, _ := f.lead()
+	res := lockResult{CommitLead: lead, Proc: sp.Proc, Calls: calls, RPCs: bench.RPCsSince(f.rpcs(), rpcsBefore),
 		RWAttempts: rw1 - rw0, BlindWrites: bl1 - bl0, Reads: rd1 - rd0, Errors: errs, FirstError: firstErr}
 	if err := writeJSON(sp.Out, res); err != nil {
 		return err

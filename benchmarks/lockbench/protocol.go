@@ -66,8 +66,11 @@ type lockResult struct {
 	// Operations from the start of the window until the child stopped.
 	RPCs                           map[string]int64
 	RWAttempts, BlindWrites, Reads int64
-	Errors                         int
-	FirstError                     string
+	// CommitLead is how far the process's last commit timestamp was ahead
+	// of the local clock (Spanner only; 0 for etcd).
+	CommitLead time.Duration
+	Errors     int
+	FirstError string
 }
 
 // queueResult is a queue worker child's result.

@@ -67,6 +67,18 @@ func (r *RPCCounter) DialOptions() []grpc.DialOption { return r.c.dialOptions() 
 // Counts returns the calls so far, by method.
 func (r *RPCCounter) Counts() map[string]int64 { return r.c.snapshot() }
 
+// LastCommitLead returns how far the timestamp of the latest successful
+// Commit was ahead of the local clock when the call returned, and false if
+// there was none. On the emulator it grows with every commit, and strong
+// reads wait for it.
+func (r *RPCCounter) LastCommitLead() (time.Duration, bool) {
+	leads := r.c.commitLeads()
+	if len(leads) == 0 {
+		return 0, false
+	}
+	return leads[len(leads)-1], true
+}
+
 // TotalRPCs returns the calls of every method in counts, a result of Counts.
 func TotalRPCs(counts map[string]int64) int64 { return rpcCounts(counts).total() }
 
