@@ -93,6 +93,7 @@ func (w *waiter) join(ctx context.Context) error {
 func (w *waiter) enqueued(key queueKey, sent time.Time) {
 	w.joined, w.touched = true, true
 	w.key, w.entryRenewed, w.quiet = key, sent, sent
+	w.seenTS, w.seenLocal = key.at, w.now()
 	w.renewEvery = w.entryTTL()/2 - drawJitter(w.entryTTL(), 1.0/8)
 }
 

@@ -32,6 +32,10 @@ type waiter struct {
 	remoteAt time.Time
 	// awoken reports whether a wake-up has come since the call began.
 	awoken bool
+	// seenTS is a Spanner time we know has passed (our entry's commit
+	// timestamp), and seenLocal the local time we learnt it: together they
+	// bound, by Spanner's clock, how late a hand-off to us can have committed.
+	seenTS, seenLocal time.Time
 	// id is the waiter's queue id and, once it holds the lock, its lease id:
 	// a hand-off writes it into the lock's row, which is how the waiter (or
 	// the read that settles an acquisition of unknown outcome) knows.
@@ -180,10 +184,11 @@ func (w *waiter) handedInScope() *Lease {
 func (w *waiter) confirmRemote(ctx context.Context) *Lease {
 	at := w.remoteAt
 	w.remoteAt = time.Time{}
-	// A timestamp ahead of our clock would make the read wait for it. This
-	// compares Spanner's time with ours only to choose which read to make:
-	// skewed clocks cost the strong read instead.
-	if at.IsZero() || at.After(w.now().Add(maxWakeAhead)) || ctx.Err() != nil {
+	// A timestamp later than any a hand-off to us can have had would make
+	// the read wait for it: the latest is seenTS plus the local time since
+	// (only a duration crosses clocks), plus maxWakeAhead for the drift.
+	if at.IsZero() || w.seenTS.IsZero() || ctx.Err() != nil ||
+		at.After(w.seenTS.Add(w.now().Sub(w.seenLocal)+maxWakeAhead)) {
 		return nil
 	}
 	octx, cancel := detached(ctx, w.lock.cfg.finishTimeout)
@@ -198,8 +203,9 @@ func (w *waiter) confirmRemote(ctx context.Context) *Lease {
 	return lease
 }
 
-// maxWakeAhead is how far past the local clock a wake-up's commit
-// timestamp may be for the waiter to read as of it.
+// maxWakeAhead is how far past the latest time a hand-off to us can have
+// had (see confirmRemote) a wake-up's commit timestamp may be for the waiter
+// to read as of it.
 const maxWakeAhead = time.Second
 
 // try takes a lock that a read at local time sent found free (or its holder
