@@ -301,6 +301,7 @@ func (w *waiter) await(ctx context.Context, v lockView, d lockDecision, sent tim
 			interval, gone = max(interval, min(w.lock.cfg.watermark, d.wait, w.untilRenewal(w.now()))), ch
 		}
 	}
+	w.lock.cfg.logger.Debug("lock: waiting", "for", interval)
 	if err := w.sleep(ctx, interval, gone); err != nil {
 		return errNotObtained(ctx)
 	}
