@@ -15,14 +15,15 @@ import (
 // one read-write transaction that takes the lock if it is free and nobody
 // waits, and otherwise queues us. If another contender of our Scope is
 // acquiring or holds the lock, it queues us in a blind insert shared with
-// the Scope's other waiters that join meanwhile instead. It returns the
-// lease if it took the lock; if it queued us, it first waits as the loop
-// would after a read that showed the lock held (the transaction read it);
-// otherwise it leaves the rest to the loop: queued, or not (w.joined says
-// which) after a refusal or an error, which it returns (ctx's end included).
+// the Scope's other waiters that join meanwhile instead, and waits behind
+// that contender (joinBehindScope). It returns the lease if it took the
+// lock; if it queued us, it first waits as the loop would after a read that
+// showed the lock held (the transaction read it); otherwise it leaves the
+// rest to the loop: queued, or not (w.joined says which) after a refusal or
+// an error, which it returns (ctx's end included).
 func (w *waiter) arrive(ctx context.Context) (*Lease, error) {
 	if !w.local.tryAcquiring() {
-		return nil, w.join(ctx)
+		return nil, w.joinBehindScope(ctx)
 	}
 	sent := w.now()
 	res, err := w.attempt(ctx, sent, true) // w.key is endOfQueue: not queued yet
@@ -46,7 +47,7 @@ func (w *waiter) arrive(ctx context.Context) (*Lease, error) {
 		return nil, nil // the waiting loop reads the row and says why
 	case spanner.ErrCode(err) == codes.Aborted && ctx.Err() == nil:
 		// Lost a race: nothing was written. Queue without reading.
-		return nil, w.join(ctx)
+		return nil, w.joinBehindScope(ctx)
 	}
 	if res.sent {
 		// It may have committed: the lock taken (the loop's read finds our
@@ -88,12 +89,29 @@ func (w *waiter) join(ctx context.Context) error {
 	return nil
 }
 
+// joinBehindScope queues us without reading (join) and then, if a
+// contender of our Scope holds the lock, waits for its Unlock's wake-up or
+// for the lock to leave the Scope before the first read.
+func (w *waiter) joinBehindScope(ctx context.Context) error {
+	if err := w.join(ctx); err != nil {
+		return err
+	}
+	held, gone := w.local.anyHeld()
+	if !held || !w.joined || w.key == endOfQueue {
+		return nil
+	}
+	if err := w.sleep(ctx, min(w.lock.cfg.watermark, w.untilRenewal(w.now())), gone); err != nil {
+		return errNotObtained(ctx)
+	}
+	return nil
+}
+
 // enqueued records that our entry, inserted by a commit sent at local time
 // sent, is in the queue under key.
 func (w *waiter) enqueued(key queueKey, sent time.Time) {
 	w.joined, w.touched = true, true
 	w.key, w.entryRenewed, w.quiet = key, sent, sent
-	w.seenTS, w.seenLocal = key.at, w.now()
+	w.keyLearnt = w.now()
 	w.renewEvery = w.entryTTL()/2 - drawJitter(w.entryTTL(), 1.0/8)
 }
 

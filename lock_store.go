@@ -364,7 +364,7 @@ func (s *spannerStore) readByKey(ctx context.Context, tx *spanner.ReadWriteStmtB
 		return lockView{}, false, err
 	}
 	if uncounted && r.Exists && r.State == StateStarted {
-		r.Now = latest(r.StartedAt, r.RenewedAt, r.UpdatedAt)
+		r.Now = r.lastWritten()
 		return lockView{row: r, ahead: 1, uncounted: true}, holderLive(r, s.watermark), nil
 	}
 	if r.Exists && r.State != StateNeeded {
@@ -516,7 +516,7 @@ func (s *spannerStore) readForHandOff(ctx context.Context, tx *spanner.ReadWrite
 	if err != nil {
 		return row{}, nil, err
 	}
-	v.Now = latest(v.StartedAt, v.RenewedAt, v.UpdatedAt)
+	v.Now = v.lastWritten()
 	for _, e := range head {
 		v.Now = latest(v.Now, e.EnqueuedAt, e.RenewedAt)
 	}
@@ -553,6 +553,10 @@ func (s *spannerStore) readForLeave(ctx context.Context, tx *spanner.ReadWriteTr
 	}
 	return v, head, nil
 }
+
+// lastWritten is the latest commit timestamp in r: a lower bound of
+// Spanner's clock at any transaction that read r.
+func (r row) lastWritten() time.Time { return latest(r.StartedAt, r.RenewedAt, r.UpdatedAt) }
 
 // latest returns the latest of ts.
 func latest(ts ...time.Time) time.Time {

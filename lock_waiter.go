@@ -30,17 +30,15 @@ type waiter struct {
 	// remoteAt is, after a wake-up from another process, the commit
 	// timestamp it named for the hand-off to us: the next read is as of it.
 	remoteAt time.Time
-	// awoken reports whether a wake-up has come since the call began.
-	awoken bool
-	// seenTS is a Spanner time we know has passed (our entry's commit
-	// timestamp), and seenLocal the local time we learnt it: together they
-	// bound, by Spanner's clock, how late a hand-off to us can have committed.
-	seenTS, seenLocal time.Time
 	// id is the waiter's queue id and, once it holds the lock, its lease id:
 	// a hand-off writes it into the lock's row, which is how the waiter (or
 	// the read that settles an acquisition of unknown outcome) knows.
 	id  string
 	key queueKey // endOfQueue until joined
+	// keyLearnt is the local time we learnt key, our entry's commit
+	// timestamp: with it, key.at bounds by Spanner's clock how late a
+	// hand-off to us can have committed (confirmRemote).
+	keyLearnt time.Time
 	// joined reports whether an entry may be in the queue; touched whether
 	// the lock may have been given to us (joined, or an acquisition sent);
 	// strays whether an entry of ours whose key we never learnt may exist.
@@ -76,8 +74,6 @@ func (w *waiter) run(ctx context.Context, wait bool) (*Lease, error) {
 			if err := w.writes.failed(ctx, err, 0); err != nil {
 				return nil, err
 			}
-		} else if err := w.waitBehindScope(ctx); err != nil {
-			return nil, err
 		}
 	}
 	for {
@@ -155,10 +151,15 @@ func (w *waiter) dropped(v lockView) bool {
 // acquisition of ours whose answer was lost) by a read sent at local time
 // sent.
 func (w *waiter) handed(v lockView, sent time.Time) *Lease {
-	lease := newLease(w.lock.name, v.Owner, w.id, v.Token, false, w.lock.cfg.table)
-	lease.acquiredAt, lease.handedOff = v.StartedAt, !w.ownAttempt
-	lease.anchor = w.handedAnchor(sent, v.row)
 	w.lock.cfg.logger.Debug("lock: handed to us", "token", v.Token)
+	return w.leaseOf(v.row, w.handedAnchor(sent, v.row))
+}
+
+// leaseOf returns our lease of the lock a read found ours in r, anchored at
+// anchor (see keepAlive).
+func (w *waiter) leaseOf(r row, anchor time.Time) *Lease {
+	lease := newLease(w.lock.name, r.Owner, w.id, r.Token, false, w.lock.cfg.table)
+	lease.acquiredAt, lease.handedOff, lease.anchor = r.StartedAt, !w.ownAttempt, anchor
 	return lease
 }
 
@@ -185,10 +186,11 @@ func (w *waiter) confirmRemote(ctx context.Context) *Lease {
 	at := w.remoteAt
 	w.remoteAt = time.Time{}
 	// A timestamp later than any a hand-off to us can have had would make
-	// the read wait for it: the latest is seenTS plus the local time since
-	// (only a duration crosses clocks), plus maxWakeAhead for the drift.
-	if at.IsZero() || w.seenTS.IsZero() || ctx.Err() != nil ||
-		at.After(w.seenTS.Add(w.now().Sub(w.seenLocal)+maxWakeAhead)) {
+	// the read wait for it: the latest is our entry's commit timestamp plus
+	// the local time since we learnt it (only a duration crosses clocks),
+	// plus maxWakeAhead for the drift.
+	if at.IsZero() || w.key == endOfQueue || ctx.Err() != nil ||
+		at.After(w.key.at.Add(w.now().Sub(w.keyLearnt)+maxWakeAhead)) {
 		return nil
 	}
 	octx, cancel := detached(ctx, w.lock.cfg.finishTimeout)
@@ -197,10 +199,8 @@ func (w *waiter) confirmRemote(ctx context.Context) *Lease {
 	if err != nil || !r.heldBy(w.id) {
 		return nil
 	}
-	lease := newLease(w.lock.name, r.Owner, w.id, r.Token, false, w.lock.cfg.table)
-	lease.acquiredAt, lease.handedOff, lease.anchor = r.StartedAt, !w.ownAttempt, w.quiet
 	w.lock.cfg.logger.Debug("lock: handed to us, by a wake-up confirmed as of its commit", "token", r.Token)
-	return lease
+	return w.leaseOf(r, w.quiet)
 }
 
 // maxWakeAhead is how far past the latest time a hand-off to us can have
@@ -308,21 +308,6 @@ func (w *waiter) await(ctx context.Context, v lockView, d lockDecision, sent tim
 	return nil
 }
 
-// waitBehindScope waits, after arriving queued behind a holder of our own
-// Scope, for its Unlock's wake-up or for the lock to leave the Scope before
-// the first read. A waiter already woken (the arrival waited, and an Unlock
-// handed it the lock) does not wait: the Scope's holder may be itself.
-func (w *waiter) waitBehindScope(ctx context.Context) error {
-	held, gone := w.local.anyHeld()
-	if !held || !w.joined || w.key == endOfQueue || w.awoken {
-		return nil
-	}
-	if err := w.sleep(ctx, min(w.lock.cfg.watermark, w.untilRenewal(w.now())), gone); err != nil {
-		return errNotObtained(ctx)
-	}
-	return nil
-}
-
 // sleep waits for d, or until an Unlock of our Scope says it handed us the
 // lock, or gone is closed, or until ctx ends; it returns ctx.Err() in the
 // last case.
@@ -332,7 +317,6 @@ func (w *waiter) sleep(ctx context.Context, d time.Duration, gone <-chan struct{
 	select {
 	case <-c:
 	case h := <-w.wake:
-		w.awoken = true
 		if !h.sent.IsZero() { // a wake-up from another process anchors nothing
 			w.handedAt = h.sent
 		}

@@ -14,6 +14,12 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// lockReturn is what a Lock call run in a goroutine returned.
+type lockReturn struct {
+	lease *Lease
+	err   error
+}
+
 // A wake-up from another Scope (two Scopes share no memory: they meet only
 // in Spanner and by datagram, as processes do) names the hand-off's commit
 // timestamp, and the woken waiter confirms the hand-off with a read as of
@@ -56,14 +62,10 @@ func testWakeUpConfirmed(ctx context.Context, t *testing.T, client *spanner.Clie
 	held, err := holder.Lock(ctx)
 	require.NoError(t, err)
 
-	type result struct {
-		lease *Lease
-		err   error
-	}
-	got := make(chan result, 1)
+	got := make(chan lockReturn, 1)
 	go func() {
 		l, err := waiter.Lock(ctx)
-		got <- result{l, err}
+		got <- lockReturn{l, err}
 	}()
 	waitFor(t, time.Minute, "the waiter to queue and wait", func() bool {
 		return len(queuedIDs(t, client, name)) == 1 && strings.Contains(log.String(), "lock: waiting")
@@ -103,7 +105,7 @@ func testWakeUpConfirmed(ctx context.Context, t *testing.T, client *spanner.Clie
 // poll a second later). The first is woken, handed the lock, and unlocks,
 // handing it to the second within their Scope, whose wake-up ends the
 // arrival's wait: the second's Lock returns at once, not after a watermark
-// (it used to wait on for the Scope's holder, itself, to leave).
+// spent waiting for the Scope's holder, itself, to leave.
 func TestLockHandOffWithinScopeAfterQueuedArrivals(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -121,14 +123,14 @@ func TestLockHandOffWithinScopeAfterQueuedArrivals(t *testing.T) {
 	held, err := other.Lock(ctx)
 	require.NoError(t, err)
 
-	firstGot, secondGot := make(chan error, 1), make(chan error, 1)
+	firstGot, secondGot := make(chan lockReturn, 1), make(chan error, 1)
 	go func() {
-		_, err := first.Lock(ctx)
-		firstGot <- err
+		l, err := first.Lock(ctx)
+		firstGot <- lockReturn{l, err}
 	}()
 	waitFor(t, time.Minute, "the first waiter to queue", func() bool { return len(queuedIDs(t, client, name)) == 1 })
 	go func() {
-		// Well under the 30s watermark the second waiter once slept.
+		// Well under the 30s watermark such a wait would take.
 		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 		_, err := second.Lock(sctx)
@@ -139,8 +141,9 @@ func TestLockHandOffWithinScopeAfterQueuedArrivals(t *testing.T) {
 		"each waiter queued by its own arrival transaction")
 
 	require.NoError(t, other.Unlock(ctx))
-	require.NoError(t, <-firstGot)
-	assert.Equal(t, held.Token()+1, first.held.Token())
+	r := <-firstGot
+	require.NoError(t, r.err)
+	assert.Equal(t, held.Token()+1, r.lease.Token())
 	require.NoError(t, first.Unlock(ctx))
 	require.NoError(t, <-secondGot, "the second waiter was handed the lock within its Scope")
 	require.NoError(t, second.Unlock(ctx))
