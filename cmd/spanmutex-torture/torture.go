@@ -110,7 +110,8 @@ type tortureOptions struct {
 	history      string
 	checkTimeout time.Duration
 	progress     time.Duration
-	dialect      string // of the emulator's database: googlesql or postgresql
+	dialectName  string      // --dialect
+	dialect      ddl.Dialect // of the emulator's database, parsed from dialectName by validate
 }
 
 // tortureFlags defines the flags of "spanmutex-torture" on a new flag set.
@@ -127,7 +128,7 @@ func tortureFlags() (*flag.FlagSet, *tortureOptions) {
 	fs.StringVar(&o.history, "history", "", "also write the recorded history to this file, as JSON lines (it is written to a temporary file anyway on a violation)")
 	fs.DurationVar(&o.checkTimeout, "check-timeout", 5*time.Minute, "bound on the linearizability check of each name")
 	fs.DurationVar(&o.progress, "progress", 30*time.Second, "print a progress line this often (0: never)")
-	fs.StringVar(&o.dialect, "dialect", ddl.GoogleSQL.String(), "the SQL dialect of the emulator's database: googlesql or postgresql")
+	fs.StringVar(&o.dialectName, "dialect", ddl.GoogleSQL.String(), "the SQL dialect of the emulator's database: googlesql or postgresql")
 	return fs, o
 }
 
@@ -138,7 +139,7 @@ func (o *tortureOptions) validate() error {
 		return cmdline.Usagef(command, "--faults %q: %v", o.faultList, err)
 	}
 	o.faults = faults
-	if _, err := cmdline.ParseDialect(command, o.dialect); err != nil {
+	if o.dialect, err = cmdline.ParseDialect(command, o.dialectName); err != nil {
 		return err
 	}
 	switch {
@@ -255,11 +256,7 @@ type tortureClient struct {
 // lock_process_test.go runs Locks in real separate processes.
 func (t *torture) connect(ctx context.Context) (func(), error) {
 	o := t.opts
-	d, err := ddl.ParseDialect(o.dialect) // validated with the flags
-	if err != nil {
-		return nil, err
-	}
-	eopts := []emulator.Option{emulator.WithDialect(d), emulator.WithDDL(history.WritesDDLIn(d, tortureWrites))}
+	eopts := []emulator.Option{emulator.WithDialect(o.dialect), emulator.WithDDL(history.WritesDDLIn(o.dialect, tortureWrites))}
 	if o.has(faultAbort) {
 		eopts = append(eopts, emulator.WithFaultInjection())
 	}

@@ -70,10 +70,7 @@ func tortureAllFaults(t *testing.T, dialect string) {
 // TestTortureWithoutFaults needs no emulator of its own (it may attach to
 // the tests' emulator) and reports no faults.
 func TestTortureWithoutFaults(t *testing.T) {
-	tests.NeedEmulator(t)
-	tortureNoLeak(t)
-	t.Setenv(cmdline.EmulatorHostEnv, tests.Emu.Host())
-	code, stdout, stderr := tests.Call(t, "--duration", "3s", "--clients", "2", "--faults", "none", "--progress", "0")
+	code, stdout, stderr := tortureOnTestsEmulator(t, "--duration", "3s", "--clients", "2", "--faults", "none", "--progress", "0")
 	if code != cmdline.ExitOK || !strings.Contains(stdout, "faults none") || !strings.Contains(stdout, "Faults injected: 0\n") ||
 		!strings.Contains(stdout, "Violations: 0\n") || !strings.Contains(stdout, "Using the Cloud Spanner emulator at") {
 		t.Errorf("exit %d; stdout:\n%s\nstderr:\n%s", code, stdout, stderr)
@@ -83,10 +80,7 @@ func TestTortureWithoutFaults(t *testing.T) {
 // Impatient Lock calls give up with ErrNotObtained, within Lock's contract,
 // and leave no lock held; the stalls are reported. On the tests' emulator.
 func TestTortureImpatient(t *testing.T) {
-	tests.NeedEmulator(t)
-	tortureNoLeak(t)
-	t.Setenv(cmdline.EmulatorHostEnv, tests.Emu.Host())
-	code, stdout, stderr := tests.Call(t, "--duration", "6s", "--clients", "4", "--locks", "1", "--watermark", "500ms",
+	code, stdout, stderr := tortureOnTestsEmulator(t, "--duration", "6s", "--clients", "4", "--locks", "1", "--watermark", "500ms",
 		"--faults", "impatient", "--progress", "0")
 	if code != cmdline.ExitOK || stderr != "" {
 		t.Fatalf("exit %d; stdout:\n%s\nstderr:\n%s", code, stdout, stderr)
@@ -112,10 +106,7 @@ func TestTortureImpatient(t *testing.T) {
 // the holder's declared lease. Paused holders are taken over; on the
 // tests' emulator.
 func TestTortureMismatched(t *testing.T) {
-	tests.NeedEmulator(t)
-	tortureNoLeak(t)
-	t.Setenv(cmdline.EmulatorHostEnv, tests.Emu.Host())
-	code, stdout, stderr := tests.Call(t, "--duration", "8s", "--clients", "4", "--locks", "1", "--watermark", "300ms",
+	code, stdout, stderr := tortureOnTestsEmulator(t, "--duration", "8s", "--clients", "4", "--locks", "1", "--watermark", "300ms",
 		"--faults", "mismatched,pause", "--progress", "0")
 	if code != cmdline.ExitOK || stderr != "" {
 		t.Fatalf("exit %d; stdout:\n%s\nstderr:\n%s", code, stdout, stderr)
@@ -222,6 +213,16 @@ func TestParseFaults(t *testing.T) {
 	if _, err := parseFaults("abort,none"); err == nil {
 		t.Error(`"abort,none" was accepted`)
 	}
+}
+
+// tortureOnTestsEmulator runs the torture in-process with args on the
+// tests' emulator, and checks that it leaves no goroutine behind.
+func tortureOnTestsEmulator(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	tests.NeedEmulator(t)
+	tortureNoLeak(t)
+	t.Setenv(cmdline.EmulatorHostEnv, tests.Emu.Host())
+	return tests.Call(t, args...)
 }
 
 // tortureNoLeak fails the test if goroutines of the torture are still

@@ -61,6 +61,12 @@ func parseFlags(s streams, sub string, fs *flag.FlagSet, h helpText, args []stri
 	return cmdline.ParseFlags(s, fullCommand(sub), fs, h, args)
 }
 
+// parseOnlyFlags parses the arguments of subcommand sub, which takes no
+// positional arguments (see cmdline.ParseOnlyFlags).
+func parseOnlyFlags(s streams, sub string, fs *flag.FlagSet, h helpText, args []string) (code int, done bool) {
+	return cmdline.ParseOnlyFlags(s, fullCommand(sub), fs, h, args)
+}
+
 // badName is the usage error of sub for a NAME that spanmutex.ValidateName
 // refused with err.
 func badName(sub string, err error) *usageError {

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"flag"
-	"fmt"
 	"time"
 
 	"github.com/google/uuid"
@@ -110,12 +109,8 @@ func (o *sheetsDemoOptions) validate() error {
 func cmdDemoSpreadsheets(ctx context.Context, s streams, args []string) int {
 	const cmd = "demo spreadsheets"
 	fs, o := sheetsDemoFlags()
-	positional, code, done := parseFlags(s, cmd, fs, sheetsDemoHelp, args)
-	if done {
+	if code, done := parseOnlyFlags(s, cmd, fs, sheetsDemoHelp, args); done {
 		return code
-	}
-	if len(positional) > 0 {
-		return cmdline.ReportUsage(s, usage(cmd, fmt.Sprintf("unexpected argument %q", positional[0])))
 	}
 	if err := o.validate(); err != nil {
 		return cmdline.ReportError(s, err, exitUsage)

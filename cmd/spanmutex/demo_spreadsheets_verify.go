@@ -121,10 +121,10 @@ func checkAccounted(t *sheetsChecks, accepted map[string]acceptedRequest, byID m
 // create per sheet, and every completed click applied once.
 func (d *sheetsDemo) checkStore(t *sheetsChecks, rows []queue.Request, load *sheetsLoad) {
 	o, store := d.opts, d.svc.store
-	sum := store.Summary()
+	sum, violations, writes := store.Summary(), store.Violations(), len(store.Log())
 	for _, k := range sheets.ViolationKinds() {
-		detail := fmt.Sprintf("%d in %d writes to the store", sum.Violations[k], len(store.Log()))
-		for _, v := range store.Violations() {
+		detail := fmt.Sprintf("%d in %d writes to the store", sum.Violations[k], writes)
+		for _, v := range violations {
 			if v.Kind == k {
 				detail += "; first: " + v.String()
 				break

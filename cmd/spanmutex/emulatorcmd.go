@@ -43,12 +43,8 @@ func cmdEmulator(ctx context.Context, s streams, args []string) int {
 	table := fs.String("table", spanmutex.DefaultTable, "the mutex table to create (the default table is always created)")
 	verbose := fs.Bool("verbose", false, "copy the emulator's own log to stderr")
 	dialectName := cmdline.AddDialectFlag(fs)
-	positional, code, done := parseFlags(s, "emulator", fs, emulatorHelp, args)
-	if done {
+	if code, done := parseOnlyFlags(s, "emulator", fs, emulatorHelp, args); done {
 		return code
-	}
-	if len(positional) > 0 {
-		return cmdline.ReportUsage(s, usage("emulator", fmt.Sprintf("unexpected argument %q", positional[0])))
 	}
 	if err := cmdline.ValidateTable(fullCommand("emulator"), *table); err != nil {
 		return cmdline.ReportError(s, err, exitUsage)

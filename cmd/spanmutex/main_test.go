@@ -116,7 +116,7 @@ func cli(t *testing.T, args ...string) (code int, stdout, stderr string) {
 }
 
 // commandTests is what the helpers above share with the tests of the other
-// commands (internal/testutil).
+// commands (internal/cmdline/cmdlinetest).
 func commandTests() *cmdlinetest.Command {
 	return &cmdlinetest.Command{Emu: emu, Run: func(ctx context.Context, s streams, args []string) int {
 		return run(ctx, args, s.Stdout, s.Stderr)

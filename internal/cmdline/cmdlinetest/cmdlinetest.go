@@ -113,8 +113,8 @@ func (c *Command) RunOnBothBackends(t *testing.T, db string, leak func(*testing.
 				c.NeedBinary(t)
 			}
 			leak(t)
-			t.Setenv("SPANNER_EMULATOR_HOST", tc.host)
-			t.Setenv("SPANMUTEX_DATABASE", "")
+			t.Setenv(cmdline.EmulatorHostEnv, tc.host)
+			t.Setenv(cmdline.DatabaseEnv, "")
 			code, stdout, stderr := c.Call(t, append(append([]string(nil), args...), tc.args...)...)
 			if code != 0 {
 				t.Fatalf("%s exited %d; stdout:\n%s\nstderr:\n%s", strings.Join(args, " "), code, stdout, stderr)
