@@ -19,7 +19,6 @@ import (
 
 	"github.com/spanmutex/spanmutex"
 	"github.com/spanmutex/spanmutex/ddl"
-	"github.com/spanmutex/spanmutex/internal/sqldialect"
 )
 
 // lockedDriver is the database.Driver golang-migrate runs against: its
@@ -256,13 +255,9 @@ func pause(ctx context.Context, wait time.Duration) bool {
 // openUpstream opens golang-migrate's spanner driver, which creates the
 // version table if it is missing; it is called with the lock held, and
 // retried while Spanner rejects that DDL because of a concurrent schema
-// change or transaction. The database's dialect is read once, before.
+// change or transaction. dialect is the database's (read by Up).
 // It returns how many times it tried again.
-func openUpstream(ctx context.Context, client *spanner.Client, admin *dbadmin.DatabaseAdminClient, cfg *config) (database.Driver, int, error) {
-	dialect, err := sqldialect.Detect(ctx, client)
-	if err != nil {
-		return nil, 0, fmt.Errorf("migrations: read the dialect of %s: %w", client.DatabaseName(), err)
-	}
+func openUpstream(ctx context.Context, client *spanner.Client, admin *dbadmin.DatabaseAdminClient, dialect ddl.Dialect, cfg *config) (database.Driver, int, error) {
 	bo := ddlBackOff(cfg.retryTimeout)
 	for retries := 0; ; retries++ {
 		var (

@@ -13,6 +13,8 @@ import (
 	"github.com/golang-migrate/migrate/v4/source"
 
 	"github.com/spanmutex/spanmutex"
+	"github.com/spanmutex/spanmutex/ddl"
+	"github.com/spanmutex/spanmutex/internal/sqldialect"
 )
 
 // Migrator applies golang-migrate migrations to one Spanner database under a
@@ -96,7 +98,14 @@ type Result struct {
 func (m *Migrator) Up(ctx context.Context) (res Result, err error) {
 	res.Before, res.After = -1, -1
 	began := time.Now()
-	lock, err := spanmutex.NewLock(m.client, m.cfg.lockName, m.cfg.lockOptionsWithDefaults()...)
+	// The dialect is read once, here, for the lock and the version table
+	// (openUpstream); a Lock not given it would read it again.
+	dialect, err := sqldialect.Detect(ctx, m.client)
+	if err != nil {
+		return res, fmt.Errorf("migrations: read the dialect of %s: %w", m.client.DatabaseName(), err)
+	}
+	lockOpts := append([]spanmutex.Option{spanmutex.WithDialect(dialect)}, m.cfg.lockOptionsWithDefaults()...)
+	lock, err := spanmutex.NewLock(m.client, m.cfg.lockName, lockOpts...)
 	if err != nil {
 		return res, err
 	}
@@ -116,7 +125,7 @@ func (m *Migrator) Up(ctx context.Context) (res Result, err error) {
 	}()
 	mctx, stop := leaseContext(ctx, lease)
 	defer stop(nil)
-	d, closeAdmin, err := m.openDriver(mctx, lease, &res)
+	d, closeAdmin, err := m.openDriver(mctx, lease, dialect, &res)
 	if err != nil {
 		return res, err
 	}
@@ -142,7 +151,7 @@ func leaseContext(ctx context.Context, lease *spanmutex.Lease) (context.Context,
 // openDriver opens golang-migrate's spanner driver under the lease (its Open
 // creates the version table) and reads the version into res; it returns the
 // locked driver and what closes the admin client it opened, if any.
-func (m *Migrator) openDriver(mctx context.Context, lease *spanmutex.Lease, res *Result) (*lockedDriver, func(), error) {
+func (m *Migrator) openDriver(mctx context.Context, lease *spanmutex.Lease, dialect ddl.Dialect, res *Result) (*lockedDriver, func(), error) {
 	admin, closeAdmin := m.cfg.admin, func() {}
 	if admin == nil {
 		var err error
@@ -151,7 +160,7 @@ func (m *Migrator) openDriver(mctx context.Context, lease *spanmutex.Lease, res 
 		}
 		closeAdmin = func() { admin.Close() }
 	}
-	upstream, openRetries, err := openUpstream(mctx, m.client, admin, &m.cfg)
+	upstream, openRetries, err := openUpstream(mctx, m.client, admin, dialect, &m.cfg)
 	res.DDLRetries = openRetries
 	if err != nil {
 		closeAdmin()

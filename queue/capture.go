@@ -371,12 +371,11 @@ func (r *captureRun) ended(res partitionResult) error {
 // back the partitions' claims, and returns err.
 func (r *captureRun) stop(err error) error {
 	r.cancel()
-	// Drain the partitions' results so that they all return.
+	// Drain the partitions' results so that they all return. Stopping:
+	// their errors are cancellations, or would be met again by the next
+	// Run at the same checkpoint.
 	go func() { r.wg.Wait(); close(r.done) }()
-	for res := range r.done {
-		// Stopping: their errors are cancellations, or would be met again
-		// by the next Run at the same checkpoint.
-		delete(r.active, res.token)
+	for range r.done {
 	}
 	r.c.release(context.WithoutCancel(r.ctx))
 	return err

@@ -12,19 +12,18 @@ import (
 // unknown fields are ignored, as there.
 type jsonRecord struct {
 	Data *struct {
-		CommitTimestamp                 string          `json:"commit_timestamp"`
-		RecordSequence                  string          `json:"record_sequence"`
-		ServerTransactionID             string          `json:"server_transaction_id"`
-		IsLastRecordInTransaction       bool            `json:"is_last_record_in_transaction_in_partition"`
-		TableName                       string          `json:"table_name"`
-		ModType                         string          `json:"mod_type"`
-		ValueCaptureType                string          `json:"value_capture_type"`
-		NumberOfRecordsInTransaction    json.Number     `json:"number_of_records_in_transaction"`
-		NumberOfPartitionsInTransaction json.Number     `json:"number_of_partitions_in_transaction"`
-		TransactionTag                  string          `json:"transaction_tag"`
-		IsSystemTransaction             bool            `json:"is_system_transaction"`
-		Mods                            []jsonMod       `json:"mods"`
-		ColumnTypes                     json.RawMessage `json:"column_types"`
+		CommitTimestamp                 string      `json:"commit_timestamp"`
+		RecordSequence                  string      `json:"record_sequence"`
+		ServerTransactionID             string      `json:"server_transaction_id"`
+		IsLastRecordInTransaction       bool        `json:"is_last_record_in_transaction_in_partition"`
+		TableName                       string      `json:"table_name"`
+		ModType                         string      `json:"mod_type"`
+		ValueCaptureType                string      `json:"value_capture_type"`
+		NumberOfRecordsInTransaction    json.Number `json:"number_of_records_in_transaction"`
+		NumberOfPartitionsInTransaction json.Number `json:"number_of_partitions_in_transaction"`
+		TransactionTag                  string      `json:"transaction_tag"`
+		IsSystemTransaction             bool        `json:"is_system_transaction"`
+		Mods                            []jsonMod   `json:"mods"`
 	} `json:"data_change_record"`
 	Heartbeat *struct {
 		Timestamp string `json:"timestamp"`

@@ -41,8 +41,8 @@ var dialects = []ddl.Dialect{ddl.GoogleSQL, ddl.PostgreSQL}
 
 // eachDialect runs test once per dialect, as a subtest named after it
 // (googlesql, postgresql). The tests of enqueueing, reading and handling
-// requests run through it; the rest run on GoogleSQL only, so that the
-// suite does not double (the capture refuses PostgreSQL: see DialectError).
+// requests, and the capture's end-to-end test, run through it; the rest
+// run on GoogleSQL only, so that the suite does not double.
 func eachDialect(t *testing.T, test func(t *testing.T, d ddl.Dialect)) {
 	t.Helper()
 	for _, d := range dialects {

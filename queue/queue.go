@@ -57,7 +57,7 @@ func WithMaxPayload(n int) Option { return func(c *config) { c.maxPayload = n } 
 // WithDialect says which SQL dialect the database was created with
 // (ddl.GoogleSQL or ddl.PostgreSQL), so that the queue, its workers' locks
 // and its capture need not read it; without it, it is read from the
-// database by the first call that needs it.
+// database once, by the first call that needs it, for all of them.
 func WithDialect(d ddl.Dialect) Option {
 	return func(c *config) { c.dialect = &d }
 }
@@ -96,8 +96,7 @@ func New(client *spanner.Client, opts ...Option) (*Queue, error) {
 		if !cfg.dialect.Valid() {
 			return nil, fmt.Errorf("%w: WithDialect(%v): use ddl.GoogleSQL or ddl.PostgreSQL", ErrInvalidConfig, *cfg.dialect)
 		}
-		of = sqldialect.Known(*cfg.dialect)
-		cfg.lockOpts = append([]spanmutex.Option{spanmutex.WithDialect(*cfg.dialect)}, cfg.lockOpts...)
+		of = sqldialect.Known(*cfg.dialect) // the workers' locks' too (tenure)
 	}
 	// Check the lock options now, so that a worker never fails on them later.
 	if err := checkLockOptions(cfg.lockOpts); err != nil {

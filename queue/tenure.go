@@ -27,7 +27,17 @@ var errShutdownGrace = errors.New("queue: the worker is shutting down and the ha
 // request).
 func (w *Worker) tenure(ctx context.Context, resource string) (held, worked bool) {
 	log := w.cfg.logger.With("resource", resource)
-	opts := append([]spanmutex.Option{spanmutex.WithOwner(w.cfg.id), spanmutex.WithScope(w.scope)}, w.q.cfg.lockOpts...)
+	// The queue's dialect, read once for all its locks: a Lock not given
+	// it would read it from the database at its first attempt, and each
+	// tenure makes a new Lock.
+	dialect, err := w.q.dialect.Get(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			log.Warn("could not take the resource's lock; trying again later", "err", err)
+		}
+		return false, false
+	}
+	opts := append([]spanmutex.Option{spanmutex.WithOwner(w.cfg.id), spanmutex.WithScope(w.scope), spanmutex.WithDialect(dialect)}, w.q.cfg.lockOpts...)
 	lock, err := spanmutex.NewLock(w.q.client, lockName(w.q.cfg.table, resource), opts...)
 	if err != nil { // New validated the options; only a bad name gets here
 		log.Error("cannot make the resource's lock", "err", err)
