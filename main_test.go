@@ -56,15 +56,11 @@ func needEmulator(t *testing.T) {
 }
 
 // freshDatabase creates a database of its own for the test, with the
-// spanmutex schema and any extra statements, and returns its path.
+// spanmutex schema and any extra statements, and returns its path: a
+// GoogleSQL one, the dialect of the shared emulator's databases.
 func freshDatabase(t *testing.T, extra ...string) string {
 	t.Helper()
-	needEmulator(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	db, err := emu.NewDatabase(ctx, extra...)
-	require.NoError(t, err)
-	return db
+	return freshDatabaseIn(t, ddl.GoogleSQL, extra...)
 }
 
 // dialects are the SQL dialects of the databases that the integration

@@ -41,7 +41,7 @@ func TestPostgreSQLSchema(t *testing.T) {
 	assert.True(t, strings.HasPrefix(stmts[1], `CREATE TABLE "LocksQueue" (`), stmts[1])
 	assert.True(t, strings.HasPrefix(stmts[2], `CREATE TABLE "Fences" (`), stmts[2])
 	ddlType := func(infoType string) string {
-		return strings.NewReplacer("character varying", "varchar", "spanner.commit_timestamp", "spanner.commit_timestamp").Replace(infoType)
+		return strings.ReplaceAll(infoType, "character varying", "varchar")
 	}
 	for col, typ := range PostgreSQL.MutexColumns() {
 		assert.Contains(t, stmts[0], `"`+col+`" `+ddlType(typ), "the DDL and MutexColumns agree")
