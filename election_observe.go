@@ -109,10 +109,7 @@ func (o *observer) poll(ctx context.Context) error {
 // seen reports the term r shows held, if any, and moves last on to r.
 func (o *observer) seen(ctx context.Context, r row) error {
 	if o.last < 0 {
-		o.last = r.Token
-		if r.State == StateStarted {
-			o.last = r.Token - 1
-		}
+		o.last = r.Token - 1 // r's term, if held, is yet to be reported
 	}
 	if r.State == StateStarted {
 		if err := o.report(ctx, r, r.Now); err != nil {

@@ -62,7 +62,7 @@ func (h *holdFlags) validate(cmd string) error {
 	return nil
 }
 
-// open opens the client of a run or lock (sub) and the Scope of --listen;
+// open opens the client of a run, lock or lead (sub) and the Scope of --listen;
 // closeAll releases both. A bad --listen is a usage error of sub.
 func (h *holdFlags) open(ctx context.Context, sub string) (client *spanner.Client, scopeOpts []spanmutex.Option, closeAll func(), err error) {
 	client, err = cmdline.OpenClientWithin(ctx, h.database, h.connect)
