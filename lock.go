@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"cloud.google.com/go/spanner"
-	"github.com/google/uuid"
 )
 
 // ErrHeld is matched by the *HeldError TryLock returns when the lock is held
@@ -282,7 +281,7 @@ func (l *Lock) handedOn(ll *localLock, id string, to handOff, sent time.Time) {
 // On success the lease counts as held in ll until Unlock.
 func (l *Lock) acquire(ctx context.Context, ll *localLock, wait bool) (*Lease, error) {
 	att := l.cfg.newAttempts(l.name, 2)
-	w := &waiter{lock: l, st: l.store, local: ll, id: newWaiterID(), key: endOfQueue, reads: att[0], writes: att[1],
+	w := &waiter{lock: l, st: l.store, local: ll, id: l.scope.newWaiterID(), key: endOfQueue, reads: att[0], writes: att[1],
 		pol: policy{watermark: l.cfg.watermark, jitter: drawFraction(l.cfg.jitter)}}
 	wake, unregister := l.scope.wakes.register(w.id)
 	defer unregister()
@@ -309,15 +308,4 @@ func (l *Lock) purge(ctx context.Context, ll *localLock, id string) {
 	if _, err := gated(pctx, ll, func() (struct{}, error) { return struct{}{}, l.store.purgeWaiter(pctx, l.name, id) }); err != nil {
 		l.cfg.logger.Warn("lock: deleting a stray queue entry failed; it expires after four watermarks", "err", err)
 	}
-}
-
-// newWaiterID returns a random id for a waiter (and its lease), a version 7
-// UUID: the waiters of one process that join in one commit share its
-// timestamp and are queued in the order of their ids, which is the order in
-// which their Lock calls began.
-func newWaiterID() string {
-	if id, err := uuid.NewV7(); err == nil {
-		return id.String()
-	}
-	return uuid.NewString()
 }

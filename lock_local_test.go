@@ -97,7 +97,7 @@ func TestLocalLockGroupCommitsJoins(t *testing.T) {
 	ids := make([]string, n)
 	var wg sync.WaitGroup
 	for i := range n {
-		ids[i] = newWaiterID()
+		ids[i] = NewScope().newWaiterID()
 	}
 	start := func(i int) {
 		wg.Add(1)

@@ -41,7 +41,7 @@ func (o *obtainer) watch(ctx context.Context) {
 	if !ok || !st.hasQueue.Load() {
 		return
 	}
-	w := &watcher{id: newWaiterID()}
+	w := &watcher{id: m.cfg.scope.newWaiterID()}
 	w.wake, w.unregister = m.cfg.scope.wakes.register(w.id)
 	o.watcher = w
 	wctx, cancel := detached(ctx, m.cfg.finishTimeout)

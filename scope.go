@@ -3,6 +3,8 @@ package spanmutex
 import (
 	"sync"
 	"sync/atomic"
+
+	"github.com/google/uuid"
 )
 
 // A Scope is what the Locks of one process share: Locks made with the same
@@ -22,6 +24,13 @@ import (
 // is safe for concurrent use and needs no closing unless made by
 // ListenScope: it holds state only while calls of its Locks are under way.
 type Scope struct {
+	// id names the Scope in its waiters' ids (see newWaiterID), so that a
+	// takeover from a silent holder can tell which queue entries went
+	// silent with it: those of its process.
+	id string
+	// ids, if set, makes the UUIDs of waiter ids instead of uuid.NewV7
+	// (the simulation's seeded source).
+	ids      func() string
 	mu       sync.Mutex
 	locks    map[localKey]*localLock
 	wakes    wakeBoard
@@ -37,7 +46,37 @@ func (s *Scope) Stats() ScopeStats {
 
 // NewScope returns a Scope for the Locks of one process.
 func NewScope() *Scope {
-	return &Scope{locks: map[localKey]*localLock{}, wakes: wakeBoard{waiting: map[string]chan wakeUp{}}}
+	return &Scope{id: newScopeID(), locks: map[localKey]*localLock{}, wakes: wakeBoard{waiting: map[string]chan wakeUp{}}}
+}
+
+// newScopeID returns a random Scope id: the last group of a UUID's text.
+func newScopeID() string { return uuid.NewString()[24:] }
+
+// newWaiterID returns a fresh id for a waiter (and its lease) of this
+// Scope: a version 7 UUID whose last group (48 of its random bits) is the
+// Scope's id. The waiters of one process that join in one commit share its
+// timestamp and are queued in the order of their ids, which is the order in
+// which their Lock calls began (uuid.NewV7 is monotonic in a process, in
+// the bits before the last group); the last group says which Scope the
+// entry belongs to (scopeOf). The id fits the WaiterID column's 36
+// characters.
+func (s *Scope) newWaiterID() string {
+	if s.ids != nil {
+		return s.ids()[:24] + s.id
+	}
+	id, err := uuid.NewV7()
+	if err != nil {
+		return uuid.NewString()[:24] + s.id
+	}
+	return id.String()[:24] + s.id
+}
+
+// scopeOf returns the Scope id in waiter id: its last 12 characters.
+func scopeOf(id string) string {
+	if len(id) != 36 {
+		return ""
+	}
+	return id[24:]
 }
 
 // WithScope makes a Lock one of the contenders of scope (see Scope). For a

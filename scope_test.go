@@ -38,7 +38,7 @@ func TestListenScopeWakesTheNamedWaiter(t *testing.T) {
 	s, err := ListenScope("127.0.0.1:0", "")
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, s.Close()) })
-	id := newWaiterID()
+	id := NewScope().newWaiterID()
 	ch, unregister := s.wakes.register(id)
 	defer unregister()
 
@@ -66,7 +66,7 @@ func TestListenScopeWakesTheNamedWaiter(t *testing.T) {
 // Wake-up datagrams round-trip with and without a commit timestamp, and
 // anything else is refused.
 func TestParseWake(t *testing.T) {
-	id := newWaiterID()
+	id := NewScope().newWaiterID()
 	at := time.Date(2026, 11, 24, 5, 6, 7, 89, time.UTC)
 	for _, c := range []struct {
 		msg    string
