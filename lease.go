@@ -32,6 +32,9 @@ type Lease struct {
 	// anchor is the local time just before the request that set RenewedAt
 	// at acquisition was sent (see keepAlive); renewals move it, under mu.
 	anchor time.Time
+	// renewedAt is the commit timestamp (Spanner's clock) of the last
+	// acknowledged renewal; zero before the first, when acquiredAt is.
+	renewedAt time.Time
 	// unlocking is set by Lock.Unlock: renewal failures from then on are
 	// reported by Unlock, not as a lost lease.
 	unlocking atomic.Bool
@@ -94,6 +97,22 @@ func (l *Lease) setAnchor(t time.Time) {
 	l.mu.Lock()
 	l.anchor = t
 	l.mu.Unlock()
+}
+
+// setRenewedAt records the commit timestamp of an acknowledged renewal.
+func (l *Lease) setRenewedAt(ts time.Time) {
+	l.mu.Lock()
+	l.renewedAt = latest(l.renewedAt, ts)
+	l.mu.Unlock()
+}
+
+// lastRenewedAt returns the commit timestamp of the last acknowledged
+// renewal, or of the acquisition: by Spanner's clock, nobody can take the
+// lease over before it plus the lease declared.
+func (l *Lease) lastRenewedAt() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return latest(l.acquiredAt, l.renewedAt)
 }
 
 // lastAnchor returns the send time of the last acknowledged renewal (or of

@@ -224,7 +224,7 @@ func (l *Lock) release(ctx context.Context, ll *localLock, lease *Lease) error {
 		}
 		if errors.Is(err, ErrLeaseLost) {
 			var lost *LeaseLostError
-			if uncertain && errors.As(err, &lost) && l.ownUnlock(lease, lost) {
+			if uncertain && errors.As(err, &lost) && l.ownUnlock(ctx, lease, lost) {
 				return nil // an earlier try committed; its answer was lost
 			}
 			return err
@@ -233,7 +233,7 @@ func (l *Lock) release(ctx context.Context, ll *localLock, lease *Lease) error {
 		v, rerr := l.store.read(ctx, l.name)
 		if rerr == nil && !v.heldBy(lease.id) {
 			lost := lease.lostTo(v)
-			if l.ownUnlock(lease, lost) {
+			if l.ownUnlock(ctx, lease, lost) {
 				return nil // our unlock committed; its answer was lost
 			}
 			return lost
@@ -251,15 +251,30 @@ func (l *Lock) release(ctx context.Context, ll *localLock, lease *Lease) error {
 // ownUnlock reports whether a row found no longer ours (lost describes it)
 // after an unlock try of unknown outcome shows our own unlock, not a
 // takeover: free under our own id and token; or moved on past our token
-// while too little time has passed since our last acknowledged renewal for
-// any takeover to have been allowed (by Spanner's clock, the holder's
-// silence is at most the local time since the anchor), so that only our
-// unlock, and hand-offs after it, can have moved it.
-func (l *Lock) ownUnlock(lease *Lease, lost *LeaseLostError) bool {
+// before any takeover was allowed, by Spanner's clock. A takeover commits
+// only after our lease has gone unrenewed for the lease we declared, so it
+// is after our last acknowledged renewal's commit timestamp plus the
+// watermark (cutoff): a strong read whose clock is before cutoff, or a read
+// as of just before cutoff that shows the row moved on, proves that the
+// move was our unlock (and hand-offs after it). Anything else, a failed
+// read included, is reported as lost.
+func (l *Lock) ownUnlock(ctx context.Context, lease *Lease, lost *LeaseLostError) bool {
 	if lost.CurrentState == StateNeeded && lost.currentLeaseID == lease.id && lost.CurrentToken == lease.token {
 		return true
 	}
-	return lost.CurrentToken > lease.token && l.cfg.clock.Now().Sub(lease.lastAnchor()) < l.cfg.watermark
+	if lost.CurrentToken <= lease.token || lease.lastRenewedAt().IsZero() {
+		return false
+	}
+	cutoff := lease.lastRenewedAt().Add(l.cfg.watermark)
+	now, err := l.store.read(ctx, l.name)
+	if err != nil {
+		return false
+	}
+	if now.Now.Before(cutoff) {
+		return true
+	}
+	then, err := l.store.readAt(ctx, l.name, cutoff.Add(-time.Microsecond))
+	return err == nil && !then.heldBy(lease.id)
 }
 
 // handedOn records in ll that lease id left the lock, handed (by an

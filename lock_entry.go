@@ -111,7 +111,6 @@ func (w *waiter) joinBehindScope(ctx context.Context) error {
 func (w *waiter) enqueued(key queueKey, sent time.Time) {
 	w.joined, w.touched = true, true
 	w.key, w.entryRenewed, w.quiet = key, sent, sent
-	w.keyLearnt = w.now()
 	w.renewEvery = w.entryTTL()/2 - drawJitter(w.entryTTL(), 1.0/8)
 }
 

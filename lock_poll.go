@@ -134,7 +134,7 @@ func (w *waiter) look(ctx context.Context) (lockView, error) {
 func (w *waiter) fullRead(ctx context.Context) (lockView, error) {
 	octx, cancel := detached(ctx, w.lock.cfg.finishTimeout)
 	defer cancel()
-	v, err := w.st.readLock(octx, w.lock.name, w.key)
+	v, err := w.st.readLock(octx, w.lock.name, queueKey{at: w.key.at, id: w.id})
 	if err == nil {
 		w.poll.place(v.ahead, v.Token)
 	}

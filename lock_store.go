@@ -26,7 +26,9 @@ type lockStore interface {
 	// readAt returns the lock's row as it was at Spanner time at.
 	readAt(ctx context.Context, name string, at time.Time) (row, error)
 	// readLock returns the row, Spanner's clock, how many live entries are
-	// queued before key (up to maxAhead) and whether key is queued.
+	// queued before key (up to maxAhead) and whether key is queued. key.id
+	// is the reader's waiter id even when key.at is endOfQueue's: its own
+	// entries never count as before it.
 	readLock(ctx context.Context, name string, key queueKey) (lockView, error)
 	// acquireLock decides on the row and queue inside a read-write
 	// transaction and takes the lock if it is free (or its holder silent
@@ -103,16 +105,31 @@ func liveEntry(d ddl.Dialect) string {
 
 // lockSQL reads the lock's row, Spanner's clock, how many live entries are
 // queued before key (capped at limit), and whether key itself is queued, in
-// one statement.
+// one statement. @id is the reader's own waiter id, also when it is not
+// queued (at is then endOfQueue's): its own entries are never before it.
+// Entries of a silent holder's Scope do not count either (sameScopeAsSilent).
 func (s *spannerStore) lockSQL(d ddl.Dialect, limit int) string {
 	q := s.queueTable()
 	return fmt.Sprintf("SELECT CURRENT_TIMESTAMP(), m.`Name` IS NOT NULL, %s, "+
 		"(SELECT COUNT(*) FROM (SELECT 1 FROM `%s` AS q WHERE q.`Name` = @name "+
 		"AND (q.`EnqueuedAt` < @at OR (q.`EnqueuedAt` = @at AND q.`WaiterID` < @id)) "+
-		"AND %s LIMIT %d) AS ahead), "+
+		"AND q.`WaiterID` != @id AND %s AND NOT COALESCE(%s, FALSE) LIMIT %d) AS ahead), "+
 		"EXISTS(SELECT 1 FROM `%s` AS q WHERE q.`Name` = @name AND q.`EnqueuedAt` = @at AND q.`WaiterID` = @id) "+
 		"FROM (SELECT 1) AS one LEFT JOIN `%s` AS m ON m.`Name` = @name",
-		rowSelectList(), q, liveEntry(d), limit, q, s.table)
+		rowSelectList(), q, liveEntry(d), sameScopeAsSilent(d), limit, q, s.table)
+}
+
+// sameScopeAsSilent is the SQL condition, on queue entry q and the lock's
+// row m, that m's holder has gone silent past its declared lease (or
+// @lease) by Spanner's clock and that q belongs to the holder's Scope (the
+// last 12 characters of a waiter id name its Scope: scopeOf). A silent
+// holder's process is taken to be dead or cut off, its other entries with
+// it: they do not count as live, and the takeover deletes them
+// (takeOverMutations), as etcd deletes a dead session's keys. In dialect d.
+func sameScopeAsSilent(d ddl.Dialect) string {
+	return "m.`State` = '" + string(StateStarted) + "' AND m.`RenewedAt` < " +
+		sqldialect.SubMicros(d, "CURRENT_TIMESTAMP()", "COALESCE(m.`LeaseMicros`, @lease)") +
+		" AND SUBSTR(q.`WaiterID`, 25) = SUBSTR(m.`LeaseID`, 25)"
 }
 
 // queryLock runs lockSQL in dialect d.
@@ -290,7 +307,7 @@ func (s *spannerStore) acquireLock(ctx context.Context, name string, key queueKe
 		return acquireResult{}, s.explain(ctx, err)
 	}
 	s.stats.rwAttempts.Add(1)
-	v, err := s.readToAcquire(ctx, tx, dialect, name, key, join, c.wakeAddr != "")
+	v, err := s.readToAcquire(ctx, tx, dialect, name, key, c.leaseID, join, c.wakeAddr != "")
 	if err != nil {
 		s.rollback(ctx, tx)
 		return acquireResult{}, s.explain(ctx, err)
@@ -300,7 +317,13 @@ func (s *spannerStore) acquireLock(ctx context.Context, name string, key queueKe
 	var ms []*spanner.Mutation
 	switch {
 	case d.action == lockAcquire || d.action == lockTakeOver:
-		ms = append(ms, s.holderMutation(v.row, name, c.owner, c.leaseID, p.watermark))
+		if d.action == lockTakeOver {
+			if err := s.deleteSilentScope(ctx, tx, dialect, name, v.row, c.leaseID); err != nil {
+				s.rollback(ctx, tx)
+				return acquireResult{}, s.explain(ctx, err)
+			}
+		}
+		ms = append(ms, s.holderMutation(v.row, name, holderRecord{owner: c.owner, leaseID: c.leaseID, lease: p.watermark}))
 		if v.queued {
 			ms = append(ms, spanner.Delete(s.queueTable(), spanner.Key{name, key.at, key.id}))
 		}
@@ -328,6 +351,22 @@ func (s *spannerStore) acquireLock(ctx context.Context, name string, key queueKe
 	return acquireResult{decision: d, lease: lease, key: endOfQueue}, nil
 }
 
+// deleteSilentScope deletes, in tx, the queue entries of the Scope of the
+// silent holder that contender me takes the lock over from (r): they went
+// silent with it (sameScopeAsSilent), and left in the queue they would be
+// handed the lock one after another, each costing a lease. A waiter of
+// that Scope that is alive after all finds its entry gone and joins again.
+// Nothing is deleted when me is of the holder's Scope.
+func (s *spannerStore) deleteSilentScope(ctx context.Context, tx *spanner.ReadWriteStmtBasedTransaction, d ddl.Dialect, name string, r row, me string) error {
+	scope := scopeOf(r.LeaseID)
+	if scope == "" || scope == scopeOf(me) {
+		return nil
+	}
+	_, err := tx.Update(ctx, sqldialect.Statement(d, fmt.Sprintf("DELETE FROM `%s` WHERE `Name` = @name AND SUBSTR(`WaiterID`, 25) = @scope", s.queueTable()),
+		map[string]any{"name": name, "scope": scope}))
+	return err
+}
+
 // readToAcquire reads, in tx, what decideLock needs: the row, Spanner's
 // clock, and the live entries before key (up to one, or maxAhead for a
 // joiner, which paces its polls by its place). An arrival (not queued)
@@ -335,8 +374,9 @@ func (s *spannerStore) acquireLock(ctx context.Context, name string, key queueKe
 // while this store last found the lock uncontended or when the joiner is
 // woken by wake-ups (wakeable) and so need not know its place (readByKey).
 // Anything else is decided on lockSQL's answer, read in the same
-// transaction.
-func (s *spannerStore) readToAcquire(ctx context.Context, tx *spanner.ReadWriteStmtBasedTransaction, d ddl.Dialect, name string, key queueKey, join, wakeable bool) (lockView, error) {
+// transaction; me is the contender's id, whose own entries are never
+// before it.
+func (s *spannerStore) readToAcquire(ctx context.Context, tx *spanner.ReadWriteStmtBasedTransaction, d ddl.Dialect, name string, key queueKey, me string, join, wakeable bool) (lockView, error) {
 	if key == endOfQueue && (!s.contended.Load() || (join && wakeable)) {
 		v, decided, err := s.readByKey(ctx, tx, name, join && wakeable)
 		if err != nil || decided {
@@ -347,7 +387,7 @@ func (s *spannerStore) readToAcquire(ctx context.Context, tx *spanner.ReadWriteS
 	if join {
 		limit = maxAhead
 	}
-	return s.queryLock(ctx, tx, d, name, key, limit)
+	return s.queryLock(ctx, tx, d, name, queueKey{at: key.at, id: me}, limit)
 }
 
 // readByKey reads the lock's row and, if it is free, whether its queue has
@@ -429,19 +469,6 @@ type acquireResult struct {
 	sent     bool
 }
 
-// holderMutation makes owner (with lease id leaseID, declaring lease; 0 for
-// none) the holder of the lock whose row was read as r, with the next token.
-func (s *spannerStore) holderMutation(r row, name, owner, leaseID string, lease time.Duration) *spanner.Mutation {
-	declared := spanner.NullInt64{Int64: lease.Microseconds(), Valid: lease > 0}
-	cols := []string{"Name", "State", "Owner", "LeaseID", "Token", "Attempts", "StartedAt", "RenewedAt", "FinishedAt", "UpdatedAt", "LeaseMicros"}
-	vals := []any{name, string(StateStarted), owner, leaseID, r.Token + 1, int64(0),
-		spanner.CommitTimestamp, spanner.CommitTimestamp, nil, spanner.CommitTimestamp, declared}
-	if !r.Exists {
-		return spanner.Insert(s.table, append(cols, "CreatedAt"), append(vals, spanner.CommitTimestamp))
-	}
-	return spanner.Update(s.table, cols, vals)
-}
-
 func (s *spannerStore) unlock(ctx context.Context, l *Lease) (handOff, error) {
 	var to handOff
 	at, err := s.client.ReadWriteTransaction(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
@@ -479,11 +506,9 @@ func (s *spannerStore) handOffMutations(v row, head []*queueEntry, name, from st
 	var ms []*spanner.Mutation
 	for _, e := range head {
 		ms = append(ms, spanner.Delete(s.queueTable(), spanner.Key{name, e.EnqueuedAt, e.WaiterID}))
-		// Spanner's clock: v.Now is this transaction's CURRENT_TIMESTAMP().
-		declared := time.Duration(e.LeaseMicros.Int64) * time.Microsecond
-		ttl := waiterTTLFactor * holderLease(row{Lease: declared}, s.watermark)
-		if v.Now.Sub(e.RenewedAt) < ttl && e.WaiterID != from {
-			ms = append(ms, s.holderMutation(v, name, e.Owner.StringVal, e.WaiterID, declared))
+		if s.takes(v, e, from) {
+			declared := time.Duration(e.LeaseMicros.Int64) * time.Microsecond
+			ms = append(ms, s.holderMutation(v, name, holderRecord{owner: e.Owner.StringVal, leaseID: e.WaiterID, lease: declared}))
 			return handOff{owner: e.Owner.StringVal, waiterID: e.WaiterID, wakeAddr: e.WakeAddr.StringVal, token: v.Token + 1}, ms
 		}
 	}
@@ -492,18 +517,28 @@ func (s *spannerStore) handOffMutations(v row, head []*queueEntry, name, from st
 	return handOff{}, ms
 }
 
+// takes reports whether entry e may be handed the lock read as v, released
+// by lease id from: it is live (renewed within waiterTTLFactor of its
+// declared lease by Spanner's clock, v.Now) and not from's own.
+func (s *spannerStore) takes(v row, e *queueEntry, from string) bool {
+	declared := time.Duration(e.LeaseMicros.Int64) * time.Microsecond
+	ttl := waiterTTLFactor * holderLease(row{Lease: declared}, s.watermark)
+	return v.Now.Sub(e.RenewedAt) < ttl && e.WaiterID != from
+}
+
 // queueEntryColumns are queueEntry's columns, in its order.
 var queueEntryColumns = []string{"EnqueuedAt", "WaiterID", "Owner", "RenewedAt", "LeaseMicros", "WakeAddr"}
 
-// readForHandOff reads, by key in tx, the lock's row and the first
-// handOffScan entries of its queue, oldest first: two key reads, which cost
-// a fraction of unlockSQL's statement (0.5 ms each against 2-3 ms on the
-// emulator). It reads no clock: v.Now is the latest commit timestamp among
-// what it read (the holder's acquisition or renewal, the entries' joins and
-// renewals), a lower bound of Spanner's clock at this transaction. Judged
-// by it, an entry looks younger than it is: a dead entry may be handed the
-// lock (costing its lease, as a waiter that died just after its renewal
-// would), but a live entry is never skipped as dead.
+// readForHandOff reads, by key in tx, the lock's row and the head of its
+// queue up to the first entry that may take the lock (readHead): key
+// reads, which cost a fraction of unlockSQL's statement (0.5 ms each
+// against 2-3 ms on the emulator). It reads no clock: v.Now is the latest
+// commit timestamp among what it read (the holder's acquisition or
+// renewal, the entries' joins and renewals), a lower bound of Spanner's
+// clock at this transaction. Judged by it, an entry looks younger than it
+// is: a dead entry may be handed the lock (costing its lease, as a waiter
+// that died just after its renewal would), but a live entry is never
+// skipped as dead.
 func (s *spannerStore) readForHandOff(ctx context.Context, tx *spanner.ReadWriteTransaction, name string) (row, []*queueEntry, error) {
 	v, err := s.readRowIn(ctx, tx, name)
 	if err != nil {
@@ -512,46 +547,63 @@ func (s *spannerStore) readForHandOff(ctx context.Context, tx *spanner.ReadWrite
 	if v.Exists && !v.State.Valid() {
 		return row{}, nil, s.unknownState(name, v.State)
 	}
-	head, err := s.readHead(ctx, tx, name)
-	if err != nil {
-		return row{}, nil, err
-	}
 	v.Now = v.lastWritten()
-	for _, e := range head {
-		v.Now = latest(v.Now, e.EnqueuedAt, e.RenewedAt)
-	}
-	return v, head, nil
+	head, err := s.readHead(ctx, tx, name, &v, true)
+	return v, head, err
 }
 
-// readHead reads, by key in tx, the first handOffScan entries of the
-// lock's queue, oldest first.
-func (s *spannerStore) readHead(ctx context.Context, tx *spanner.ReadWriteTransaction, name string) ([]*queueEntry, error) {
+// readHead reads, by key in tx, the lock's queue oldest first, a page of
+// handOffScan entries at a time, until a page holds an entry that may take
+// the lock read as *v (takes) or the queue ends, so that however many dead
+// entries lead the queue the hand-off reaches the first live one (they are
+// deleted as it passes them). With bound, each entry read moves v.Now up
+// to its latest commit timestamp (see readForHandOff).
+func (s *spannerStore) readHead(ctx context.Context, tx *spanner.ReadWriteTransaction, name string, v *row, bound bool) ([]*queueEntry, error) {
 	var head []*queueEntry
-	it := tx.ReadWithOptions(ctx, s.queueTable(), spanner.Key{name}.AsPrefix(), queueEntryColumns, &spanner.ReadOptions{Limit: handOffScan})
-	err := it.Do(func(r *spanner.Row) error {
-		e := &queueEntry{}
-		if err := r.ToStruct(e); err != nil {
-			return err
+	var keys spanner.KeySet = spanner.Key{name}.AsPrefix()
+	for page := 0; page < maxHandOffPages; page++ {
+		n, live := 0, false
+		it := tx.ReadWithOptions(ctx, s.queueTable(), keys, queueEntryColumns, &spanner.ReadOptions{Limit: handOffScan})
+		err := it.Do(func(r *spanner.Row) error {
+			e := &queueEntry{}
+			if err := r.ToStruct(e); err != nil {
+				return err
+			}
+			if bound {
+				v.Now = latest(v.Now, e.EnqueuedAt, e.RenewedAt)
+			}
+			head, n = append(head, e), n+1
+			return nil
+		})
+		if err != nil {
+			return nil, err
 		}
-		head = append(head, e)
-		return nil
-	})
-	return head, err
+		for _, e := range head[len(head)-n:] {
+			live = live || s.takes(*v, e, v.LeaseID)
+		}
+		if live || n < handOffScan {
+			break
+		}
+		last := head[len(head)-1]
+		keys = spanner.KeyRange{Start: spanner.Key{name, last.EnqueuedAt, last.WaiterID}, End: spanner.Key{name}, Kind: spanner.OpenClosed}
+	}
+	return head, nil
 }
+
+// maxHandOffPages bounds the pages of dead entries one hand-off reads and
+// deletes; past them it frees the lock, and the waiters poll.
+const maxHandOffPages = 64
 
 // readForLeave reads, in tx, the lock's row with Spanner's clock (readSQL:
 // the hand-off of a leaving waiter judges the entries by the clock itself,
-// not a lower bound of it) and the first handOffScan entries of its queue.
+// not a lower bound of it) and the head of its queue (readHead).
 func (s *spannerStore) readForLeave(ctx context.Context, tx *spanner.ReadWriteTransaction, d ddl.Dialect, name string) (row, []*queueEntry, error) {
 	v, err := s.queryRow(ctx, tx, d, name)
 	if err != nil {
 		return row{}, nil, err
 	}
-	head, err := s.readHead(ctx, tx, name)
-	if err != nil {
-		return row{}, nil, err
-	}
-	return v, head, nil
+	head, err := s.readHead(ctx, tx, name, &v, false)
+	return v, head, err
 }
 
 // lastWritten is the latest commit timestamp in r: a lower bound of

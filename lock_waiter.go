@@ -2,6 +2,7 @@ package spanmutex
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -27,18 +28,14 @@ type waiter struct {
 	// inScope is, once an Unlock of our Scope woke us, what its
 	// acknowledged commit gave us.
 	inScope wakeUp
-	// remoteAt is, after a wake-up from another process, the commit
-	// timestamp it named for the hand-off to us: the next read is as of it.
-	remoteAt time.Time
+	// remoteWoken reports a wake-up from another process not yet followed
+	// by a read.
+	remoteWoken bool
 	// id is the waiter's queue id and, once it holds the lock, its lease id:
 	// a hand-off writes it into the lock's row, which is how the waiter (or
 	// the read that settles an acquisition of unknown outcome) knows.
 	id  string
 	key queueKey // endOfQueue until joined
-	// keyLearnt is the local time we learnt key, our entry's commit
-	// timestamp: with it, key.at bounds by Spanner's clock how late a
-	// hand-off to us can have committed (confirmRemote).
-	keyLearnt time.Time
 	// joined reports whether an entry may be in the queue; touched whether
 	// the lock may have been given to us (joined, or an acquisition sent);
 	// strays whether an entry of ours whose key we never learnt may exist.
@@ -63,46 +60,91 @@ type waiter struct {
 }
 
 // run takes the lock or waits for it; with wait false it never queues.
+// Every lease it finds ours passes grant before it is returned.
 func (w *waiter) run(ctx context.Context, wait bool) (*Lease, error) {
 	w.quiet = w.now()
+	var lease *Lease
 	if wait {
-		lease, err := w.arrive(ctx)
-		if lease != nil {
-			return lease, nil
-		}
-		if err != nil {
+		var err error
+		if lease, err = w.arrive(ctx); err != nil {
 			if err := w.writes.failed(ctx, err, 0); err != nil {
 				return nil, err
 			}
 		}
 	}
 	for {
-		if w.inScope.token > 0 {
-			return w.handedInScope(), nil
-		}
-		if lease := w.confirmRemote(ctx); lease != nil {
-			return lease, nil
-		}
-		if ctx.Err() != nil {
-			return nil, errNotObtained(ctx)
-		}
-		sent := w.now()
-		v, err := w.look(ctx)
-		if err != nil {
-			if err := w.reads.failed(ctx, err, 0); err != nil {
-				return nil, err
+		if lease != nil {
+			granted, err := w.grant(ctx, lease)
+			if granted != nil || err != nil {
+				return granted, err
 			}
-			continue
 		}
-		w.reads.ok()
-		if w.dropped(v) {
-			continue
-		}
-		lease, done, err := w.act(ctx, v, sent, wait)
-		if done {
-			return lease, err
+		var err error
+		if lease, err = w.step(ctx, wait); err != nil {
+			return nil, err
 		}
 	}
+}
+
+// step is one turn of run's loop: it returns a lease found ours, an error
+// to end with, or neither, to go on.
+func (w *waiter) step(ctx context.Context, wait bool) (*Lease, error) {
+	if w.inScope.token > 0 {
+		return w.handedInScope(), nil
+	}
+	if lease := w.confirmRemote(ctx); lease != nil {
+		return lease, nil
+	}
+	if ctx.Err() != nil {
+		return nil, errNotObtained(ctx)
+	}
+	sent := w.now()
+	v, err := w.look(ctx)
+	if err != nil {
+		return nil, w.reads.failed(ctx, err, 0)
+	}
+	w.reads.ok()
+	if w.dropped(v) {
+		return nil, nil
+	}
+	lease, _, err := w.act(ctx, v, sent, wait)
+	return lease, err
+}
+
+// grant is the grant rule (CORRECTNESS_DISCLAIMER.md, claim 3): a lease
+// found ours, by our own acknowledged commit or a read that shows the
+// present, goes to the caller only if the caller's ctx has not ended (else
+// ErrNotObtained, and abandon hands the lock on) and our own clock leaves
+// it at least two renewal intervals: a waiter paused across its hand-off
+// finds its lease old by the local time since its anchor, and renews it
+// first, fenced on the lease. The renewal's send time then anchors it; a
+// renewal that finds the lease lost (taken over meanwhile) sends us back to
+// wait. It returns nil and no error to go on waiting.
+func (w *waiter) grant(ctx context.Context, lease *Lease) (*Lease, error) {
+	cfg := &w.lock.cfg
+	if ctx.Err() != nil {
+		return nil, errNotObtained(ctx)
+	}
+	if w.now().Sub(lease.anchor) < cfg.renewEvery() {
+		return lease, nil
+	}
+	sent := w.now()
+	octx, cancel := detached(ctx, cfg.finishTimeout)
+	defer cancel()
+	_, err := gated(ctx, w.local, func() (struct{}, error) { return struct{}{}, w.st.renew(octx, lease) })
+	switch {
+	case err == nil && ctx.Err() != nil:
+		return nil, errNotObtained(ctx)
+	case err == nil:
+		w.writes.ok()
+		lease.anchor = sent
+		return lease, nil
+	case errors.Is(err, ErrLeaseLost):
+		cfg.logger.Debug("lock: a lease found ours was lost before it could be granted; waiting again", "token", lease.token, "err", err)
+		w.quiet = sent
+		return nil, nil
+	}
+	return nil, w.writes.failed(ctx, err, 0)
 }
 
 // act does what the lock read as v at local time sent calls for, and reports
@@ -174,39 +216,31 @@ func (w *waiter) handedInScope() *Lease {
 	return lease
 }
 
-// confirmRemote reads the lock's row as of the commit timestamp a wake-up
-// from another process named, if one did, and returns our lease if that
-// shows the lock handed to us; nil otherwise (the datagram was late, wrong
-// or forged, or the read failed: the loop reads the lock as after any
-// wake-up). An exact-timestamp read of a committed past waits for no
-// transaction in flight, such as the previous holder's next arrival. The
-// lease is anchored at quiet, the send time of a read that did not show the
-// lock ours: the hand-off committed after it.
+// confirmRemote reads the lock's row, strongly, after a wake-up from
+// another process, and returns our lease if the read shows the lock handed
+// to us; nil otherwise (the datagram was late, wrong or forged, or the read
+// failed: the loop reads the lock as after any wake-up). The datagram only
+// says when to read: the read shows the present, and a datagram that
+// arrives late (our process was paused, say) finds the lock moved on or
+// gets a lease that grant renews before it is granted. The lease is
+// anchored as a polled hand-off's is (handedAnchor), never at a time from
+// the datagram.
 func (w *waiter) confirmRemote(ctx context.Context) *Lease {
-	at := w.remoteAt
-	w.remoteAt = time.Time{}
-	// A timestamp later than any a hand-off to us can have had would make
-	// the read wait for it: the latest is our entry's commit timestamp plus
-	// the local time since we learnt it (only a duration crosses clocks),
-	// plus maxWakeAhead for the drift.
-	if at.IsZero() || w.key == endOfQueue || ctx.Err() != nil ||
-		at.After(w.key.at.Add(w.now().Sub(w.keyLearnt)+maxWakeAhead)) {
+	woken := w.remoteWoken
+	w.remoteWoken = false
+	if !woken || w.key == endOfQueue || ctx.Err() != nil {
 		return nil
 	}
 	octx, cancel := detached(ctx, w.lock.cfg.finishTimeout)
 	defer cancel()
-	r, err := w.st.readAt(octx, w.lock.name, at)
+	sent := w.now()
+	r, err := w.st.read(octx, w.lock.name)
 	if err != nil || !r.heldBy(w.id) {
 		return nil
 	}
-	w.lock.cfg.logger.Debug("lock: handed to us, by a wake-up confirmed as of its commit", "token", r.Token)
-	return w.leaseOf(r, w.quiet)
+	w.lock.cfg.logger.Debug("lock: handed to us, by a wake-up confirmed by a strong read", "token", r.Token)
+	return w.handed(lockView{row: r}, sent)
 }
-
-// maxWakeAhead is how far past the latest time a hand-off to us can have
-// had (see confirmRemote) a wake-up's commit timestamp may be for the waiter
-// to read as of it.
-const maxWakeAhead = time.Second
 
 // try takes a lock that a read at local time sent found free (or its holder
 // silent past its declared lease). It returns the lease if it took it;
@@ -323,7 +357,7 @@ func (w *waiter) sleep(ctx context.Context, d time.Duration, gone <-chan struct{
 		if h.token > 0 {
 			w.inScope = h
 		}
-		w.remoteAt = h.remoteAt
+		w.remoteWoken = w.remoteWoken || !h.remoteAt.IsZero()
 	case <-gone:
 	case <-ctx.Done():
 		return ctx.Err()

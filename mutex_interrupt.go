@@ -86,7 +86,7 @@ func (m *Mutex) interrupted(ctx context.Context, lease *Lease, ie *InterruptedEr
 // reason in LastError, fenced on the lease. A try whose answer was lost is
 // recognised: the row NEEDED under our lease id and token.
 func (s *spannerStore) interrupt(ctx context.Context, l *Lease, reason string) error {
-	return s.fencedUpdate(ctx, l, func(lost *LeaseLostError) bool {
+	_, err := s.fencedUpdate(ctx, l, func(lost *LeaseLostError) bool {
 		return lost.CurrentState == StateNeeded && lost.currentLeaseID == l.id && lost.CurrentToken == l.token // an earlier try committed
 	}, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
 		r, err := tx.ReadRow(ctx, s.table, spanner.Key{l.name}, []string{"Attempts"})
@@ -101,4 +101,5 @@ func (s *spannerStore) interrupt(ctx context.Context, l *Lease, reason string) e
 			[]string{"Name", "State", "Attempts", "LastError", "FinishedAt", "UpdatedAt"},
 			[]any{l.name, string(StateNeeded), max(attempts-1, 0), truncate(reason, maxErrorText), spanner.CommitTimestamp, spanner.CommitTimestamp})})
 	})
+	return err
 }

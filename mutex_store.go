@@ -325,19 +325,11 @@ func (s *spannerStore) acquire(ctx context.Context, name string, p policy, c cla
 				attempts = 1
 			}
 			// We declare our own lease: contenders judge our silence by it.
-			cols := []string{"Name", "State", "Owner", "LeaseID", "Token", "Attempts", "StartedAt", "RenewedAt", "FinishedAt", "UpdatedAt", "LeaseMicros"}
-			vals := []any{name, string(StateStarted), c.owner, c.leaseID, lease.token, attempts,
-				spanner.CommitTimestamp, spanner.CommitTimestamp, nil, spanner.CommitTimestamp, p.watermark.Microseconds()}
-			if s.versioned && p.version != "" {
-				cols = append(cols, "Version")
-				vals = append(vals, p.version)
+			h := holderRecord{owner: c.owner, leaseID: c.leaseID, lease: p.watermark, attempts: attempts}
+			if s.versioned {
+				h.version = p.version
 			}
-			if !r.Exists {
-				cols = append(cols, "CreatedAt")
-				vals = append(vals, spanner.CommitTimestamp)
-				return tx.BufferWrite([]*spanner.Mutation{spanner.Insert(s.table, cols, vals)})
-			}
-			return tx.BufferWrite([]*spanner.Mutation{spanner.Update(s.table, cols, vals)})
+			return tx.BufferWrite([]*spanner.Mutation{s.holderMutation(r, name, h)})
 		case actAbandon:
 			msg := fmt.Sprintf("abandoned: holder %q (token %d) did not renew or finish within its lease of %v on attempt %d of %d",
 				r.Owner, r.Token, holderLease(r, p.watermark), r.Attempts, p.maxAttempts)
@@ -362,15 +354,15 @@ func (s *spannerStore) acquire(ctx context.Context, name string, p policy, c cla
 
 // fencedUpdate runs a read-write transaction that calls write only while
 // our row is still STARTED under lease l, and returns a *LeaseLostError if
-// it is not.
+// it is not; otherwise the commit timestamp.
 //
 // committed, if not nil, recognises in the row found instead (the
 // *LeaseLostError) what write would have written: an earlier try whose
 // answer was lost committed it, so nothing is written and fencedUpdate
 // returns nil.
 func (s *spannerStore) fencedUpdate(ctx context.Context, l *Lease, committed func(*LeaseLostError) bool,
-	write func(ctx context.Context, tx *spanner.ReadWriteTransaction) error) error {
-	_, err := s.client.ReadWriteTransaction(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
+	write func(ctx context.Context, tx *spanner.ReadWriteTransaction) error) (time.Time, error) {
+	ts, err := s.client.ReadWriteTransaction(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
 		s.stats.rwAttempts.Add(1)
 		err := l.Guard(ctx, tx)
 		var lost *LeaseLostError
@@ -384,12 +376,12 @@ func (s *spannerStore) fencedUpdate(ctx context.Context, l *Lease, committed fun
 	})
 	var lost *LeaseLostError
 	if errors.As(err, &lost) {
-		return lost
+		return time.Time{}, lost
 	}
 	if err != nil {
-		return s.explain(ctx, err)
+		return time.Time{}, s.explain(ctx, err)
 	}
-	return nil
+	return ts, nil
 }
 
 // maxErrorText bounds the error text stored in LastError.
@@ -403,7 +395,7 @@ func (s *spannerStore) finish(ctx context.Context, l *Lease, to State, lastError
 		errText = truncate(lastError, maxErrorText)
 	}
 	var watchers []handOff
-	err := s.fencedUpdate(ctx, l, func(lost *LeaseLostError) bool {
+	_, err := s.fencedUpdate(ctx, l, func(lost *LeaseLostError) bool {
 		return lost.CurrentState == to && lost.currentLeaseID == l.id // an earlier try committed it; its answer was lost
 	}, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
 		// The closure runs again only after an abort, which committed
@@ -431,9 +423,13 @@ func (s *spannerStore) finish(ctx context.Context, l *Lease, to State, lastError
 }
 
 func (s *spannerStore) renew(ctx context.Context, l *Lease) error {
-	return s.fencedUpdate(ctx, l, nil, func(_ context.Context, tx *spanner.ReadWriteTransaction) error {
+	ts, err := s.fencedUpdate(ctx, l, nil, func(_ context.Context, tx *spanner.ReadWriteTransaction) error {
 		return tx.BufferWrite([]*spanner.Mutation{spanner.Update(s.table, []string{"Name", "RenewedAt"}, []any{l.name, spanner.CommitTimestamp})})
 	})
+	if err == nil {
+		l.setRenewedAt(ts)
+	}
+	return err
 }
 
 func (s *spannerStore) release(ctx context.Context, l *Lease) error {

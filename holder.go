@@ -1,0 +1,39 @@
+package spanmutex
+
+import (
+	"time"
+
+	"cloud.google.com/go/spanner"
+)
+
+// holderRecord is who becomes the holder of a row in holderMutation.
+type holderRecord struct {
+	owner, leaseID string
+	// lease is the lease the holder declares (0: none, contenders judge it
+	// by their own watermark).
+	lease time.Duration
+	// attempts is the run-once section's attempt count (0 for a Lock).
+	attempts int64
+	// version is the run-once section's version ("": not written).
+	version string
+}
+
+// holderMutation is the one write that makes a holder, for every
+// primitive: it moves the row read as r to STARTED under h with the next
+// fencing token (r.Token + 1, so tokens strictly increase), and stamps
+// StartedAt and RenewedAt with the commit timestamp, from which contenders
+// judge the holder's silence by Spanner's clock. A missing row is
+// inserted.
+func (s *spannerStore) holderMutation(r row, name string, h holderRecord) *spanner.Mutation {
+	declared := spanner.NullInt64{Int64: h.lease.Microseconds(), Valid: h.lease > 0}
+	cols := []string{"Name", "State", "Owner", "LeaseID", "Token", "Attempts", "StartedAt", "RenewedAt", "FinishedAt", "UpdatedAt", "LeaseMicros"}
+	vals := []any{name, string(StateStarted), h.owner, h.leaseID, r.Token + 1, h.attempts,
+		spanner.CommitTimestamp, spanner.CommitTimestamp, nil, spanner.CommitTimestamp, declared}
+	if h.version != "" {
+		cols, vals = append(cols, "Version"), append(vals, h.version)
+	}
+	if !r.Exists {
+		return spanner.Insert(s.table, append(cols, "CreatedAt"), append(vals, spanner.CommitTimestamp))
+	}
+	return spanner.Update(s.table, cols, vals)
+}
