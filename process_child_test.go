@@ -16,8 +16,10 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/signal"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"cloud.google.com/go/spanner"
@@ -184,6 +186,11 @@ func errClass(err error) string {
 //	unlock           Unlock (Resign)
 //	guard            a guarded write to History (guardedWrite) with the lease
 //	hold DURATION    keep the lease that long (renewing), or until it is lost
+//	lockc            Lock whose ctx is cancelled when the process gets SIGUSR1,
+//	                 which writes a "cancel" event just after cancelling
+//	queue N          N more Lock calls, each of a Lock of its own sharing one
+//	                 Scope, in the background ("queue" event at once; each
+//	                 writes a "lock" event when it returns)
 //
 // Each command writes one event of its name; a lease that is lost writes a
 // "lost" event when its Done closes.
@@ -201,6 +208,9 @@ func runInteractive(ctx context.Context, client *spanner.Client, spec procSpec, 
 		}
 		var d time.Duration
 		if arg != "" {
+			if cmd == "queue" { // a count, carried as a Duration
+				arg += "ns"
+			}
 			if d, err = time.ParseDuration(arg); err != nil {
 				return fmt.Errorf("command %q: %w", sc.Text(), err)
 			}
@@ -225,13 +235,16 @@ type contended interface {
 func newHolder(client *spanner.Client, spec procSpec) (contended, error) {
 	if !spec.Election {
 		l, err := NewLock(client, spec.Lock, spec.options(spec.ID)...)
-		return lockHolder{l}, err
+		return lockHolder{l, spec}, err
 	}
 	e, err := NewElection(client, spec.Lock, spec.shared()...)
 	return &candidate{e: e, value: spec.ID}, err
 }
 
-type lockHolder struct{ l *Lock }
+type lockHolder struct {
+	l    *Lock
+	spec procSpec
+}
 
 func (h lockHolder) acquire(ctx context.Context, try bool) (*Lease, error) {
 	if try {
@@ -289,6 +302,20 @@ func interactiveCommand(ctx context.Context, client *spanner.Client, h contended
 		if lease != nil {
 			go reportLoss(lease, call, out)
 		}
+	case "lockc":
+		lctx, cancel := cancelOnSignal(ctx, call, out)
+		defer cancel()
+		var err error
+		lease, err = h.acquire(lctx, false)
+		out.emit(leaseEvent(cmd, call, lease, start, err))
+		if lease != nil {
+			go reportLoss(lease, call, out)
+		}
+	case "queue":
+		if err := queueCalls(ctx, client, h, int(d), call, out); err != nil {
+			return lease, err
+		}
+		out.emit(procEvent{Kind: cmd, Call: call, Start: start.UnixNano(), End: time.Now().UnixNano()})
 	case "unlock":
 		uctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
@@ -310,6 +337,47 @@ func interactiveCommand(ctx context.Context, client *spanner.Client, h contended
 		return lease, fmt.Errorf("unknown command %q", cmd)
 	}
 	return lease, nil
+}
+
+// cancelOnSignal returns a ctx that is cancelled when the process gets
+// SIGUSR1, after which a "cancel" event of call is written.
+func cancelOnSignal(ctx context.Context, call int, out *eventWriter) (context.Context, context.CancelFunc) {
+	lctx, cancel := context.WithCancel(ctx)
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGUSR1)
+	go func() {
+		defer signal.Stop(sig)
+		select {
+		case <-sig:
+			start := time.Now()
+			cancel()
+			out.emit(procEvent{Kind: "cancel", Call: call, Start: start.UnixNano(), End: time.Now().UnixNano()})
+		case <-lctx.Done():
+		}
+	}()
+	return lctx, cancel
+}
+
+// queueCalls starts n Lock calls of h's lock in the background, each of a
+// Lock of its own, all sharing one Scope (the process's, or a new one).
+func queueCalls(ctx context.Context, client *spanner.Client, h contended, n, call int, out *eventWriter) error {
+	lh, ok := h.(lockHolder)
+	if !ok {
+		return errors.New("queue: a Lock only")
+	}
+	scope := lh.l.scope
+	for i := range n {
+		l, err := NewLock(client, lh.l.name, append(lh.spec.options(lh.spec.ID), WithScope(scope))...)
+		if err != nil {
+			return err
+		}
+		go func() {
+			start := time.Now()
+			lease, err := l.Lock(ctx)
+			out.emit(leaseEvent("lock", call*100+i, lease, start, err))
+		}()
+	}
+	return nil
 }
 
 // reportLoss writes a "lost" event, with Lease.Err, when lease's Done closes.
