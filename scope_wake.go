@@ -73,6 +73,10 @@ type listener struct {
 	advertise string
 	done      chan struct{}
 	closeOnce sync.Once
+	// simSend, set only by the simulation (sim_*_test.go) instead of conn,
+	// takes the Scope's outgoing datagrams; the simulation delivers
+	// incoming ones with receive.
+	simSend func(addr string, msg []byte)
 }
 
 // ListenScope returns a Scope (see Scope) that also listens on the UDP
@@ -131,6 +135,9 @@ func (s *Scope) Close() error {
 	}
 	var err error
 	s.listener.closeOnce.Do(func() {
+		if s.listener.conn == nil { // the simulation's
+			return
+		}
 		err = s.listener.conn.Close()
 		<-s.listener.done
 	})
@@ -151,22 +158,29 @@ func (s *Scope) serve() {
 		if err != nil {
 			continue
 		}
-		id, at, ok := parseWake(buf[:n])
-		if !ok {
-			continue
-		}
-		if now := time.Now(); now.Sub(window) >= time.Second {
-			window, acted = now, 0
-		}
-		if acted++; acted > wakeRate {
-			continue
-		}
-		// No local send time: this process cannot know when the remote
-		// Unlock's transaction was sent, so the wake-up anchors nothing;
-		// and no token: only a read grants the lock.
-		if s.wakes.wake(id, wakeUp{remoteAt: at}) {
-			s.received.Add(1)
-		}
+		s.receive(buf[:n], func() bool {
+			if now := time.Now(); now.Sub(window) >= time.Second {
+				window, acted = now, 0
+			}
+			acted++
+			return acted <= wakeRate
+		})
+	}
+}
+
+// receive acts on one wake-up datagram b: if it is well formed and admit
+// (the rate limit) lets it through, it wakes the waiter it names. The
+// simulation (sim_*_test.go) delivers its datagrams here.
+func (s *Scope) receive(b []byte, admit func() bool) {
+	id, at, ok := parseWake(b)
+	if !ok || !admit() {
+		return
+	}
+	// No local send time: this process cannot know when the remote
+	// Unlock's transaction was sent, so the wake-up anchors nothing; and no
+	// token: only a read grants the lock.
+	if s.wakes.wake(id, wakeUp{remoteAt: at}) {
+		s.received.Add(1)
 	}
 }
 
@@ -177,6 +191,11 @@ func (s *Scope) serve() {
 func (s *Scope) sendWake(ctx context.Context, addr, id string, at time.Time) {
 	msg := wakeDatagram(id, at)
 	if len(msg) > maxWakeDatagram {
+		return
+	}
+	if s.listener != nil && s.listener.simSend != nil {
+		s.listener.simSend(addr, msg)
+		s.sent.Add(1)
 		return
 	}
 	if s.listener != nil {

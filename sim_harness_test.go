@@ -1,0 +1,866 @@
+//go:build go1.25
+
+package spanmutex
+
+// The simulation's processes, clocks, network, checker and schedules. One
+// schedule (a seed) runs the real Lock code of a few processes against the
+// simulated Spanner (sim_store_test.go) inside a testing/synctest bubble,
+// where time is virtual. See doc/simulation.md.
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+)
+
+// simName is the lock every contender of a schedule contends for.
+const simName = "simlock"
+
+// --- events ------------------------------------------------------------------
+
+// simEvent is one line of a schedule's trace, formatted only if printed.
+type simEvent struct {
+	at     time.Duration
+	who    string
+	format string
+	args   []any
+}
+
+// simTraceLen is how many events a failing schedule's trace shows.
+const simTraceLen = 40
+
+type simTS time.Duration // a Spanner or virtual time, as the offset from the schedule's start
+
+func (t simTS) String() string { return time.Duration(t).String() }
+
+type simID string // a waiter or lease id, shortened when printed
+
+func (id simID) String() string {
+	if len(id) != 36 {
+		return string(id)
+	}
+	return strings.TrimLeft(string(id[:8]), "0") + "@" + string(id[24:28])
+}
+
+func short(id string) simID { return simID(id) }
+
+type simRow row
+
+func (r simRow) String() string {
+	if !r.Exists {
+		return "{none}"
+	}
+	return fmt.Sprintf("{%s %s tok %d renewed %v}", r.State, simID(r.LeaseID), r.Token, r.RenewedAt.Format("05.000000"))
+}
+
+type simAction lockAction
+
+func (a simAction) String() string {
+	switch lockAction(a) {
+	case lockAcquire:
+		return "acquire"
+	case lockTakeOver:
+		return "take over"
+	case lockHeld:
+		return "held"
+	case lockWait:
+		return "wait"
+	case lockWrongKind:
+		return "wrong kind"
+	}
+	return "?"
+}
+
+// --- the harness ----------------------------------------------------------------
+
+// simParams are a schedule's settings, drawn from its seed.
+type simParams struct {
+	procs      int
+	watermark  time.Duration
+	jitter     float64
+	faultRate  float64 // probability that a call fails somehow
+	pauses     bool
+	crashes    bool
+	forgeries  bool
+	lossRate   float64 // datagrams
+	dupRate    float64
+	lateRate   float64
+	cancelRate float64 // of Lock calls whose ctx is cancelled at a random point
+	finish     time.Duration
+	bound      time.Duration // virtual time for the contenders
+}
+
+// simHarness runs one schedule and checks it.
+type simHarness struct {
+	seed  uint64
+	rules simRules
+	par   simParams
+	rng   *rand.Rand // the schedule's own draws (the root and chaos goroutines)
+	start time.Time
+	db    *simDB
+
+	mu         sync.Mutex
+	ring       [simTraceLen]simEvent
+	nEvents    int
+	holds      []*simHold
+	lastToken  map[string]int64
+	violations []string
+	trace      []string  // the trace at the first violation
+	full       *[]string // if set, every event (simTrace)
+	procs      []*simProc
+	slots      []*simProc // the current incarnation of each process slot
+	running    sync.WaitGroup
+	grants     int
+}
+
+// simHold is a lease a contender holds, from its Lock's return until its
+// Unlock call, Done closing, its process's crash, or the lease lapsing on
+// the holder's clock.
+type simHold struct {
+	p     *simProc
+	who   string
+	lease *Lease
+	wm    time.Duration
+	ended bool
+}
+
+func (h *simHarness) ts(t time.Time) simTS { return simTS(t.Sub(h.start)) }
+
+// event records a trace line.
+func (h *simHarness) event(who, format string, args ...any) {
+	h.mu.Lock()
+	h.eventLocked(who, format, args...)
+	h.mu.Unlock()
+}
+
+// eventLocked records a trace line; call with h.mu held.
+func (h *simHarness) eventLocked(who, format string, args ...any) {
+	h.ring[h.nEvents%simTraceLen] = simEvent{at: time.Since(h.start), who: who, format: format, args: args}
+	h.nEvents++
+	if h.full != nil {
+		*h.full = append(*h.full, fmt.Sprintf("%12v %-6s %s", time.Since(h.start), who, fmt.Sprintf(format, args...)))
+	}
+}
+
+// traceLocked returns the last events; call with h.mu held.
+func (h *simHarness) traceLocked() []string {
+	var out []string
+	n := min(h.nEvents, simTraceLen)
+	for i := h.nEvents - n; i < h.nEvents; i++ {
+		e := h.ring[i%simTraceLen]
+		out = append(out, fmt.Sprintf("%12v %-6s %s", e.at, e.who, fmt.Sprintf(e.format, e.args...)))
+	}
+	return out
+}
+
+// violate records a broken invariant; call with h.mu held.
+func (h *simHarness) violateLocked(format string, args ...any) {
+	msg := fmt.Sprintf("seed %d at %v: ", h.seed, time.Since(h.start)) + fmt.Sprintf(format, args...)
+	h.violations = append(h.violations, msg)
+	h.eventLocked("CHECK", "%s", msg)
+	if h.trace == nil {
+		h.trace = h.traceLocked()
+	}
+}
+
+// lapsed reports whether hold's lease has lapsed on its holder's clock.
+func (hd *simHold) lapsed() bool {
+	return hd.p.clk.Now().Sub(hd.lease.lastAnchor()) >= hd.wm
+}
+
+// check verifies invariant 1: no two callers hold unlapsed leases of one
+// name at virtual time now.
+func (h *simHarness) check(time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.checkLocked()
+}
+
+func (h *simHarness) checkLocked() {
+	var live *simHold
+	for _, hd := range h.holds {
+		if hd.ended {
+			continue
+		}
+		if hd.lapsed() {
+			hd.ended = true
+			continue
+		}
+		if live != nil {
+			h.violateLocked("inv1: two holders with unlapsed leases: %s token %d (anchor %v ago) and %s token %d (anchor %v ago)",
+				live.who, live.lease.token, live.p.clk.Now().Sub(live.lease.lastAnchor()),
+				hd.who, hd.lease.token, hd.p.clk.Now().Sub(hd.lease.lastAnchor()))
+			hd.ended = true // report each overlap once
+			continue
+		}
+		live = hd
+	}
+}
+
+// grant checks a lease a Lock or TryLock call returned at virtual time
+// now, whose ctx ended at ctxEnded (zero: not seen to end), and records
+// the hold.
+func (h *simHarness) grant(p *simProc, who string, l *Lock, lease *Lease, ctxEnded time.Time) *simHold {
+	now := time.Now()
+	h.db.mu.Lock() // the history, and no store step in between
+	defer h.db.mu.Unlock()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.grants++
+	hd := &simHold{p: p, who: who, lease: lease, wm: l.cfg.watermark}
+	h.eventLocked(p.name, "%s: Lock returned token %d (anchor %v ago, id %v)", who, lease.token, p.clk.Now().Sub(lease.lastAnchor()), simID(lease.id))
+	if p.isCrashed() {
+		return nil // the return never happened: the process is gone
+	}
+	if !ctxEnded.IsZero() && ctxEnded.Before(now) {
+		h.violateLocked("inv3: %s's Lock returned token %d %v after its ctx ended", who, lease.token, now.Sub(ctxEnded))
+	}
+	if age := p.clk.Now().Sub(lease.lastAnchor()); age >= hd.wm {
+		h.violateLocked("inv4: %s's Lock returned token %d already lapsed on its own clock (anchor %v ago, watermark %v)", who, lease.token, age, hd.wm)
+	}
+	if last := h.lastToken[l.name]; lease.token <= last {
+		h.violateLocked("inv2: %s's Lock returned token %d after token %d had been returned", who, lease.token, last)
+	}
+	h.lastToken[l.name] = max(h.lastToken[l.name], lease.token)
+	written := false
+	for _, v := range h.db.rows[l.name] {
+		if v.r.State == StateStarted && v.r.LeaseID == lease.id && v.r.Token == lease.token {
+			written = true
+			break
+		}
+	}
+	if !written {
+		h.violateLocked("inv6: %s's Lock returned token %d (id %v), which Spanner never wrote", who, lease.token, simID(lease.id))
+	}
+	h.holds = append(h.holds, hd)
+	h.checkLocked()
+	return hd
+}
+
+// release ends a hold (Unlock called, Done closed).
+func (h *simHarness) release(hd *simHold, why string) {
+	if hd == nil {
+		return
+	}
+	h.mu.Lock()
+	hd.ended = true
+	h.eventLocked(hd.p.name, "%s: stops holding token %d (%s)", hd.who, hd.lease.token, why)
+	h.mu.Unlock()
+}
+
+// --- processes ---------------------------------------------------------------
+
+// simProc is one incarnation of a process: a Scope, a clock, a connection
+// to the simulated Spanner, and its contenders.
+type simProc struct {
+	h      *simHarness
+	name   string
+	slot   int
+	scope  *Scope
+	clk    *simClock
+	conn   *simConn
+	addr   string // "" unless it listens for wake-ups
+	ctx    context.Context
+	kill   context.CancelFunc
+	nextID atomic.Int64
+
+	mu       sync.Mutex
+	rng      *rand.Rand
+	paused   bool
+	resume   chan struct{}
+	crashed  bool
+	dead     chan struct{}
+	deferred []func()
+}
+
+func (p *simProc) draw() *rand.Rand { p.mu.Lock(); return p.rng }
+func (p *simProc) drawn()           { p.mu.Unlock() }
+
+func (p *simProc) isCrashed() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.crashed
+}
+
+// gate waits while the process is paused; it fails once it has crashed.
+func (p *simProc) gate() error {
+	for {
+		p.mu.Lock()
+		if p.crashed {
+			p.mu.Unlock()
+			return errSimCrashed
+		}
+		if !p.paused {
+			p.mu.Unlock()
+			return nil
+		}
+		ch := p.resume
+		p.mu.Unlock()
+		select {
+		case <-ch:
+		case <-p.dead:
+		}
+	}
+}
+
+// latency draws one network flight to or from Spanner: 0.2-20 ms.
+func (p *simProc) latency() time.Duration {
+	r := p.draw()
+	defer p.drawn()
+	d := 200*time.Microsecond + time.Duration(r.ExpFloat64()*float64(1500*time.Microsecond))
+	if r.IntN(50) == 0 {
+		d += time.Duration(r.Int64N(int64(15 * time.Millisecond)))
+	}
+	return min(d, 20*time.Millisecond)
+}
+
+// flight waits one latency; it fails if ctx ends or the process crashes.
+func (p *simProc) flight(ctx context.Context) error { return p.sleep(ctx, p.latency()) }
+
+// sleep waits d of virtual time, or fails when ctx ends or the process
+// crashes.
+func (p *simProc) sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctxError(ctx)
+	case <-p.dead:
+		return errSimCrashed
+	}
+}
+
+// drawFault draws what happens to one call.
+func (p *simProc) drawFault(write, aborts bool) simFault {
+	rate := p.h.par.faultRate
+	if rate == 0 {
+		return faultNone
+	}
+	r := p.draw()
+	defer p.drawn()
+	if r.Float64() >= rate {
+		return faultNone
+	}
+	switch x := r.IntN(3); {
+	case x == 0:
+		return faultBefore
+	case x == 1 && aborts:
+		return faultAbort
+	case write:
+		return faultLost
+	}
+	return faultBefore
+}
+
+// whenRunning runs fn now, or when the process resumes if it is paused.
+func (p *simProc) whenRunning(fn func()) {
+	p.mu.Lock()
+	if p.paused && !p.crashed {
+		p.deferred = append(p.deferred, fn)
+		p.mu.Unlock()
+		return
+	}
+	p.mu.Unlock()
+	fn()
+}
+
+// pause stops the process (SIGSTOP) for d: its timers do not fire, its
+// Spanner calls and datagrams wait.
+func (p *simProc) pause(d time.Duration) {
+	p.mu.Lock()
+	if p.paused || p.crashed {
+		p.mu.Unlock()
+		return
+	}
+	p.paused, p.resume = true, make(chan struct{})
+	p.mu.Unlock()
+	p.h.event(p.name, "PAUSED for %v", d)
+	time.AfterFunc(d, p.unpause)
+}
+
+func (p *simProc) unpause() {
+	p.mu.Lock()
+	if !p.paused {
+		p.mu.Unlock()
+		return
+	}
+	p.paused = false
+	close(p.resume)
+	fns := p.deferred
+	p.deferred = nil
+	p.mu.Unlock()
+	p.h.event(p.name, "resumed")
+	for _, fn := range fns {
+		fn()
+	}
+}
+
+// crash ends the process: from now on its Spanner calls fail and write
+// nothing, its datagrams are lost, its callers' ctxs are cancelled, and it
+// no longer counts as a holder. Its goroutines wind down on their own.
+func (p *simProc) crash() {
+	p.mu.Lock()
+	if p.crashed {
+		p.mu.Unlock()
+		return
+	}
+	p.crashed = true
+	close(p.dead)
+	wasPaused := p.paused
+	p.paused = false
+	fns := p.deferred
+	p.deferred = nil
+	p.mu.Unlock()
+	if wasPaused {
+		close(p.resume)
+	}
+	h := p.h
+	h.mu.Lock()
+	for _, hd := range h.holds {
+		if hd.p == p && !hd.ended {
+			hd.ended = true
+		}
+	}
+	h.mu.Unlock()
+	h.event(p.name, "CRASHED")
+	p.kill()
+	for _, fn := range fns {
+		fn()
+	}
+}
+
+// simClock is a process's local clock: virtual time plus an offset (only
+// durations may cross clocks), whose timers do not fire while the process
+// is paused.
+type simClock struct {
+	p   *simProc
+	off time.Duration
+}
+
+func (c *simClock) Now() time.Time { return time.Now().Add(c.off) }
+
+func (c *simClock) NewTimer(d time.Duration) (<-chan time.Time, func() bool) {
+	ch := make(chan time.Time, 1)
+	var stopped atomic.Bool
+	t := time.AfterFunc(d, func() {
+		c.p.whenRunning(func() {
+			if !stopped.Load() {
+				ch <- c.Now()
+			}
+		})
+	})
+	return ch, func() bool { stopped.Store(true); return t.Stop() }
+}
+
+// simBackOff is the exponential backoff of defaultBackOff, drawn from the
+// schedule's seed.
+type simBackOff struct {
+	p   *simProc
+	cur time.Duration
+}
+
+func (b *simBackOff) Reset() { b.cur = 0 }
+
+func (b *simBackOff) NextBackOff() time.Duration {
+	if b.cur == 0 {
+		b.cur = DefaultInitialBackOff
+	}
+	r := b.p.draw()
+	f := 0.5 + r.Float64()
+	b.p.drawn()
+	d := time.Duration(float64(b.cur) * f)
+	b.cur = min(time.Duration(float64(b.cur)*1.6), DefaultMaxBackOff)
+	return d
+}
+
+// --- the network -------------------------------------------------------------
+
+// send carries a wake-up datagram from p to addr: lost, late, duplicated
+// as the schedule says; delivered to the process slot's current
+// incarnation when it runs.
+func (h *simHarness) send(from *simProc, addr string, msg []byte) {
+	if from.isCrashed() {
+		return
+	}
+	r := from.draw()
+	copies := 1
+	if r.Float64() < h.par.dupRate {
+		copies = 2
+	}
+	var delays []time.Duration
+	for range copies {
+		if r.Float64() < h.par.lossRate {
+			continue
+		}
+		d := 100*time.Microsecond + time.Duration(r.ExpFloat64()*float64(time.Millisecond))
+		if r.Float64() < h.par.lateRate {
+			d += time.Duration(r.Int64N(int64(2 * h.par.watermark)))
+		}
+		delays = append(delays, d)
+	}
+	from.drawn()
+	h.event(from.name, "datagram to %s: %q (%d copies)", addr, msg[len(wakeMagic):], len(delays))
+	for _, d := range delays {
+		time.AfterFunc(d, func() { h.deliver(addr, msg) })
+	}
+}
+
+func (h *simHarness) deliver(addr string, msg []byte) {
+	h.mu.Lock()
+	var to *simProc
+	for _, p := range h.slots {
+		if p.addr == addr {
+			to = p
+		}
+	}
+	h.mu.Unlock()
+	if to == nil || to.isCrashed() {
+		return
+	}
+	to.whenRunning(func() {
+		if !to.isCrashed() {
+			to.scope.receive(msg, func() bool { return true })
+		}
+	})
+}
+
+// forge sends a datagram nobody's Unlock sent to a listening process: a
+// waiter id it may know (a queued one, the holder) and a commit timestamp
+// that is old, current, in the future or one a real hand-off had.
+func (h *simHarness) forge() {
+	var targets []string
+	h.mu.Lock()
+	for _, p := range h.slots {
+		if p.addr != "" && !p.isCrashed() {
+			targets = append(targets, p.addr)
+		}
+	}
+	h.mu.Unlock()
+	if len(targets) == 0 {
+		return
+	}
+	h.db.mu.Lock()
+	var ids []string
+	var stamps []time.Time
+	for _, e := range h.db.queue[simName] {
+		ids = append(ids, e.key.id)
+	}
+	for _, v := range h.db.rows[simName] {
+		stamps = append(stamps, v.ts)
+		if v.r.LeaseID != "" {
+			ids = append(ids, v.r.LeaseID)
+		}
+	}
+	now := h.db.readTS()
+	h.db.mu.Unlock()
+	if len(ids) == 0 {
+		return
+	}
+	id := ids[h.rng.IntN(len(ids))]
+	var at time.Time
+	switch h.rng.IntN(5) {
+	case 0: // none
+	case 1:
+		if len(stamps) > 0 {
+			at = stamps[h.rng.IntN(len(stamps))]
+		} else {
+			at = now
+		}
+	case 2:
+		at = now
+	case 3:
+		at = now.Add(time.Duration(h.rng.Int64N(int64(3 * time.Second))))
+	case 4:
+		at = now.Add(-time.Duration(h.rng.Int64N(int64(10 * time.Second))))
+	}
+	if !at.IsZero() && at.Before(h.start) {
+		at = h.start.Add(time.Microsecond)
+	}
+	addr := targets[h.rng.IntN(len(targets))]
+	msg := wakeDatagram(id, at)
+	h.event("forger", "datagram to %s: %q", addr, msg[len(wakeMagic):])
+	time.AfterFunc(time.Duration(h.rng.Int64N(int64(time.Millisecond))), func() { h.deliver(addr, msg) })
+}
+
+// --- schedules ---------------------------------------------------------------
+
+// drawParams draws a schedule's settings.
+func drawParams(r *rand.Rand) simParams {
+	p := simParams{
+		procs:     2 + r.IntN(4),
+		watermark: []time.Duration{time.Second, time.Second, 500 * time.Millisecond, 2 * time.Second}[r.IntN(4)],
+		finish:    2 * time.Second,
+		bound:     30 * time.Second,
+	}
+	if r.IntN(2) == 0 {
+		p.jitter = 0.2
+	}
+	p.faultRate = []float64{0, 0, 0.02, 0.05, 0.15}[r.IntN(5)]
+	p.pauses = r.IntN(3) > 0
+	p.crashes = r.IntN(3) == 0
+	p.forgeries = r.IntN(3) == 0
+	p.lossRate = []float64{0, 0.1, 0.5}[r.IntN(3)]
+	p.dupRate = []float64{0, 0.1}[r.IntN(2)]
+	p.lateRate = []float64{0, 0.1, 0.3}[r.IntN(3)]
+	p.cancelRate = []float64{0, 0.1, 0.3}[r.IntN(3)]
+	return p
+}
+
+// newProc starts a new incarnation of process slot slot with its
+// contenders.
+func (h *simHarness) newProc(slot, inc int, listening bool) *simProc {
+	name := fmt.Sprintf("P%d", slot)
+	if inc > 0 {
+		name = fmt.Sprintf("P%d.%d", slot, inc)
+	}
+	p := &simProc{h: h, name: name, slot: slot, dead: make(chan struct{}),
+		rng: rand.New(rand.NewPCG(h.rng.Uint64(), h.rng.Uint64()))}
+	p.ctx, p.kill = context.WithCancel(context.Background())
+	p.clk = &simClock{p: p, off: time.Duration(h.rng.Int64N(int64(2*time.Hour))) - time.Hour}
+	p.conn = &simConn{db: h.db, p: p}
+	p.scope = NewScope()
+	p.scope.id = fmt.Sprintf("%04x%04x%04x", slot, inc, h.rng.IntN(1<<16))
+	pid := slot*16 + inc
+	p.scope.ids = func() string {
+		return fmt.Sprintf("%08x-%04x-7000-8000-000000000000", p.nextID.Add(1), pid)
+	}
+	if listening {
+		p.addr = fmt.Sprintf("10.0.0.%d:7946", slot+1)
+		p.scope.listener = &listener{advertise: p.addr, done: make(chan struct{}),
+			simSend: func(addr string, msg []byte) { h.send(p, addr, msg) }}
+	}
+	h.mu.Lock()
+	h.procs = append(h.procs, p)
+	if slot < len(h.slots) {
+		h.slots[slot] = p
+	} else {
+		h.slots = append(h.slots, p)
+	}
+	h.mu.Unlock()
+	h.event(name, "started (scope %s, listening %v)", p.scope.id, listening)
+	contenders := 1 + h.rng.IntN(2)
+	for i := range contenders {
+		cycles := 2 + h.rng.IntN(4)
+		l := h.newLock(p, i)
+		crng := rand.New(rand.NewPCG(h.rng.Uint64(), h.rng.Uint64()))
+		h.running.Add(1)
+		go func() {
+			defer h.running.Done()
+			p.contender(l, fmt.Sprintf("%s/c%d", name, i), cycles, crng)
+		}()
+	}
+	return p
+}
+
+func (h *simHarness) newLock(p *simProc, i int) *Lock {
+	opts := []Option{WithWatermark(h.par.watermark), WithJitter(h.par.jitter), WithOwner(fmt.Sprintf("%s/c%d", p.name, i)),
+		WithScope(p.scope), WithFinishTimeout(h.par.finish), WithMaxAttempts(8),
+		WithBackOff(func() backoff.BackOff { return &simBackOff{p: p} })}
+	m, err := newMutex(simName, opts, forLock)
+	if err != nil {
+		panic(err)
+	}
+	m.cfg.clock = p.clk
+	return &Lock{name: simName, cfg: m.cfg, store: p.conn, key: localKey{database: "sim", table: m.cfg.table, name: simName}, scope: p.scope}
+}
+
+// contender runs a few Lock (or TryLock) / Unlock cycles with short
+// critical sections, cancelling some ctxs at random points.
+func (p *simProc) contender(l *Lock, who string, cycles int, r *rand.Rand) {
+	h := p.h
+	for range cycles {
+		if p.ctx.Err() != nil {
+			return
+		}
+		if err := sleep(p.ctx, p.clk, time.Duration(r.Int64N(int64(time.Second)))); err != nil {
+			return
+		}
+		ctx, cancel := context.WithCancel(p.ctx)
+		var ended atomic.Int64
+		context.AfterFunc(ctx, func() { ended.Store(time.Now().UnixNano()) })
+		if x := r.Float64(); x < h.par.cancelRate {
+			time.AfterFunc(time.Duration(r.Int64N(int64(3*h.par.watermark))), cancel)
+		} else if x < h.par.cancelRate*1.1 {
+			cancel()
+		}
+		try := r.IntN(5) == 0
+		h.event(p.name, "%s: %s", who, map[bool]string{true: "TryLock", false: "Lock"}[try])
+		var (
+			lease *Lease
+			err   error
+		)
+		if try {
+			lease, err = l.TryLock(ctx)
+		} else {
+			lease, err = l.Lock(ctx)
+		}
+		if lease == nil {
+			h.event(p.name, "%s: no lease: %v", who, errShort(err))
+			cancel()
+			continue
+		}
+		var endedAt time.Time
+		if ns := ended.Load(); ns != 0 {
+			endedAt = time.Unix(0, ns)
+		}
+		hd := h.grant(p, who, l, lease, endedAt)
+		cancel()
+		crit := time.Duration(r.Int64N(int64(h.par.watermark / 2)))
+		if r.IntN(10) == 0 {
+			crit = time.Duration(r.Int64N(int64(3 * h.par.watermark)))
+		}
+		c, stop := p.clk.NewTimer(crit)
+		select {
+		case <-c:
+			h.release(hd, "Unlock")
+		case <-lease.Done():
+			h.release(hd, "Done closed")
+		case <-p.dead:
+			stop()
+			return
+		}
+		stop()
+		uctx, ucancel := context.WithCancel(context.Background())
+		if r.IntN(10) == 0 {
+			ucancel()
+		}
+		err = l.Unlock(uctx)
+		ucancel()
+		h.event(p.name, "%s: Unlock: %v", who, errShort(err))
+	}
+}
+
+func errShort(err error) string {
+	if err == nil {
+		return "ok"
+	}
+	s := err.Error()
+	if len(s) > 120 {
+		s = s[:120] + "…"
+	}
+	return s
+}
+
+// chaos pauses, crashes and restarts processes and forges datagrams until
+// stop is closed.
+func (h *simHarness) chaos(stop <-chan struct{}) {
+	incs := make([]int, h.par.procs)
+	for {
+		t := time.NewTimer(time.Duration(h.rng.Int64N(int64(3 * time.Second))))
+		select {
+		case <-stop:
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		h.mu.Lock()
+		p := h.slots[h.rng.IntN(len(h.slots))]
+		h.mu.Unlock()
+		switch x := h.rng.IntN(10); {
+		case x < 4 && h.par.pauses:
+			p.pause(time.Duration(h.rng.Int64N(int64(3 * h.par.watermark))))
+		case x < 5 && h.par.crashes && !p.isCrashed():
+			p.crash()
+			slot := p.slot
+			incs[slot]++
+			inc, listening := incs[slot], p.addr != ""
+			back := time.Duration(h.rng.Int64N(int64(3 * time.Second)))
+			t := time.NewTimer(back)
+			select {
+			case <-stop:
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			h.newProc(slot, inc, listening)
+		case x >= 7 && h.par.forgeries:
+			h.forge()
+		}
+	}
+}
+
+// simResult is what one schedule found.
+type simResult struct {
+	seed       uint64
+	steps      int
+	grants     int
+	violations []string
+	trace      []string
+}
+
+// runSchedule runs schedule seed in a synctest bubble.
+func runSchedule(t *testing.T, seed uint64, rules simRules) (res simResult) {
+	return runScheduleTraced(t, seed, rules, nil)
+}
+
+// runScheduleTraced runs schedule seed, appending every event to full if
+// it is not nil.
+func runScheduleTraced(t *testing.T, seed uint64, rules simRules, full *[]string) (res simResult) {
+	res.seed = seed
+	defer func() {
+		if e := recover(); e != nil {
+			res.violations = append(res.violations, fmt.Sprintf("seed %d: the schedule panicked: %v", seed, e))
+		}
+	}()
+	synctest.Test(t, func(t *testing.T) {
+		h := &simHarness{seed: seed, rules: rules, lastToken: map[string]int64{}, full: full}
+		h.rng = rand.New(rand.NewPCG(seed, 0x5eed))
+		h.par = drawParams(h.rng)
+		h.start = time.Now()
+		h.db = newSimDB(h, h.par.watermark)
+		h.db.rules = rules
+		h.event("sim", "params %+v", h.par)
+		for i := range h.par.procs {
+			h.newProc(i, 0, h.rng.IntN(2) == 0)
+		}
+		stop := make(chan struct{})
+		chaosDone := make(chan struct{})
+		go func() { defer close(chaosDone); h.chaos(stop) }()
+		done := make(chan struct{})
+		go func() {
+			// Contenders started later (restarts) join h.running before
+			// chaos ends; wait for chaos first.
+			<-chaosDone
+			h.running.Wait()
+			close(done)
+		}()
+		bound := time.NewTimer(h.par.bound)
+		time.Sleep(h.par.bound / 2)
+		close(stop)
+		select {
+		case <-done:
+		case <-bound.C:
+		}
+		// Whatever still runs is ended as a crash would end it.
+		h.mu.Lock()
+		procs := append([]*simProc(nil), h.procs...)
+		h.mu.Unlock()
+		for _, p := range procs {
+			p.crash()
+		}
+		select {
+		case <-done:
+		case <-time.After(5 * time.Minute):
+			h.mu.Lock()
+			h.violateLocked("stuck: contenders still running 5 minutes after their processes crashed")
+			h.mu.Unlock()
+		}
+		// Let renewal loops of leases never unlocked expire.
+		time.Sleep(2*h.par.watermark + h.par.finish)
+		h.mu.Lock()
+		res.steps, res.grants = h.db.steps, h.grants
+		res.violations, res.trace = h.violations, h.trace
+		h.mu.Unlock()
+	})
+	return res
+}

@@ -1,0 +1,517 @@
+//go:build go1.25
+
+package spanmutex
+
+// The simulation's Spanner: an in-memory, multi-version store of lock rows
+// and queue entries that implements lockStore's semantics (lock_store.go,
+// mutex_store.go) in Go, with commit timestamps, strong and exact-timestamp
+// reads, and, per process (simConn), latency, aborts and commits whose
+// answer is lost. Every read-write transaction is applied at one instant of
+// virtual time, which is its commit timestamp: a valid serialisation, as
+// Spanner's is. The rules come from the real pure functions (decideLock,
+// holderLive, silentFor, holderLease, policy.takeoverAfter); see
+// doc/simulation.md for what is not modelled.
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"time"
+
+	"cloud.google.com/go/spanner"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// simRules are deliberate defects of the simulated store, to show that the
+// checker reports what they break (TestSimCheckerCatches). All false in the
+// simulation proper.
+type simRules struct {
+	noFence   bool // unlock and renew do not check that the lease still holds
+	noToken   bool // a new holder keeps the previous token
+	takeEarly bool // a takeover needs only half the holder's lease of silence
+}
+
+// simDB is the simulated Spanner database shared by every process of a
+// schedule.
+type simDB struct {
+	mu    sync.Mutex
+	h     *simHarness
+	rules simRules
+	own   time.Duration // the readers' own watermark, for rows and entries that declare none
+	last  time.Time     // the latest commit timestamp
+	rows  map[string][]simVersion
+	queue map[string][]*simEntry // sorted by key
+	steps int
+}
+
+// simVersion is a committed version of a lock's row.
+type simVersion struct {
+	ts time.Time
+	r  row
+}
+
+type simEntry struct {
+	key      queueKey
+	owner    string
+	renewed  time.Time
+	lease    time.Duration
+	wakeAddr string
+}
+
+func newSimDB(h *simHarness, own time.Duration) *simDB {
+	return &simDB{h: h, own: own, rows: map[string][]simVersion{}, queue: map[string][]*simEntry{}}
+}
+
+// readTS is Spanner's clock for a read now (microseconds, never before the
+// latest commit); call with d.mu held.
+func (d *simDB) readTS() time.Time {
+	now := time.Now().Truncate(time.Microsecond)
+	if now.Before(d.last) {
+		return d.last
+	}
+	return now
+}
+
+// commitTS is the timestamp of a commit now, strictly after every earlier
+// one; call with d.mu held.
+func (d *simDB) commitTS() time.Time {
+	ts := time.Now().Truncate(time.Microsecond)
+	if !ts.After(d.last) {
+		ts = d.last.Add(time.Microsecond)
+	}
+	d.last = ts
+	return ts
+}
+
+// current returns the lock's row as of now, with Now set to now.
+func (d *simDB) current(name string, now time.Time) row {
+	vs := d.rows[name]
+	var r row
+	if len(vs) > 0 {
+		r = vs[len(vs)-1].r
+	}
+	r.Now = now
+	return r
+}
+
+// at returns the lock's row as of Spanner time t.
+func (d *simDB) at(name string, t time.Time) row {
+	vs := d.rows[name]
+	i, _ := slices.BinarySearchFunc(vs, t, func(v simVersion, t time.Time) int {
+		if v.ts.After(t) {
+			return 1
+		}
+		return -1
+	})
+	var r row
+	if i > 0 {
+		r = vs[i-1].r
+	}
+	r.Now = t
+	return r
+}
+
+func (d *simDB) write(name string, ts time.Time, r row) {
+	r.Now = time.Time{}
+	d.rows[name] = append(d.rows[name], simVersion{ts: ts, r: r})
+}
+
+func keyLess(a, b queueKey) bool {
+	return a.at.Before(b.at) || (a.at.Equal(b.at) && a.id < b.id)
+}
+
+func keyCmp(a, b queueKey) int {
+	if c := a.at.Compare(b.at); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.id, b.id)
+}
+
+// entryLive reports whether e counts as a live waiter at Spanner time now
+// for lock row r: renewed within waiterTTLFactor of its declared lease, and
+// not of the Scope of a holder silent past its declared lease.
+func (d *simDB) entryLive(e *simEntry, r row, now time.Time) bool {
+	ttl := waiterTTLFactor * holderLease(row{Lease: e.lease}, d.own)
+	if now.Sub(e.renewed) >= ttl {
+		return false
+	}
+	r.Now = now
+	if r.Exists && r.State == StateStarted && !holderLive(r, d.own) &&
+		scopeOf(e.key.id) != "" && scopeOf(e.key.id) == scopeOf(r.LeaseID) {
+		return false
+	}
+	return true
+}
+
+// view is the lock as contender me, queued under key, sees it at Spanner
+// time now: the row, the live entries before key (me's own never count),
+// and whether key is queued.
+func (d *simDB) view(name string, key queueKey, me string, now time.Time) lockView {
+	v := lockView{row: d.current(name, now)}
+	for _, e := range d.queue[name] {
+		if e.key == key {
+			v.queued = true
+			continue
+		}
+		if e.key.id != me && keyLess(e.key, key) && d.entryLive(e, v.row, now) && v.ahead < maxAhead {
+			v.ahead++
+		}
+	}
+	return v
+}
+
+// holder writes owner (lease id id, declaring lease) into the lock as
+// holder with the next token, at commit timestamp ts.
+func (d *simDB) holder(name string, prev row, owner, id string, lease time.Duration, ts time.Time) row {
+	token := prev.Token + 1
+	if d.rules.noToken && prev.Token > 0 {
+		token = prev.Token
+	}
+	r := row{Exists: true, State: StateStarted, Owner: owner, LeaseID: id, Token: token,
+		StartedAt: ts, RenewedAt: ts, UpdatedAt: ts, Lease: lease.Truncate(time.Microsecond)}
+	d.write(name, ts, r)
+	return r
+}
+
+func (d *simDB) removeEntries(name string, match func(*simEntry) bool) {
+	d.queue[name] = slices.DeleteFunc(d.queue[name], match)
+}
+
+func (d *simDB) insert(name string, e *simEntry) {
+	q := d.queue[name]
+	i, _ := slices.BinarySearchFunc(q, e.key, func(x *simEntry, k queueKey) int { return keyCmp(x.key, k) })
+	d.queue[name] = slices.Insert(q, i, e)
+}
+
+// handOn hands the lock read as v (held by lease id from) to the first
+// entry that takes it, deleting the entries it passes, or frees it, at
+// commit timestamp ts. With bound, entries are judged as unlock judges
+// them: by a lower bound of Spanner's clock (the latest commit timestamp
+// read so far, page by page of handOffScan entries); otherwise by the
+// transaction's clock.
+func (d *simDB) handOn(name string, v row, from string, ts time.Time, bound bool) handOff {
+	q := d.queue[name]
+	now := v.Now
+	if bound {
+		now = latest(v.StartedAt, v.RenewedAt, v.UpdatedAt)
+	}
+	for page := 0; page*handOffScan < len(q) && page < maxHandOffPages; page++ {
+		end := min(len(q), (page+1)*handOffScan)
+		if bound {
+			for _, e := range q[page*handOffScan : end] {
+				now = latest(now, e.key.at, e.renewed)
+			}
+		}
+		for i := page * handOffScan; i < end; i++ {
+			e := q[i]
+			ttl := waiterTTLFactor * holderLease(row{Lease: e.lease}, d.own)
+			if now.Sub(e.renewed) < ttl && e.key.id != from {
+				d.queue[name] = slices.Delete(q, 0, i+1)
+				r := d.holder(name, v, e.owner, e.key.id, e.lease, ts)
+				return handOff{owner: e.owner, waiterID: e.key.id, wakeAddr: e.wakeAddr, token: r.Token}
+			}
+		}
+		if end == len(q) {
+			break
+		}
+	}
+	// Every entry passed is deleted (up to the pages read).
+	n := min(len(q), maxHandOffPages*handOffScan)
+	d.queue[name] = slices.Delete(q, 0, n)
+	free := v
+	free.State, free.UpdatedAt = StateNeeded, ts
+	d.write(name, ts, free)
+	return handOff{}
+}
+
+// --- a process's connection -------------------------------------------------
+
+// simConn is one process's lockStore: every call goes through the process
+// (paused: it waits; crashed: it fails and writes nothing) and its faults.
+type simConn struct {
+	db *simDB
+	p  *simProc
+}
+
+var _ lockStore = (*simConn)(nil)
+
+// simFault is what happens to one call.
+type simFault int
+
+const (
+	faultNone   simFault = iota
+	faultBefore          // fails before reaching Spanner: nothing applied
+	faultAbort           // a read-write transaction aborted: nothing applied
+	faultLost            // applied, but the answer is lost
+)
+
+var errSimCrashed = status.Error(codes.Unavailable, "sim: process crashed")
+
+// ctxError is the error a Spanner call returns when its ctx ended.
+func ctxError(ctx context.Context) error { return spanner.ToSpannerError(ctx.Err()) }
+
+// call runs one Spanner call: the request's flight (latency), fault, fn
+// applied atomically under the database's lock at the commit instant, and
+// the answer's flight. sent reports whether the request reached Spanner.
+// aborts says whether the call may be aborted (a read-write transaction
+// the client does not retry itself).
+func (c *simConn) call(ctx context.Context, op string, write, aborts bool, fn func() error) (sent bool, err error) {
+	p := c.p
+	if err := p.gate(); err != nil {
+		return false, err
+	}
+	if err := p.flight(ctx); err != nil {
+		return false, err
+	}
+	f := p.drawFault(write, aborts)
+	switch f {
+	case faultBefore:
+		p.h.event(p.name, "%s: unavailable (not applied)", op)
+		return false, status.Error(codes.Unavailable, "sim: unavailable")
+	case faultAbort:
+		p.h.event(p.name, "%s: aborted", op)
+		return true, status.Error(codes.Aborted, "sim: aborted")
+	}
+	d := c.db
+	d.mu.Lock()
+	if p.isCrashed() {
+		d.mu.Unlock()
+		return false, errSimCrashed
+	}
+	err = fn()
+	d.steps++
+	d.h.check(time.Now())
+	d.mu.Unlock()
+	if ferr := p.flight(ctx); ferr != nil {
+		return true, ferr
+	}
+	if gerr := p.gate(); gerr != nil {
+		return true, gerr
+	}
+	if f == faultLost {
+		p.h.event(p.name, "%s: answer lost (applied, err=%v)", op, err)
+		if p.rng.IntN(2) == 0 {
+			return true, status.Error(codes.DeadlineExceeded, "sim: answer lost")
+		}
+		return true, status.Error(codes.Unavailable, "sim: answer lost")
+	}
+	return true, err
+}
+
+func (c *simConn) read(ctx context.Context, name string) (row, error) {
+	var r row
+	_, err := c.call(ctx, "read", false, false, func() error {
+		r = c.db.current(name, c.db.readTS())
+		c.p.h.event(c.p.name, "read: %s", simRow(r))
+		return nil
+	})
+	return r, err
+}
+
+func (c *simConn) readAt(ctx context.Context, name string, at time.Time) (row, error) {
+	// An exact-timestamp read of a time not yet safe waits for it.
+	if wait := at.Sub(time.Now()); wait > 0 {
+		if err := c.p.sleep(ctx, wait); err != nil {
+			return row{}, err
+		}
+	}
+	var r row
+	_, err := c.call(ctx, "readAt", false, false, func() error {
+		r = c.db.at(name, at)
+		c.p.h.event(c.p.name, "readAt %s: %s", c.p.h.ts(at), simRow(r))
+		return nil
+	})
+	return r, err
+}
+
+func (c *simConn) readLock(ctx context.Context, name string, key queueKey) (lockView, error) {
+	var v lockView
+	_, err := c.call(ctx, "readLock", false, false, func() error {
+		v = c.db.view(name, key, key.id, c.db.readTS())
+		c.p.h.event(c.p.name, "readLock %s: %s ahead %d queued %v", short(key.id), simRow(v.row), v.ahead, v.queued)
+		return nil
+	})
+	return v, err
+}
+
+func (c *simConn) acquireLock(ctx context.Context, name string, key queueKey, p policy, cl claim, join bool) (acquireResult, error) {
+	d := c.db
+	var res acquireResult
+	sent, err := c.call(ctx, "acquireLock", true, true, func() error {
+		now := d.readTS()
+		v := d.view(name, key, cl.leaseID, now)
+		dec := decideLock(v, cl.leaseID, p)
+		if d.rules.takeEarly && dec.action == lockWait && v.State == StateStarted && v.ahead == 0 &&
+			silentFor(v.row) >= holderLease(v.row, d.own)/2 {
+			dec = lockDecision{action: lockTakeOver}
+		}
+		res = acquireResult{decision: dec, key: endOfQueue}
+		switch {
+		case dec.action == lockAcquire || dec.action == lockTakeOver:
+			ts := d.commitTS()
+			if dec.action == lockTakeOver {
+				// The silent holder's Scope went silent with it.
+				if s := scopeOf(v.LeaseID); s != "" && s != scopeOf(cl.leaseID) {
+					d.removeEntries(name, func(e *simEntry) bool { return scopeOf(e.key.id) == s })
+				}
+			}
+			r := d.holder(name, v.row, cl.owner, cl.leaseID, p.watermark, ts)
+			if v.queued {
+				d.removeEntries(name, func(e *simEntry) bool { return e.key == key })
+			}
+			lease := newLease(name, cl.owner, cl.leaseID, r.Token, dec.action == lockTakeOver, "sim")
+			lease.acquiredAt = ts
+			res.lease = lease
+			c.p.h.event(c.p.name, "acquireLock %s: %s token %d (ahead %d)", short(cl.leaseID), simAction(dec.action), r.Token, v.ahead)
+		case dec.action == lockWait && join && key == endOfQueue:
+			ts := d.commitTS()
+			d.insert(name, &simEntry{key: queueKey{at: ts, id: cl.leaseID}, owner: cl.owner, renewed: ts,
+				lease: p.watermark.Truncate(time.Microsecond), wakeAddr: cl.wakeAddr})
+			res.key, res.view = queueKey{at: ts, id: cl.leaseID}, v
+			c.p.h.event(c.p.name, "acquireLock %s: queued at %s (ahead %d, row %s)", short(cl.leaseID), c.p.h.ts(ts), v.ahead, simRow(v.row))
+		default:
+			c.p.h.event(c.p.name, "acquireLock %s: %s (row %s, ahead %d)", short(cl.leaseID), simAction(dec.action), simRow(v.row), v.ahead)
+		}
+		return nil
+	})
+	if err != nil {
+		return acquireResult{sent: sent}, err
+	}
+	return res, nil
+}
+
+func (c *simConn) enqueue(ctx context.Context, name string, entries []queueInsert) (time.Time, error) {
+	var ts time.Time
+	_, err := c.call(ctx, "enqueue", true, false, func() error {
+		ts = c.db.commitTS()
+		for _, e := range entries {
+			c.db.insert(name, &simEntry{key: queueKey{at: ts, id: e.id}, owner: e.owner, renewed: ts,
+				lease: e.lease.Truncate(time.Microsecond), wakeAddr: e.wakeAddr})
+			c.p.h.event(c.p.name, "enqueue %s at %s", short(e.id), c.p.h.ts(ts))
+		}
+		return nil
+	})
+	if err != nil {
+		return time.Time{}, err
+	}
+	return ts, nil
+}
+
+func (c *simConn) findQueued(ctx context.Context, name, waiterID string) (queueKey, bool, error) {
+	var (
+		k  queueKey
+		ok bool
+	)
+	_, err := c.call(ctx, "findQueued", false, false, func() error {
+		for _, e := range c.db.queue[name] {
+			if e.key.id == waiterID {
+				k, ok = e.key, true
+				break
+			}
+		}
+		return nil
+	})
+	return k, ok, err
+}
+
+func (c *simConn) renewWaiter(ctx context.Context, name string, key queueKey) error {
+	_, err := c.call(ctx, "renewWaiter", true, false, func() error {
+		for _, e := range c.db.queue[name] {
+			if e.key == key {
+				e.renewed = c.db.commitTS()
+				return nil
+			}
+		}
+		return status.Error(codes.NotFound, "sim: row not found")
+	})
+	return err
+}
+
+func (c *simConn) leave(ctx context.Context, name, waiterID string) (handOff, error) {
+	var to handOff
+	_, err := c.call(ctx, "leave", true, false, func() error {
+		d := c.db
+		ts := d.commitTS()
+		d.removeEntries(name, func(e *simEntry) bool { return e.key.id == waiterID })
+		v := d.current(name, ts)
+		if v.heldBy(waiterID) {
+			to = d.handOn(name, v, waiterID, ts, false)
+			c.p.h.event(c.p.name, "leave %s: was handed token %d; handed on to %s token %d", short(waiterID), v.Token, short(to.waiterID), to.token)
+		} else {
+			c.p.h.event(c.p.name, "leave %s", short(waiterID))
+		}
+		to.at = ts
+		return nil
+	})
+	if err != nil {
+		return handOff{}, err
+	}
+	return to, nil
+}
+
+func (c *simConn) dequeue(ctx context.Context, name string, key queueKey) error {
+	_, err := c.call(ctx, "dequeue", true, false, func() error {
+		c.db.commitTS()
+		c.db.removeEntries(name, func(e *simEntry) bool { return e.key == key })
+		c.p.h.event(c.p.name, "dequeue %s", short(key.id))
+		return nil
+	})
+	return err
+}
+
+func (c *simConn) purgeWaiter(ctx context.Context, name, waiterID string) error {
+	_, err := c.call(ctx, "purgeWaiter", true, false, func() error {
+		c.db.commitTS()
+		c.db.removeEntries(name, func(e *simEntry) bool { return e.key.id == waiterID })
+		return nil
+	})
+	return err
+}
+
+func (c *simConn) unlock(ctx context.Context, l *Lease) (handOff, error) {
+	var to handOff
+	_, err := c.call(ctx, "unlock", true, false, func() error {
+		d := c.db
+		v := d.current(l.name, d.readTS())
+		if !d.rules.noFence && (!v.heldBy(l.id) || v.Token != l.token) {
+			c.p.h.event(c.p.name, "unlock token %d: lost (row %s)", l.token, simRow(v))
+			return l.lostTo(v)
+		}
+		ts := d.commitTS()
+		to = d.handOn(l.name, v, l.id, ts, true)
+		to.at = ts
+		c.p.h.event(c.p.name, "unlock token %d: handed to %s token %d", l.token, short(to.waiterID), to.token)
+		return nil
+	})
+	var lost *LeaseLostError
+	if errors.As(err, &lost) {
+		return handOff{}, lost
+	}
+	if err != nil {
+		return handOff{}, err
+	}
+	return to, nil
+}
+
+func (c *simConn) renew(ctx context.Context, l *Lease) error {
+	_, err := c.call(ctx, "renew", true, false, func() error {
+		d := c.db
+		v := d.current(l.name, d.readTS())
+		if !d.rules.noFence && (!v.heldBy(l.id) || v.Token != l.token) {
+			c.p.h.event(c.p.name, "renew token %d: lost (row %s)", l.token, simRow(v))
+			return l.lostTo(v)
+		}
+		ts := d.commitTS()
+		v.RenewedAt = ts
+		d.write(l.name, ts, v)
+		return nil
+	})
+	var lost *LeaseLostError
+	if errors.As(err, &lost) {
+		return lost
+	}
+	return err
+}

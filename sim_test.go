@@ -1,0 +1,180 @@
+//go:build go1.25
+
+package spanmutex
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// simRegressionSeeds are schedules that once broke an invariant; they run
+// every time. Each names what it found.
+var simRegressionSeeds = []struct {
+	seed uint64
+	why  string
+}{}
+
+// simSeedRange returns the seeds TestSimulation runs: SPANMUTEX_SIM_SEEDS=A-B,
+// or SPANMUTEX_SIM_SCHEDULES from 1 (default 10,000, or 1,000,000 with
+// SPANMUTEX_SOAK=1).
+func simSeedRange(t *testing.T) (first, last uint64) {
+	if r := os.Getenv("SPANMUTEX_SIM_SEEDS"); r != "" {
+		a, b, ok := strings.Cut(r, "-")
+		if !ok {
+			b = a
+		}
+		x, err1 := strconv.ParseUint(a, 10, 64)
+		y, err2 := strconv.ParseUint(b, 10, 64)
+		if err1 != nil || err2 != nil || y < x {
+			t.Fatalf("SPANMUTEX_SIM_SEEDS=%q: want A-B", r)
+		}
+		return x, y
+	}
+	n := uint64(10_000)
+	if os.Getenv("SPANMUTEX_SOAK") == "1" {
+		n = 1_000_000
+	}
+	if s := os.Getenv("SPANMUTEX_SIM_SCHEDULES"); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil || v == 0 {
+			t.Fatalf("SPANMUTEX_SIM_SCHEDULES=%q: want a positive count", s)
+		}
+		n = v
+	}
+	return 1, n
+}
+
+// simRun runs the schedules of seeds first..last on workers goroutines and
+// returns what they found, failing seeds in seed order.
+func simRun(t *testing.T, first, last uint64, rules simRules, workers int) (schedules, steps int64, failed []simResult) {
+	var (
+		next    atomic.Uint64
+		nSched  atomic.Int64
+		nSteps  atomic.Int64
+		mu      sync.Mutex
+		results []simResult
+	)
+	next.Store(first)
+	t.Run("workers", func(t *testing.T) {
+		for w := range workers {
+			t.Run(fmt.Sprint(w), func(t *testing.T) {
+				t.Parallel()
+				for {
+					seed := next.Add(1) - 1
+					if seed > last {
+						return
+					}
+					res := runSchedule(t, seed, rules)
+					nSched.Add(1)
+					nSteps.Add(int64(res.steps))
+					if len(res.violations) > 0 {
+						mu.Lock()
+						results = append(results, res)
+						mu.Unlock()
+					}
+				}
+			})
+		}
+	})
+	slicesSortResults(results)
+	return nSched.Load(), nSteps.Load(), results
+}
+
+func slicesSortResults(rs []simResult) {
+	for i := 1; i < len(rs); i++ {
+		for j := i; j > 0 && rs[j].seed < rs[j-1].seed; j-- {
+			rs[j], rs[j-1] = rs[j-1], rs[j]
+		}
+	}
+}
+
+func reportFailures(t *testing.T, failed []simResult, max int) {
+	for i, r := range failed {
+		if i == max {
+			t.Errorf("... and %d more failing seeds", len(failed)-max)
+			break
+		}
+		t.Errorf("%s\n  trace (last %d events):\n    %s", strings.Join(r.violations, "\n  "), simTraceLen, strings.Join(r.trace, "\n    "))
+	}
+}
+
+// TestSimulation runs many seeded schedules of the Lock protocol against
+// the simulated Spanner and checks its invariants (doc/simulation.md).
+func TestSimulation(t *testing.T) {
+	first, last := simSeedRange(t)
+	began := time.Now()
+	n, steps, failed := simRun(t, first, last, simRules{}, 2)
+	violations := 0
+	for _, r := range failed {
+		violations += len(r.violations)
+	}
+	reportFailures(t, failed, 20)
+	t.Logf("wall time %v", time.Since(began).Round(time.Millisecond))
+	t.Logf("simulation: %d schedules, %d steps, %d violations (seeds %d-%d)", n, steps, violations, first, last)
+}
+
+// TestSimRegressions replays the schedules that once failed.
+func TestSimRegressions(t *testing.T) {
+	for _, s := range simRegressionSeeds {
+		res := runSchedule(t, s.seed, simRules{})
+		if len(res.violations) > 0 {
+			reportFailures(t, []simResult{res}, 1)
+			t.Errorf("regression seed %d (%s) fails again", s.seed, s.why)
+		}
+	}
+}
+
+// TestSimCheckerCatches runs the simulation on stores with deliberate
+// defects and asserts that the checker reports them: a checker that cannot
+// fail proves nothing.
+func TestSimCheckerCatches(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		rules simRules
+		want  string
+	}{
+		{"no token increment", simRules{noToken: true}, "inv2"},
+		{"takeover at half the lease", simRules{takeEarly: true}, "inv1"},
+		{"unlock and renew not fenced", simRules{noFence: true}, "inv"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, _, failed := simRun(t, 1, 200, c.rules, 2)
+			for _, r := range failed {
+				for _, v := range r.violations {
+					if strings.Contains(v, c.want) {
+						t.Logf("caught: %s", v)
+						return
+					}
+				}
+			}
+			t.Errorf("the checker found no %s violation in 200 schedules of a store with %s", c.want, c.name)
+		})
+	}
+}
+
+// TestSimTrace prints the whole trace of the schedule SPANMUTEX_SIM_TRACE
+// names.
+func TestSimTrace(t *testing.T) {
+	s := os.Getenv("SPANMUTEX_SIM_TRACE")
+	if s == "" {
+		t.Skip("set SPANMUTEX_SIM_TRACE=seed")
+	}
+	seed, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var full []string
+	res := runScheduleTraced(t, seed, simRules{}, &full)
+	for _, l := range full {
+		fmt.Println(l)
+	}
+	for _, v := range res.violations {
+		t.Error(v)
+	}
+}
