@@ -231,3 +231,68 @@ func TestLockTryLockCrowdReturns(t *testing.T) {
 		}
 	})
 }
+
+// The cancellation race of TestLockProcessesCancelledWaiterPassesOn with no
+// round trip between the cancel and the Unlock: two Locks of different
+// Scopes (which share nothing in memory, as two processes), the waiter's
+// ctx cancelled and the holder's Unlock sent at once after. The waiter's
+// Lock returns ErrNotObtained, never the lease, and the lock is left free
+// for the next caller, who takes it without waiting out a lease.
+func TestLockCancelledJustBeforeHandOff(t *testing.T) {
+	for _, listen := range []bool{false, true} {
+		t.Run(fmt.Sprintf("listen=%v", listen), func(t *testing.T) {
+			eachDialect(t, func(t *testing.T, db string) {
+				c1, c2 := newClient(t, db), newClient(t, db)
+				const name = "cancelled-before-hand-off"
+				scope := NewScope()
+				if listen {
+					var err error
+					scope, err = ListenScope("127.0.0.1:0", "")
+					require.NoError(t, err)
+					t.Cleanup(func() { assert.NoError(t, scope.Close()) })
+				}
+				m1, err := NewLock(c1, name, WithOwner("m1"), WithScope(NewScope()), WithWatermark(10*time.Second))
+				require.NoError(t, err)
+				m2, err := NewLock(c2, name, WithOwner("m2"), WithScope(scope), WithWatermark(10*time.Second))
+				require.NoError(t, err)
+				for round := range testutil.Scale(6, 10) {
+					// Even rounds cancel once m2 is queued; odd ones at once,
+					// while its arrival may be in flight.
+					cancelledJustBeforeHandOff(t, c1, name, round, m1, m2)
+				}
+			})
+		})
+	}
+}
+
+// cancelledJustBeforeHandOff is one round of TestLockCancelledJustBeforeHandOff.
+func cancelledJustBeforeHandOff(t *testing.T, check *spanner.Client, name string, round int, m1, m2 *Lock) {
+	t.Helper()
+	ctx := context.Background()
+	_, err := m1.Lock(ctx)
+	require.NoError(t, err)
+	ctx2, cancel2 := context.WithCancel(ctx)
+	got := make(chan lockReturn, 1)
+	go func() {
+		l, err := m2.Lock(ctx2)
+		got <- lockReturn{l, err}
+	}()
+	if round%2 == 0 {
+		waitFor(t, time.Minute, "m2 to queue", func() bool { return slices.Equal(queued(t, check, name), []string{"m2"}) })
+	}
+	cancel2()
+	require.NoError(t, m1.Unlock(ctx))
+	r := <-got
+	if r.lease != nil {
+		t.Errorf("round %d: m2's cancelled Lock returned the lease, token %d (err %v)", round, r.lease.Token(), r.err)
+		assert.NoError(t, m2.Unlock(ctx))
+		return
+	}
+	assert.ErrorIs(t, r.err, ErrNotObtained, "round %d", round)
+	tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	l, err := m1.Lock(tctx)
+	require.NoError(t, err, "round %d: the lock was not passed on", round)
+	assert.False(t, l.TookOver(), "round %d", round)
+	require.NoError(t, m1.Unlock(ctx))
+}
