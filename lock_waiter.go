@@ -111,37 +111,27 @@ func (w *waiter) step(ctx context.Context, wait bool) (*Lease, error) {
 	return lease, err
 }
 
-// grant is the grant rule (CORRECTNESS_DISCLAIMER.md, claim 3): a lease
+// grant is the grant rule (CORRECTNESS_DISCLAIMER.md, claim 11): a lease
 // found ours, by our own acknowledged commit or a read that shows the
 // present, goes to the caller only if the caller's ctx has not ended (else
-// ErrNotObtained, and abandon hands the lock on) and our own clock leaves
-// it at least two renewal intervals: a waiter paused across its hand-off
-// finds its lease old by the local time since its anchor, and renews it
-// first, fenced on the lease. The renewal's send time then anchors it; a
-// renewal that finds the lease lost (taken over meanwhile) sends us back to
-// wait. It returns nil and no error to go on waiting.
+// ErrNotObtained, and abandon hands the lock on), after freshen: a waiter
+// paused across its hand-off finds its lease old by its own clock and
+// renews it first, fenced; a renewal that finds the lease lost (taken over
+// meanwhile) sends us back to wait. It returns nil and no error to go on
+// waiting.
 func (w *waiter) grant(ctx context.Context, lease *Lease) (*Lease, error) {
-	cfg := &w.lock.cfg
 	if ctx.Err() != nil {
 		return nil, errNotObtained(ctx)
 	}
-	if w.now().Sub(lease.anchor) < cfg.renewEvery() {
-		return lease, nil
-	}
-	sent := w.now()
-	octx, cancel := detached(ctx, cfg.finishTimeout)
-	defer cancel()
-	_, err := gated(ctx, w.local, func() (struct{}, error) { return struct{}{}, w.st.renew(octx, lease) })
+	_, err := gated(ctx, w.local, func() (struct{}, error) { return struct{}{}, freshen(ctx, w.st, &w.lock.cfg, lease) })
 	switch {
 	case err == nil && ctx.Err() != nil:
 		return nil, errNotObtained(ctx)
 	case err == nil:
-		w.writes.ok()
-		lease.anchor = sent
 		return lease, nil
 	case errors.Is(err, ErrLeaseLost):
-		cfg.logger.Debug("lock: a lease found ours was lost before it could be granted; waiting again", "token", lease.token, "err", err)
-		w.quiet = sent
+		w.lock.cfg.logger.Debug("lock: a lease found ours was lost before it could be granted; waiting again", "token", lease.token, "err", err)
+		w.quiet = w.now()
 		return nil, nil
 	}
 	return nil, w.writes.failed(ctx, err, 0)

@@ -145,7 +145,7 @@ func (m *Mutex) Run(ctx context.Context, fn func(ctx context.Context, lease *Lea
 		acq.acquired(nil, NoOutcome, err)
 		return NoOutcome, err
 	}
-	lease, outcome, err := m.obtain(actx)
+	lease, outcome, err := m.grant(actx)
 	if lease == nil {
 		err = m.unreached(notObtained(ctx, err), began)
 		acq.acquired(nil, outcome, err)
@@ -153,6 +153,29 @@ func (m *Mutex) Run(ctx context.Context, fn func(ctx context.Context, lease *Lea
 	}
 	acq.acquired(lease, outcome, nil)
 	return m.runHeld(ctx, lease, fn)
+}
+
+// grant obtains the section and applies the grant rule to the lease
+// (freshen): one taken over before the section could begin (this process
+// was paused, say) sends us back to obtain, where the row now says who
+// holds it or that the section is done; one that cannot be renewed is
+// given back.
+func (m *Mutex) grant(ctx context.Context) (*Lease, Outcome, error) {
+	for {
+		lease, outcome, err := m.obtain(ctx)
+		if lease == nil {
+			return nil, outcome, err
+		}
+		err = freshen(ctx, m.store, &m.cfg, lease)
+		switch {
+		case err == nil:
+			return lease, outcome, nil
+		case !errors.Is(err, ErrLeaseLost):
+			m.giveBack(ctx, lease)
+			return nil, NoOutcome, err
+		}
+		m.cfg.logger.Info("the section was taken over before it could begin; reading the row again", "token", lease.token)
+	}
 }
 
 // checkSchema checks the table once per Mutex, so that a missing table or
