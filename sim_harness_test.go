@@ -47,7 +47,7 @@ func (id simID) String() string {
 	if len(id) != 36 {
 		return string(id)
 	}
-	return strings.TrimLeft(string(id[:8]), "0") + "@" + string(id[24:28])
+	return strings.TrimLeft(string(id[:8]), "0") + "@" + string(id[24:29])
 }
 
 func short(id string) simID { return simID(id) }
@@ -94,8 +94,11 @@ type simParams struct {
 	dupRate    float64
 	lateRate   float64
 	cancelRate float64 // of Lock calls whose ctx is cancelled at a random point
-	finish     time.Duration
-	bound      time.Duration // virtual time for the contenders
+	// calm: no faults, pauses or cancelled ctxs (crashes may happen): the
+	// liveness invariant (inv5) is checked.
+	calm   bool
+	finish time.Duration
+	bound  time.Duration // virtual time for the contenders
 }
 
 // simHarness runs one schedule and checks it.
@@ -119,6 +122,19 @@ type simHarness struct {
 	slots      []*simProc // the current incarnation of each process slot
 	running    sync.WaitGroup
 	grants     int
+
+	// inv5, in calm schedules: the lock is stalled (free, or held by a
+	// crashed process) since stalledSince (zero: it is not), and waiting
+	// counts the Lock calls under way in processes that have not crashed.
+	stalled      bool
+	stalledSince time.Time
+	holderProc   *simProc // the process of the row's holder, nil if free
+	waiting      int
+	idleSince    time.Time // stalled with a Lock call waiting since (zero: not)
+	scopes       map[string]*simProc
+	deadUntil    time.Time     // the latest expiry of the entries crashed processes left
+	ttlStalls    int           // stalls past stallBound excused by deadUntil
+	ttlStallMax  time.Duration // the longest
 }
 
 // simHold is a lease a contender holds, from its Lock's return until its
@@ -256,6 +272,112 @@ func (h *simHarness) release(hd *simHold, why string) {
 	h.mu.Unlock()
 }
 
+// --- liveness (inv5) -------------------------------------------------------
+
+// stallBound is how long the lock may stay stalled while a Lock call waits:
+// a poll (a quarter lease) and a few round trips once free; plus the
+// declared lease and the jitter when its holder crashed.
+func (h *simHarness) stallBound() time.Duration {
+	b := h.par.watermark/4 + 100*time.Millisecond
+	if h.holderProc != nil {
+		b += h.par.watermark + time.Duration(h.par.jitter*float64(h.par.watermark))
+	}
+	return b
+}
+
+// rowWritten notes a new version of the lock's row, committed at ts; call
+// with the database's lock held.
+func (h *simHarness) rowWritten(ts time.Time, r row) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.endIdleLocked(ts)
+	h.holderProc = nil
+	if r.State == StateStarted {
+		h.holderProc = h.scopes[scopeOf(r.LeaseID)]
+		h.stalled = h.holderProc != nil && h.holderProc.isCrashed()
+	} else {
+		h.stalled = true
+	}
+	h.stalledSince = ts
+	h.startIdleLocked(ts)
+}
+
+// crashedLocked notes that p crashed at now; call with h.mu held.
+func (h *simHarness) crashedLocked(p *simProc, now time.Time) {
+	// The entries it leaves stay live for their TTL: until then they are
+	// before the waiters behind them, and only a hand-off (from a live
+	// holder) or their expiry moves the queue past them.
+	for _, e := range h.db.queue[simName] {
+		if scopeOf(e.key.id) == p.scope.id {
+			h.deadUntil = latest(h.deadUntil, e.renewed.Add(waiterTTLFactor*e.lease))
+		}
+	}
+	h.waiting -= p.waiting
+	p.waiting, p.gone = 0, true
+	if h.waiting == 0 {
+		h.endIdleLocked(now)
+	}
+	if h.holderProc == p && !h.stalled {
+		h.stalled, h.stalledSince = true, now
+		h.startIdleLocked(now)
+	}
+}
+
+func (h *simHarness) startIdleLocked(now time.Time) {
+	if h.par.calm && h.stalled && h.waiting > 0 && h.idleSince.IsZero() {
+		h.idleSince = now
+	}
+}
+
+func (h *simHarness) endIdleLocked(now time.Time) {
+	if h.idleSince.IsZero() {
+		return
+	}
+	d := now.Sub(h.idleSince)
+	if d > h.stallBound() && now.Before(h.deadUntil.Add(h.par.watermark/4+100*time.Millisecond)) {
+		// Excused: dead entries of a crashed process were still live.
+		h.ttlStalls++
+		h.ttlStallMax = max(h.ttlStallMax, d)
+		h.eventLocked("CHECK", "the lock stayed stalled for %v (bound %v), waiting for dead entries to expire", d, h.stallBound())
+	} else if d > h.stallBound() {
+		what := "free"
+		if h.holderProc != nil {
+			what = "held by crashed " + h.holderProc.name
+		}
+		h.violateLocked("inv5: the lock stayed %s for %v (bound %v) while %d Lock call(s) waited", what, d, h.stallBound(), h.waiting)
+	}
+	h.idleSince = time.Time{}
+}
+
+// waitBegins and waitEnds bracket a Lock call of a live process.
+func (h *simHarness) waitBegins(p *simProc) {
+	h.db.mu.Lock()
+	defer h.db.mu.Unlock()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if p.gone {
+		return
+	}
+	h.waiting++
+	p.waiting++
+	h.startIdleLocked(time.Now())
+}
+
+func (h *simHarness) waitEnds(p *simProc) {
+	h.db.mu.Lock()
+	defer h.db.mu.Unlock()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if p.gone {
+		return
+	}
+	h.waiting--
+	p.waiting--
+	if h.waiting == 0 {
+		h.endIdleLocked(time.Now())
+	}
+}
+
 // --- processes ---------------------------------------------------------------
 
 // simProc is one incarnation of a process: a Scope, a clock, a connection
@@ -272,8 +394,10 @@ type simProc struct {
 	kill   context.CancelFunc
 	nextID atomic.Int64
 
+	seed     uint64
+	waiting  int  // Lock calls under way, under h.mu
+	gone     bool // crashed, as h knows it, under h.mu
 	mu       sync.Mutex
-	rng      *rand.Rand
 	paused   bool
 	resume   chan struct{}
 	crashed  bool
@@ -281,8 +405,22 @@ type simProc struct {
 	deferred []func()
 }
 
-func (p *simProc) draw() *rand.Rand { p.mu.Lock(); return p.rng }
-func (p *simProc) drawn()           { p.mu.Unlock() }
+// draw returns a source for the draws of one event of kind salt at the
+// current virtual time: keyed by the process, the kind and the time, not
+// by the order in which goroutines happen to run, so that a schedule
+// replays.
+func (p *simProc) draw(salt uint64) *rand.Rand {
+	return rand.New(rand.NewPCG(p.seed^uint64(time.Now().UnixNano()), salt))
+}
+
+// Salts of draw.
+const (
+	drawLatency uint64 = iota + 1
+	drawFaults
+	drawBackOff
+	drawNet
+	drawLost
+)
 
 func (p *simProc) isCrashed() bool {
 	p.mu.Lock()
@@ -313,8 +451,7 @@ func (p *simProc) gate() error {
 
 // latency draws one network flight to or from Spanner: 0.2-20 ms.
 func (p *simProc) latency() time.Duration {
-	r := p.draw()
-	defer p.drawn()
+	r := p.draw(drawLatency)
 	d := 200*time.Microsecond + time.Duration(r.ExpFloat64()*float64(1500*time.Microsecond))
 	if r.IntN(50) == 0 {
 		d += time.Duration(r.Int64N(int64(15 * time.Millisecond)))
@@ -346,8 +483,7 @@ func (p *simProc) drawFault(write, aborts bool) simFault {
 	if rate == 0 {
 		return faultNone
 	}
-	r := p.draw()
-	defer p.drawn()
+	r := p.draw(drawFaults)
 	if r.Float64() >= rate {
 		return faultNone
 	}
@@ -425,14 +561,17 @@ func (p *simProc) crash() {
 		close(p.resume)
 	}
 	h := p.h
+	h.db.mu.Lock()
 	h.mu.Lock()
 	for _, hd := range h.holds {
 		if hd.p == p && !hd.ended {
 			hd.ended = true
 		}
 	}
+	h.crashedLocked(p, time.Now())
+	h.eventLocked(p.name, "CRASHED")
 	h.mu.Unlock()
-	h.event(p.name, "CRASHED")
+	h.db.mu.Unlock()
 	p.kill()
 	for _, fn := range fns {
 		fn()
@@ -475,9 +614,7 @@ func (b *simBackOff) NextBackOff() time.Duration {
 	if b.cur == 0 {
 		b.cur = DefaultInitialBackOff
 	}
-	r := b.p.draw()
-	f := 0.5 + r.Float64()
-	b.p.drawn()
+	f := 0.5 + b.p.draw(drawBackOff).Float64()
 	d := time.Duration(float64(b.cur) * f)
 	b.cur = min(time.Duration(float64(b.cur)*1.6), DefaultMaxBackOff)
 	return d
@@ -492,7 +629,7 @@ func (h *simHarness) send(from *simProc, addr string, msg []byte) {
 	if from.isCrashed() {
 		return
 	}
-	r := from.draw()
+	r := from.draw(drawNet)
 	copies := 1
 	if r.Float64() < h.par.dupRate {
 		copies = 2
@@ -508,7 +645,6 @@ func (h *simHarness) send(from *simProc, addr string, msg []byte) {
 		}
 		delays = append(delays, d)
 	}
-	from.drawn()
 	h.event(from.name, "datagram to %s: %q (%d copies)", addr, msg[len(wakeMagic):], len(delays))
 	for _, d := range delays {
 		time.AfterFunc(d, func() { h.deliver(addr, msg) })
@@ -613,6 +749,9 @@ func drawParams(r *rand.Rand) simParams {
 	p.dupRate = []float64{0, 0.1}[r.IntN(2)]
 	p.lateRate = []float64{0, 0.1, 0.3}[r.IntN(3)]
 	p.cancelRate = []float64{0, 0.1, 0.3}[r.IntN(3)]
+	if r.IntN(10) < 3 {
+		p.calm, p.faultRate, p.pauses, p.cancelRate = true, 0, false, 0
+	}
 	return p
 }
 
@@ -624,12 +763,12 @@ func (h *simHarness) newProc(slot, inc int, listening bool) *simProc {
 		name = fmt.Sprintf("P%d.%d", slot, inc)
 	}
 	p := &simProc{h: h, name: name, slot: slot, dead: make(chan struct{}),
-		rng: rand.New(rand.NewPCG(h.rng.Uint64(), h.rng.Uint64()))}
+		seed: h.rng.Uint64()}
 	p.ctx, p.kill = context.WithCancel(context.Background())
 	p.clk = &simClock{p: p, off: time.Duration(h.rng.Int64N(int64(2*time.Hour))) - time.Hour}
 	p.conn = &simConn{db: h.db, p: p}
 	p.scope = NewScope()
-	p.scope.id = fmt.Sprintf("%04x%04x%04x", slot, inc, h.rng.IntN(1<<16))
+	p.scope.id = fmt.Sprintf("p%di%02d-%06x", slot, inc, h.rng.IntN(1<<24))
 	pid := slot*16 + inc
 	p.scope.ids = func() string {
 		return fmt.Sprintf("%08x-%04x-7000-8000-000000000000", p.nextID.Add(1), pid)
@@ -640,6 +779,7 @@ func (h *simHarness) newProc(slot, inc int, listening bool) *simProc {
 			simSend: func(addr string, msg []byte) { h.send(p, addr, msg) }}
 	}
 	h.mu.Lock()
+	h.scopes[p.scope.id] = p
 	h.procs = append(h.procs, p)
 	if slot < len(h.slots) {
 		h.slots[slot] = p
@@ -702,7 +842,9 @@ func (p *simProc) contender(l *Lock, who string, cycles int, r *rand.Rand) {
 		if try {
 			lease, err = l.TryLock(ctx)
 		} else {
+			h.waitBegins(p)
 			lease, err = l.Lock(ctx)
+			h.waitEnds(p)
 		}
 		if lease == nil {
 			h.event(p.name, "%s: no lease: %v", who, errShort(err))
@@ -794,6 +936,8 @@ type simResult struct {
 	seed       uint64
 	steps      int
 	grants     int
+	ttlStalls  int
+	ttlMax     time.Duration
 	violations []string
 	trace      []string
 }
@@ -813,7 +957,7 @@ func runScheduleTraced(t *testing.T, seed uint64, rules simRules, full *[]string
 		}
 	}()
 	synctest.Test(t, func(t *testing.T) {
-		h := &simHarness{seed: seed, rules: rules, lastToken: map[string]int64{}, full: full}
+		h := &simHarness{seed: seed, rules: rules, lastToken: map[string]int64{}, full: full, scopes: map[string]*simProc{}}
 		h.rng = rand.New(rand.NewPCG(seed, 0x5eed))
 		h.par = drawParams(h.rng)
 		h.start = time.Now()
@@ -859,6 +1003,7 @@ func runScheduleTraced(t *testing.T, seed uint64, rules simRules, full *[]string
 		time.Sleep(2*h.par.watermark + h.par.finish)
 		h.mu.Lock()
 		res.steps, res.grants = h.db.steps, h.grants
+		res.ttlStalls, res.ttlMax = h.ttlStalls, h.ttlStallMax
 		res.violations, res.trace = h.violations, h.trace
 		h.mu.Unlock()
 	})

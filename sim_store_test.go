@@ -117,6 +117,7 @@ func (d *simDB) at(name string, t time.Time) row {
 func (d *simDB) write(name string, ts time.Time, r row) {
 	r.Now = time.Time{}
 	d.rows[name] = append(d.rows[name], simVersion{ts: ts, r: r})
+	d.h.rowWritten(ts, r)
 }
 
 func keyLess(a, b queueKey) bool {
@@ -293,7 +294,7 @@ func (c *simConn) call(ctx context.Context, op string, write, aborts bool, fn fu
 	}
 	if f == faultLost {
 		p.h.event(p.name, "%s: answer lost (applied, err=%v)", op, err)
-		if p.rng.IntN(2) == 0 {
+		if p.draw(drawLost).IntN(2) == 0 {
 			return true, status.Error(codes.DeadlineExceeded, "sim: answer lost")
 		}
 		return true, status.Error(codes.Unavailable, "sim: answer lost")
