@@ -5,6 +5,9 @@ import (
 	"errors"
 	"sync"
 	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // renewEvery is how often a held lease is renewed: the configured
@@ -100,24 +103,39 @@ func renewLoop(ctx context.Context, st renewer, cfg *config, l *Lease, anchor ti
 }
 
 // freshen is the last step of every grant (CORRECTNESS_DISCLAIMER.md, claim
-// 11): a lease found ours, whose anchor our own clock already counts older
-// than a renewal interval (the process was paused, or the read that found
-// it was slow), is renewed, fenced, before the caller gets it, and the
-// renewal's send time becomes its anchor. So no caller gets a lease its own
-// clock counts as lapsed, or about to lapse before its first renewal. It
-// returns a *LeaseLostError if the lease was taken over meanwhile, and any
-// other error of the renewal.
+// 11): a lease found ours, whose anchor our own clock counts older than a
+// renewal interval (the process was paused, or the read or commit that
+// found it was slow), is renewed, fenced, before the caller gets it, and
+// the renewal's send time becomes its anchor; the clock is read again after
+// each renewal, which may itself have been slow. So no caller gets a lease
+// its own clock counts as lapsed, or about to lapse before its first
+// renewal. It returns a *LeaseLostError if the lease was taken over
+// meanwhile, and any other error of a renewal, or errSlowRenewals after
+// maxFreshen renewals that each came back too late.
 func freshen(ctx context.Context, st renewer, cfg *config, lease *Lease) error {
+	for range maxFreshen {
+		if cfg.clock.Now().Sub(lease.lastAnchor()) < cfg.renewEvery() {
+			return nil
+		}
+		sent := cfg.clock.Now()
+		octx, cancel := detached(ctx, cfg.finishTimeout)
+		err := st.renew(octx, lease)
+		cancel()
+		if err != nil {
+			return err
+		}
+		cfg.logger.Debug("lease renewed before it was granted", "token", lease.token)
+		lease.setAnchor(sent)
+	}
 	if cfg.clock.Now().Sub(lease.lastAnchor()) < cfg.renewEvery() {
 		return nil
 	}
-	sent := cfg.clock.Now()
-	octx, cancel := detached(ctx, cfg.finishTimeout)
-	defer cancel()
-	if err := st.renew(octx, lease); err != nil {
-		return err
-	}
-	cfg.logger.Debug("lease renewed before it was granted", "token", lease.token, "anchor_age", sent.Sub(lease.lastAnchor()))
-	lease.setAnchor(sent)
-	return nil
+	return errSlowRenewals
 }
+
+// maxFreshen bounds the renewals of one freshen.
+const maxFreshen = 3
+
+// errSlowRenewals: freshen's renewals each took longer than a renewal
+// interval. Transient: the caller reads the lock again.
+var errSlowRenewals = status.Error(codes.Unavailable, "spanmutex: renewals before the grant each took longer than a renewal interval")

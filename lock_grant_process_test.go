@@ -29,6 +29,18 @@ func (c *contender) hasEvent(kind string) bool {
 	return slices.ContainsFunc(c.history(), func(e procEvent) bool { return e.Kind == kind })
 }
 
+// TestLockGrantRule runs the grant rule's scenarios on one database per
+// dialect (the emulator allows 100 databases per instance).
+func TestLockGrantRule(t *testing.T) {
+	eachDialect(t, func(t *testing.T, db string) {
+		t.Run("WaiterPausedAcrossHandOff", func(t *testing.T) { testWaiterPausedAcrossHandOff(t, db) })
+		t.Run("CancelledWaiterPassesOn", func(t *testing.T) { testCancelledWaiterPassesOn(t, db) })
+		t.Run("CancelledJustBeforeHandOff", func(t *testing.T) { testCancelledJustBeforeHandOff(t, db) })
+		t.Run("KilledProcessCostsOneLease", func(t *testing.T) { testKilledProcessCostsOneLease(t, db) })
+		t.Run("TryLockCrowdReturns", func(t *testing.T) { testTryLockCrowdReturns(t, db) })
+	})
+}
+
 // A waiter whose process listens for wake-ups is stopped (SIGSTOP) while
 // queued. The holder unlocks: the lock is handed to the stopped waiter
 // (token 2) and the wake-up datagram waits in its socket. The contender
@@ -36,72 +48,68 @@ func (c *contender) hasEvent(kind string) bool {
 // When the waiter is continued, its Lock must not return token 2, which
 // someone else's token 3 has replaced: it finds the lock moved on, queues
 // again, and is handed the lock (token 4) by the new holder's Unlock.
-func TestLockProcessesWaiterPausedAcrossHandOff(t *testing.T) {
-	eachDialect(t, func(t *testing.T, db string) {
-		check := newClient(t, db)
-		const name = "paused-waiter"
-		wm := time.Second
-		holder := startInteractive(t, "holder", db, name, wm)
-		hl := holder.do(t, "lock", time.Minute)
-		require.True(t, hl.ok(), hl.Err)
+func testWaiterPausedAcrossHandOff(t *testing.T, db string) {
+	check := newClient(t, db)
+	const name = "paused-waiter"
+	wm := time.Second
+	holder := startInteractive(t, "holder", db, name, wm)
+	hl := holder.do(t, "lock", time.Minute)
+	require.True(t, hl.ok(), hl.Err)
 
-		waiter := startContender(t, procSpec{Role: "interactive", ID: "waiter", Database: db, Lock: name, Watermark: wm, Listen: true})
-		waiter.await(t, time.Minute, 0, "ready", nil)
-		waiter.send(t, "lock")
-		waitFor(t, time.Minute, "the waiter to queue", func() bool { return slices.Equal(queued(t, check, name), []string{"waiter"}) })
-		next := startInteractive(t, "next", db, name, wm)
-		next.send(t, "lock")
-		waitFor(t, time.Minute, "the next contender to queue", func() bool {
-			return slices.Equal(queued(t, check, name), []string{"waiter", "next"})
-		})
-
-		waiter.signal(syscall.SIGSTOP)
-		hu := holder.do(t, "unlock", time.Minute)
-		require.True(t, hu.ok(), hu.Err)
-		nl, _ := next.await(t, time.Minute, 0, "lock", nil)
-		require.True(t, nl.ok(), nl.Err)
-		assert.True(t, nl.TookOver, "the next contender took the lock over from the stopped waiter")
-		assert.Equal(t, hl.Token+2, nl.Token, "the hand-off to the stopped waiter had token %d", hl.Token+1)
-
-		waiter.signal(syscall.SIGCONT)
-		waitFor(t, time.Minute, "the continued waiter to queue again (or to return)", func() bool {
-			return waiter.hasEvent("lock") || slices.Equal(queued(t, check, name), []string{"waiter"})
-		})
-		for _, e := range waiter.history() {
-			if e.Kind == "lock" {
-				t.Fatalf("the continued waiter's Lock returned (token %d, err %q) while %q holds token %d", e.Token, e.Err, nl.Owner, nl.Token)
-			}
-		}
-		nu := next.do(t, "unlock", time.Minute)
-		require.True(t, nu.ok(), nu.Err)
-		wl, _ := waiter.await(t, time.Minute, 0, "lock", nil)
-		require.True(t, wl.ok(), wl.Err)
-		assert.Equal(t, nl.Token+1, wl.Token)
-		assert.True(t, wl.HandedOff)
-		assert.True(t, waiter.do(t, "unlock", time.Minute).ok())
+	waiter := startContender(t, procSpec{Role: "interactive", ID: "waiter", Database: db, Lock: name, Watermark: wm, Listen: true})
+	waiter.await(t, time.Minute, 0, "ready", nil)
+	waiter.send(t, "lock")
+	waitFor(t, time.Minute, "the waiter to queue", func() bool { return slices.Equal(queued(t, check, name), []string{"waiter"}) })
+	next := startInteractive(t, "next", db, name, wm)
+	next.send(t, "lock")
+	waitFor(t, time.Minute, "the next contender to queue", func() bool {
+		return slices.Equal(queued(t, check, name), []string{"waiter", "next"})
 	})
+
+	waiter.signal(syscall.SIGSTOP)
+	hu := holder.do(t, "unlock", time.Minute)
+	require.True(t, hu.ok(), hu.Err)
+	nl, _ := next.await(t, time.Minute, 0, "lock", nil)
+	require.True(t, nl.ok(), nl.Err)
+	assert.True(t, nl.TookOver, "the next contender took the lock over from the stopped waiter")
+	assert.Equal(t, hl.Token+2, nl.Token, "the hand-off to the stopped waiter had token %d", hl.Token+1)
+
+	waiter.signal(syscall.SIGCONT)
+	waitFor(t, time.Minute, "the continued waiter to queue again (or to return)", func() bool {
+		return waiter.hasEvent("lock") || slices.Equal(queued(t, check, name), []string{"waiter"})
+	})
+	for _, e := range waiter.history() {
+		if e.Kind == "lock" {
+			t.Fatalf("the continued waiter's Lock returned (token %d, err %q) while %q holds token %d", e.Token, e.Err, nl.Owner, nl.Token)
+		}
+	}
+	nu := next.do(t, "unlock", time.Minute)
+	require.True(t, nu.ok(), nu.Err)
+	wl, _ := waiter.await(t, time.Minute, 0, "lock", nil)
+	require.True(t, wl.ok(), wl.Err)
+	assert.Equal(t, nl.Token+1, wl.Token)
+	assert.True(t, wl.HandedOff)
+	assert.True(t, waiter.do(t, "unlock", time.Minute).ok())
 }
 
 // A waiter's Lock ctx is cancelled while it is queued (listening for
 // wake-ups, or polling), and the holder unlocks at once after: the Lock
 // returns an error matching ErrNotObtained, never the lease, and the lock
 // goes on to the contender queued behind it without waiting out a lease.
-func TestLockProcessesCancelledWaiterPassesOn(t *testing.T) {
+func testCancelledWaiterPassesOn(t *testing.T, db string) {
 	rounds := testutil.Scale(3, 10)
 	for _, listen := range []bool{false, true} {
 		t.Run(fmt.Sprintf("listen=%v", listen), func(t *testing.T) {
-			eachDialect(t, func(t *testing.T, db string) {
-				check := newClient(t, db)
-				const name = "cancelled-waiter"
-				wm := 10 * time.Second
-				holder := startInteractive(t, "holder", db, name, wm)
-				waiter := startContender(t, procSpec{Role: "interactive", ID: "waiter", Database: db, Lock: name, Watermark: wm, Listen: listen})
-				waiter.await(t, time.Minute, 0, "ready", nil)
-				third := startInteractive(t, "third", db, name, wm)
-				for round := range rounds {
-					cancelledWaiterRound(t, check, name, round, holder, waiter, third, wm)
-				}
-			})
+			check := newClient(t, db)
+			name := fmt.Sprintf("cancelled-waiter-%v", listen)
+			wm := 10 * time.Second
+			holder := startInteractive(t, "holder", db, name, wm)
+			waiter := startContender(t, procSpec{Role: "interactive", ID: "waiter", Database: db, Lock: name, Watermark: wm, Listen: listen})
+			waiter.await(t, time.Minute, 0, "ready", nil)
+			third := startInteractive(t, "third", db, name, wm)
+			for round := range rounds {
+				cancelledWaiterRound(t, check, name, round, holder, waiter, third, wm)
+			}
 		})
 	}
 }
@@ -145,91 +153,87 @@ func cancelledWaiterRound(t *testing.T, check *spanner.Client, name string, roun
 // live contender takes it over one lease (plus jitter) later: the other
 // dead entries, of the silent holder's Scope, do not make it wait for their
 // four-lease time to live, and the takeover deletes them.
-func TestLockProcessesKilledProcessCostsOneLease(t *testing.T) {
-	eachDialect(t, func(t *testing.T, db string) {
-		check := newClient(t, db)
-		const name = "killed-process"
-		const wm, jitter = time.Second, 0.2
-		start := func(id string) *contender {
-			c := startContender(t, procSpec{Role: "interactive", ID: id, Database: db, Lock: name, Watermark: wm, Jitter: jitter})
-			c.await(t, time.Minute, 0, "ready", nil)
-			return c
-		}
-		holder := start("holder")
-		hl := holder.do(t, "lock", time.Minute)
-		require.True(t, hl.ok(), hl.Err)
-		dying := start("dying")
-		dying.do(t, "queue 3", time.Minute)
-		waitFor(t, time.Minute, "the dying process's three calls to queue", func() bool {
-			return slices.Equal(queued(t, check, name), []string{"dying", "dying", "dying"})
-		})
-		live := start("live")
-		live.send(t, "lock")
-		waitFor(t, time.Minute, "the live contender to queue", func() bool { return len(queued(t, check, name)) == 4 })
-		dying.signal(syscall.SIGKILL)
-		<-dying.done
-
-		hu := holder.do(t, "unlock", time.Minute)
-		require.True(t, hu.ok(), hu.Err)
-		ll, _ := live.await(t, time.Minute, 0, "lock", nil)
-		require.True(t, ll.ok(), ll.Err)
-		after := time.Duration(ll.End - hu.End)
-		t.Logf("the live contender got token %d %v after the holder's Unlock (took over %v); one lease is %v, jitter %.1f", ll.Token, after, ll.TookOver, wm, jitter)
-		assert.True(t, ll.TookOver, "taken over from the dead process's first entry")
-		assert.Equal(t, hl.Token+2, ll.Token)
-		assert.Less(t, after, time.Duration(float64(wm)*(1+jitter))+time.Second, "the dead process cost more than one lease")
-		assert.Empty(t, queued(t, check, name), "the takeover deleted the dead process's entries")
-		assert.True(t, live.do(t, "unlock", time.Minute).ok())
+func testKilledProcessCostsOneLease(t *testing.T, db string) {
+	check := newClient(t, db)
+	const name = "killed-process"
+	const wm, jitter = time.Second, 0.2
+	start := func(id string) *contender {
+		c := startContender(t, procSpec{Role: "interactive", ID: id, Database: db, Lock: name, Watermark: wm, Jitter: jitter})
+		c.await(t, time.Minute, 0, "ready", nil)
+		return c
+	}
+	holder := start("holder")
+	hl := holder.do(t, "lock", time.Minute)
+	require.True(t, hl.ok(), hl.Err)
+	dying := start("dying")
+	dying.do(t, "queue 3", time.Minute)
+	waitFor(t, time.Minute, "the dying process's three calls to queue", func() bool {
+		return slices.Equal(queued(t, check, name), []string{"dying", "dying", "dying"})
 	})
+	live := start("live")
+	live.send(t, "lock")
+	waitFor(t, time.Minute, "the live contender to queue", func() bool { return len(queued(t, check, name)) == 4 })
+	dying.signal(syscall.SIGKILL)
+	<-dying.done
+
+	hu := holder.do(t, "unlock", time.Minute)
+	require.True(t, hu.ok(), hu.Err)
+	ll, _ := live.await(t, time.Minute, 0, "lock", nil)
+	require.True(t, ll.ok(), ll.Err)
+	after := time.Duration(ll.End - hu.End)
+	t.Logf("the live contender got token %d %v after the holder's Unlock (took over %v); one lease is %v, jitter %.1f", ll.Token, after, ll.TookOver, wm, jitter)
+	assert.True(t, ll.TookOver, "taken over from the dead process's first entry")
+	assert.Equal(t, hl.Token+2, ll.Token)
+	assert.Less(t, after, time.Duration(float64(wm)*(1+jitter))+time.Second, "the dead process cost more than one lease")
+	assert.Empty(t, queued(t, check, name), "the takeover deleted the dead process's entries")
+	assert.True(t, live.do(t, "unlock", time.Minute).ok())
 }
 
 // Five contenders, each of its own Scope, over three clients, call TryLock
 // at once on a new lock, round after round: every call returns (within the
 // test's 30 s ctx, and with the lease or *HeldError), and at most one holds
 // the lock each round.
-func TestLockTryLockCrowdReturns(t *testing.T) {
-	eachDialect(t, func(t *testing.T, db string) {
-		clients := []*spanner.Client{newClient(t, db), newClient(t, db), newClient(t, db)}
-		rounds := testutil.Scale(4, 12)
-		for round := range rounds {
-			name := fmt.Sprintf("trylock-crowd-%d", round)
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			var (
-				wg     sync.WaitGroup
-				mu     sync.Mutex
-				leases []*Lease
-				unlock []*Lock
-				errs   []error
-			)
-			for i := range 5 {
-				l, err := NewLock(clients[i%len(clients)], name, WithOwner(fmt.Sprintf("c%d", i)), WithScope(NewScope()))
-				require.NoError(t, err)
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					lease, err := l.TryLock(ctx)
-					mu.Lock()
-					defer mu.Unlock()
-					if lease != nil {
-						leases = append(leases, lease)
-						unlock = append(unlock, l)
-					}
-					if err != nil {
-						errs = append(errs, err)
-					}
-				}()
-			}
-			wg.Wait()
-			cancel()
-			for _, l := range unlock {
-				assert.NoError(t, l.Unlock(context.Background()))
-			}
-			assert.LessOrEqual(t, len(leases), 1, "round %d: more than one TryLock took the lock", round)
-			for _, err := range errs {
-				assert.ErrorIs(t, err, ErrHeld, "round %d", round)
-			}
+func testTryLockCrowdReturns(t *testing.T, db string) {
+	clients := []*spanner.Client{newClient(t, db), newClient(t, db), newClient(t, db)}
+	rounds := testutil.Scale(4, 12)
+	for round := range rounds {
+		name := fmt.Sprintf("trylock-crowd-%d", round)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		var (
+			wg     sync.WaitGroup
+			mu     sync.Mutex
+			leases []*Lease
+			unlock []*Lock
+			errs   []error
+		)
+		for i := range 5 {
+			l, err := NewLock(clients[i%len(clients)], name, WithOwner(fmt.Sprintf("c%d", i)), WithScope(NewScope()))
+			require.NoError(t, err)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				lease, err := l.TryLock(ctx)
+				mu.Lock()
+				defer mu.Unlock()
+				if lease != nil {
+					leases = append(leases, lease)
+					unlock = append(unlock, l)
+				}
+				if err != nil {
+					errs = append(errs, err)
+				}
+			}()
 		}
-	})
+		wg.Wait()
+		cancel()
+		for _, l := range unlock {
+			assert.NoError(t, l.Unlock(context.Background()))
+		}
+		assert.LessOrEqual(t, len(leases), 1, "round %d: more than one TryLock took the lock", round)
+		for _, err := range errs {
+			assert.ErrorIs(t, err, ErrHeld, "round %d", round)
+		}
+	}
 }
 
 // The cancellation race of TestLockProcessesCancelledWaiterPassesOn with no
@@ -238,29 +242,27 @@ func TestLockTryLockCrowdReturns(t *testing.T) {
 // ctx cancelled and the holder's Unlock sent at once after. The waiter's
 // Lock returns ErrNotObtained, never the lease, and the lock is left free
 // for the next caller, who takes it without waiting out a lease.
-func TestLockCancelledJustBeforeHandOff(t *testing.T) {
+func testCancelledJustBeforeHandOff(t *testing.T, db string) {
 	for _, listen := range []bool{false, true} {
 		t.Run(fmt.Sprintf("listen=%v", listen), func(t *testing.T) {
-			eachDialect(t, func(t *testing.T, db string) {
-				c1, c2 := newClient(t, db), newClient(t, db)
-				const name = "cancelled-before-hand-off"
-				scope := NewScope()
-				if listen {
-					var err error
-					scope, err = ListenScope("127.0.0.1:0", "")
-					require.NoError(t, err)
-					t.Cleanup(func() { assert.NoError(t, scope.Close()) })
-				}
-				m1, err := NewLock(c1, name, WithOwner("m1"), WithScope(NewScope()), WithWatermark(10*time.Second))
+			c1, c2 := newClient(t, db), newClient(t, db)
+			name := fmt.Sprintf("cancelled-before-hand-off-%v", listen)
+			scope := NewScope()
+			if listen {
+				var err error
+				scope, err = ListenScope("127.0.0.1:0", "")
 				require.NoError(t, err)
-				m2, err := NewLock(c2, name, WithOwner("m2"), WithScope(scope), WithWatermark(10*time.Second))
-				require.NoError(t, err)
-				for round := range testutil.Scale(6, 10) {
-					// Even rounds cancel once m2 is queued; odd ones at once,
-					// while its arrival may be in flight.
-					cancelledJustBeforeHandOff(t, c1, name, round, m1, m2)
-				}
-			})
+				t.Cleanup(func() { assert.NoError(t, scope.Close()) })
+			}
+			m1, err := NewLock(c1, name, WithOwner("m1"), WithScope(NewScope()), WithWatermark(10*time.Second))
+			require.NoError(t, err)
+			m2, err := NewLock(c2, name, WithOwner("m2"), WithScope(scope), WithWatermark(10*time.Second))
+			require.NoError(t, err)
+			for round := range testutil.Scale(6, 10) {
+				// Even rounds cancel once m2 is queued; odd ones at once,
+				// while its arrival may be in flight.
+				cancelledJustBeforeHandOff(t, c1, name, round, m1, m2)
+			}
 		})
 	}
 }

@@ -158,8 +158,8 @@ func (m *Mutex) Run(ctx context.Context, fn func(ctx context.Context, lease *Lea
 // grant obtains the section and applies the grant rule to the lease
 // (freshen): one taken over before the section could begin (this process
 // was paused, say) sends us back to obtain, where the row now says who
-// holds it or that the section is done; one that cannot be renewed is
-// given back.
+// holds it or that the section is done; one whose renewal fails is given
+// back, and obtained again if the failure is transient.
 func (m *Mutex) grant(ctx context.Context) (*Lease, Outcome, error) {
 	for {
 		lease, outcome, err := m.obtain(ctx)
@@ -170,11 +170,14 @@ func (m *Mutex) grant(ctx context.Context) (*Lease, Outcome, error) {
 		switch {
 		case err == nil:
 			return lease, outcome, nil
-		case !errors.Is(err, ErrLeaseLost):
-			m.giveBack(ctx, lease)
+		case errors.Is(err, ErrLeaseLost):
+			m.cfg.logger.Info("the section was taken over before it could begin; reading the row again", "token", lease.token)
+			continue
+		}
+		m.giveBack(ctx, lease)
+		if !retryable(err) || ctx.Err() != nil {
 			return nil, NoOutcome, err
 		}
-		m.cfg.logger.Info("the section was taken over before it could begin; reading the row again", "token", lease.token)
 	}
 }
 
