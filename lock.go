@@ -308,11 +308,6 @@ func (l *Lock) acquire(ctx context.Context, ll *localLock, wait bool) (*Lease, e
 		return nil, err
 	}
 	ll.hold(w.id) // handed over: the Unlock that woke us may have said so already
-	if w.strays {
-		// An insert of ours had an unknown outcome: an entry of ours may
-		// remain, and would be handed the lock after we are gone.
-		l.purge(ctx, ll, w.id)
-	}
 	return lease, nil
 }
 

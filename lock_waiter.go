@@ -113,8 +113,9 @@ func (w *waiter) step(ctx context.Context, wait bool) (*Lease, error) {
 
 // grant is the grant rule (CORRECTNESS_DISCLAIMER.md, claim 11): a lease
 // found ours, by our own acknowledged commit or a read that shows the
-// present, goes to the caller only if the caller's ctx has not ended (else
-// ErrNotObtained, and abandon hands the lock on), after freshen: a waiter
+// present, goes to the caller only if the caller's ctx has not ended, last
+// thing before it returns (else ErrNotObtained, and abandon hands the lock
+// on), after freshen and the purge of stray entries: a waiter
 // paused across its hand-off finds its lease old by its own clock and
 // renews it first, fenced; a renewal that finds the lease lost (taken over
 // meanwhile) sends us back to wait. It returns nil and no error to go on
@@ -124,6 +125,12 @@ func (w *waiter) grant(ctx context.Context, lease *Lease) (*Lease, error) {
 		return nil, errNotObtained(ctx)
 	}
 	_, err := gated(ctx, w.local, func() (struct{}, error) { return struct{}{}, freshen(ctx, w.st, &w.lock.cfg, lease) })
+	if err == nil && w.strays {
+		// An insert of ours had an unknown outcome: an entry of ours may
+		// remain, and would be handed the lock after we are gone.
+		w.lock.purge(ctx, w.local, w.id)
+		w.strays = false
+	}
 	switch {
 	case err == nil && ctx.Err() != nil:
 		return nil, errNotObtained(ctx)
