@@ -10,7 +10,9 @@ package spanmutex
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -806,6 +808,9 @@ func (h *simHarness) newLock(p *simProc, i int) *Lock {
 	opts := []Option{WithWatermark(h.par.watermark), WithJitter(h.par.jitter), WithOwner(fmt.Sprintf("%s/c%d", p.name, i)),
 		WithScope(p.scope), WithFinishTimeout(h.par.finish), WithMaxAttempts(8),
 		WithBackOff(func() backoff.BackOff { return &simBackOff{p: p} })}
+	if h.full != nil {
+		opts = append(opts, WithLogger(slog.New(&simLog{h: h, who: p.name})))
+	}
 	m, err := newMutex(simName, opts, forLock)
 	if err != nil {
 		panic(err)
@@ -813,6 +818,34 @@ func (h *simHarness) newLock(p *simProc, i int) *Lock {
 	m.cfg.clock = p.clk
 	return &Lock{name: simName, cfg: m.cfg, store: p.conn, key: localKey{database: "sim", table: m.cfg.table, name: simName}, scope: p.scope}
 }
+
+// simLog puts the library's log lines into a traced schedule's events.
+type simLog struct {
+	h     *simHarness
+	who   string
+	attrs []slog.Attr
+}
+
+func (l *simLog) Enabled(context.Context, slog.Level) bool { return true }
+
+func (l *simLog) Handle(_ context.Context, r slog.Record) error {
+	var b strings.Builder
+	b.WriteString("log: " + r.Message)
+	for _, a := range l.attrs {
+		if a.Key != "mutex" {
+			b.WriteString(" " + a.String())
+		}
+	}
+	r.Attrs(func(a slog.Attr) bool { b.WriteString(" " + a.String()); return true })
+	l.h.event(l.who, "%s", b.String())
+	return nil
+}
+
+func (l *simLog) WithAttrs(as []slog.Attr) slog.Handler {
+	return &simLog{h: l.h, who: l.who, attrs: append(slices.Clip(l.attrs), as...)}
+}
+
+func (l *simLog) WithGroup(string) slog.Handler { return l }
 
 // contender runs a few Lock (or TryLock) / Unlock cycles with short
 // critical sections, cancelling some ctxs at random points.
