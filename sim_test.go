@@ -31,6 +31,13 @@ var simRegressionSeeds = []struct {
 	{12231, "purge after freshen: a lapsed lease granted after a pause (acquireLock answer lost)"},
 	{15719, "purge after freshen: a lapsed lease granted after a pause (enqueue answer lost)"},
 	{73713, "purge after freshen: a lapsed lease granted after a pause"},
+	// Found on a493ce8, before the grant rule (88a5135).
+	{116, "a Lock whose ctx had ended (cancelled before the call) returned the lease"},
+	{121, "a Lock whose ctx had ended returned the lease"},
+	{154, "a lapsed lease returned after a pause, its token below one returned before"},
+	{239, "a lapsed lease returned after a pause, its token below one returned before"},
+	// Found by the simulation before 205342f.
+	{9303, "a Lock whose ctx ended during grant's purge of a stray entry returned the lease"},
 }
 
 // simSeedRange returns the seeds TestSimulation runs: SPANMUTEX_SIM_SEEDS=A-B,
