@@ -107,8 +107,7 @@ func (w *waiter) step(ctx context.Context, wait bool) (*Lease, error) {
 	if w.dropped(v) {
 		return nil, nil
 	}
-	lease, _, err := w.act(ctx, v, sent, wait)
-	return lease, err
+	return w.act(ctx, v, sent, wait)
 }
 
 // grant is the grant rule (CORRECTNESS_DISCLAIMER.md, claim 11): a lease
@@ -144,32 +143,27 @@ func (w *waiter) grant(ctx context.Context, lease *Lease) (*Lease, error) {
 	return nil, w.writes.failed(ctx, err, 0)
 }
 
-// act does what the lock read as v at local time sent calls for, and reports
-// whether the call is over (with the lease or the error it ends with).
-func (w *waiter) act(ctx context.Context, v lockView, sent time.Time, wait bool) (*Lease, bool, error) {
+// act does what the lock read as v at local time sent calls for: it returns
+// the lease found ours, or the error the call ends with, or neither, to go
+// on.
+func (w *waiter) act(ctx context.Context, v lockView, sent time.Time, wait bool) (*Lease, error) {
 	d := decideLock(v, w.id, w.pol)
 	switch d.action {
 	case lockWrongKind:
-		return nil, true, fmt.Errorf("spanmutex: lock %q: the row is %s: it belongs to a run-once Mutex of the same name (or was written by something else); use another name for the lock", w.lock.name, v.State)
+		return nil, fmt.Errorf("spanmutex: lock %q: the row is %s: it belongs to a run-once Mutex of the same name (or was written by something else); use another name for the lock", w.lock.name, v.State)
 	case lockHeld:
-		return w.handed(v, sent), true, nil
+		return w.handed(v, sent), nil
 	case lockAcquire, lockTakeOver:
 		lease, queue, err := w.try(ctx, v, sent, wait)
-		if lease != nil || err != nil {
-			return lease, true, err
-		}
-		if !queue {
-			return nil, false, nil // read again
+		if lease != nil || err != nil || !queue {
+			return lease, err // with neither: read again
 		}
 	}
 	w.quiet = sent
 	if !wait {
-		return nil, true, &HeldError{Name: w.lock.name, Holder: v.Owner, Token: v.Token, Waiters: v.ahead}
+		return nil, &HeldError{Name: w.lock.name, Holder: v.Owner, Token: v.Token, Waiters: v.ahead}
 	}
-	if err := w.await(ctx, v, d, sent); err != nil {
-		return nil, true, err
-	}
-	return nil, false, nil
+	return nil, w.await(ctx, v, d, sent)
 }
 
 func (w *waiter) now() time.Time { return w.lock.cfg.clock.Now() }
