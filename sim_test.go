@@ -36,6 +36,7 @@ var simRegressionSeeds = []struct {
 	{121, "a Lock whose ctx had ended returned the lease"},
 	{154, "a lapsed lease returned after a pause, its token below one returned before"},
 	{239, "a lapsed lease returned after a pause, its token below one returned before"},
+	{15179, "two holders: a waiter paused across its hand-off confirmed a wake-up by reading as of the datagram's past timestamp and anchored the lease at its last quiet read (inv1)"},
 	// Found by the simulation before 205342f.
 	{9303, "a Lock whose ctx ended during grant's purge of a stray entry returned the lease"},
 }
