@@ -124,9 +124,10 @@ func (w *waiter) grant(ctx context.Context, lease *Lease) (*Lease, error) {
 		return nil, errNotObtained(ctx)
 	}
 	_, err := gated(ctx, w.local, func() (struct{}, error) { return struct{}{}, freshen(ctx, w.st, &w.lock.cfg, lease) })
-	if err == nil && w.strays {
+	if err == nil && w.strays && ctx.Err() == nil {
 		// An insert of ours had an unknown outcome: an entry of ours may
-		// remain, and would be handed the lock after we are gone.
+		// remain, and would be handed the lock after we are gone. (If ctx
+		// ended, abandon deletes it.)
 		w.lock.purge(ctx, w.local, w.id)
 		w.strays = false
 	}
