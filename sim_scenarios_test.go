@@ -1,0 +1,269 @@
+//go:build go1.25
+
+package spanmutex
+
+// Lock scenarios written against a lockStore factory, so that the same
+// scenario runs on the simulated Spanner (TestSimScenarios, in virtual
+// time) and on the emulator (give lockEnv a factory of spannerStores).
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// lockEnv is where a lock scenario runs.
+type lockEnv struct {
+	// store returns the lockStore of a new process (one per Scope).
+	store func(t *testing.T) lockStore
+	// database names the database in the Locks' local keys.
+	database string
+}
+
+// scenarioWatermark is the lease of every Lock of the scenarios.
+const scenarioWatermark = time.Second
+
+// newLock makes a Lock named name with owner owner in scope on st, as
+// NewLock would, without a client: a lease of scenarioWatermark, no
+// jitter.
+func (e lockEnv) newLock(t *testing.T, name, owner string, scope *Scope, st lockStore) *Lock {
+	t.Helper()
+	m, err := newMutex(name, []Option{WithWatermark(scenarioWatermark), WithJitter(0), WithOwner(owner),
+		WithScope(scope), WithFinishTimeout(2 * time.Second)}, forLock)
+	require.NoError(t, err)
+	return &Lock{name: name, cfg: m.cfg, store: st, key: localKey{database: e.database, table: m.cfg.table, name: name}, scope: scope}
+}
+
+// process returns a Lock of a process of its own (its own Scope and store).
+func (e lockEnv) process(t *testing.T, name, owner string) *Lock {
+	return e.newLock(t, name, owner, NewScope(), e.store(t))
+}
+
+// silenceable wraps a store whose renewals can be made to fail, as if its
+// process were cut off from Spanner.
+type silenceable struct {
+	lockStore
+	silent atomic.Bool
+}
+
+func (s *silenceable) renew(ctx context.Context, l *Lease) error {
+	if s.silent.Load() {
+		return status.Error(codes.Unavailable, "silenced")
+	}
+	return s.lockStore.renew(ctx, l)
+}
+
+// lockScenarios run on any lockEnv. Each leaves no lease held.
+var lockScenarios = []struct {
+	name string
+	run  func(t *testing.T, e lockEnv, name string)
+}{
+	{"FIFO", scenarioFIFO},
+	{"CancelledWaiterPassesOn", scenarioCancelledWaiterPassesOn},
+	{"TryLockHeld", scenarioTryLockHeld},
+	{"SameScopeHandOff", scenarioSameScopeHandOff},
+	{"TakeOverAfterSilence", scenarioTakeOverAfterSilence},
+}
+
+// scenarioFIFO: three waiters of three processes queue behind a holder and
+// are handed the lock in the order they came, each with the next token.
+func scenarioFIFO(t *testing.T, e lockEnv, name string) {
+	ctx := context.Background()
+	a := e.process(t, name, "a")
+	la, err := a.Lock(ctx)
+	require.NoError(t, err)
+	var (
+		mu    sync.Mutex
+		order []string
+		toks  []int64
+		wg    sync.WaitGroup
+	)
+	for _, who := range []string{"b", "c", "d"} {
+		l := e.process(t, name, who)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			lease, err := l.Lock(ctx)
+			if !assert.NoError(t, err) {
+				return
+			}
+			mu.Lock()
+			order, toks = append(order, who), append(toks, lease.Token())
+			mu.Unlock()
+			assert.True(t, lease.HandedOff(), "%s was handed the lock", who)
+			time.Sleep(50 * time.Millisecond)
+			assert.NoError(t, l.Unlock(ctx))
+		}()
+		time.Sleep(100 * time.Millisecond) // queued in this order
+	}
+	time.Sleep(200 * time.Millisecond)
+	require.NoError(t, a.Unlock(ctx))
+	wg.Wait()
+	assert.Equal(t, []string{"b", "c", "d"}, order)
+	assert.Equal(t, []int64{la.Token() + 1, la.Token() + 2, la.Token() + 3}, toks)
+}
+
+// scenarioCancelledWaiterPassesOn: a waiter whose ctx ends leaves the
+// queue; the holder's Unlock hands the lock to the next one.
+func scenarioCancelledWaiterPassesOn(t *testing.T, e lockEnv, name string) {
+	ctx := context.Background()
+	a, b, c := e.process(t, name, "a"), e.process(t, name, "b"), e.process(t, name, "c")
+	la, err := a.Lock(ctx)
+	require.NoError(t, err)
+	bctx, cancel := context.WithCancel(ctx)
+	bErr := make(chan error, 1)
+	go func() {
+		lease, err := b.Lock(bctx)
+		if lease != nil {
+			b.Unlock(ctx)
+		}
+		bErr <- err
+	}()
+	time.Sleep(100 * time.Millisecond)
+	cGot := make(chan *Lease, 1)
+	go func() {
+		lease, err := c.Lock(ctx)
+		assert.NoError(t, err)
+		cGot <- lease
+	}()
+	time.Sleep(100 * time.Millisecond)
+	cancel()
+	require.ErrorIs(t, <-bErr, ErrNotObtained)
+	require.NoError(t, a.Unlock(ctx))
+	select {
+	case lc := <-cGot:
+		require.NotNil(t, lc)
+		assert.Equal(t, la.Token()+1, lc.Token())
+		assert.True(t, lc.HandedOff())
+	case <-time.After(2 * scenarioWatermark):
+		t.Fatal("the waiter behind a cancelled one was not handed the lock")
+	}
+	require.NoError(t, c.Unlock(ctx))
+}
+
+// scenarioTryLockHeld: TryLock on a held lock says who holds it, and takes
+// it once it is free.
+func scenarioTryLockHeld(t *testing.T, e lockEnv, name string) {
+	ctx := context.Background()
+	a, b := e.process(t, name, "a"), e.process(t, name, "b")
+	la, err := a.Lock(ctx)
+	require.NoError(t, err)
+	_, err = b.TryLock(ctx)
+	var held *HeldError
+	require.ErrorAs(t, err, &held)
+	assert.Equal(t, "a", held.Holder)
+	assert.Equal(t, la.Token(), held.Token)
+	require.NoError(t, a.Unlock(ctx))
+	lb, err := b.TryLock(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, la.Token()+1, lb.Token())
+	require.NoError(t, b.Unlock(ctx))
+}
+
+// scenarioSameScopeHandOff: a waiter of the holder's Scope is handed the
+// lock by its Unlock and woken at once.
+func scenarioSameScopeHandOff(t *testing.T, e lockEnv, name string) {
+	ctx := context.Background()
+	scope, st := NewScope(), e.store(t)
+	a, b := e.newLock(t, name, "a", scope, st), e.newLock(t, name, "b", scope, st)
+	la, err := a.Lock(ctx)
+	require.NoError(t, err)
+	got := make(chan *Lease, 1)
+	go func() {
+		lease, err := b.Lock(ctx)
+		assert.NoError(t, err)
+		got <- lease
+	}()
+	time.Sleep(200 * time.Millisecond)
+	unlocked := time.Now()
+	require.NoError(t, a.Unlock(ctx))
+	lb := <-got
+	require.NotNil(t, lb)
+	assert.Less(t, time.Since(unlocked), 100*time.Millisecond, "woken by the Unlock, not a poll")
+	assert.Equal(t, la.Token()+1, lb.Token())
+	assert.True(t, lb.HandedOff())
+	require.NoError(t, b.Unlock(ctx))
+}
+
+// scenarioTakeOverAfterSilence: a holder whose renewals fail loses its
+// lease (Done) by the watermark; a waiter takes over after the holder's
+// lease has passed unrenewed; the old holder's Unlock is fenced.
+func scenarioTakeOverAfterSilence(t *testing.T, e lockEnv, name string) {
+	ctx := context.Background()
+	sa := &silenceable{lockStore: e.store(t)}
+	a := e.newLock(t, name, "a", NewScope(), sa)
+	b := e.process(t, name, "b")
+	la, err := a.Lock(ctx)
+	require.NoError(t, err)
+	time.Sleep(100 * time.Millisecond)
+	sa.silent.Store(true)
+	silenced := time.Now()
+	got := make(chan *Lease, 1)
+	var tookAt time.Time
+	go func() {
+		lease, err := b.Lock(ctx)
+		assert.NoError(t, err)
+		tookAt = time.Now()
+		got <- lease
+	}()
+	var lostAt time.Time
+	select {
+	case <-la.Done():
+		lostAt = time.Now()
+		assert.Less(t, lostAt.Sub(silenced), scenarioWatermark, "the holder gives up within a watermark of its last renewal")
+	case <-time.After(2 * scenarioWatermark):
+		t.Fatal("a silenced holder's Done did not close")
+	}
+	lb := <-got
+	require.NotNil(t, lb)
+	// The last acknowledged renewal was at most a renewal interval before
+	// the silence: nobody may take over before the lease has passed since.
+	assert.GreaterOrEqual(t, tookAt.Sub(silenced), scenarioWatermark-scenarioWatermark/3, "no takeover before the lease passed unrenewed")
+	assert.False(t, tookAt.Before(lostAt), "the new holder got the lease before the old one gave it up")
+	assert.True(t, lb.TookOver())
+	assert.Equal(t, la.Token()+1, lb.Token())
+	err = a.Unlock(ctx)
+	require.True(t, errors.Is(err, ErrLeaseLost), "the old holder's Unlock is fenced: %v", err)
+	require.NoError(t, b.Unlock(ctx))
+}
+
+// newSimEnv returns a lockEnv on a quiet simulated Spanner (no faults,
+// pauses or crashes) in the current synctest bubble.
+func newSimEnv() (lockEnv, *simHarness) {
+	h := &simHarness{lastToken: map[string]int64{}, scopes: map[string]*simProc{}}
+	h.par = simParams{watermark: scenarioWatermark, finish: 2 * time.Second}
+	h.start = time.Now()
+	h.db = newSimDB(h, scenarioWatermark)
+	n := 0
+	return lockEnv{database: "sim", store: func(*testing.T) lockStore {
+		n++
+		p := &simProc{h: h, name: "P" + string(rune('0'+n)), dead: make(chan struct{}), seed: uint64(n)}
+		p.ctx, p.kill = context.WithCancel(context.Background())
+		p.clk = &simClock{p: p}
+		p.conn = &simConn{db: h.db, p: p}
+		return p.conn
+	}}, h
+}
+
+// TestSimScenarios runs lockScenarios on the simulated Spanner.
+func TestSimScenarios(t *testing.T) {
+	for _, sc := range lockScenarios {
+		t.Run(sc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				e, _ := newSimEnv()
+				sc.run(t, e, "scenario")
+				// Let every renewal loop and detached call end.
+				time.Sleep(3*scenarioWatermark + 2*time.Second)
+			})
+		})
+	}
+}
