@@ -259,6 +259,21 @@ func (e *Emulator) CreateDatabaseIn(ctx context.Context, d ddl.Dialect, statemen
 	return db.GetName(), nil
 }
 
+// DropDatabase drops the database at path db. The emulator allows 100
+// databases per instance: a test suite that makes one per test drops them
+// as it goes.
+func (e *Emulator) DropDatabase(ctx context.Context, db string) error {
+	admin, err := database.NewDatabaseAdminClient(ctx, e.ClientOptions()...)
+	if err != nil {
+		return fmt.Errorf("emulator: open database admin client: %w", err)
+	}
+	defer admin.Close()
+	if err := admin.DropDatabase(ctx, &databasepb.DropDatabaseRequest{Database: db}); err != nil {
+		return fmt.Errorf("emulator: drop database %s: %w", db, err)
+	}
+	return nil
+}
+
 // UpdateDDL applies statements (CREATE, ALTER, DROP; no comments) to the
 // database at path db and waits until they are done.
 func (e *Emulator) UpdateDDL(ctx context.Context, db string, statements ...string) error {

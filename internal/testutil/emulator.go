@@ -33,8 +33,8 @@ func NeedEmulator(t testing.TB, emu *emulator.Emulator) {
 }
 
 // NewDatabase creates a database of t's own on emu, in dialect d, holding
-// the spanmutex schema followed by extra (in d), and returns its path. It
-// skips t when emu is nil.
+// the spanmutex schema followed by extra (in d), and returns its path; it is
+// dropped when t ends. It skips t when emu is nil.
 func NewDatabase(t testing.TB, emu *emulator.Emulator, d ddl.Dialect, extra ...string) string {
 	t.Helper()
 	NeedEmulator(t, emu)
@@ -44,5 +44,14 @@ func NewDatabase(t testing.TB, emu *emulator.Emulator, d ddl.Dialect, extra ...s
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Registered first, so run last: after the test's clients and
+	// processes are closed.
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := emu.DropDatabase(ctx, db); err != nil {
+			t.Logf("%v (the emulator allows 100 databases per instance)", err)
+		}
+	})
 	return db
 }
