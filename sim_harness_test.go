@@ -128,15 +128,12 @@ type simHarness struct {
 	// inv5, in calm schedules: the lock is stalled (free, or held by a
 	// crashed process) since stalledSince (zero: it is not), and waiting
 	// counts the Lock calls under way in processes that have not crashed.
-	stalled      bool
-	stalledSince time.Time
-	holderProc   *simProc // the process of the row's holder, nil if free
-	waiting      int
-	idleSince    time.Time // stalled with a Lock call waiting since (zero: not)
-	scopes       map[string]*simProc
-	deadUntil    time.Time     // the latest expiry of the entries crashed processes left
-	ttlStalls    int           // stalls past stallBound excused by deadUntil
-	ttlStallMax  time.Duration // the longest
+	stalled    bool
+	holderProc *simProc // the process of the row's holder, nil if free
+	waiting    int
+	idleSince  time.Time // stalled with a Lock call waiting since (zero: not)
+	scopes     map[string]*simProc
+	stallDead  map[string]bool // the Scopes of the crashed processes in the way of the current stall
 }
 
 // simHold is a lease a contender holds, from its Lock's return until its
@@ -276,15 +273,13 @@ func (h *simHarness) release(hd *simHold, why string) {
 
 // --- liveness (inv5) -------------------------------------------------------
 
-// stallBound is how long the lock may stay stalled while a Lock call waits:
-// a poll (a quarter lease) and a few round trips once free; plus the
-// declared lease and the jitter when its holder crashed.
+// stallBound is how long the lock may stay stalled while a Lock call
+// waits: a poll (a quarter lease) and a few round trips, plus a lease and
+// the jitter for each crashed process whose holder or queue entries were
+// in the way (claim 14: a dead process costs one lease plus jitter).
 func (h *simHarness) stallBound() time.Duration {
-	b := h.par.watermark/4 + 100*time.Millisecond
-	if h.holderProc != nil {
-		b += h.par.watermark + time.Duration(h.par.jitter*float64(h.par.watermark))
-	}
-	return b
+	lease := h.par.watermark + time.Duration(h.par.jitter*float64(h.par.watermark))
+	return h.par.watermark/4 + 100*time.Millisecond + time.Duration(len(h.stallDead))*lease
 }
 
 // rowWritten notes a new version of the lock's row, committed at ts; call
@@ -300,34 +295,46 @@ func (h *simHarness) rowWritten(ts time.Time, r row) {
 	} else {
 		h.stalled = true
 	}
-	h.stalledSince = ts
 	h.startIdleLocked(ts)
 }
 
-// crashedLocked notes that p crashed at now; call with h.mu held.
+// crashedLocked notes that p crashed at now; call with h.mu held and the
+// database's.
 func (h *simHarness) crashedLocked(p *simProc, now time.Time) {
-	// The entries it leaves stay live for their TTL: until then they are
-	// before the waiters behind them, and only a hand-off (from a live
-	// holder) or their expiry moves the queue past them.
-	for _, e := range h.db.queue[simName] {
-		if scopeOf(e.key.id) == p.scope.id {
-			h.deadUntil = latest(h.deadUntil, e.renewed.Add(waiterTTLFactor*e.lease))
-		}
-	}
 	h.waiting -= p.waiting
 	p.waiting, p.gone = 0, true
 	if h.waiting == 0 {
 		h.endIdleLocked(now)
 	}
 	if h.holderProc == p && !h.stalled {
-		h.stalled, h.stalledSince = true, now
+		h.stalled = true
 		h.startIdleLocked(now)
+	}
+	h.noteDeadLocked()
+}
+
+// noteDeadLocked adds to stallDead the crashed processes in the way now:
+// the holder, and those with entries queued (live or not: a hand-off
+// judges them by a lower bound of the clock).
+func (h *simHarness) noteDeadLocked() {
+	if h.idleSince.IsZero() {
+		return
+	}
+	if h.holderProc != nil && h.holderProc.gone {
+		h.stallDead[h.holderProc.scope.id] = true
+	}
+	for _, e := range h.db.queue[simName] {
+		if p := h.scopes[scopeOf(e.key.id)]; p != nil && p.gone {
+			h.stallDead[p.scope.id] = true
+		}
 	}
 }
 
 func (h *simHarness) startIdleLocked(now time.Time) {
 	if h.par.calm && h.stalled && h.waiting > 0 && h.idleSince.IsZero() {
 		h.idleSince = now
+		clear(h.stallDead)
+		h.noteDeadLocked()
 	}
 }
 
@@ -335,18 +342,19 @@ func (h *simHarness) endIdleLocked(now time.Time) {
 	if h.idleSince.IsZero() {
 		return
 	}
-	d := now.Sub(h.idleSince)
-	if d > h.stallBound() && now.Before(h.deadUntil.Add(h.par.watermark/4+100*time.Millisecond)) {
-		// Excused: dead entries of a crashed process were still live.
-		h.ttlStalls++
-		h.ttlStallMax = max(h.ttlStallMax, d)
-		h.eventLocked("CHECK", "the lock stayed stalled for %v (bound %v), waiting for dead entries to expire", d, h.stallBound())
-	} else if d > h.stallBound() {
+	if d := now.Sub(h.idleSince); d > h.stallBound() {
 		what := "free"
 		if h.holderProc != nil {
 			what = "held by crashed " + h.holderProc.name
 		}
-		h.violateLocked("inv5: the lock stayed %s for %v (bound %v) while %d Lock call(s) waited", what, d, h.stallBound(), h.waiting)
+		var dead []string
+		for _, p := range h.procs {
+			if h.stallDead[p.scope.id] {
+				dead = append(dead, p.name)
+			}
+		}
+		h.violateLocked("inv5: the lock stayed %s for %v (bound %v: %d crashed process(es) %v in the way) while %d Lock call(s) waited",
+			what, d, h.stallBound(), len(dead), dead, h.waiting)
 	}
 	h.idleSince = time.Time{}
 }
@@ -969,8 +977,6 @@ type simResult struct {
 	seed       uint64
 	steps      int
 	grants     int
-	ttlStalls  int
-	ttlMax     time.Duration
 	violations []string
 	trace      []string
 }
@@ -990,7 +996,7 @@ func runScheduleTraced(t *testing.T, seed uint64, rules simRules, full *[]string
 		}
 	}()
 	synctest.Test(t, func(t *testing.T) {
-		h := &simHarness{seed: seed, rules: rules, lastToken: map[string]int64{}, full: full, scopes: map[string]*simProc{}}
+		h := &simHarness{seed: seed, rules: rules, lastToken: map[string]int64{}, full: full, scopes: map[string]*simProc{}, stallDead: map[string]bool{}}
 		h.rng = rand.New(rand.NewPCG(seed, 0x5eed))
 		h.par = drawParams(h.rng)
 		h.start = time.Now()
@@ -1036,7 +1042,6 @@ func runScheduleTraced(t *testing.T, seed uint64, rules simRules, full *[]string
 		time.Sleep(2*h.par.watermark + h.par.finish)
 		h.mu.Lock()
 		res.steps, res.grants = h.db.steps, h.grants
-		res.ttlStalls, res.ttlMax = h.ttlStalls, h.ttlStallMax
 		res.violations, res.trace = h.violations, h.trace
 		h.mu.Unlock()
 	})

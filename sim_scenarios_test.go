@@ -239,7 +239,7 @@ func scenarioTakeOverAfterSilence(t *testing.T, e lockEnv, name string) {
 // newSimEnv returns a lockEnv on a quiet simulated Spanner (no faults,
 // pauses or crashes) in the current synctest bubble.
 func newSimEnv() (lockEnv, *simHarness) {
-	h := &simHarness{lastToken: map[string]int64{}, scopes: map[string]*simProc{}}
+	h := &simHarness{lastToken: map[string]int64{}, scopes: map[string]*simProc{}, stallDead: map[string]bool{}}
 	h.par = simParams{watermark: scenarioWatermark, finish: 2 * time.Second}
 	h.start = time.Now()
 	h.db = newSimDB(h, scenarioWatermark)
