@@ -4,6 +4,7 @@ package spanmutex
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strconv"
@@ -143,6 +144,7 @@ func TestSimulation(t *testing.T) {
 		violations += len(r.violations)
 	}
 	reportFailures(t, failed, 20)
+	summarise(t, failed)
 	t.Logf("wall time %v", time.Since(began).Round(time.Millisecond))
 	t.Logf("simulation: %d schedules, %d steps, %d violations (seeds %d-%d)", n, steps, violations, first, last)
 }
@@ -235,5 +237,29 @@ func TestSimReplay(t *testing.T) {
 	t.Logf("%d of %d schedules replayed exactly", same, n)
 	if same == 0 {
 		t.Errorf("no schedule replayed exactly")
+	}
+}
+
+// summarise logs, per invariant, how many schedules broke it and the first
+// of their seeds.
+func summarise(t *testing.T, failed []simResult) {
+	bySort := map[string][]uint64{}
+	for _, r := range failed {
+		seen := map[string]bool{}
+		for _, v := range r.violations {
+			kind := "other"
+			if i := strings.Index(v, ": inv"); i >= 0 {
+				kind = v[i+2 : i+6]
+			}
+			if !seen[kind] {
+				seen[kind] = true
+				bySort[kind] = append(bySort[kind], r.seed)
+			}
+		}
+	}
+	kinds := slices.Sorted(maps.Keys(bySort))
+	for _, k := range kinds {
+		seeds := bySort[k]
+		t.Logf("%s: %d schedules, seeds %v", k, len(seeds), seeds[:min(len(seeds), 40)])
 	}
 }
