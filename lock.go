@@ -313,7 +313,7 @@ func (l *Lock) acquire(ctx context.Context, ll *localLock, wait bool) (*Lease, e
 
 // purge deletes any queue entry left with id, now that id holds the lock.
 func (l *Lock) purge(ctx context.Context, ll *localLock, id string) {
-	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.finishTimeout)
+	pctx, cancel := detached(ctx, l.cfg.finishTimeout)
 	defer cancel()
 	if _, err := gated(pctx, ll, func() (struct{}, error) { return struct{}{}, l.store.purgeWaiter(pctx, l.name, id) }); err != nil {
 		l.cfg.logger.Warn("lock: deleting a stray queue entry failed; it expires after four watermarks", "err", err)

@@ -112,25 +112,26 @@ func (w *waiter) step(ctx context.Context, wait bool) (*Lease, error) {
 
 // grant is the grant rule (CORRECTNESS_DISCLAIMER.md, claim 11): a lease
 // found ours, by our own acknowledged commit or a read that shows the
-// present, goes to the caller only if the caller's ctx has not ended, last
-// thing before it returns (else ErrNotObtained, and abandon hands the lock
-// on), after freshen and the purge of stray entries: a waiter
-// paused across its hand-off finds its lease old by its own clock and
-// renews it first, fenced; a renewal that finds the lease lost (taken over
-// meanwhile) sends us back to wait. It returns nil and no error to go on
-// waiting.
+// present, goes to the caller only after freshen, the last Spanner call
+// before the grant (a waiter paused across its hand-off finds its lease old
+// by its own clock and renews it first, fenced; a renewal that finds the
+// lease lost, taken over meanwhile, sends us back to wait), and only if the
+// caller's ctx has not ended, checked last (else ErrNotObtained, and
+// abandon hands the lock on). It returns nil and no error to go on waiting.
 func (w *waiter) grant(ctx context.Context, lease *Lease) (*Lease, error) {
 	if ctx.Err() != nil {
 		return nil, errNotObtained(ctx)
 	}
-	_, err := gated(ctx, w.local, func() (struct{}, error) { return struct{}{}, freshen(ctx, w.st, &w.lock.cfg, lease) })
-	if err == nil && w.strays && ctx.Err() == nil {
+	if w.strays {
 		// An insert of ours had an unknown outcome: an entry of ours may
-		// remain, and would be handed the lock after we are gone. (If ctx
-		// ended, abandon deletes it.)
+		// remain, and would be handed the lock after we are gone.
 		w.lock.purge(ctx, w.local, w.id)
 		w.strays = false
+		if ctx.Err() != nil {
+			return nil, errNotObtained(ctx)
+		}
 	}
+	_, err := gated(ctx, w.local, func() (struct{}, error) { return struct{}{}, freshen(ctx, w.st, &w.lock.cfg, lease) })
 	switch {
 	case err == nil && ctx.Err() != nil:
 		return nil, errNotObtained(ctx)

@@ -32,6 +32,7 @@ type simRules struct {
 	noFence   bool // unlock and renew do not check that the lease still holds
 	noToken   bool // a new holder keeps the previous token
 	takeEarly bool // a takeover needs only half the holder's lease of silence
+	noLeave   bool // leave and dequeue delete no entry
 }
 
 // simDB is the simulated Spanner database shared by every process of a
@@ -45,6 +46,8 @@ type simDB struct {
 	rows  map[string][]simVersion
 	queue map[string][]*simEntry // sorted by key
 	steps int
+	// unlocked holds the lease ids whose unlock committed.
+	unlocked map[string]bool
 }
 
 // simVersion is a committed version of a lock's row.
@@ -62,7 +65,7 @@ type simEntry struct {
 }
 
 func newSimDB(h *simHarness, own time.Duration) *simDB {
-	return &simDB{h: h, own: own, rows: map[string][]simVersion{}, queue: map[string][]*simEntry{}}
+	return &simDB{h: h, own: own, rows: map[string][]simVersion{}, queue: map[string][]*simEntry{}, unlocked: map[string]bool{}}
 }
 
 // readTS is Spanner's clock for a read now (microseconds, never before the
@@ -436,7 +439,9 @@ func (c *simConn) leave(ctx context.Context, name, waiterID string) (handOff, er
 	_, err := c.call(ctx, "leave", true, false, func() error {
 		d := c.db
 		ts := d.commitTS()
-		d.removeEntries(name, func(e *simEntry) bool { return e.key.id == waiterID })
+		if !d.rules.noLeave {
+			d.removeEntries(name, func(e *simEntry) bool { return e.key.id == waiterID })
+		}
 		v := d.current(name, ts)
 		if v.heldBy(waiterID) {
 			to = d.handOn(name, v, waiterID, ts, false)
@@ -456,7 +461,9 @@ func (c *simConn) leave(ctx context.Context, name, waiterID string) (handOff, er
 func (c *simConn) dequeue(ctx context.Context, name string, key queueKey) error {
 	_, err := c.call(ctx, "dequeue", true, false, func() error {
 		c.db.commitTS()
-		c.db.removeEntries(name, func(e *simEntry) bool { return e.key == key })
+		if !c.db.rules.noLeave {
+			c.db.removeEntries(name, func(e *simEntry) bool { return e.key == key })
+		}
 		c.p.h.event(c.p.name, "dequeue %s", short(key.id))
 		return nil
 	})
@@ -483,6 +490,7 @@ func (c *simConn) unlock(ctx context.Context, l *Lease) (handOff, error) {
 		}
 		ts := d.commitTS()
 		to = d.handOn(l.name, v, l.id, ts, true)
+		d.unlocked[l.id] = true
 		to.at = ts
 		c.p.h.event(c.p.name, "unlock token %d: handed to %s token %d", l.token, short(to.waiterID), to.token)
 		return nil
@@ -508,6 +516,7 @@ func (c *simConn) renew(ctx context.Context, l *Lease) error {
 		ts := d.commitTS()
 		v.RenewedAt = ts
 		d.write(l.name, ts, v)
+		l.setRenewedAt(ts)
 		return nil
 	})
 	var lost *LeaseLostError

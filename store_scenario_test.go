@@ -1,3 +1,5 @@
+//go:build go1.25
+
 package spanmutex
 
 // One table of store scenarios, run on the real emulator (spannerStore, both
@@ -9,6 +11,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -37,6 +40,7 @@ var storeScenarios = []storeScenario{
 	{"HandOffPagesPastDeadEntries", scenarioHandOffPagesPastDeadEntries},
 	{"LeaveHandsOn", scenarioLeaveHandsOn},
 	{"ReadAtShowsThePast", scenarioReadAtShowsThePast},
+	{"RenewRecordsItsCommit", scenarioRenewRecordsItsCommit},
 }
 
 // runStoreScenarios runs the table in env, each scenario on a lock of its
@@ -249,6 +253,21 @@ func scenarioReadAtShowsThePast(t *testing.T, env scenarioEnv, name string) {
 	require.NoError(t, err)
 }
 
+// A renewal moves the row's RenewedAt to its commit timestamp, and the
+// lease records it (Lease.lastRenewedAt, which settles an Unlock of unknown
+// outcome by Spanner's clock).
+func scenarioRenewRecordsItsCommit(t *testing.T, env scenarioEnv, name string) {
+	st := env.conn()
+	la := mustAcquire(t, st, name, contenderIn(NewScope(), "a"), 10*time.Second, endOfQueue)
+	require.NoError(t, st.renew(scenarioCtx(t), la))
+	r, err := st.read(scenarioCtx(t), name)
+	require.NoError(t, err)
+	assert.True(t, r.RenewedAt.After(la.AcquiredAt()), "RenewedAt %v, acquired %v", r.RenewedAt, la.AcquiredAt())
+	assert.Equal(t, r.RenewedAt, la.lastRenewedAt())
+	_, err = st.unlock(scenarioCtx(t), la)
+	require.NoError(t, err)
+}
+
 // TestStoreScenariosOnTheEmulator runs the table on the emulator, both
 // dialects.
 func TestStoreScenariosOnTheEmulator(t *testing.T) {
@@ -270,4 +289,21 @@ func TestStoreScenariosOnTheEmulator(t *testing.T) {
 			},
 		})
 	})
+}
+
+// TestSimStoreScenarios runs the table on the simulation's store, with no
+// faults, in virtual time.
+func TestSimStoreScenarios(t *testing.T) {
+	for _, sc := range storeScenarios {
+		t.Run(sc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				e, _ := newSimEnv()
+				sc.run(t, scenarioEnv{
+					conn: func() lockStore { return e.store(t) },
+					// Virtual time: sleeping is how time passes in the bubble.
+					elapse: func(_ *testing.T, _ lockStore, _ string, d time.Duration) { time.Sleep(d) },
+				}, "scenario-"+sc.name)
+			})
+		})
+	}
 }
