@@ -75,6 +75,8 @@ func (a simAction) String() string {
 		return "held"
 	case lockWait:
 		return "wait"
+	case lockPassOn:
+		return "pass on"
 	case lockWrongKind:
 		return "wrong kind"
 	}
@@ -96,8 +98,8 @@ type simParams struct {
 	dupRate    float64
 	lateRate   float64
 	cancelRate float64 // of Lock calls whose ctx is cancelled at a random point
-	// calm: no faults, pauses or cancelled ctxs (crashes may happen): the
-	// liveness invariant (inv5) is checked.
+	// calm: no faults or pauses (crashes and cancelled ctxs may happen):
+	// the liveness (inv5) and cleanliness (inv8) invariants are checked.
 	calm   bool
 	finish time.Duration
 	bound  time.Duration // virtual time for the contenders
@@ -258,6 +260,48 @@ func (h *simHarness) grant(p *simProc, who string, l *Lock, lease *Lease, ctxEnd
 	h.holds = append(h.holds, hd)
 	h.checkLocked()
 	return hd
+}
+
+// unlocked checks that an Unlock that returned nil committed its unlock
+// (claim 13: it never reports success for a lease that was taken over).
+func (h *simHarness) unlocked(p *simProc, who string, lease *Lease) {
+	h.db.mu.Lock()
+	defer h.db.mu.Unlock()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.db.unlocked[lease.id] && !p.gone {
+		h.violateLocked("inv7: %s's Unlock of token %d returned nil, but no unlock of it committed (row %v)", who, lease.token, simRow(h.db.current(simName, time.Time{})))
+	}
+}
+
+// settled checks, once every contender has returned, that the calls of
+// processes still alive left nothing behind (claim 13): no queue entry, and
+// the lock not held by them. Only in calm schedules: with faults a leave may
+// fail for the finish timeout, and the entry then expires.
+func (h *simHarness) settled() {
+	if !h.par.calm {
+		return
+	}
+	h.db.mu.Lock()
+	defer h.db.mu.Unlock()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	alive := func(id string) *simProc {
+		if p := h.scopes[scopeOf(id)]; p != nil && !p.gone {
+			return p
+		}
+		return nil
+	}
+	for _, e := range h.db.queue[simName] {
+		if p := alive(e.key.id); p != nil {
+			h.violateLocked("inv8: every call of %s has returned, but its entry %v is still queued", p.name, simID(e.key.id))
+		}
+	}
+	if r := h.db.current(simName, time.Time{}); r.State == StateStarted {
+		if p := alive(r.LeaseID); p != nil {
+			h.violateLocked("inv8: every call of %s has returned, but the lock is still held by its %v", p.name, simID(r.LeaseID))
+		}
+	}
 }
 
 // release ends a hold (Unlock called, Done closed).
@@ -760,7 +804,7 @@ func drawParams(r *rand.Rand) simParams {
 	p.lateRate = []float64{0, 0.1, 0.3}[r.IntN(3)]
 	p.cancelRate = []float64{0, 0.1, 0.3}[r.IntN(3)]
 	if r.IntN(10) < 3 {
-		p.calm, p.faultRate, p.pauses, p.cancelRate = true, 0, false, 0
+		p.calm, p.faultRate, p.pauses = true, 0, false
 	}
 	return p
 }
@@ -883,9 +927,13 @@ func (p *simProc) contender(l *Lock, who string, cycles int, r *rand.Rand) {
 		if try {
 			lease, err = l.TryLock(ctx)
 		} else {
+			// A call waits until it returns or its ctx ends.
+			var once sync.Once
 			h.waitBegins(p)
+			stop := context.AfterFunc(ctx, func() { once.Do(func() { h.waitEnds(p) }) })
 			lease, err = l.Lock(ctx)
-			h.waitEnds(p)
+			stop()
+			once.Do(func() { h.waitEnds(p) })
 		}
 		if lease == nil {
 			h.event(p.name, "%s: no lease: %v", who, errShort(err))
@@ -920,6 +968,9 @@ func (p *simProc) contender(l *Lock, who string, cycles int, r *rand.Rand) {
 		err = l.Unlock(uctx)
 		ucancel()
 		h.event(p.name, "%s: Unlock: %v", who, errShort(err))
+		if err == nil {
+			h.unlocked(p, who, lease)
+		}
 	}
 }
 
@@ -1022,6 +1073,7 @@ func runScheduleTraced(t *testing.T, seed uint64, rules simRules, full *[]string
 		close(stop)
 		select {
 		case <-done:
+			h.settled()
 		case <-bound.C:
 		}
 		// Whatever still runs is ended as a crash would end it.

@@ -196,7 +196,7 @@ func (d *simDB) insert(name string, e *simEntry) {
 // them: by a lower bound of Spanner's clock (the latest commit timestamp
 // read so far, page by page of handOffScan entries); otherwise by the
 // transaction's clock.
-func (d *simDB) handOn(name string, v row, from string, ts time.Time, bound bool) handOff {
+func (d *simDB) handOn(name string, v row, from, skip string, ts time.Time, bound bool) handOff {
 	q := d.queue[name]
 	now := v.Now
 	if bound {
@@ -212,7 +212,7 @@ func (d *simDB) handOn(name string, v row, from string, ts time.Time, bound bool
 		for i := page * handOffScan; i < end; i++ {
 			e := q[i]
 			ttl := waiterTTLFactor * holderLease(row{Lease: e.lease}, d.own)
-			if now.Sub(e.renewed) < ttl && e.key.id != from {
+			if now.Sub(e.renewed) < ttl && e.key.id != from && (skip == "" || scopeOf(e.key.id) != skip) {
 				d.queue[name] = slices.Delete(q, 0, i+1)
 				r := d.holder(name, v, e.owner, e.key.id, e.lease, ts)
 				return handOff{owner: e.owner, waiterID: e.key.id, wakeAddr: e.wakeAddr, token: r.Token}
@@ -370,7 +370,20 @@ func (c *simConn) acquireLock(ctx context.Context, name string, key queueKey, p 
 			lease.acquiredAt = ts
 			res.lease = lease
 			c.p.h.event(c.p.name, "acquireLock %s: %s token %d (ahead %d)", short(cl.leaseID), simAction(dec.action), r.Token, v.ahead)
-		case dec.action == lockWait && join && key == endOfQueue:
+		case dec.action == lockPassOn && key != endOfQueue:
+			// A silent holder's lock, handed to the first live waiter
+			// before us; the holder's Scope went silent with it.
+			ts := d.commitTS()
+			skip := silentScope(v.row, cl.leaseID)
+			if skip != "" {
+				d.removeEntries(name, func(e *simEntry) bool { return scopeOf(e.key.id) == skip })
+			}
+			res.handed = d.handOn(name, v.row, v.LeaseID, skip, ts, false)
+			res.handed.at = ts
+			res.decision = dec
+			c.p.h.event(c.p.name, "acquireLock %s: passed silent token %d on to %s token %d", short(cl.leaseID), v.Token, short(res.handed.waiterID), res.handed.token)
+		case (dec.action == lockWait || dec.action == lockPassOn) && join && key == endOfQueue:
+			res.decision = lockDecision{action: lockWait}
 			ts := d.commitTS()
 			d.insert(name, &simEntry{key: queueKey{at: ts, id: cl.leaseID}, owner: cl.owner, renewed: ts,
 				lease: p.watermark.Truncate(time.Microsecond), wakeAddr: cl.wakeAddr})
@@ -444,7 +457,7 @@ func (c *simConn) leave(ctx context.Context, name, waiterID string) (handOff, er
 		}
 		v := d.current(name, ts)
 		if v.heldBy(waiterID) {
-			to = d.handOn(name, v, waiterID, ts, false)
+			to = d.handOn(name, v, waiterID, "", ts, false)
 			c.p.h.event(c.p.name, "leave %s: was handed token %d; handed on to %s token %d", short(waiterID), v.Token, short(to.waiterID), to.token)
 		} else {
 			c.p.h.event(c.p.name, "leave %s", short(waiterID))
@@ -489,7 +502,7 @@ func (c *simConn) unlock(ctx context.Context, l *Lease) (handOff, error) {
 			return l.lostTo(v)
 		}
 		ts := d.commitTS()
-		to = d.handOn(l.name, v, l.id, ts, true)
+		to = d.handOn(l.name, v, l.id, "", ts, true)
 		d.unlocked[l.id] = true
 		to.at = ts
 		c.p.h.event(c.p.name, "unlock token %d: handed to %s token %d", l.token, short(to.waiterID), to.token)

@@ -36,8 +36,8 @@ var simRegressionSeeds = []struct {
 	// holder's process dead and another dead process's entries before the
 	// live waiters, the takeover waits until those entries expire by their
 	// TTL (four leases after their last renewal), not one lease (inv5).
-	{1818, "two dead processes (the holder's, and one with entries queued first) stall the lock ~4 leases, not 2"},
-	{3084, "two dead processes stall the lock 4.9s, bound 2.75s (inv5)"},
+	{32, "two dead processes (the holder's, and one with entries queued first) stall the lock 7.4s, bound 4.6s (inv5)"},
+	{66, "two dead processes stall the lock 6.1s, bound 5.4s (inv5)"},
 	// Found on a493ce8, before the grant rule (88a5135).
 	{116, "a Lock whose ctx had ended (cancelled before the call) returned the lease"},
 	{121, "a Lock whose ctx had ended returned the lease"},
@@ -149,13 +149,22 @@ func TestSimulation(t *testing.T) {
 	t.Logf("simulation: %d schedules, %d steps, %d violations (seeds %d-%d)", n, steps, violations, first, last)
 }
 
+// simReplays is how many times TestSimRegressions runs each seed: the
+// library's own jitters are not drawn from the seed (doc/simulation.md), so
+// a replay may drift, and a failure that needs a close race may show in
+// some runs only.
+const simReplays = 5
+
 // TestSimRegressions replays the schedules that once failed.
 func TestSimRegressions(t *testing.T) {
 	for _, s := range simRegressionSeeds {
-		res := runSchedule(t, s.seed, simRules{})
-		if len(res.violations) > 0 {
-			reportFailures(t, []simResult{res}, 1)
-			t.Errorf("regression seed %d (%s) fails again", s.seed, s.why)
+		for range simReplays {
+			res := runSchedule(t, s.seed, simRules{})
+			if len(res.violations) > 0 {
+				reportFailures(t, []simResult{res}, 1)
+				t.Errorf("regression seed %d (%s) fails again", s.seed, s.why)
+				break
+			}
 		}
 	}
 }
@@ -167,17 +176,18 @@ func TestSimCheckerCatches(t *testing.T) {
 	for _, c := range []struct {
 		name  string
 		rules simRules
-		want  string
+		want  string // any of these
 	}{
 		{"no token increment", simRules{noToken: true}, "inv2"},
 		{"takeover at half the lease", simRules{takeEarly: true}, "inv1"},
-		{"unlock and renew not fenced", simRules{noFence: true}, "inv"},
+		{"unlock and renew not fenced", simRules{noFence: true}, "inv1 inv2 inv4 inv6 inv7"},
+		{"leave deletes nothing", simRules{noLeave: true}, "inv8"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, _, failed := simRun(t, 1, 200, c.rules, 2)
 			for _, r := range failed {
 				for _, v := range r.violations {
-					if strings.Contains(v, c.want) {
+					if slices.ContainsFunc(strings.Fields(c.want), func(w string) bool { return strings.Contains(v, ": "+w+":") }) {
 						t.Logf("caught: %s", v)
 						return
 					}
