@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -138,7 +139,7 @@ func reportFailures(t *testing.T, failed []simResult, max int) {
 func TestSimulation(t *testing.T) {
 	first, last := simSeedRange(t)
 	began := time.Now()
-	n, steps, failed := simRun(t, first, last, simRules{}, 2)
+	n, steps, failed := simRun(t, first, last, simRules{}, max(2, runtime.GOMAXPROCS(0)))
 	violations := 0
 	for _, r := range failed {
 		violations += len(r.violations)
