@@ -296,8 +296,11 @@ func FuzzDecideLock(f *testing.F) {
 			if d.action == lockTakeOver && silent < limit {
 				fail("takes over a holder silent for only %v, before watermark+jitter %v", silent, limit)
 			}
-			if d.action != lockTakeOver && d.action != lockWait {
-				fail("a lock held by another is waited for or taken over")
+			if d.action != lockTakeOver && d.action != lockWait && d.action != lockPassOn {
+				fail("a lock held by another is waited for, taken over or passed on")
+			}
+			if d.action == lockPassOn && (silent < limit || v.ahead == 0) {
+				fail("passes on a holder silent for %v (watermark+jitter %v) with %d before us: only a silent holder's lock, to waiters before us", silent, limit, v.ahead)
 			}
 			if d.action == lockWait && v.ahead == 0 && silent >= limit {
 				fail("waits for a holder silent for %v, past watermark+jitter %v, with nobody before us", silent, limit)

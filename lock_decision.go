@@ -40,6 +40,11 @@ const (
 	// lockWait: someone holds it or waits before us; wait is, when the
 	// holder is the one to wait for, how long until a takeover is allowed.
 	lockWait
+	// lockPassOn: the holder went silent past the watermark and live
+	// waiters are before us: hand the lock to the first of them, as the
+	// holder's Unlock would have, so that each dead process before us costs
+	// one lease, not its entries' time to live.
+	lockPassOn
 	// lockWrongKind: the row belongs to a run-once Mutex (DONE or FAILED).
 	lockWrongKind
 )
@@ -75,7 +80,7 @@ func decideLock(v lockView, myID string, p policy) lockDecision {
 		return lockDecision{action: lockWait, wait: remaining}
 	}
 	if v.ahead > 0 {
-		return lockDecision{action: lockWait}
+		return lockDecision{action: lockPassOn}
 	}
 	return lockDecision{action: lockTakeOver}
 }

@@ -25,7 +25,7 @@ func TestDecideLock(t *testing.T) {
 		{"held by a live holder: wait for the hand-off", lockView{row: held}, "me", lockDecision{action: lockWait, wait: 50 * time.Second}},
 		{"handed to us", lockView{row: held}, "holder", lockDecision{action: lockHeld}},
 		{"holder silent past the watermark, we are first: take over", lockView{row: silent}, "me", lockDecision{action: lockTakeOver}},
-		{"holder silent, others before us: wait", lockView{row: silent, ahead: 1}, "me", lockDecision{action: lockWait}},
+		{"holder silent, others before us: pass it on to the first", lockView{row: silent, ahead: 1}, "me", lockDecision{action: lockPassOn}},
 		{"DONE row of a run-once mutex: wrong kind", lockView{row: row{Exists: true, State: StateDone, Now: now}}, "me", lockDecision{action: lockWrongKind}},
 		{"FAILED row of a run-once mutex: wrong kind", lockView{row: row{Exists: true, State: StateFailed, Now: now}}, "me", lockDecision{action: lockWrongKind}},
 	}

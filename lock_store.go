@@ -281,7 +281,7 @@ func (s *spannerStore) leave(ctx context.Context, name, waiterID string) (handOf
 			return err
 		}
 		var ms []*spanner.Mutation
-		to, ms = s.handOffMutations(v, head, name, waiterID)
+		to, ms = s.handOffMutations(v, head, name, waiterID, "")
 		return tx.BufferWrite(ms)
 	})
 	if err != nil {
@@ -314,7 +314,10 @@ func (s *spannerStore) acquireLock(ctx context.Context, name string, key queueKe
 	}
 	s.reached.Store(true)
 	d := decideLock(v, c.leaseID, p) // Spanner's clock: CURRENT_TIMESTAMP() of this transaction.
-	var ms []*spanner.Mutation
+	var (
+		ms  []*spanner.Mutation
+		res acquireResult
+	)
 	switch {
 	case d.action == lockAcquire || d.action == lockTakeOver:
 		if d.action == lockTakeOver {
@@ -327,7 +330,13 @@ func (s *spannerStore) acquireLock(ctx context.Context, name string, key queueKe
 		if v.queued {
 			ms = append(ms, spanner.Delete(s.queueTable(), spanner.Key{name, key.at, key.id}))
 		}
-	case d.action == lockWait && join && key == endOfQueue:
+	case d.action == lockPassOn && key != endOfQueue:
+		var err error
+		if res.handed, ms, err = s.passOn(ctx, tx, dialect, name, v.row, c.leaseID); err != nil {
+			s.rollback(ctx, tx)
+			return acquireResult{}, s.explain(ctx, err)
+		}
+	case (d.action == lockWait || d.action == lockPassOn) && join && key == endOfQueue:
 		ms = append(ms, s.enqueueMutation(name, queueInsert{id: c.leaseID, owner: c.owner, lease: p.watermark, wakeAddr: c.wakeAddr}))
 	default:
 		s.contended.Store(true)
@@ -343,12 +352,45 @@ func (s *spannerStore) acquireLock(ctx context.Context, name string, key queueKe
 	if err != nil {
 		return acquireResult{sent: true}, s.explain(ctx, err)
 	}
-	if d.action == lockWait {
-		return acquireResult{decision: d, key: queueKey{at: commitTS, id: c.leaseID}, view: v}, nil
+	if d.action == lockPassOn && key != endOfQueue {
+		res.decision, res.key, res.handed.at = d, endOfQueue, commitTS
+		return res, nil
+	}
+	if d.action == lockWait || d.action == lockPassOn {
+		return acquireResult{decision: lockDecision{action: lockWait}, key: queueKey{at: commitTS, id: c.leaseID}, view: v}, nil
 	}
 	lease := newLease(name, c.owner, c.leaseID, v.Token+1, d.action == lockTakeOver, s.table)
 	lease.acquiredAt = commitTS
 	return acquireResult{decision: d, lease: lease, key: endOfQueue}, nil
+}
+
+// passOn hands the lock, read in tx as r and held by a holder silent past
+// its lease, to the first live entry of its queue that is not of the
+// holder's Scope (those are deleted: deleteSilentScope), as the holder's
+// Unlock would have; contender me, who found live waiters before it, does
+// it for them. It returns whom it handed the lock to (nobody: the lock is
+// freed) and the mutations.
+func (s *spannerStore) passOn(ctx context.Context, tx *spanner.ReadWriteStmtBasedTransaction, d ddl.Dialect, name string, r row, me string) (handOff, []*spanner.Mutation, error) {
+	if err := s.deleteSilentScope(ctx, tx, d, name, r, me); err != nil {
+		return handOff{}, nil, err
+	}
+	skip := silentScope(r, me)
+	head, err := s.readHead(ctx, tx, name, &r, false, skip)
+	if err != nil {
+		return handOff{}, nil, err
+	}
+	to, ms := s.handOffMutations(r, head, name, r.LeaseID, skip)
+	return to, ms, nil
+}
+
+// silentScope is the Scope whose entries go silent with the holder of r,
+// silent past its lease, as contender me sees it: the holder's Scope,
+// unless it is me's own (me runs, so its process is not dead).
+func silentScope(r row, me string) string {
+	if scope := scopeOf(r.LeaseID); scope != scopeOf(me) {
+		return scope
+	}
+	return ""
 }
 
 // deleteSilentScope deletes, in tx, the queue entries of the Scope of the
@@ -358,8 +400,8 @@ func (s *spannerStore) acquireLock(ctx context.Context, name string, key queueKe
 // that Scope that is alive after all finds its entry gone and joins again.
 // Nothing is deleted when me is of the holder's Scope.
 func (s *spannerStore) deleteSilentScope(ctx context.Context, tx *spanner.ReadWriteStmtBasedTransaction, d ddl.Dialect, name string, r row, me string) error {
-	scope := scopeOf(r.LeaseID)
-	if scope == "" || scope == scopeOf(me) {
+	scope := silentScope(r, me)
+	if scope == "" {
 		return nil
 	}
 	_, err := tx.Update(ctx, sqldialect.Statement(d, fmt.Sprintf("DELETE FROM `%s` WHERE `Name` = @name AND SUBSTR(`WaiterID`, 25) = @scope", s.queueTable()),
@@ -463,6 +505,7 @@ const rollbackTimeout = 5 * time.Second
 // was sent: if not, nothing was written.
 type acquireResult struct {
 	decision lockDecision
+	handed   handOff // whom a pass-on (lockPassOn) handed the lock to
 	view     lockView // what the transaction read, when it queued us
 	lease    *Lease
 	key      queueKey
@@ -482,7 +525,7 @@ func (s *spannerStore) unlock(ctx context.Context, l *Lease) (handOff, error) {
 			return l.lostTo(v)
 		}
 		var ms []*spanner.Mutation
-		to, ms = s.handOffMutations(v, head, l.name, l.id)
+		to, ms = s.handOffMutations(v, head, l.name, l.id, "")
 		return tx.BufferWrite(ms)
 	})
 	var lost *LeaseLostError
@@ -502,11 +545,11 @@ func (s *spannerStore) unlock(ctx context.Context, l *Lease) (handOff, error) {
 // the lock becomes NEEDED (free). An entry with the releasing lease's own id
 // is a duplicate left by a join of unknown outcome: never hand the lock
 // back to ourselves.
-func (s *spannerStore) handOffMutations(v row, head []*queueEntry, name, from string) (handOff, []*spanner.Mutation) {
+func (s *spannerStore) handOffMutations(v row, head []*queueEntry, name, from, skip string) (handOff, []*spanner.Mutation) {
 	var ms []*spanner.Mutation
 	for _, e := range head {
 		ms = append(ms, spanner.Delete(s.queueTable(), spanner.Key{name, e.EnqueuedAt, e.WaiterID}))
-		if s.takes(v, e, from) {
+		if s.takes(v, e, from, skip) {
 			declared := time.Duration(e.LeaseMicros.Int64) * time.Microsecond
 			ms = append(ms, s.holderMutation(v, name, holderRecord{owner: e.Owner.StringVal, leaseID: e.WaiterID, lease: declared}))
 			return handOff{owner: e.Owner.StringVal, waiterID: e.WaiterID, wakeAddr: e.WakeAddr.StringVal, token: v.Token + 1}, ms
@@ -519,11 +562,12 @@ func (s *spannerStore) handOffMutations(v row, head []*queueEntry, name, from st
 
 // takes reports whether entry e may be handed the lock read as v, released
 // by lease id from: it is live (renewed within waiterTTLFactor of its
-// declared lease by Spanner's clock, v.Now) and not from's own.
-func (s *spannerStore) takes(v row, e *queueEntry, from string) bool {
+// declared lease by Spanner's clock, v.Now), not from's own, and not of
+// Scope skip (a silent holder's: passOn).
+func (s *spannerStore) takes(v row, e *queueEntry, from, skip string) bool {
 	declared := time.Duration(e.LeaseMicros.Int64) * time.Microsecond
 	ttl := waiterTTLFactor * holderLease(row{Lease: declared}, s.watermark)
-	return v.Now.Sub(e.RenewedAt) < ttl && e.WaiterID != from
+	return v.Now.Sub(e.RenewedAt) < ttl && e.WaiterID != from && (skip == "" || scopeOf(e.WaiterID) != skip)
 }
 
 // queueEntryColumns are queueEntry's columns, in its order.
@@ -548,7 +592,7 @@ func (s *spannerStore) readForHandOff(ctx context.Context, tx *spanner.ReadWrite
 		return row{}, nil, s.unknownState(name, v.State)
 	}
 	v.Now = v.lastWritten()
-	head, err := s.readHead(ctx, tx, name, &v, true)
+	head, err := s.readHead(ctx, tx, name, &v, true, "")
 	return v, head, err
 }
 
@@ -558,7 +602,7 @@ func (s *spannerStore) readForHandOff(ctx context.Context, tx *spanner.ReadWrite
 // entries lead the queue the hand-off reaches the first live one (they are
 // deleted as it passes them). With bound, each entry read moves v.Now up
 // to its latest commit timestamp (see readForHandOff).
-func (s *spannerStore) readHead(ctx context.Context, tx *spanner.ReadWriteTransaction, name string, v *row, bound bool) ([]*queueEntry, error) {
+func (s *spannerStore) readHead(ctx context.Context, tx headReader, name string, v *row, bound bool, skip string) ([]*queueEntry, error) {
 	var head []*queueEntry
 	var keys spanner.KeySet = spanner.Key{name}.AsPrefix()
 	for page := 0; page < maxHandOffPages; page++ {
@@ -579,7 +623,7 @@ func (s *spannerStore) readHead(ctx context.Context, tx *spanner.ReadWriteTransa
 			return nil, err
 		}
 		for _, e := range head[len(head)-n:] {
-			live = live || s.takes(*v, e, v.LeaseID)
+			live = live || s.takes(*v, e, v.LeaseID, skip)
 		}
 		if live || n < handOffScan {
 			break
@@ -588,6 +632,12 @@ func (s *spannerStore) readHead(ctx context.Context, tx *spanner.ReadWriteTransa
 		keys = spanner.KeyRange{Start: spanner.Key{name, last.EnqueuedAt, last.WaiterID}, End: spanner.Key{name}, Kind: spanner.OpenClosed}
 	}
 	return head, nil
+}
+
+// headReader reads a range of rows in a read-write transaction of either
+// kind.
+type headReader interface {
+	ReadWithOptions(ctx context.Context, table string, keys spanner.KeySet, columns []string, opts *spanner.ReadOptions) *spanner.RowIterator
 }
 
 // maxHandOffPages bounds the pages of dead entries one hand-off reads and
@@ -602,7 +652,7 @@ func (s *spannerStore) readForLeave(ctx context.Context, tx *spanner.ReadWriteTr
 	if err != nil {
 		return row{}, nil, err
 	}
-	head, err := s.readHead(ctx, tx, name, &v, false)
+	head, err := s.readHead(ctx, tx, name, &v, false, "")
 	return v, head, err
 }
 

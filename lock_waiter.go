@@ -155,7 +155,10 @@ func (w *waiter) act(ctx context.Context, v lockView, sent time.Time, wait bool)
 		return nil, fmt.Errorf("spanmutex: lock %q: the row is %s: it belongs to a run-once Mutex of the same name (or was written by something else); use another name for the lock", w.lock.name, v.State)
 	case lockHeld:
 		return w.handed(v, sent), nil
-	case lockAcquire, lockTakeOver:
+	case lockAcquire, lockTakeOver, lockPassOn:
+		if d.action == lockPassOn && w.key == endOfQueue {
+			break // join first (TryLock: report the lock held)
+		}
 		lease, queue, err := w.try(ctx, v, sent, wait)
 		if lease != nil || err != nil || !queue {
 			return lease, err // with neither: read again
@@ -281,6 +284,10 @@ func (w *waiter) attempt(ctx context.Context, sent time.Time, join bool) (acquir
 	res, err := gated(ctx, w.local, func() (acquireResult, error) {
 		return w.st.acquireLock(octx, w.lock.name, w.key, w.pol, w.claim(), join)
 	})
+	if err == nil && res.decision.action == lockPassOn {
+		// We handed a silent holder's lock on: wake whom we handed it to.
+		w.lock.handedOn(w.local, "", res.handed, sent)
+	}
 	if res.lease != nil {
 		w.local.hold(w.id) // before doneAcquiring: no moment when neither shows
 		res.lease.anchor = sent

@@ -41,6 +41,7 @@ var storeScenarios = []storeScenario{
 	{"LeaveHandsOn", scenarioLeaveHandsOn},
 	{"ReadAtShowsThePast", scenarioReadAtShowsThePast},
 	{"RenewRecordsItsCommit", scenarioRenewRecordsItsCommit},
+	{"PassOnToTheHead", scenarioPassOnToTheHead},
 }
 
 // runStoreScenarios runs the table in env, each scenario on a lock of its
@@ -265,6 +266,41 @@ func scenarioRenewRecordsItsCommit(t *testing.T, env scenarioEnv, name string) {
 	assert.True(t, r.RenewedAt.After(la.AcquiredAt()), "RenewedAt %v, acquired %v", r.RenewedAt, la.AcquiredAt())
 	assert.Equal(t, r.RenewedAt, la.lastRenewedAt())
 	_, err = st.unlock(scenarioCtx(t), la)
+	require.NoError(t, err)
+}
+
+// A holder silent past its lease, with its Scope's entry and two live
+// waiters of other Scopes queued: the second waiter's attempt hands the
+// lock to the first (as the holder's Unlock would have) and deletes the
+// silent Scope's entry, instead of waiting for it to expire.
+func scenarioPassOnToTheHead(t *testing.T, env scenarioEnv, name string) {
+	st, dead := env.conn(), NewScope()
+	const lease = 500 * time.Millisecond
+	a, a2 := contenderIn(dead, "a"), contenderIn(dead, "a2")
+	b, c := contenderIn(NewScope(), "b"), contenderIn(NewScope(), "c")
+	la := mustAcquire(t, st, name, a, lease, endOfQueue)
+	mustQueue(t, st, name, a2, lease)
+	mustQueue(t, st, name, b, 10*time.Second)
+	kc := mustQueue(t, st, name, c, 10*time.Second)
+	env.elapse(t, st, name, lease+100*time.Millisecond)
+	res, err := st.acquireLock(scenarioCtx(t), name, kc, scenarioPolicy(10*time.Second), c, true)
+	require.NoError(t, err)
+	assert.Nil(t, res.lease)
+	require.Equal(t, lockPassOn, res.decision.action)
+	assert.Equal(t, b.leaseID, res.handed.waiterID)
+	assert.Equal(t, la.Token()+1, res.handed.token)
+	r, err := st.read(scenarioCtx(t), name)
+	require.NoError(t, err)
+	assert.True(t, r.heldBy(b.leaseID), "handed to b: %+v", r)
+	_, found, err := st.findQueued(scenarioCtx(t), name, a2.leaseID)
+	require.NoError(t, err)
+	assert.False(t, found, "the silent Scope's entry is left")
+	to, err := st.unlock(scenarioCtx(t), leaseOfRow(name, r))
+	require.NoError(t, err)
+	assert.Equal(t, c.leaseID, to.waiterID)
+	r, err = st.read(scenarioCtx(t), name)
+	require.NoError(t, err)
+	_, err = st.unlock(scenarioCtx(t), leaseOfRow(name, r))
 	require.NoError(t, err)
 }
 
