@@ -264,7 +264,7 @@ func scenarioRenewRecordsItsCommit(t *testing.T, env scenarioEnv, name string) {
 	r, err := st.read(scenarioCtx(t), name)
 	require.NoError(t, err)
 	assert.True(t, r.RenewedAt.After(la.AcquiredAt()), "RenewedAt %v, acquired %v", r.RenewedAt, la.AcquiredAt())
-	assert.Equal(t, r.RenewedAt, la.lastRenewedAt())
+	assert.True(t, r.RenewedAt.Equal(la.lastRenewedAt()), "RenewedAt %v, the lease recorded %v", r.RenewedAt, la.lastRenewedAt())
 	_, err = st.unlock(scenarioCtx(t), la)
 	require.NoError(t, err)
 }
