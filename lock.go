@@ -297,7 +297,7 @@ func (l *Lock) handedOn(ll *localLock, id string, to handOff, sent time.Time) {
 func (l *Lock) acquire(ctx context.Context, ll *localLock, wait bool) (*Lease, error) {
 	att := l.cfg.newAttempts(l.name, 2)
 	w := &waiter{lock: l, st: l.store, local: ll, id: l.scope.newWaiterID(), key: endOfQueue, reads: att[0], writes: att[1],
-		pol: policy{watermark: l.cfg.watermark, jitter: drawFraction(l.cfg.jitter)}}
+		pol: policy{watermark: l.cfg.watermark, jitter: l.cfg.drawFraction(l.cfg.jitter)}}
 	wake, unregister := l.scope.wakes.register(w.id)
 	defer unregister()
 	w.wake = wake

@@ -111,7 +111,7 @@ func (w *waiter) joinBehindScope(ctx context.Context) error {
 func (w *waiter) enqueued(key queueKey, sent time.Time) {
 	w.joined, w.touched = true, true
 	w.key, w.entryRenewed, w.quiet = key, sent, sent
-	w.renewEvery = w.entryTTL()/2 - drawJitter(w.entryTTL(), 1.0/8)
+	w.renewEvery = w.entryTTL()/2 - w.lock.cfg.drawJitter(w.entryTTL(), 1.0/8)
 }
 
 // entryTTL is how long our entry stays live without a renewal, by Spanner's

@@ -227,7 +227,7 @@ type obtainer struct {
 func (m *Mutex) obtain(ctx context.Context) (*Lease, Outcome, error) {
 	att := m.cfg.newAttempts(m.name, 2)
 	o := &obtainer{m: m, reads: att[0], acquires: att[1], unresolved: map[string]pendingAcquisition{},
-		pol: policy{watermark: m.cfg.watermark, staleness: m.cfg.staleness, jitter: drawFraction(m.cfg.jitter),
+		pol: policy{watermark: m.cfg.watermark, staleness: m.cfg.staleness, jitter: m.cfg.drawFraction(m.cfg.jitter),
 			maxAttempts: int64(m.cfg.maxAttempts), version: m.cfg.version}}
 	for {
 		lease, outcome, err, done := o.step(ctx)

@@ -90,18 +90,20 @@ func TestTakeoverAfterSaturates(t *testing.T) {
 }
 
 func TestDrawFractionStaysInRange(t *testing.T) {
-	assert.Zero(t, drawFraction(0))
+	c := defaultConfig()
+	assert.Zero(t, c.drawFraction(0))
 	for i := 0; i < 1000; i++ {
-		f := drawFraction(0.25)
+		f := c.drawFraction(0.25)
 		assert.GreaterOrEqual(t, f, 0.0)
 		assert.Less(t, f, 0.25)
 	}
 }
 
 func TestDrawJitterStaysInRange(t *testing.T) {
-	assert.Zero(t, drawJitter(time.Minute, 0))
+	c := defaultConfig()
+	assert.Zero(t, c.drawJitter(time.Minute, 0))
 	for i := 0; i < 1000; i++ {
-		j := drawJitter(time.Minute, 0.25)
+		j := c.drawJitter(time.Minute, 0.25)
 		assert.GreaterOrEqual(t, j, time.Duration(0))
 		assert.Less(t, j, 15*time.Second)
 	}

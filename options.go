@@ -166,8 +166,9 @@ type config struct {
 	renewInterval time.Duration // 0: a third of the watermark
 	version       string        // "": versions are not compared
 	clock         clock
-	scope         *Scope   // nil: a Lock gets a Scope of its own; a Mutex none
-	given         []string // the names of the options given, in order
+	random        func() float64 // the jitters' source; nil: rand.Float64 (the simulation seeds its own)
+	scope         *Scope         // nil: a Lock gets a Scope of its own; a Mutex none
+	given         []string       // the names of the options given, in order
 	dialect       ddl.Dialect
 	dialectSet    bool // dialect was given (WithDialect); else it is read
 

@@ -40,10 +40,14 @@ func (p policy) takeoverAfter(r row) time.Duration {
 	return takeoverAfter(lease, time.Duration(p.jitter*float64(lease)))
 }
 
-// drawFraction draws a contender's jitter, uniformly from [0, fraction).
-func drawFraction(fraction float64) float64 {
+// drawFraction draws a contender's jitter, uniformly from [0, fraction),
+// from the config's source (rand.Float64 unless a test set one).
+func (c *config) drawFraction(fraction float64) float64 {
 	if fraction <= 0 {
 		return 0
+	}
+	if c.random != nil {
+		return c.random() * fraction
 	}
 	return rand.Float64() * fraction
 }
@@ -52,8 +56,8 @@ func drawFraction(fraction float64) float64 {
 // waiter's renewal period of its queue entry (lock_entry.go), so that
 // waiters do not renew in step. (A takeover's jitter is drawn as a
 // fraction, drawFraction, of the holder's lease, known only from the row.)
-func drawJitter(d time.Duration, fraction float64) time.Duration {
-	return time.Duration(drawFraction(fraction) * float64(d))
+func (c *config) drawJitter(d time.Duration, fraction float64) time.Duration {
+	return time.Duration(c.drawFraction(fraction) * float64(d))
 }
 
 // silentFor is how long, by Spanner's clock (now is CURRENT_TIMESTAMP() read
