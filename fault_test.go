@@ -31,6 +31,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/spanmutex/spanmutex/internal/faultinject"
+	"github.com/spanmutex/spanmutex/internal/testutil"
 )
 
 // historyDDL is a table of the writes holders make, fenced with Guard: one
@@ -198,13 +199,14 @@ func documentedMiss(out Outcome, err error) bool {
 	return out == NoOutcome && (errors.Is(err, ErrAttemptsExhausted) || errors.Is(err, ErrNotObtained))
 }
 
-// 16 contenders over 4 clients race for a run-once section, 10 rounds, on a
-// flaky network: the section runs exactly once per round, in the contender
+// 16 contenders over 4 clients race for a run-once section, 10 rounds (6
+// without SPANMUTEX_SOAK), on a flaky network: the section runs exactly once per round, in the contender
 // that reports Executed; the others report AlreadyDone or a documented
 // error; the row ends DONE.
 func TestFaultMutexExactlyOnce(t *testing.T) {
 	db := freshDatabase(t)
-	const seed, rounds, contenders = 1, 10, 16
+	const seed, contenders = 1, 16
+	rounds := testutil.Scale(6, 10)
 	in := networkFaults(t, seed)
 	clients := faultyClients(t, db, in, 4)
 	check := newClient(t, db)
@@ -345,12 +347,14 @@ func checkLockRace(t *testing.T, res lockRaceResult, want int) {
 		res.notObtained, res.exhausted, res.other)
 }
 
-// 8 contenders each take and release a lock 10 times on a flaky network:
+// 8 contenders each take and release a lock 10 times (6 without
+// SPANMUTEX_SOAK) on a flaky network:
 // never two holders at once, tokens strictly increase in the order the lock
 // was taken, and every Lock call gets the lock.
 func TestFaultLockMutualExclusion(t *testing.T) {
 	db := freshDatabase(t)
-	const seed, contenders, times = 2, 8, 10
+	const seed, contenders = 2, 8
+	times := testutil.Scale(6, 10)
 	in := networkFaults(t, seed)
 	clients := faultyClients(t, db, in, 4)
 	began := time.Now()

@@ -96,7 +96,7 @@ func TestExactlyOnce(t *testing.T) { eachDialect(t, testExactlyOnce) }
 
 func testExactlyOnce(t *testing.T, db string) {
 	clients := []*spanner.Client{newClient(t, db), newClient(t, db), newClient(t, db), newClient(t, db)}
-	exactlyOnce(t, clients, testutil.Scale(5, 20), 32)
+	exactlyOnce(t, clients, testutil.Scale(3, 20), 32)
 }
 
 // The same race against an emulator that aborts commits at random.
