@@ -505,7 +505,7 @@ const rollbackTimeout = 5 * time.Second
 // was sent: if not, nothing was written.
 type acquireResult struct {
 	decision lockDecision
-	handed   handOff // whom a pass-on (lockPassOn) handed the lock to
+	handed   handOff  // whom a pass-on (lockPassOn) handed the lock to
 	view     lockView // what the transaction read, when it queued us
 	lease    *Lease
 	key      queueKey
