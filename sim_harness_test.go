@@ -11,6 +11,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -111,6 +112,7 @@ type simHarness struct {
 	rules simRules
 	par   simParams
 	rng   *rand.Rand // the schedule's own draws (the root and chaos goroutines)
+	drift *rand.Rand // the clocks' rates (nil: all true)
 	start time.Time
 	db    *simDB
 
@@ -638,13 +640,27 @@ func (p *simProc) crash() {
 type simClock struct {
 	p   *simProc
 	off time.Duration
+	// rate is how fast the clock runs (1: true time). Assumption A5 allows
+	// a clock that runs fast, not one that runs slow: rate >= 1.
+	rate  float64
+	start time.Time // the virtual time the rate is measured from
 }
 
-func (c *simClock) Now() time.Time { return time.Now().Add(c.off) }
+func (c *simClock) Now() time.Time {
+	now := time.Now()
+	if c.rate == 0 || c.rate == 1 {
+		return now.Add(c.off)
+	}
+	return c.start.Add(c.off + time.Duration(float64(now.Sub(c.start))*c.rate))
+}
 
 func (c *simClock) NewTimer(d time.Duration) (<-chan time.Time, func() bool) {
 	ch := make(chan time.Time, 1)
 	var stopped atomic.Bool
+	if c.rate > 1 && d > 0 {
+		// Rounded up, so that a timer always moves the clock on by d.
+		d = time.Duration(math.Ceil(float64(d)/c.rate)) + 1
+	}
 	t := time.AfterFunc(d, func() {
 		c.p.whenRunning(func() {
 			if !stopped.Load() {
@@ -819,7 +835,10 @@ func (h *simHarness) newProc(slot, inc int, listening bool) *simProc {
 	p := &simProc{h: h, name: name, slot: slot, dead: make(chan struct{}),
 		seed: h.rng.Uint64()}
 	p.ctx, p.kill = context.WithCancel(context.Background())
-	p.clk = &simClock{p: p, off: time.Duration(h.rng.Int64N(int64(2*time.Hour))) - time.Hour}
+	p.clk = &simClock{p: p, off: time.Duration(h.rng.Int64N(int64(2*time.Hour))) - time.Hour, rate: 1, start: h.start}
+	if h.drift != nil { // a stream of its own: the schedules without drift stay as they were
+		p.clk.rate = []float64{1, 1, 1, 1.0001, 1.001, 1.01}[h.drift.IntN(6)]
+	}
 	p.conn = &simConn{db: h.db, p: p}
 	p.scope = NewScope()
 	p.scope.id = fmt.Sprintf("p%di%02d-%06x", slot, inc, h.rng.IntN(1<<24))
@@ -868,6 +887,8 @@ func (h *simHarness) newLock(p *simProc, i int) *Lock {
 		panic(err)
 	}
 	m.cfg.clock = p.clk
+	// The library's jitters, from the schedule's seed too.
+	m.cfg.random = rand.New(rand.NewPCG(p.seed, uint64(1000+i))).Float64
 	return &Lock{name: simName, cfg: m.cfg, store: p.conn, key: localKey{database: "sim", table: m.cfg.table, name: simName}, scope: p.scope}
 }
 
@@ -1050,6 +1071,9 @@ func runScheduleTraced(t *testing.T, seed uint64, rules simRules, full *[]string
 		h := &simHarness{seed: seed, rules: rules, lastToken: map[string]int64{}, full: full, scopes: map[string]*simProc{}, stallDead: map[string]bool{}}
 		h.rng = rand.New(rand.NewPCG(seed, 0x5eed))
 		h.par = drawParams(h.rng)
+		if d := rand.New(rand.NewPCG(seed, 0xd81f7)); d.IntN(3) == 0 {
+			h.drift = d
+		}
 		h.start = time.Now()
 		h.db = newSimDB(h, h.par.watermark)
 		h.db.rules = rules
