@@ -657,7 +657,7 @@ func (c *simClock) Now() time.Time {
 func (c *simClock) NewTimer(d time.Duration) (<-chan time.Time, func() bool) {
 	ch := make(chan time.Time, 1)
 	var stopped atomic.Bool
-	if c.rate > 1 && d > 0 {
+	if c.rate != 0 && c.rate != 1 && d > 0 {
 		// Rounded up, so that a timer always moves the clock on by d.
 		d = time.Duration(math.Ceil(float64(d)/c.rate)) + 1
 	}
@@ -838,6 +838,9 @@ func (h *simHarness) newProc(slot, inc int, listening bool) *simProc {
 	p.clk = &simClock{p: p, off: time.Duration(h.rng.Int64N(int64(2*time.Hour))) - time.Hour, rate: 1, start: h.start}
 	if h.drift != nil { // a stream of its own: the schedules without drift stay as they were
 		p.clk.rate = []float64{1, 1, 1, 1.0001, 1.001, 1.01}[h.drift.IntN(6)]
+	}
+	if h.rules.slowClocks && slot%2 == 1 {
+		p.clk.rate = 0.95 // breaks assumption A5
 	}
 	p.conn = &simConn{db: h.db, p: p}
 	p.scope = NewScope()

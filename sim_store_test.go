@@ -33,6 +33,9 @@ type simRules struct {
 	noToken   bool // a new holder keeps the previous token
 	takeEarly bool // a takeover needs only half the holder's lease of silence
 	noLeave   bool // leave and dequeue delete no entry
+	// slowClocks is no store defect: half the processes' clocks run 5 %
+	// slow, which assumption A5 rules out.
+	slowClocks bool
 }
 
 // simDB is the simulated Spanner database shared by every process of a
