@@ -3,6 +3,7 @@
 package spanmutex
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"os"
@@ -29,7 +30,7 @@ var simRegressionSeeds = []struct {
 	// passes), then purges a stray entry (an insert of unknown outcome);
 	// the process pauses during the purge, and grant returns the lease
 	// after it, lapsed on its own clock and taken over meanwhile (inv4,
-	// inv2).
+	// inv2). Fixed by 394ec42 (freshen last).
 	{12231, "purge after freshen: a lapsed lease granted after a pause (acquireLock answer lost)"},
 	{15719, "purge after freshen: a lapsed lease granted after a pause (enqueue answer lost)"},
 	{73713, "purge after freshen: a lapsed lease granted after a pause"},
@@ -37,6 +38,7 @@ var simRegressionSeeds = []struct {
 	// holder's process dead and another dead process's entries before the
 	// live waiters, the takeover waits until those entries expire by their
 	// TTL (four leases after their last renewal), not one lease (inv5).
+	// Fixed by 9d17a78 (lockPassOn).
 	{32, "two dead processes (the holder's, and one with entries queued first) stall the lock 7.4s, bound 4.6s (inv5)"},
 	{66, "two dead processes stall the lock 6.1s, bound 5.4s (inv5)"},
 	// Found on a493ce8, before the grant rule (88a5135).
@@ -102,7 +104,6 @@ func simRun(t *testing.T, first, last uint64, rules simRules, workers int) (sche
 					res := runSchedule(t, seed, rules)
 					nSched.Add(1)
 					nSteps.Add(int64(res.steps))
-
 					if len(res.violations) > 0 {
 						mu.Lock()
 						results = append(results, res)
@@ -112,16 +113,8 @@ func simRun(t *testing.T, first, last uint64, rules simRules, workers int) (sche
 			})
 		}
 	})
-	slicesSortResults(results)
+	slices.SortFunc(results, func(a, b simResult) int { return cmp.Compare(a.seed, b.seed) })
 	return nSched.Load(), nSteps.Load(), results
-}
-
-func slicesSortResults(rs []simResult) {
-	for i := 1; i < len(rs); i++ {
-		for j := i; j > 0 && rs[j].seed < rs[j-1].seed; j-- {
-			rs[j], rs[j-1] = rs[j-1], rs[j]
-		}
-	}
 }
 
 func reportFailures(t *testing.T, failed []simResult, max int) {
