@@ -27,6 +27,26 @@ var errShutdownGrace = errors.New("queue: the worker is shutting down and the ha
 // request).
 func (w *Worker) tenure(ctx context.Context, resource string) (held, worked bool) {
 	log := w.cfg.logger.With("resource", resource)
+	lock, lease := w.takeLock(ctx, log, resource)
+	if lease == nil {
+		return false, false
+	}
+	w.stats.tenures.Add(1)
+	log = log.With("token", lease.Token())
+	if lease.TookOver() {
+		log.Info("took the resource over from a silent worker")
+	}
+	worked = w.work(ctx, log, lease, resource)
+	if !worked {
+		w.stats.idleTenures.Add(1)
+	}
+	w.unlock(ctx, log, resource, lock)
+	return true, worked
+}
+
+// takeLock tries the resource's lock: it returns the Lock and its lease, or
+// no lease if the lock is held or could not be taken.
+func (w *Worker) takeLock(ctx context.Context, log *slog.Logger, resource string) (*spanmutex.Lock, *spanmutex.Lease) {
 	// The queue's dialect, read once for all its locks: a Lock not given
 	// it would read it from the database at its first attempt, and each
 	// tenure makes a new Lock.
@@ -35,13 +55,13 @@ func (w *Worker) tenure(ctx context.Context, resource string) (held, worked bool
 		if ctx.Err() == nil {
 			log.Warn("could not take the resource's lock; trying again later", "err", err)
 		}
-		return false, false
+		return nil, nil
 	}
 	opts := append([]spanmutex.Option{spanmutex.WithOwner(w.cfg.id), spanmutex.WithScope(w.scope), spanmutex.WithDialect(dialect)}, w.q.cfg.lockOpts...)
 	lock, err := spanmutex.NewLock(w.q.client, lockName(w.q.cfg.table, resource), opts...)
 	if err != nil { // New validated the options; only a bad name gets here
 		log.Error("cannot make the resource's lock", "err", err)
-		return false, false
+		return nil, nil
 	}
 	lease, err := lock.TryLock(ctx)
 	if err != nil {
@@ -51,28 +71,28 @@ func (w *Worker) tenure(ctx context.Context, resource string) (held, worked bool
 		} else if ctx.Err() == nil {
 			log.Warn("could not take the resource's lock; trying again later", "err", err)
 		}
-		return false, false
+		return nil, nil
 	}
-	w.stats.tenures.Add(1)
-	log = log.With("token", lease.Token())
-	if lease.TookOver() {
-		log.Info("took the resource over from a silent worker")
-	}
-	worked = false
+	return lock, lease
+}
+
+// work claims and handles the resource's requests under lease, step by
+// step, and reports whether it claimed any.
+func (w *Worker) work(ctx context.Context, log *slog.Logger, lease *spanmutex.Lease, resource string) (worked bool) {
 	var prev *finishing // the job whose outcome is still to be recorded
 	for {
 		// Claim nothing new once Run's ctx ended, the lease is lost, or
 		// the last job was released.
 		claimNext := ctx.Err() == nil && lease.Err() == nil && (prev == nil || prev.out.status != StatusNew)
 		if prev == nil && !claimNext {
-			break
+			return worked
 		}
 		sctx, span := w.q.tel.startClaim(ctx, resource, lease.Token())
 		res, err := w.stepRetrying(sctx, lease, resource, prev, claimNext)
 		w.q.tel.claimed(ctx, span, res.next.plan.claim, err)
 		if err != nil {
 			w.stepFailed(ctx, log, resource, prev != nil, err)
-			break
+			return worked
 		}
 		if prev != nil {
 			w.count(log, prev, res.finished)
@@ -80,26 +100,35 @@ func (w *Worker) tenure(ctx context.Context, resource string) (held, worked bool
 		}
 		next := res.next
 		if !claimNext || next.plan.empty() {
-			break
+			return worked
 		}
 		worked = true
-		w.stats.failed.Add(int64(len(next.plan.fail)))
-		w.stats.recovered.Add(int64(next.plan.reclaimed))
-		for _, f := range next.plan.fail {
-			log.Info("request ended in error without a handler", "request", f.req.ID, "reason", f.reason)
-		}
-		if next.plan.reclaimed > 0 {
-			log.Info("claimed again the requests of a worker that lost its lease", "requests", next.plan.reclaimed)
-		}
+		w.noteClaim(log, next)
 		if len(next.plan.claim) > 0 {
 			prev = w.handle(ctx, lease, resource, next)
 		}
 	}
-	if !worked {
-		w.stats.idleTenures.Add(1)
+}
+
+// noteClaim counts and logs what a claim step decided besides its claims:
+// requests ended in error without a handler, and requests claimed again
+// from a worker that lost its lease.
+func (w *Worker) noteClaim(log *slog.Logger, next claimed) {
+	w.stats.failed.Add(int64(len(next.plan.fail)))
+	w.stats.recovered.Add(int64(next.plan.reclaimed))
+	for _, f := range next.plan.fail {
+		log.Info("request ended in error without a handler", "request", f.req.ID, "reason", f.reason)
 	}
+	if next.plan.reclaimed > 0 {
+		log.Info("claimed again the requests of a worker that lost its lease", "requests", next.plan.reclaimed)
+	}
+}
+
+// unlock releases the resource's lock at the end of a tenure, for the
+// finish timeout even if ctx ended.
+func (w *Worker) unlock(ctx context.Context, log *slog.Logger, resource string, lock *spanmutex.Lock) {
 	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
-	err = lock.Unlock(uctx)
+	err := lock.Unlock(uctx)
 	cancel()
 	w.stats.addLock(lock.Stats())
 	switch {
@@ -112,7 +141,6 @@ func (w *Worker) tenure(ctx context.Context, resource string) (held, worked bool
 			w.shutdownErr = append(w.shutdownErr, fmt.Errorf("queue: unlock resource %q: %w", resource, err))
 		}
 	}
-	return true, worked
 }
 
 // stepFailed reports a tenure's step on resource that failed with err
