@@ -111,8 +111,11 @@ type simHarness struct {
 	seed  uint64
 	rules simRules
 	par   simParams
-	rng   *rand.Rand // the schedule's own draws (the root and chaos goroutines)
-	drift *rand.Rand // the clocks' rates (nil: all true)
+	rng   *rand.Rand    // the schedule's own draws (the root and chaos goroutines)
+	drift *rand.Rand    // the clocks' rates (nil: all true)
+	mixed *rand.Rand    // the processes' watermarks (nil: all par.watermark)
+	parts *rand.Rand    // partitions (nil: none)
+	maxWM time.Duration // the longest watermark of any process
 	start time.Time
 	db    *simDB
 
@@ -324,8 +327,8 @@ func (h *simHarness) release(hd *simHold, why string) {
 // the jitter for each crashed process whose holder or queue entries were
 // in the way (claim 14: a dead process costs one lease plus jitter).
 func (h *simHarness) stallBound() time.Duration {
-	lease := h.par.watermark + time.Duration(h.par.jitter*float64(h.par.watermark))
-	return h.par.watermark/4 + 100*time.Millisecond + time.Duration(len(h.stallDead))*lease
+	lease := h.maxWM + time.Duration(h.par.jitter*float64(h.maxWM))
+	return h.maxWM/4 + 100*time.Millisecond + time.Duration(len(h.stallDead))*lease
 }
 
 // rowWritten notes a new version of the lock's row, committed at ts; call
@@ -450,15 +453,20 @@ type simProc struct {
 	kill   context.CancelFunc
 	nextID atomic.Int64
 
-	seed     uint64
-	waiting  int  // Lock calls under way, under h.mu
-	gone     bool // crashed, as h knows it, under h.mu
-	mu       sync.Mutex
-	paused   bool
-	resume   chan struct{}
-	crashed  bool
-	dead     chan struct{}
-	deferred []func()
+	seed      uint64
+	watermark time.Duration // its Locks'
+	waiting   int           // Lock calls under way, under h.mu
+	gone      bool          // crashed, as h knows it, under h.mu
+	mu        sync.Mutex
+	paused    bool
+	// cut: its Spanner calls fail before they reach Spanner until
+	// partitioned; lossy: they reach it, and their answers are lost.
+	partitioned time.Time
+	lossy       bool
+	resume      chan struct{}
+	crashed     bool
+	dead        chan struct{}
+	deferred    []func()
 }
 
 // draw returns a source for the draws of one event of kind salt at the
@@ -839,6 +847,10 @@ func (h *simHarness) newProc(slot, inc int, listening bool) *simProc {
 	if h.drift != nil { // a stream of its own: the schedules without drift stay as they were
 		p.clk.rate = []float64{1, 1, 1, 1.0001, 1.001, 1.01}[h.drift.IntN(6)]
 	}
+	p.watermark = h.par.watermark
+	if h.mixed != nil {
+		p.watermark = []time.Duration{h.par.watermark / 2, h.par.watermark, 2 * h.par.watermark}[h.mixed.IntN(3)]
+	}
 	if h.rules.slowClocks && slot%2 == 1 {
 		p.clk.rate = 0.95 // breaks assumption A5
 	}
@@ -879,7 +891,7 @@ func (h *simHarness) newProc(slot, inc int, listening bool) *simProc {
 }
 
 func (h *simHarness) newLock(p *simProc, i int) *Lock {
-	opts := []Option{WithWatermark(h.par.watermark), WithJitter(h.par.jitter), WithOwner(fmt.Sprintf("%s/c%d", p.name, i)),
+	opts := []Option{WithWatermark(p.watermark), WithJitter(h.par.jitter), WithOwner(fmt.Sprintf("%s/c%d", p.name, i)),
 		WithScope(p.scope), WithFinishTimeout(h.par.finish), WithMaxAttempts(8),
 		WithBackOff(func() backoff.BackOff { return &simBackOff{p: p} })}
 	if h.full != nil {
@@ -1047,6 +1059,42 @@ func (h *simHarness) chaos(stop <-chan struct{}) {
 	}
 }
 
+// partitions cuts processes off from Spanner for a while, until stop is
+// closed: all their calls fail before reaching Spanner, or (lossy) reach
+// it and lose their answers.
+func (h *simHarness) partitions(stop <-chan struct{}) {
+	r := h.parts
+	for {
+		t := time.NewTimer(time.Second + time.Duration(r.Int64N(int64(5*time.Second))))
+		select {
+		case <-stop:
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		h.mu.Lock()
+		p := h.slots[r.IntN(len(h.slots))]
+		h.mu.Unlock()
+		d := time.Duration(r.Int64N(int64(2 * p.watermark)))
+		lossy := r.IntN(3) == 0
+		p.mu.Lock()
+		p.partitioned, p.lossy = time.Now().Add(d), lossy
+		p.mu.Unlock()
+		h.event(p.name, "PARTITIONED for %v (answers lost: %v)", d, lossy)
+	}
+}
+
+// partition reports whether p is cut off from Spanner now, and whether
+// its requests still reach Spanner.
+func (p *simProc) partition() (cut, lossy bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if time.Now().Before(p.partitioned) {
+		return true, p.lossy
+	}
+	return false, false
+}
+
 // simResult is what one schedule found.
 type simResult struct {
 	seed       uint64
@@ -1074,8 +1122,20 @@ func runScheduleTraced(t *testing.T, seed uint64, rules simRules, full *[]string
 		h := &simHarness{seed: seed, rules: rules, lastToken: map[string]int64{}, full: full, scopes: map[string]*simProc{}, stallDead: map[string]bool{}}
 		h.rng = rand.New(rand.NewPCG(seed, 0x5eed))
 		h.par = drawParams(h.rng)
+		// Streams of their own, each on in some schedules: the others stay
+		// as they were.
 		if d := rand.New(rand.NewPCG(seed, 0xd81f7)); d.IntN(3) == 0 {
 			h.drift = d
+		}
+		if m := rand.New(rand.NewPCG(seed, 0x3a1ed)); m.IntN(4) == 0 {
+			h.mixed = m
+		}
+		if q := rand.New(rand.NewPCG(seed, 0xca7)); q.IntN(3) == 0 && !h.par.calm {
+			h.parts = q
+		}
+		h.maxWM = h.par.watermark
+		if h.mixed != nil {
+			h.maxWM = 2 * h.par.watermark
 		}
 		h.start = time.Now()
 		h.db = newSimDB(h, h.par.watermark)
@@ -1086,7 +1146,14 @@ func runScheduleTraced(t *testing.T, seed uint64, rules simRules, full *[]string
 		}
 		stop := make(chan struct{})
 		chaosDone := make(chan struct{})
-		go func() { defer close(chaosDone); h.chaos(stop) }()
+		partsDone := make(chan struct{})
+		go func() { defer close(chaosDone); h.chaos(stop); <-partsDone }()
+		go func() {
+			defer close(partsDone)
+			if h.parts != nil {
+				h.partitions(stop)
+			}
+		}()
 		done := make(chan struct{})
 		go func() {
 			// Contenders started later (restarts) join h.running before
@@ -1118,7 +1185,7 @@ func runScheduleTraced(t *testing.T, seed uint64, rules simRules, full *[]string
 			h.mu.Unlock()
 		}
 		// Let renewal loops of leases never unlocked expire.
-		time.Sleep(2*h.par.watermark + h.par.finish)
+		time.Sleep(2*h.maxWM + h.par.finish)
 		h.mu.Lock()
 		res.steps, res.grants = h.db.steps, h.grants
 		res.violations, res.trace = h.violations, h.trace

@@ -274,6 +274,13 @@ func (c *simConn) call(ctx context.Context, op string, write, aborts bool, fn fu
 		return false, err
 	}
 	f := p.drawFault(write, aborts)
+	if cut, lossy := p.partition(); cut && !lossy {
+		f = faultBefore
+	} else if cut && write {
+		f = faultLost
+	} else if cut {
+		f = faultBefore
+	}
 	switch f {
 	case faultBefore:
 		p.h.event(p.name, "%s: unavailable (not applied)", op)
