@@ -1,0 +1,647 @@
+//go:build go1.25
+
+package spanmutex
+
+// The simulation of the run-once Mutex: a few processes, each running the
+// real Mutex.Run code (mutex.go, lease_renew.go, mutex_interrupt.go, the
+// pure decide) a few times against the simulated row (sim_mutex_store_test.go),
+// in a testing/synctest bubble, with the Lock simulation's processes
+// (simProc: pauses, crashes, latency, faults), clocks (simClock) and
+// backoff (simBackOff), and a checker of the invariants of
+// doc/simulation-mutex.md. One seed is one schedule.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+)
+
+// simMutexParams are a schedule's settings, drawn from its seed.
+type simMutexParams struct {
+	procs       int
+	watermark   time.Duration
+	jitter      float64
+	maxAttempts int
+	faultRate   float64 // probability that a Spanner call fails somehow
+	pauses      bool
+	crashes     bool
+	cancelRate  float64 // of Run calls whose ctx is cancelled at a random point
+	failRate    float64 // of sections that return an error
+	interRate   float64 // of sections that return an *InterruptedError
+	panicRate   float64 // of sections that panic
+	// staleness, if not 0, makes DONE and FAILED rows stale after it
+	// (WithStaleness): a later Run starts a new generation.
+	staleness time.Duration
+	// calm: no faults, pauses, crashes, cancellations or failing sections:
+	// exactly once (inv4) is checked.
+	calm   bool
+	finish time.Duration
+	bound  time.Duration // virtual time for the Run calls
+}
+
+// drawMutexParams draws a schedule's settings.
+func drawMutexParams(r *rand.Rand) simMutexParams {
+	p := simMutexParams{
+		procs:       2 + r.IntN(4),
+		watermark:   []time.Duration{time.Second, time.Second, 500 * time.Millisecond, 2 * time.Second}[r.IntN(4)],
+		maxAttempts: []int{1, 2, 3, 3, 4, 8}[r.IntN(6)],
+		finish:      2 * time.Second,
+		bound:       40 * time.Second,
+	}
+	if r.IntN(2) == 0 {
+		p.jitter = 0.2
+	}
+	p.faultRate = []float64{0, 0, 0.02, 0.05, 0.15}[r.IntN(5)]
+	p.pauses = r.IntN(3) > 0
+	p.crashes = r.IntN(3) == 0
+	p.cancelRate = []float64{0, 0.1, 0.3}[r.IntN(3)]
+	p.failRate = []float64{0, 0.2, 0.5}[r.IntN(3)]
+	p.interRate = []float64{0, 0, 0.1, 0.3}[r.IntN(4)]
+	p.panicRate = []float64{0, 0, 0, 0.05}[r.IntN(4)]
+	p.staleness = []time.Duration{0, 0, 2 * p.watermark, 4 * p.watermark}[r.IntN(4)]
+	if r.IntN(10) < 3 {
+		p.calm, p.faultRate, p.pauses, p.crashes, p.cancelRate = true, 0, false, false, 0
+		p.failRate, p.interRate, p.panicRate, p.staleness = 0, 0, 0, 0
+	}
+	return p
+}
+
+// simMutexHarness runs one schedule and checks it. Its checker's state is
+// under h.mu, h being the Lock simulation's harness that hosts the
+// processes (its trace, its pause and crash machinery); it runs no Lock.
+type simMutexHarness struct {
+	h     *simHarness
+	seed  uint64
+	par   simMutexParams
+	rng   *rand.Rand
+	drift *rand.Rand
+	db    *simMutexDB
+
+	// Under h.mu.
+	sections  []*simSection
+	bySection map[string]*simSection // by lease id
+	runs      []*simMutexRun
+	lastToken int64
+	fnCalls   int
+	fnNil     int
+	crashes   int
+	takeovers int
+	abandons  int
+
+	running sync.WaitGroup
+}
+
+// simSection is one call of fn: from the call until fn returns, its lease
+// is lost (Done closes, which cancels its ctx), its process crashes, or its
+// lease lapses on its own clock.
+type simSection struct {
+	run    *simMutexRun
+	lease  *Lease
+	ended  bool
+	result string // "" while it runs; then "nil", "error", "interrupt", "panic"
+}
+
+// simMutexRun is one Run call.
+type simMutexRun struct {
+	p        *simProc
+	who      string
+	ctxEnded atomic.Int64 // UnixNano of the instant its ctx ended, 0 if not
+	section  *simSection  // its fn call, if any
+	calls    int          // of fn
+	returned bool
+	out      Outcome
+	err      error
+}
+
+func (mh *simMutexHarness) event(who, format string, args ...any) { mh.h.event(who, format, args...) }
+
+// live reports whether s runs with an unlapsed lease; call with h.mu held.
+// A section found lapsed, lost or crashed stays ended.
+func (s *simSection) live(wm time.Duration) bool {
+	if s.ended {
+		return false
+	}
+	p := s.run.p
+	lost := false
+	select {
+	case <-s.lease.Done():
+		lost = true
+	default:
+	}
+	if lost || p.isCrashed() || p.clk.Now().Sub(s.lease.lastAnchor()) >= wm {
+		s.ended = true
+		return false
+	}
+	return true
+}
+
+// check verifies invariant 1: no two sections run with unlapsed leases.
+func (mh *simMutexHarness) check() {
+	mh.h.mu.Lock()
+	defer mh.h.mu.Unlock()
+	mh.checkLocked()
+}
+
+func (mh *simMutexHarness) checkLocked() {
+	var first *simSection
+	for _, s := range mh.sections {
+		if !s.live(mh.par.watermark) {
+			continue
+		}
+		if first != nil {
+			mh.h.violateLocked("inv1: two sections run with unlapsed leases: %s token %d (anchor %v ago) and %s token %d (anchor %v ago)",
+				first.run.who, first.lease.token, first.run.p.clk.Now().Sub(first.lease.lastAnchor()),
+				s.run.who, s.lease.token, s.run.p.clk.Now().Sub(s.lease.lastAnchor()))
+			s.ended = true // report each overlap once
+			continue
+		}
+		first = s
+	}
+}
+
+// rowWritten checks a committed write of op by lease l (nil for an
+// abandon) that turned prev into r; call with the database's lock held.
+func (mh *simMutexHarness) rowWritten(ts time.Time, op string, l *Lease, prev, r row) {
+	h := mh.h
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if r.Attempts > int64(mh.par.maxAttempts) {
+		h.violateLocked("inv5: %s wrote attempt %d of %d", op, r.Attempts, mh.par.maxAttempts)
+	}
+	// The row is never taken from a section that runs with an unlapsed
+	// lease: a write that changes a STARTED row's holder, or ends it, by
+	// anyone but that holder.
+	if prev.State == StateStarted && (l == nil || l.id != prev.LeaseID) {
+		if s := mh.bySection[prev.LeaseID]; s != nil && s.live(mh.par.watermark) {
+			who := "an abandon"
+			if l != nil {
+				who = fmt.Sprintf("%s of token %d", op, l.token)
+			}
+			h.violateLocked("inv1: %s took the row (%v) from %s's section, which runs with an unlapsed lease (anchor %v ago)",
+				who, mrow(r), s.run.who, s.run.p.clk.Now().Sub(s.lease.lastAnchor()))
+		}
+	}
+	if op == "acquire" && prev.State == StateStarted {
+		mh.takeovers++
+	}
+	if op == "abandon" {
+		mh.abandons++
+	}
+	stale := mh.par.staleness > 0 && op == "acquire" && r.Attempts == 1 && ts.Sub(prev.FinishedAt) >= mh.par.staleness
+	if prev.State == StateDone && r.State != StateDone && !stale {
+		h.violateLocked("inv5: %s wrote %s over DONE (token %d)", op, r.State, r.Token)
+	}
+	switch {
+	case r.State == StateDone && prev.State != StateDone:
+		s := mh.bySection[l.id]
+		switch {
+		case s == nil:
+			h.violateLocked("inv5: DONE written by token %d, whose section never ran", l.token)
+		case s.result != "nil":
+			h.violateLocked("inv5: DONE written by token %d, whose section returned %q", l.token, s.result)
+		}
+	case r.State == StateFailed && op == "finish":
+		if s := mh.bySection[l.id]; s == nil || (s.result != "error" && s.result != "panic") {
+			what := "never ran"
+			if s != nil {
+				what = fmt.Sprintf("returned %q", s.result)
+			}
+			h.violateLocked("inv5: FAILED recorded by token %d, whose section %s", l.token, what)
+		}
+	case r.State == StateFailed && op == "abandon":
+		if prev.Attempts < int64(mh.par.maxAttempts) {
+			h.violateLocked("inv5: token %d abandoned (FAILED) on attempt %d of %d", prev.Token, prev.Attempts, mh.par.maxAttempts)
+		}
+	}
+}
+
+// begin checks a section that begins now (fn called) and records it.
+func (mh *simMutexHarness) begin(run *simMutexRun, lease *Lease) *simSection {
+	now := time.Now()
+	p := run.p
+	mh.db.mu.Lock() // the history, and no store step in between
+	defer mh.db.mu.Unlock()
+	h := mh.h
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	age := p.clk.Now().Sub(lease.lastAnchor())
+	h.eventLocked(p.name, "%s: section begins, token %d (anchor %v ago, id %v)", run.who, lease.token, age, simID(lease.id))
+	run.calls++
+	s := &simSection{run: run, lease: lease}
+	if p.isCrashed() {
+		s.ended = true
+		return s // the call never happened: the process is gone
+	}
+	mh.fnCalls++
+	if run.calls > 1 {
+		h.violateLocked("inv3: %s's Run called fn %d times", run.who, run.calls)
+	}
+	run.section = s
+	if ns := run.ctxEnded.Load(); ns != 0 && time.Unix(0, ns).Before(now) {
+		h.violateLocked("inv3: %s's section began (token %d) %v after its Run's ctx ended", run.who, lease.token, now.Sub(time.Unix(0, ns)))
+	}
+	if age >= mh.par.watermark {
+		h.violateLocked("inv3: %s's section began with token %d already lapsed on its own clock (anchor %v ago, watermark %v)", run.who, lease.token, age, mh.par.watermark)
+	}
+	if lease.token <= mh.lastToken {
+		h.violateLocked("inv2: %s's section began with token %d after token %d had begun", run.who, lease.token, mh.lastToken)
+	}
+	mh.lastToken = max(mh.lastToken, lease.token)
+	if !mh.db.written(lease) {
+		h.violateLocked("inv6: %s's section began with token %d (id %v), which Spanner never wrote", run.who, lease.token, simID(lease.id))
+	}
+	mh.sections = append(mh.sections, s)
+	mh.bySection[lease.id] = s
+	mh.checkLocked()
+	return s
+}
+
+// end records how a section ended.
+func (mh *simMutexHarness) end(s *simSection, result string) {
+	h := mh.h
+	mh.db.mu.Lock()
+	defer mh.db.mu.Unlock()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	mh.checkLocked()
+	s.ended, s.result = true, result
+	if result == "nil" && !s.run.p.isCrashed() {
+		mh.fnNil++
+	}
+	h.eventLocked(s.run.p.name, "%s: section ends, token %d: %s", s.run.who, s.lease.token, result)
+}
+
+// returned checks how a Run call ended (inv5, inv7).
+func (mh *simMutexHarness) returned(run *simMutexRun, out Outcome, err error) {
+	h := mh.h
+	mh.db.mu.Lock()
+	defer mh.db.mu.Unlock()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	run.returned, run.out, run.err = true, out, err
+	h.eventLocked(run.p.name, "%s: Run returned %v, %s", run.who, out, errShort(err))
+	if run.p.isCrashed() {
+		return // nobody is there to see it
+	}
+	r := mh.db.current(time.Time{})
+	ran := run.section != nil
+	if ran != (out == Executed) {
+		h.violateLocked("inv7: %s's Run returned %v, but fn ran in it: %v", run.who, out, ran)
+	}
+	var ee *ExhaustedError
+	gens := mh.par.staleness > 0 // the row may have gone stale and started again since the Run read it
+	switch {
+	case out == Executed && err == nil:
+		if !ran || run.section.result != "nil" {
+			h.violateLocked("inv5: %s's Run returned Executed, nil, but its section did not return nil", run.who)
+		} else if !mh.db.ever(func(v row) bool { return v.State == StateDone && v.LeaseID == run.section.lease.id }) ||
+			(!gens && (r.State != StateDone || r.LeaseID != run.section.lease.id)) {
+			h.violateLocked("inv5: %s's Run returned Executed, nil, but DONE was not recorded under its lease (row %v)", run.who, mrow(r))
+		}
+	case out == AlreadyDone:
+		if r.State != StateDone && !(gens && mh.db.ever(func(v row) bool { return v.State == StateDone })) {
+			h.violateLocked("inv5: %s's Run returned AlreadyDone, but the row is %v", run.who, mrow(r))
+		}
+	case errors.As(err, &ee) && ee.Err == nil && out == NoOutcome:
+		// Given up on the row's attempts (not on failed Spanner calls).
+		exhausted := func(v row) bool {
+			return v.Attempts >= int64(mh.par.maxAttempts) && (v.State == StateFailed || v.State == StateNeeded)
+		}
+		if !exhausted(r) && !(gens && mh.db.ever(exhausted)) {
+			h.violateLocked("inv5: %s's Run gave up (%v), but the row is %v, MaxAttempts %d", run.who, errShort(err), mrow(r), mh.par.maxAttempts)
+		}
+	}
+}
+
+// settled checks exactly once (inv4) in a calm schedule whose Run calls
+// have all returned: the row is DONE, fn ran once and returned nil, and
+// every Run returned Executed (one) or AlreadyDone.
+func (mh *simMutexHarness) settled() {
+	if !mh.par.calm {
+		return
+	}
+	h := mh.h
+	mh.db.mu.Lock()
+	defer mh.db.mu.Unlock()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if r := mh.db.current(time.Time{}); r.State != StateDone {
+		h.violateLocked("inv4: calm schedule settled with the row %v, not DONE", mrow(r))
+	}
+	if mh.fnCalls != 1 || mh.fnNil != 1 {
+		h.violateLocked("inv4: calm schedule ran fn %d times, %d returned nil", mh.fnCalls, mh.fnNil)
+	}
+	executed := 0
+	for _, run := range mh.runs {
+		switch {
+		case run.out == Executed && run.err == nil:
+			executed++
+		case run.out == AlreadyDone && run.err == nil:
+		default:
+			h.violateLocked("inv4: calm schedule: %s's Run returned %v, %s", run.who, run.out, errShort(run.err))
+		}
+	}
+	if executed != 1 {
+		h.violateLocked("inv4: calm schedule: %d Run calls returned Executed, nil", executed)
+	}
+}
+
+// --- processes -----------------------------------------------------------------
+
+// newProc starts incarnation inc of process slot slot with its Run calls.
+func (mh *simMutexHarness) newProc(slot, inc int) *simProc {
+	h := mh.h
+	name := fmt.Sprintf("P%d", slot)
+	if inc > 0 {
+		name = fmt.Sprintf("P%d.%d", slot, inc)
+	}
+	p := &simProc{h: h, name: name, slot: slot, dead: make(chan struct{}), seed: mh.rng.Uint64()}
+	p.ctx, p.kill = context.WithCancel(context.Background())
+	p.clk = &simClock{p: p, off: time.Duration(mh.rng.Int64N(int64(2*time.Hour))) - time.Hour, rate: 1, start: h.start}
+	if mh.drift != nil {
+		p.clk.rate = []float64{1, 1, 1, 1.0001, 1.001, 1.01}[mh.drift.IntN(6)]
+	}
+	p.scope = NewScope()
+	p.scope.id = fmt.Sprintf("p%di%02d-%06x", slot, inc, mh.rng.IntN(1<<24))
+	h.mu.Lock()
+	h.scopes[p.scope.id] = p
+	h.procs = append(h.procs, p)
+	if slot < len(h.slots) {
+		h.slots[slot] = p
+	} else {
+		h.slots = append(h.slots, p)
+	}
+	h.mu.Unlock()
+	h.event(name, "started (clock rate %v)", p.clk.rate)
+	m := mh.newMutex(p)
+	calls := 1 + mh.rng.IntN(3)
+	for i := range calls {
+		run := &simMutexRun{p: p, who: fmt.Sprintf("%s/r%d", name, i)}
+		crng := rand.New(rand.NewPCG(mh.rng.Uint64(), mh.rng.Uint64()))
+		h.mu.Lock()
+		mh.runs = append(mh.runs, run)
+		h.mu.Unlock()
+		mh.running.Add(1)
+		go func() {
+			defer mh.running.Done()
+			mh.runner(m, run, crng)
+		}()
+	}
+	return p
+}
+
+// newMutex makes p's Mutex: the real one, on p's connection, clock and
+// seeded jitters.
+func (mh *simMutexHarness) newMutex(p *simProc) *Mutex {
+	opts := []Option{WithWatermark(mh.par.watermark), WithJitter(mh.par.jitter), WithOwner(p.name),
+		WithFinishTimeout(mh.par.finish), WithMaxAttempts(mh.par.maxAttempts),
+		WithBackOff(func() backoff.BackOff { return &simBackOff{p: p} })}
+	if mh.par.staleness > 0 {
+		opts = append(opts, WithStaleness(mh.par.staleness))
+	}
+	if mh.h.full != nil {
+		opts = append(opts, WithLogger(slog.New(&simLog{h: mh.h, who: p.name})))
+	}
+	m, err := newMutex(simMutexName, opts, forMutex)
+	if err != nil {
+		panic(err)
+	}
+	m.store = &simMutexConn{db: mh.db, p: p}
+	m.cfg.clock = p.clk
+	// The jitters, from the schedule's seed; concurrent Run calls share it.
+	var mu sync.Mutex
+	src := rand.New(rand.NewPCG(p.seed, 2000))
+	m.cfg.random = func() float64 {
+		mu.Lock()
+		defer mu.Unlock()
+		return src.Float64()
+	}
+	return m
+}
+
+// errSimSection is what a failing section returns.
+var errSimSection = errors.New("sim: the section failed")
+
+// simPanic is what a panicking section panics with.
+type simPanic struct{}
+
+// runner makes one Run call after a while, with a section of random length
+// that ends as the schedule's rates say, and a ctx cancelled at random.
+func (mh *simMutexHarness) runner(m *Mutex, run *simMutexRun, r *rand.Rand) {
+	p, par := run.p, mh.par
+	if err := sleep(p.ctx, p.clk, time.Duration(r.Int64N(int64(5*time.Second)))); err != nil {
+		mh.returned(run, NoOutcome, err)
+		return
+	}
+	ctx, cancel := context.WithCancel(p.ctx)
+	defer cancel()
+	context.AfterFunc(ctx, func() { run.ctxEnded.Store(time.Now().UnixNano()) })
+	if x := r.Float64(); x < par.cancelRate {
+		time.AfterFunc(time.Duration(r.Int64N(int64(3*par.watermark))), cancel)
+	} else if x < par.cancelRate*1.1 {
+		cancel()
+	}
+	// The section's length and how it ends, drawn now.
+	crit := time.Duration(r.Int64N(int64(par.watermark)))
+	if r.IntN(10) == 0 {
+		crit = time.Duration(r.Int64N(int64(3 * par.watermark)))
+	}
+	verdict, onCancel := r.Float64(), r.Float64()
+	mh.event(p.name, "%s: Run", run.who)
+	fn := func(sctx context.Context, lease *Lease) error {
+		s := mh.begin(run, lease)
+		c, stop := p.clk.NewTimer(crit)
+		defer stop()
+		var res error
+		select {
+		case <-c:
+			switch {
+			case verdict < par.failRate:
+				res = errSimSection
+			case verdict < par.failRate+par.interRate:
+				res = Interrupt("sim: stopped from outside", nil)
+			case verdict < par.failRate+par.interRate+par.panicRate:
+				mh.end(s, "panic")
+				panic(simPanic{})
+			}
+		case <-sctx.Done():
+			switch {
+			case onCancel < 0.5:
+				res = sctx.Err()
+			case onCancel < 0.75:
+			default:
+				res = Interrupt("sim: ctx ended", sctx.Err())
+			}
+		case <-p.dead:
+			res = errSimCrashed
+		}
+		var ie *InterruptedError
+		switch {
+		case res == nil:
+			mh.end(s, "nil")
+		case errors.As(res, &ie):
+			mh.end(s, "interrupt")
+		default:
+			mh.end(s, "error")
+		}
+		return res
+	}
+	out, err := func() (out Outcome, err error) {
+		defer func() {
+			if x := recover(); x != nil {
+				if _, ok := x.(simPanic); !ok {
+					panic(x)
+				}
+				out, err = Executed, errors.New("sim: the section panicked")
+			}
+		}()
+		return m.Run(ctx, fn)
+	}()
+	mh.returned(run, out, err)
+}
+
+// chaos pauses, crashes and restarts processes until stop is closed.
+func (mh *simMutexHarness) chaos(stop <-chan struct{}) {
+	h, par := mh.h, mh.par
+	if !par.pauses && !par.crashes {
+		return
+	}
+	incs := make([]int, par.procs)
+	for {
+		t := time.NewTimer(time.Duration(mh.rng.Int64N(int64(1500 * time.Millisecond))))
+		select {
+		case <-stop:
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		h.mu.Lock()
+		p := h.slots[mh.rng.IntN(len(h.slots))]
+		h.mu.Unlock()
+		switch x := mh.rng.IntN(10); {
+		case x < 4 && par.pauses:
+			p.pause(time.Duration(mh.rng.Int64N(int64(3 * par.watermark))))
+		case x < 6 && par.crashes && !p.isCrashed():
+			p.crash()
+			h.mu.Lock()
+			mh.crashes++
+			h.mu.Unlock()
+			incs[p.slot]++
+			back := time.NewTimer(time.Duration(mh.rng.Int64N(int64(3 * time.Second))))
+			select {
+			case <-stop:
+				back.Stop()
+				return
+			case <-back.C:
+			}
+			mh.newProc(p.slot, incs[p.slot])
+		}
+	}
+}
+
+// simMutexResult is what one schedule found.
+type simMutexResult struct {
+	seed       uint64
+	steps      int
+	sections   int
+	takeovers  int
+	abandons   int
+	calm       bool
+	violations []string
+	trace      []string
+}
+
+// runMutexSchedule runs schedule seed in a synctest bubble, appending every
+// event to full if it is not nil.
+func runMutexSchedule(t *testing.T, seed uint64, rules simMutexRules, full *[]string) (res simMutexResult) {
+	res.seed = seed
+	defer func() {
+		if e := recover(); e != nil {
+			res.violations = append(res.violations, fmt.Sprintf("seed %d: the schedule panicked: %v", seed, e))
+		}
+	}()
+	synctest.Test(t, func(t *testing.T) {
+		mh := &simMutexHarness{seed: seed, bySection: map[string]*simSection{}}
+		mh.rng = rand.New(rand.NewPCG(seed, 0x6d75746578))
+		mh.par = drawMutexParams(mh.rng)
+		if d := rand.New(rand.NewPCG(seed, 0xd81f7)); d.IntN(3) == 0 {
+			mh.drift = d
+		}
+		// The host of the processes: the Lock simulation's harness, for
+		// its trace, its faults (par.faultRate) and its pause and crash
+		// machinery; it has no Lock, so its own checks see nothing.
+		h := &simHarness{seed: seed, lastToken: map[string]int64{}, full: full, scopes: map[string]*simProc{}, stallDead: map[string]bool{}}
+		h.par = simParams{procs: mh.par.procs, watermark: mh.par.watermark, jitter: mh.par.jitter, faultRate: mh.par.faultRate,
+			pauses: mh.par.pauses, crashes: mh.par.crashes, cancelRate: mh.par.cancelRate, finish: mh.par.finish, bound: mh.par.bound}
+		h.rng = mh.rng
+		h.start = time.Now()
+		h.db = newSimDB(h, mh.par.watermark)
+		mh.h = h
+		mh.db = &simMutexDB{mh: mh, rules: rules}
+		h.event("sim", "params %+v", mh.par)
+		for i := range mh.par.procs {
+			mh.newProc(i, 0)
+		}
+		stop := make(chan struct{})
+		chaosDone := make(chan struct{})
+		go func() { defer close(chaosDone); mh.chaos(stop) }()
+		done := make(chan struct{})
+		go func() {
+			<-chaosDone // restarts join mh.running before chaos ends
+			mh.running.Wait()
+			close(done)
+		}()
+		bound := time.NewTimer(mh.par.bound)
+		time.Sleep(mh.par.bound / 2)
+		close(stop)
+		select {
+		case <-done:
+			mh.settled()
+		case <-bound.C:
+			if mh.par.calm {
+				h.mu.Lock()
+				h.violateLocked("inv4: calm schedule: Run calls still running after %v", mh.par.bound)
+				h.mu.Unlock()
+			}
+		}
+		// Whatever still runs is ended as a crash would end it.
+		h.mu.Lock()
+		procs := append([]*simProc(nil), h.procs...)
+		h.mu.Unlock()
+		for _, p := range procs {
+			p.crash()
+		}
+		select {
+		case <-done:
+		case <-time.After(5 * time.Minute):
+			h.mu.Lock()
+			h.violateLocked("stuck: Run calls still running 5 minutes after their processes crashed")
+			h.mu.Unlock()
+		}
+		// Let renewal loops and detached calls wind down.
+		time.Sleep(2*mh.par.watermark + mh.par.finish + detachGrace)
+		mh.db.mu.Lock()
+		res.steps = mh.db.steps
+		mh.db.mu.Unlock()
+		h.mu.Lock()
+		res.sections, res.calm, res.takeovers, res.abandons = mh.fnCalls, mh.par.calm, mh.takeovers, mh.abandons
+		res.violations, res.trace = h.violations, h.trace
+		h.mu.Unlock()
+	})
+	return res
+}
+
+// simMutexSummary formats a failing schedule for a test log.
+func (r simMutexResult) String() string {
+	return fmt.Sprintf("%s\n  trace (last %d events):\n    %s", strings.Join(r.violations, "\n  "), simTraceLen, strings.Join(r.trace, "\n    "))
+}

@@ -1,0 +1,398 @@
+//go:build go1.25
+
+package spanmutex
+
+// The simulated Spanner of the run-once Mutex: one section's row, kept as
+// every committed version, behind the store interface (mutex_store.go) with
+// spannerStore's semantics. The row's NEEDED/STARTED/DONE/FAILED state
+// machine is the real pure function decide, applied inside the read-write
+// transaction on the transaction's clock; a new holder is written as
+// holderMutation writes it (token+1, StartedAt = RenewedAt = UpdatedAt =
+// the commit timestamp, the declared lease, the attempt count); finish,
+// renew and interrupt are fenced as Lease.Guard fences (STARTED under the
+// same lease id and token), with the recognition of an earlier try whose
+// answer was lost that finish and interrupt do; release gives the row back
+// NEEDED with one attempt fewer; an abandon records FAILED under the
+// abandoner's claim id. Each read-write transaction is applied at one
+// instant of virtual time, its commit timestamp. Calls go through the
+// process (simProc: paused, crashed) and its faults, as the Lock's simConn
+// does. See doc/simulation-mutex.md.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// simMutexName is the section every Run of a schedule runs.
+const simMutexName = "simsection"
+
+// simMutexRules are deliberate defects of the simulated store, to show
+// that the checker reports what they break (TestSimMutexCheckerCatches).
+// All false in the simulation proper.
+type simMutexRules struct {
+	noFence      bool // finish, renew and interrupt do not check that the lease still holds
+	noToken      bool // a new holder keeps the previous token
+	takeEarly    bool // a takeover needs only half the holder's lease of silence
+	doneOnFail   bool // finish records DONE whatever state it was asked to record
+	abandonEarly bool // a silent holder is abandoned (FAILED) whatever its attempt count
+	forgetDone   bool // a DONE row reads (and is decided on) as NEEDED
+}
+
+// simMutexVersion is a committed version of the section's row.
+type simMutexVersion struct {
+	ts time.Time
+	r  row
+}
+
+// simMutexDB is the simulated database of one schedule.
+type simMutexDB struct {
+	mu    sync.Mutex
+	mh    *simMutexHarness
+	rules simMutexRules
+	last  time.Time // the latest commit timestamp
+	rows  []simMutexVersion
+	steps int
+}
+
+// readTS is Spanner's clock for a read now (microseconds, never before the
+// latest commit); call with d.mu held.
+func (d *simMutexDB) readTS() time.Time {
+	now := time.Now().Truncate(time.Microsecond)
+	if now.Before(d.last) {
+		return d.last
+	}
+	return now
+}
+
+// commitTS is the timestamp of a commit now, strictly after every earlier
+// one; call with d.mu held.
+func (d *simMutexDB) commitTS() time.Time {
+	ts := time.Now().Truncate(time.Microsecond)
+	if !ts.After(d.last) {
+		ts = d.last.Add(time.Microsecond)
+	}
+	d.last = ts
+	return ts
+}
+
+// current returns the row as of now, with Now set to now; call with d.mu
+// held.
+func (d *simMutexDB) current(now time.Time) row {
+	var r row
+	if n := len(d.rows); n > 0 {
+		r = d.rows[n-1].r
+	}
+	r.Now = now
+	return r
+}
+
+// write commits r at ts, by op of lease l (nil: not a lease's write), over
+// prev; call with d.mu held.
+func (d *simMutexDB) write(ts time.Time, op string, l *Lease, prev, r row) {
+	r.Now = time.Time{}
+	d.rows = append(d.rows, simMutexVersion{ts: ts, r: r})
+	d.mh.rowWritten(ts, op, l, prev, r)
+}
+
+// written reports whether some committed version had l's id and token,
+// STARTED; call with d.mu held.
+func (d *simMutexDB) written(l *Lease) bool {
+	for _, v := range d.rows {
+		if v.r.State == StateStarted && v.r.LeaseID == l.id && v.r.Token == l.token {
+			return true
+		}
+	}
+	return false
+}
+
+// forget is r as a store that forgets DONE reads it.
+func (d *simMutexDB) forget(r row) row {
+	if d.rules.forgetDone && r.State == StateDone {
+		r.State = StateNeeded
+	}
+	return r
+}
+
+// skew is r as a store whose clock runs half the holder's lease ahead
+// reads it.
+func (d *simMutexDB) skew(r row, own time.Duration) row {
+	if d.rules.takeEarly && r.State == StateStarted {
+		r.Now = r.Now.Add(holderLease(r, own) / 2)
+	}
+	return r
+}
+
+// ever reports whether some committed version satisfies f; call with d.mu
+// held.
+func (d *simMutexDB) ever(f func(row) bool) bool {
+	for _, v := range d.rows {
+		if f(v.r) {
+			return true
+		}
+	}
+	return false
+}
+
+// mrow formats a row for the trace.
+type mrow row
+
+func (r mrow) String() string {
+	if !r.Exists {
+		return "{none}"
+	}
+	return fmt.Sprintf("{%s %v tok %d att %d}", r.State, simID(r.LeaseID), r.Token, r.Attempts)
+}
+
+// --- a process's connection ---------------------------------------------------
+
+// simMutexConn is one process's store: every call goes through the process
+// (paused: it waits; crashed: it fails and writes nothing) and its faults.
+type simMutexConn struct {
+	db *simMutexDB
+	p  *simProc
+}
+
+var _ store = (*simMutexConn)(nil)
+
+// call runs one Spanner call: the request's flight, its fault, fn applied
+// atomically under the database's lock, the checker, and the answer's
+// flight. A read-write transaction's abort is retried by the client
+// (ReadWriteTransaction), so aborts are not drawn; what reaches the caller
+// is a call that never reached Spanner (Unavailable) or a commit whose
+// answer was lost (DeadlineExceeded or Unavailable: unknown outcome), or
+// its ctx ending on the way there or back.
+func (c *simMutexConn) call(ctx context.Context, op string, write bool, fn func() error) error {
+	p := c.p
+	if err := p.gate(); err != nil {
+		return err
+	}
+	if err := p.flight(ctx); err != nil {
+		return err
+	}
+	f := p.drawFault(write, false)
+	if f == faultBefore {
+		p.h.event(p.name, "%s: unavailable (not applied)", op)
+		return status.Error(codes.Unavailable, "sim: unavailable")
+	}
+	d := c.db
+	d.mu.Lock()
+	if p.isCrashed() {
+		d.mu.Unlock()
+		return errSimCrashed
+	}
+	err := fn()
+	d.steps++
+	d.mh.check()
+	d.mu.Unlock()
+	if ferr := p.flight(ctx); ferr != nil {
+		return ferr
+	}
+	if gerr := p.gate(); gerr != nil {
+		return gerr
+	}
+	if f == faultLost {
+		p.h.event(p.name, "%s: answer lost (applied, err=%v)", op, err)
+		if p.draw(drawLost).IntN(2) == 0 {
+			return status.Error(codes.DeadlineExceeded, "sim: answer lost")
+		}
+		return status.Error(codes.Unavailable, "sim: answer lost")
+	}
+	return err
+}
+
+func (c *simMutexConn) checkSchema(ctx context.Context) error {
+	return c.call(ctx, "checkSchema", false, func() error { return nil })
+}
+
+func (c *simMutexConn) read(ctx context.Context, name string) (row, error) {
+	var r row
+	err := c.call(ctx, "read", false, func() error {
+		r = c.db.skew(c.db.forget(c.db.current(c.db.readTS())), c.db.mh.par.watermark)
+		c.p.h.event(c.p.name, "read: %v", mrow(r))
+		return nil
+	})
+	if err != nil {
+		return row{}, err
+	}
+	return r, nil
+}
+
+// acquire decides on the row read at the transaction's time, with the real
+// decide, and writes what that decides, as spannerStore.acquire does.
+func (c *simMutexConn) acquire(ctx context.Context, name string, p policy, cl claim) (decision, *Lease, error) {
+	d := c.db
+	var (
+		dec   decision
+		lease *Lease
+	)
+	err := c.call(ctx, "acquire", true, func() error {
+		r := d.current(d.readTS())
+		dec = decide(d.skew(d.forget(r), p.watermark), p)
+		if d.rules.abandonEarly && dec.action == actTakeOver {
+			dec = decision{action: actAbandon}
+		}
+		if d.rules.takeEarly && dec.action == actWait && r.State == StateStarted &&
+			silentFor(r) >= holderLease(r, p.watermark)/2 {
+			dec = decision{action: actTakeOver}
+			if r.Attempts >= p.maxAttempts {
+				dec = decision{action: actAbandon}
+			}
+		}
+		switch dec.action {
+		case actAcquire, actTakeOver:
+			ts := d.commitTS()
+			token := r.Token + 1
+			if d.rules.noToken && r.Token > 0 {
+				token = r.Token
+			}
+			attempts := r.Attempts + 1
+			if dec.fresh {
+				attempts = 1
+			}
+			// holderMutation: LastError and Version are kept, FinishedAt
+			// cleared.
+			w := r
+			w.Exists, w.State, w.Owner, w.LeaseID, w.Token, w.Attempts = true, StateStarted, cl.owner, cl.leaseID, token, attempts
+			w.StartedAt, w.RenewedAt, w.UpdatedAt, w.FinishedAt = ts, ts, ts, time.Time{}
+			w.Lease = p.watermark.Truncate(time.Microsecond)
+			if p.version != "" {
+				w.Version = p.version
+			}
+			lease = newLease(name, cl.owner, cl.leaseID, token, dec.action == actTakeOver, "sim")
+			lease.acquiredAt = ts
+			d.write(ts, "acquire", lease, r, w)
+			c.p.h.event(c.p.name, "acquire %v: %v token %d attempt %d (was %v)", simID(cl.leaseID), dec.action, token, attempts, mrow(r))
+		case actAbandon:
+			ts := d.commitTS()
+			w := r
+			w.State, w.LeaseID, w.FinishedAt, w.UpdatedAt = StateFailed, cl.leaseID, ts, ts
+			w.LastError = fmt.Sprintf("abandoned: holder %q (token %d) went silent on attempt %d of %d", r.Owner, r.Token, r.Attempts, p.maxAttempts)
+			d.write(ts, "abandon", nil, r, w)
+			c.p.h.event(c.p.name, "acquire %v: abandon token %d attempt %d", simID(cl.leaseID), r.Token, r.Attempts)
+		default:
+			c.p.h.event(c.p.name, "acquire %v: %v (row %v)", simID(cl.leaseID), dec.action, mrow(r))
+		}
+		return nil
+	})
+	if err != nil {
+		// dec is what the transaction decided if it reached Spanner (zero
+		// otherwise): if its commit landed, it is what was written.
+		return dec, nil, err
+	}
+	return dec, lease, nil
+}
+
+// guard is Lease.Guard on the row r: a *LeaseLostError unless r is STARTED
+// under l's id and token.
+func (d *simMutexDB) guard(l *Lease, r row) *LeaseLostError {
+	if d.rules.noFence {
+		return nil
+	}
+	if r.State == StateStarted && r.LeaseID == l.id && r.Token == l.token {
+		return nil
+	}
+	lost := l.lostTo(r)
+	if !r.Exists {
+		lost.Reason = "the row was deleted"
+	}
+	if r.Token == l.token && r.LeaseID != l.id && r.State == StateFailed {
+		lost.Reason = "another contender recorded the section FAILED as abandoned"
+	}
+	return lost
+}
+
+// fenced runs the fenced read-write transaction of op: write runs only
+// while l holds the row; committed recognises an earlier try of op whose
+// answer was lost (fencedUpdate).
+func (c *simMutexConn) fenced(ctx context.Context, op string, l *Lease, committed func(*LeaseLostError) bool, write func(r row, ts time.Time)) (time.Time, error) {
+	d := c.db
+	var ts time.Time
+	err := c.call(ctx, op, true, func() error {
+		r := d.current(d.readTS())
+		if lost := d.guard(l, r); lost != nil {
+			if committed != nil && committed(lost) {
+				c.p.h.event(c.p.name, "%s token %d: found committed (row %v)", op, l.token, mrow(r))
+				ts = d.commitTS()
+				return nil
+			}
+			c.p.h.event(c.p.name, "%s token %d: lost (row %v)", op, l.token, mrow(r))
+			return lost
+		}
+		ts = d.commitTS()
+		write(r, ts)
+		return nil
+	})
+	var lost *LeaseLostError
+	if errors.As(err, &lost) {
+		return time.Time{}, lost
+	}
+	if err != nil {
+		return time.Time{}, err
+	}
+	return ts, nil
+}
+
+func (c *simMutexConn) finish(ctx context.Context, l *Lease, to State, lastError string) error {
+	_, err := c.fenced(ctx, "finish "+string(to), l, func(lost *LeaseLostError) bool {
+		return lost.CurrentState == to && lost.currentLeaseID == l.id
+	}, func(r row, ts time.Time) {
+		w := r
+		w.State, w.LastError, w.FinishedAt, w.UpdatedAt = to, "", ts, ts
+		if c.db.rules.doneOnFail {
+			w.State = StateDone
+		}
+		if to == StateFailed {
+			w.LastError = truncate(lastError, maxErrorText)
+		}
+		c.db.write(ts, "finish", l, r, w)
+		c.p.h.event(c.p.name, "finish token %d: %s", l.token, to)
+	})
+	return err
+}
+
+func (c *simMutexConn) renew(ctx context.Context, l *Lease) error {
+	ts, err := c.fenced(ctx, "renew", l, nil, func(r row, ts time.Time) {
+		w := r
+		w.RenewedAt = ts
+		c.db.write(ts, "renew", l, r, w)
+	})
+	if err == nil {
+		l.setRenewedAt(ts)
+	}
+	return err
+}
+
+func (c *simMutexConn) release(ctx context.Context, l *Lease) error {
+	d := c.db
+	return c.call(ctx, "release", true, func() error {
+		r := d.current(d.readTS())
+		if r.State != StateStarted || r.LeaseID != l.id {
+			c.p.h.event(c.p.name, "release token %d: not ours (row %v)", l.token, mrow(r))
+			return nil // no longer ours: nothing to give back
+		}
+		ts := d.commitTS()
+		w := r
+		w.State, w.Attempts, w.UpdatedAt = StateNeeded, max(r.Attempts-1, 0), ts
+		d.write(ts, "release", l, r, w)
+		c.p.h.event(c.p.name, "release token %d: NEEDED attempts %d", l.token, w.Attempts)
+		return nil
+	})
+}
+
+func (c *simMutexConn) interrupt(ctx context.Context, l *Lease, reason string) error {
+	_, err := c.fenced(ctx, "interrupt", l, func(lost *LeaseLostError) bool {
+		return lost.CurrentState == StateNeeded && lost.currentLeaseID == l.id && lost.CurrentToken == l.token
+	}, func(r row, ts time.Time) {
+		w := r
+		w.State, w.Attempts, w.LastError, w.FinishedAt, w.UpdatedAt = StateNeeded, max(r.Attempts-1, 0), truncate(reason, maxErrorText), ts, ts
+		c.db.write(ts, "interrupt", l, r, w)
+		c.p.h.event(c.p.name, "interrupt token %d: NEEDED attempts %d", l.token, w.Attempts)
+	})
+	return err
+}

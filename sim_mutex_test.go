@@ -1,0 +1,236 @@
+//go:build go1.25
+
+package spanmutex
+
+import (
+	"fmt"
+	"maps"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// simMutexRegressionSeeds are Mutex schedules that once broke an invariant
+// (or show a behaviour worth keeping); they run every time. A seed names a
+// schedule of this generator (drawMutexParams, newProc, runner, chaos):
+// changing the order or number of their draws makes every seed another
+// schedule, and the seeds here must then be found again.
+var simMutexRegressionSeeds = []struct {
+	seed uint64
+	why  string
+}{}
+
+// simMutexSeedRange returns the seeds TestSimMutex runs:
+// SPANMUTEX_SIM_MUTEX_SEEDS=A-B, or SPANMUTEX_SIM_MUTEX_SCHEDULES from 1
+// (default 2,000, or 100,000 with SPANMUTEX_SOAK=1).
+func simMutexSeedRange(t *testing.T) (first, last uint64) {
+	if r := os.Getenv("SPANMUTEX_SIM_MUTEX_SEEDS"); r != "" {
+		a, b, ok := strings.Cut(r, "-")
+		if !ok {
+			b = a
+		}
+		x, err1 := strconv.ParseUint(a, 10, 64)
+		y, err2 := strconv.ParseUint(b, 10, 64)
+		if err1 != nil || err2 != nil || y < x {
+			t.Fatalf("SPANMUTEX_SIM_MUTEX_SEEDS=%q: want A-B", r)
+		}
+		return x, y
+	}
+	n := uint64(2_000)
+	if os.Getenv("SPANMUTEX_SOAK") == "1" {
+		n = 100_000
+	}
+	if s := os.Getenv("SPANMUTEX_SIM_MUTEX_SCHEDULES"); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil || v == 0 {
+			t.Fatalf("SPANMUTEX_SIM_MUTEX_SCHEDULES=%q: want a positive count", s)
+		}
+		n = v
+	}
+	return 1, n
+}
+
+// simMutexRunStats is what a batch of schedules found.
+type simMutexRunStats struct {
+	schedules, steps, sections, calm int64
+	takeovers, abandons              int64
+	failed                           []simMutexResult
+}
+
+// runMutexSchedules runs the schedules of seeds first..last on workers
+// goroutines; it stops early once enough (if not nil) says a failing
+// schedule was enough.
+func runMutexSchedules(t *testing.T, first, last uint64, rules simMutexRules, workers int, enough func(simMutexResult) bool) simMutexRunStats {
+	var (
+		next                              atomic.Uint64
+		nSched, nSteps, nSections, nCalm  atomic.Int64
+		nTakeovers, nAbandons             atomic.Int64
+		stop atomic.Bool
+		mu                                sync.Mutex
+		failed                            []simMutexResult
+	)
+	next.Store(first)
+	t.Run("workers", func(t *testing.T) {
+		for w := range workers {
+			t.Run(fmt.Sprint(w), func(t *testing.T) {
+				t.Parallel()
+				for {
+					if stop.Load() {
+						return
+					}
+					seed := next.Add(1) - 1
+					if seed > last {
+						return
+					}
+					res := runMutexSchedule(t, seed, rules, nil)
+					nSched.Add(1)
+					nSteps.Add(int64(res.steps))
+					nSections.Add(int64(res.sections))
+					nTakeovers.Add(int64(res.takeovers))
+					nAbandons.Add(int64(res.abandons))
+					if res.calm {
+						nCalm.Add(1)
+					}
+					if len(res.violations) > 0 {
+						if enough != nil && enough(res) {
+							stop.Store(true)
+						}
+						mu.Lock()
+						failed = append(failed, res)
+						mu.Unlock()
+					}
+				}
+			})
+		}
+	})
+	slices.SortFunc(failed, func(a, b simMutexResult) int { return int(a.seed) - int(b.seed) })
+	return simMutexRunStats{schedules: nSched.Load(), steps: nSteps.Load(), sections: nSections.Load(), calm: nCalm.Load(),
+		takeovers: nTakeovers.Load(), abandons: nAbandons.Load(), failed: failed}
+}
+
+// TestSimMutex runs seeded schedules of Mutex.Run against the simulated
+// row and checks the invariants of doc/simulation-mutex.md.
+func TestSimMutex(t *testing.T) {
+	first, last := simMutexSeedRange(t)
+	began := time.Now()
+	st := runMutexSchedules(t, first, last, simMutexRules{}, max(2, runtime.GOMAXPROCS(0)), nil)
+	violations := 0
+	for i, r := range st.failed {
+		violations += len(r.violations)
+		if i < 20 {
+			t.Errorf("%v", r)
+		}
+	}
+	if len(st.failed) > 20 {
+		t.Errorf("... and %d more failing seeds", len(st.failed)-20)
+	}
+	summariseMutex(t, st.failed)
+	t.Logf("wall time %v; %d calm schedules; %d sections ran, %d takeovers, %d abandons",
+		time.Since(began).Round(time.Millisecond), st.calm, st.sections, st.takeovers, st.abandons)
+	t.Logf("mutex simulation: %d schedules, %d steps, %d violations (seeds %d-%d)", st.schedules, st.steps, violations, first, last)
+}
+
+// TestSimMutexRegressions replays the schedules that once failed.
+func TestSimMutexRegressions(t *testing.T) {
+	for _, s := range simMutexRegressionSeeds {
+		for range simMutexReplays {
+			res := runMutexSchedule(t, s.seed, simMutexRules{}, nil)
+			if len(res.violations) > 0 {
+				t.Errorf("%v", res)
+				t.Errorf("regression seed %d (%s) fails again", s.seed, s.why)
+				break
+			}
+		}
+	}
+}
+
+// TestSimMutexCheckerCatches runs the simulation on stores with deliberate
+// defects and asserts that the checker reports them.
+func TestSimMutexCheckerCatches(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		rules simMutexRules
+		want  string // any of these
+	}{
+		{"finish, renew and interrupt not fenced", simMutexRules{noFence: true}, "inv1"},
+		{"no token increment", simMutexRules{noToken: true}, "inv2"},
+		{"takeover at half the lease", simMutexRules{takeEarly: true}, "inv1"},
+		{"finish records DONE for a failed section", simMutexRules{doneOnFail: true}, "inv5"},
+		{"abandon before the last attempt", simMutexRules{abandonEarly: true}, "inv5"},
+		{"a DONE row read as NEEDED", simMutexRules{forgetDone: true}, "inv4"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			wanted := func(v string) bool {
+				return slices.ContainsFunc(strings.Fields(c.want), func(w string) bool { return strings.Contains(v, ": "+w+":") })
+			}
+			st := runMutexSchedules(t, 1, 500, c.rules, 2, func(r simMutexResult) bool { return slices.ContainsFunc(r.violations, wanted) })
+			others := 0
+			for _, r := range st.failed {
+				for _, v := range r.violations {
+					if wanted(v) {
+						t.Logf("caught (%d schedules, %d with other violations): %s", st.schedules, others, v)
+						return
+					}
+				}
+				others++
+			}
+			t.Errorf("the checker found no %s violation in %d schedules of a store where %s", c.want, st.schedules, c.name)
+		})
+	}
+}
+
+// TestSimMutexTrace prints the whole trace of the schedule
+// SPANMUTEX_SIM_MUTEX_TRACE names, with the library's log.
+func TestSimMutexTrace(t *testing.T) {
+	s := os.Getenv("SPANMUTEX_SIM_MUTEX_TRACE")
+	if s == "" {
+		t.Skip("set SPANMUTEX_SIM_MUTEX_TRACE=seed")
+	}
+	seed, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var full []string
+	res := runMutexSchedule(t, seed, simMutexRules{}, &full)
+	for _, l := range full {
+		fmt.Println(l)
+	}
+	for _, v := range res.violations {
+		t.Error(v)
+	}
+}
+
+// summariseMutex logs, per invariant, how many schedules broke it and the
+// first of their seeds.
+func summariseMutex(t *testing.T, failed []simMutexResult) {
+	byKind := map[string][]uint64{}
+	for _, r := range failed {
+		seen := map[string]bool{}
+		for _, v := range r.violations {
+			kind := "other"
+			if i := strings.Index(v, ": inv"); i >= 0 {
+				kind = v[i+2 : i+6]
+			}
+			if !seen[kind] {
+				seen[kind] = true
+				byKind[kind] = append(byKind[kind], r.seed)
+			}
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(byKind)) {
+		seeds := byKind[k]
+		t.Logf("%s: %d schedules, seeds %v", k, len(seeds), seeds[:min(len(seeds), 40)])
+	}
+}
+
+// simMutexReplays is how many times TestSimMutexRegressions runs each
+// seed: goroutines made runnable at one virtual instant run in an order no
+// seed fixes, so a failure that needs a close race may show in some runs
+// only.
+const simMutexReplays = 3
