@@ -40,8 +40,10 @@ type simMutexParams struct {
 	interRate   float64 // of sections that return an *InterruptedError
 	panicRate   float64 // of sections that panic
 	// staleness, if not 0, makes DONE and FAILED rows stale after it
-	// (WithStaleness): a later Run starts a new generation.
+	// many longest watermarks (WithStaleness): a later Run starts a new
+	// generation.
 	staleness time.Duration
+	stale     int
 	// calm: no faults, pauses, crashes, cancellations or failing sections:
 	// exactly once (inv4) is checked.
 	calm   bool
@@ -68,10 +70,10 @@ func drawMutexParams(r *rand.Rand) simMutexParams {
 	p.failRate = []float64{0, 0.2, 0.5}[r.IntN(3)]
 	p.interRate = []float64{0, 0, 0.1, 0.3}[r.IntN(4)]
 	p.panicRate = []float64{0, 0, 0, 0.05}[r.IntN(4)]
-	p.staleness = []time.Duration{0, 0, 2 * p.watermark, 4 * p.watermark}[r.IntN(4)]
+	p.stale = []int{0, 0, 2, 4}[r.IntN(4)]
 	if r.IntN(10) < 3 {
 		p.calm, p.faultRate, p.pauses, p.crashes, p.cancelRate = true, 0, false, false, 0
-		p.failRate, p.interRate, p.panicRate, p.staleness = 0, 0, 0, 0
+		p.failRate, p.interRate, p.panicRate, p.stale = 0, 0, 0, 0
 	}
 	return p
 }
@@ -84,7 +86,10 @@ type simMutexHarness struct {
 	seed  uint64
 	par   simMutexParams
 	rng   *rand.Rand
-	drift *rand.Rand
+	drift *rand.Rand    // the clocks' rates (nil: all true)
+	mixed *rand.Rand    // the processes' watermarks (nil: all par.watermark)
+	maxWM time.Duration // the longest watermark of any process
+	vers  *rand.Rand    // the processes' versions (nil: no version)
 	db    *simMutexDB
 
 	// Under h.mu.
@@ -115,9 +120,10 @@ type simSection struct {
 type simMutexRun struct {
 	p        *simProc
 	who      string
-	ctxEnded atomic.Int64 // UnixNano of the instant its ctx ended, 0 if not
-	section  *simSection  // its fn call, if any
-	calls    int          // of fn
+	ctx      context.Context // its Run's
+	ctxEnded atomic.Int64    // UnixNano of the instant its ctx ended, 0 if not
+	section  *simSection     // its fn call, if any
+	calls    int             // of fn
 	returned bool
 	out      Outcome
 	err      error
@@ -127,7 +133,8 @@ func (mh *simMutexHarness) event(who, format string, args ...any) { mh.h.event(w
 
 // live reports whether s runs with an unlapsed lease; call with h.mu held.
 // A section found lapsed, lost or crashed stays ended.
-func (s *simSection) live(wm time.Duration) bool {
+func (s *simSection) live() bool {
+	wm := s.run.p.watermark
 	if s.ended {
 		return false
 	}
@@ -155,7 +162,7 @@ func (mh *simMutexHarness) check() {
 func (mh *simMutexHarness) checkLocked() {
 	var first *simSection
 	for _, s := range mh.sections {
-		if !s.live(mh.par.watermark) {
+		if !s.live() {
 			continue
 		}
 		if first != nil {
@@ -182,7 +189,7 @@ func (mh *simMutexHarness) rowWritten(ts time.Time, op string, l *Lease, prev, r
 	// lease: a write that changes a STARTED row's holder, or ends it, by
 	// anyone but that holder.
 	if prev.State == StateStarted && (l == nil || l.id != prev.LeaseID) {
-		if s := mh.bySection[prev.LeaseID]; s != nil && s.live(mh.par.watermark) {
+		if s := mh.bySection[prev.LeaseID]; s != nil && s.live() {
 			who := "an abandon"
 			if l != nil {
 				who = fmt.Sprintf("%s of token %d", op, l.token)
@@ -197,8 +204,10 @@ func (mh *simMutexHarness) rowWritten(ts time.Time, op string, l *Lease, prev, r
 	if op == "abandon" {
 		mh.abandons++
 	}
-	stale := mh.par.staleness > 0 && op == "acquire" && r.Attempts == 1 && ts.Sub(prev.FinishedAt) >= mh.par.staleness
-	if prev.State == StateDone && r.State != StateDone && !stale {
+	// A new generation: a stale row, or one of another version.
+	fresh := op == "acquire" && r.Attempts == 1 &&
+		((mh.par.staleness > 0 && ts.Sub(prev.FinishedAt) >= mh.par.staleness) || r.Version != prev.Version)
+	if prev.State == StateDone && r.State != StateDone && !fresh {
 		h.violateLocked("inv5: %s wrote %s over DONE (token %d)", op, r.State, r.Token)
 	}
 	switch {
@@ -250,8 +259,8 @@ func (mh *simMutexHarness) begin(run *simMutexRun, lease *Lease) *simSection {
 	if ns := run.ctxEnded.Load(); ns != 0 && time.Unix(0, ns).Before(now) {
 		h.violateLocked("inv3: %s's section began (token %d) %v after its Run's ctx ended", run.who, lease.token, now.Sub(time.Unix(0, ns)))
 	}
-	if age >= mh.par.watermark {
-		h.violateLocked("inv3: %s's section began with token %d already lapsed on its own clock (anchor %v ago, watermark %v)", run.who, lease.token, age, mh.par.watermark)
+	if age >= p.watermark {
+		h.violateLocked("inv3: %s's section began with token %d already lapsed on its own clock (anchor %v ago, watermark %v)", run.who, lease.token, age, p.watermark)
 	}
 	if lease.token <= mh.lastToken {
 		h.violateLocked("inv2: %s's section began with token %d after token %d had begun", run.who, lease.token, mh.lastToken)
@@ -299,7 +308,25 @@ func (mh *simMutexHarness) returned(run *simMutexRun, out Outcome, err error) {
 		h.violateLocked("inv7: %s's Run returned %v, but fn ran in it: %v", run.who, out, ran)
 	}
 	var ee *ExhaustedError
-	gens := mh.par.staleness > 0 // the row may have gone stale and started again since the Run read it
+	// The row may have gone stale, or been started by another version,
+	// since the Run read it.
+	gens := mh.par.staleness > 0 || mh.vers != nil
+	if errors.Is(err, ErrNotObtained) && (run.ctx == nil || run.ctx.Err() == nil) {
+		h.violateLocked("inv7: %s's Run returned %v, %s, but its ctx has not ended", run.who, out, errShort(err))
+	}
+	if ran && out == Executed && err != nil {
+		doneByIt := mh.db.ever(func(v row) bool { return v.State == StateDone && v.LeaseID == run.section.lease.id })
+		// A lost lease is a definite answer (could not record DONE is not:
+		// its outcome is unknown).
+		if doneByIt && !gens && errors.Is(err, ErrLeaseLost) {
+			h.violateLocked("inv7: %s's Run returned Executed, %s, but DONE was recorded under its lease", run.who, errShort(err))
+		}
+		if ie, ok := err.(*InterruptedError); ok && !mh.db.ever(func(v row) bool {
+			return v.State == StateNeeded && v.LeaseID == run.section.lease.id && v.Token == ie.Token
+		}) {
+			h.violateLocked("inv7: %s's Run returned %s, but the row was never given back under its lease", run.who, errShort(err))
+		}
+	}
 	switch {
 	case out == Executed && err == nil:
 		if !ran || run.section.result != "nil" {
@@ -371,6 +398,10 @@ func (mh *simMutexHarness) newProc(slot, inc int) *simProc {
 	if mh.drift != nil {
 		p.clk.rate = []float64{1, 1, 1, 1.0001, 1.001, 1.01}[mh.drift.IntN(6)]
 	}
+	p.watermark = mh.par.watermark
+	if mh.mixed != nil {
+		p.watermark = []time.Duration{mh.par.watermark / 2, mh.par.watermark, 2 * mh.par.watermark}[mh.mixed.IntN(3)]
+	}
 	p.scope = NewScope()
 	p.scope.id = fmt.Sprintf("p%di%02d-%06x", slot, inc, mh.rng.IntN(1<<24))
 	h.mu.Lock()
@@ -382,8 +413,12 @@ func (mh *simMutexHarness) newProc(slot, inc int) *simProc {
 		h.slots = append(h.slots, p)
 	}
 	h.mu.Unlock()
-	h.event(name, "started (clock rate %v)", p.clk.rate)
-	m := mh.newMutex(p)
+	version := ""
+	if mh.vers != nil { // an upgrade under way: restarts more likely run the new version
+		version = []string{"v1", "v2"}[min(1, mh.vers.IntN(2)+inc)]
+	}
+	h.event(name, "started (clock rate %v, watermark %v, version %q)", p.clk.rate, p.watermark, version)
+	m := mh.newMutex(p, version)
 	calls := 1 + mh.rng.IntN(3)
 	for i := range calls {
 		run := &simMutexRun{p: p, who: fmt.Sprintf("%s/r%d", name, i)}
@@ -402,12 +437,15 @@ func (mh *simMutexHarness) newProc(slot, inc int) *simProc {
 
 // newMutex makes p's Mutex: the real one, on p's connection, clock and
 // seeded jitters.
-func (mh *simMutexHarness) newMutex(p *simProc) *Mutex {
-	opts := []Option{WithWatermark(mh.par.watermark), WithJitter(mh.par.jitter), WithOwner(p.name),
+func (mh *simMutexHarness) newMutex(p *simProc, version string) *Mutex {
+	opts := []Option{WithWatermark(p.watermark), WithJitter(mh.par.jitter), WithOwner(p.name),
 		WithFinishTimeout(mh.par.finish), WithMaxAttempts(mh.par.maxAttempts),
 		WithBackOff(func() backoff.BackOff { return &simBackOff{p: p} })}
 	if mh.par.staleness > 0 {
 		opts = append(opts, WithStaleness(mh.par.staleness))
+	}
+	if version != "" {
+		opts = append(opts, WithVersion(version))
 	}
 	if mh.h.full != nil {
 		opts = append(opts, WithLogger(slog.New(&simLog{h: mh.h, who: p.name})))
@@ -445,16 +483,17 @@ func (mh *simMutexHarness) runner(m *Mutex, run *simMutexRun, r *rand.Rand) {
 	}
 	ctx, cancel := context.WithCancel(p.ctx)
 	defer cancel()
+	run.ctx = ctx
 	context.AfterFunc(ctx, func() { run.ctxEnded.Store(time.Now().UnixNano()) })
 	if x := r.Float64(); x < par.cancelRate {
-		time.AfterFunc(time.Duration(r.Int64N(int64(3*par.watermark))), cancel)
+		time.AfterFunc(time.Duration(r.Int64N(int64(3*p.watermark))), cancel)
 	} else if x < par.cancelRate*1.1 {
 		cancel()
 	}
 	// The section's length and how it ends, drawn now.
-	crit := time.Duration(r.Int64N(int64(par.watermark)))
+	crit := time.Duration(r.Int64N(int64(p.watermark)))
 	if r.IntN(10) == 0 {
-		crit = time.Duration(r.Int64N(int64(3 * par.watermark)))
+		crit = time.Duration(r.Int64N(int64(3 * p.watermark)))
 	}
 	verdict, onCancel := r.Float64(), r.Float64()
 	mh.event(p.name, "%s: Run", run.who)
@@ -530,7 +569,7 @@ func (mh *simMutexHarness) chaos(stop <-chan struct{}) {
 		h.mu.Unlock()
 		switch x := mh.rng.IntN(10); {
 		case x < 4 && par.pauses:
-			p.pause(time.Duration(mh.rng.Int64N(int64(3 * par.watermark))))
+			p.pause(time.Duration(mh.rng.Int64N(int64(3 * p.watermark))))
 		case x < 6 && par.crashes && !p.isCrashed():
 			p.crash()
 			h.mu.Lock()
@@ -556,6 +595,7 @@ type simMutexResult struct {
 	sections   int
 	takeovers  int
 	abandons   int
+	counts     map[string]int
 	calm       bool
 	violations []string
 	trace      []string
@@ -574,8 +614,24 @@ func runMutexSchedule(t *testing.T, seed uint64, rules simMutexRules, full *[]st
 		mh := &simMutexHarness{seed: seed, bySection: map[string]*simSection{}}
 		mh.rng = rand.New(rand.NewPCG(seed, 0x6d75746578))
 		mh.par = drawMutexParams(mh.rng)
+		// Streams of their own, each on in some schedules.
 		if d := rand.New(rand.NewPCG(seed, 0xd81f7)); d.IntN(3) == 0 {
 			mh.drift = d
+		}
+		if m := rand.New(rand.NewPCG(seed, 0x3a1ed)); m.IntN(4) == 0 {
+			mh.mixed = m
+		}
+		var parts *rand.Rand
+		if q := rand.New(rand.NewPCG(seed, 0xca7)); q.IntN(3) == 0 && !mh.par.calm {
+			parts = q
+		}
+		mh.maxWM = mh.par.watermark
+		if mh.mixed != nil {
+			mh.maxWM = 2 * mh.par.watermark
+		}
+		mh.par.staleness = time.Duration(mh.par.stale) * mh.maxWM
+		if v := rand.New(rand.NewPCG(seed, 0x7e5)); v.IntN(4) == 0 && !mh.par.calm {
+			mh.vers = v
 		}
 		// The host of the processes: the Lock simulation's harness, for
 		// its trace, its faults (par.faultRate) and its pause and crash
@@ -583,18 +639,25 @@ func runMutexSchedule(t *testing.T, seed uint64, rules simMutexRules, full *[]st
 		h := &simHarness{seed: seed, lastToken: map[string]int64{}, full: full, scopes: map[string]*simProc{}, stallDead: map[string]bool{}}
 		h.par = simParams{procs: mh.par.procs, watermark: mh.par.watermark, jitter: mh.par.jitter, faultRate: mh.par.faultRate,
 			pauses: mh.par.pauses, crashes: mh.par.crashes, cancelRate: mh.par.cancelRate, finish: mh.par.finish, bound: mh.par.bound}
-		h.rng = mh.rng
+		h.rng, h.parts, h.maxWM = mh.rng, parts, mh.maxWM
 		h.start = time.Now()
 		h.db = newSimDB(h, mh.par.watermark)
 		mh.h = h
-		mh.db = &simMutexDB{mh: mh, rules: rules}
+		mh.db = &simMutexDB{mh: mh, rules: rules, counts: map[string]int{}}
 		h.event("sim", "params %+v", mh.par)
 		for i := range mh.par.procs {
 			mh.newProc(i, 0)
 		}
 		stop := make(chan struct{})
 		chaosDone := make(chan struct{})
-		go func() { defer close(chaosDone); mh.chaos(stop) }()
+		partsDone := make(chan struct{})
+		go func() { defer close(chaosDone); mh.chaos(stop); <-partsDone }()
+		go func() {
+			defer close(partsDone)
+			if h.parts != nil {
+				h.partitions(stop) // sim_harness_test.go
+			}
+		}()
 		done := make(chan struct{})
 		go func() {
 			<-chaosDone // restarts join mh.running before chaos ends
@@ -629,9 +692,9 @@ func runMutexSchedule(t *testing.T, seed uint64, rules simMutexRules, full *[]st
 			h.mu.Unlock()
 		}
 		// Let renewal loops and detached calls wind down.
-		time.Sleep(2*mh.par.watermark + mh.par.finish + detachGrace)
+		time.Sleep(2*mh.maxWM + mh.par.finish + detachGrace)
 		mh.db.mu.Lock()
-		res.steps = mh.db.steps
+		res.steps, res.counts = mh.db.steps, mh.db.counts
 		mh.db.mu.Unlock()
 		h.mu.Lock()
 		res.sections, res.calm, res.takeovers, res.abandons = mh.fnCalls, mh.par.calm, mh.takeovers, mh.abandons

@@ -58,6 +58,8 @@ type simMutexDB struct {
 	last  time.Time // the latest commit timestamp
 	rows  []simMutexVersion
 	steps int
+	// counts counts the writes by kind, and the answers lost ("lost").
+	counts map[string]int
 }
 
 // readTS is Spanner's clock for a read now (microseconds, never before the
@@ -97,6 +99,14 @@ func (d *simMutexDB) current(now time.Time) row {
 func (d *simMutexDB) write(ts time.Time, op string, l *Lease, prev, r row) {
 	r.Now = time.Time{}
 	d.rows = append(d.rows, simMutexVersion{ts: ts, r: r})
+	kind := op
+	switch {
+	case op == "acquire" && prev.State == StateStarted:
+		kind = "takeover"
+	case op == "finish":
+		kind = "finish " + string(r.State)
+	}
+	d.counts[kind]++
 	d.mh.rowWritten(ts, op, l, prev, r)
 }
 
@@ -146,7 +156,11 @@ func (r mrow) String() string {
 	if !r.Exists {
 		return "{none}"
 	}
-	return fmt.Sprintf("{%s %v tok %d att %d}", r.State, simID(r.LeaseID), r.Token, r.Attempts)
+	v := ""
+	if r.Version != "" {
+		v = " " + r.Version
+	}
+	return fmt.Sprintf("{%s %v tok %d att %d%s}", r.State, simID(r.LeaseID), r.Token, r.Attempts, v)
 }
 
 // --- a process's connection ---------------------------------------------------
@@ -176,6 +190,13 @@ func (c *simMutexConn) call(ctx context.Context, op string, write bool, fn func(
 		return err
 	}
 	f := p.drawFault(write, false)
+	// A partition (sim_harness_test.go): calls cut off before Spanner, or
+	// (lossy) writes reaching it with their answers lost.
+	if cut, lossy := p.partition(); cut && lossy && write {
+		f = faultLost
+	} else if cut {
+		f = faultBefore
+	}
 	if f == faultBefore {
 		p.h.event(p.name, "%s: unavailable (not applied)", op)
 		return status.Error(codes.Unavailable, "sim: unavailable")
@@ -197,6 +218,9 @@ func (c *simMutexConn) call(ctx context.Context, op string, write bool, fn func(
 		return gerr
 	}
 	if f == faultLost {
+		d.mu.Lock()
+		d.counts["lost"]++
+		d.mu.Unlock()
 		p.h.event(p.name, "%s: answer lost (applied, err=%v)", op, err)
 		if p.draw(drawLost).IntN(2) == 0 {
 			return status.Error(codes.DeadlineExceeded, "sim: answer lost")
@@ -213,7 +237,7 @@ func (c *simMutexConn) checkSchema(ctx context.Context) error {
 func (c *simMutexConn) read(ctx context.Context, name string) (row, error) {
 	var r row
 	err := c.call(ctx, "read", false, func() error {
-		r = c.db.skew(c.db.forget(c.db.current(c.db.readTS())), c.db.mh.par.watermark)
+		r = c.db.skew(c.db.forget(c.db.current(c.db.readTS())), c.p.watermark)
 		c.p.h.event(c.p.name, "read: %v", mrow(r))
 		return nil
 	})

@@ -60,6 +60,7 @@ func simMutexSeedRange(t *testing.T) (first, last uint64) {
 type simMutexRunStats struct {
 	schedules, steps, sections, calm int64
 	takeovers, abandons              int64
+	counts                           map[string]int64 // the store's writes by kind, and answers lost
 	failed                           []simMutexResult
 }
 
@@ -74,6 +75,7 @@ func runMutexSchedules(t *testing.T, first, last uint64, rules simMutexRules, wo
 		stop atomic.Bool
 		mu                                sync.Mutex
 		failed                            []simMutexResult
+		counts = map[string]int64{}
 	)
 	next.Store(first)
 	t.Run("workers", func(t *testing.T) {
@@ -97,6 +99,11 @@ func runMutexSchedules(t *testing.T, first, last uint64, rules simMutexRules, wo
 					if res.calm {
 						nCalm.Add(1)
 					}
+					mu.Lock()
+					for k, v := range res.counts {
+						counts[k] += int64(v)
+					}
+					mu.Unlock()
 					if len(res.violations) > 0 {
 						if enough != nil && enough(res) {
 							stop.Store(true)
@@ -111,7 +118,7 @@ func runMutexSchedules(t *testing.T, first, last uint64, rules simMutexRules, wo
 	})
 	slices.SortFunc(failed, func(a, b simMutexResult) int { return int(a.seed) - int(b.seed) })
 	return simMutexRunStats{schedules: nSched.Load(), steps: nSteps.Load(), sections: nSections.Load(), calm: nCalm.Load(),
-		takeovers: nTakeovers.Load(), abandons: nAbandons.Load(), failed: failed}
+		takeovers: nTakeovers.Load(), abandons: nAbandons.Load(), counts: counts, failed: failed}
 }
 
 // TestSimMutex runs seeded schedules of Mutex.Run against the simulated
@@ -133,6 +140,11 @@ func TestSimMutex(t *testing.T) {
 	summariseMutex(t, st.failed)
 	t.Logf("wall time %v; %d calm schedules; %d sections ran, %d takeovers, %d abandons",
 		time.Since(began).Round(time.Millisecond), st.calm, st.sections, st.takeovers, st.abandons)
+	var kinds []string
+	for _, k := range slices.Sorted(maps.Keys(st.counts)) {
+		kinds = append(kinds, fmt.Sprintf("%s %d", k, st.counts[k]))
+	}
+	t.Logf("store writes: %s", strings.Join(kinds, ", "))
 	t.Logf("mutex simulation: %d schedules, %d steps, %d violations (seeds %d-%d)", st.schedules, st.steps, violations, first, last)
 }
 
