@@ -48,7 +48,8 @@ type simMutexParams struct {
 	// exactly once (inv4) is checked.
 	calm   bool
 	finish time.Duration
-	bound  time.Duration // virtual time for the Run calls
+	chaos  time.Duration // how long pauses, crashes and partitions go on
+	bound  time.Duration // virtual time for the Run calls (inv8)
 }
 
 // drawMutexParams draws a schedule's settings.
@@ -58,7 +59,8 @@ func drawMutexParams(r *rand.Rand) simMutexParams {
 		watermark:   []time.Duration{time.Second, time.Second, 500 * time.Millisecond, 2 * time.Second}[r.IntN(4)],
 		maxAttempts: []int{1, 2, 3, 3, 4, 8}[r.IntN(6)],
 		finish:      2 * time.Second,
-		bound:       40 * time.Second,
+		chaos:       20 * time.Second,
+		bound:       70 * time.Second,
 	}
 	if r.IntN(2) == 0 {
 		p.jitter = 0.2
@@ -317,8 +319,12 @@ func (mh *simMutexHarness) returned(run *simMutexRun, out Outcome, err error) {
 	if ran && out == Executed && err != nil {
 		doneByIt := mh.db.ever(func(v row) bool { return v.State == StateDone && v.LeaseID == run.section.lease.id })
 		// A lost lease is a definite answer (could not record DONE is not:
-		// its outcome is unknown).
-		if doneByIt && !gens && errors.Is(err, ErrLeaseLost) {
+		// its outcome is unknown): the section's DONE was not recorded.
+		// Broken by the library (see simMutexRegressionSeeds, seed 106):
+		// a finish whose DONE landed with its answer lost reads the row
+		// back, finds it started again by a new generation (a contender
+		// of another version, or a stale row), and reports the lease lost.
+		if doneByIt && errors.Is(err, ErrLeaseLost) {
 			h.violateLocked("inv7: %s's Run returned Executed, %s, but DONE was recorded under its lease", run.who, errShort(err))
 		}
 		if ie, ok := err.(*InterruptedError); ok && !mh.db.ever(func(v row) bool {
@@ -665,17 +671,23 @@ func runMutexSchedule(t *testing.T, seed uint64, rules simMutexRules, full *[]st
 			close(done)
 		}()
 		bound := time.NewTimer(mh.par.bound)
-		time.Sleep(mh.par.bound / 2)
+		time.Sleep(mh.par.chaos)
 		close(stop)
 		select {
 		case <-done:
 			mh.settled()
 		case <-bound.C:
-			if mh.par.calm {
-				h.mu.Lock()
-				h.violateLocked("inv4: calm schedule: Run calls still running after %v", mh.par.bound)
-				h.mu.Unlock()
+			// Liveness: chaos ended long ago; every Run call of a live
+			// process returns.
+			h.mu.Lock()
+			var stuck []string
+			for _, run := range mh.runs {
+				if !run.returned && !run.p.isCrashed() {
+					stuck = append(stuck, run.who)
+				}
 			}
+			h.violateLocked("inv8: Run calls %v still running %v after the schedule began (chaos ended at %v)", stuck, mh.par.bound, mh.par.chaos)
+			h.mu.Unlock()
 		}
 		// Whatever still runs is ended as a crash would end it.
 		h.mu.Lock()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"regexp"
 	"runtime"
 	"slices"
 	"strconv"
@@ -24,7 +25,25 @@ import (
 var simMutexRegressionSeeds = []struct {
 	seed uint64
 	why  string
-}{}
+}{
+	// Found while the checker was written: a finish whose answers were all
+	// lost (a lossy partition longer than the finish timeout) returns
+	// "could not record DONE" although DONE landed. That is an unknown
+	// outcome, honestly reported, not a definite one: the checker (inv7)
+	// now holds only a lost lease to "DONE was not recorded".
+	{666, "could not record DONE after DONE landed (lossy partition): an unknown outcome, not a violation"},
+	{1257, "could not record DONE after DONE landed (lossy partition): an unknown outcome, not a violation"},
+	// A library bug, not fixed here (the library's owner decides): fails
+	// until it is. An upgrade under way (v1 and v2 processes): P0 (v2)
+	// records DONE, its answer lost; P4 (v1) reads DONE of another
+	// version and starts the section anew at once (token 5); P0's finish
+	// reads the row back, finds it STARTED under P4, and Run returns
+	// Executed, *LeaseLostError, although its DONE was recorded: finish
+	// takes "not held by us" for "our commit did not land" (mutex.go,
+	// finish), which a new generation (another version, or a stale row)
+	// makes false (inv7).
+	{106, "Run reports a lost lease although its DONE landed: a v1 contender started the row anew after the v2 finish's lost answer"},
+}
 
 // simMutexSeedRange returns the seeds TestSimMutex runs:
 // SPANMUTEX_SIM_MUTEX_SEEDS=A-B, or SPANMUTEX_SIM_MUTEX_SCHEDULES from 1
@@ -69,13 +88,13 @@ type simMutexRunStats struct {
 // schedule was enough.
 func runMutexSchedules(t *testing.T, first, last uint64, rules simMutexRules, workers int, enough func(simMutexResult) bool) simMutexRunStats {
 	var (
-		next                              atomic.Uint64
-		nSched, nSteps, nSections, nCalm  atomic.Int64
-		nTakeovers, nAbandons             atomic.Int64
-		stop atomic.Bool
-		mu                                sync.Mutex
-		failed                            []simMutexResult
-		counts = map[string]int64{}
+		next                             atomic.Uint64
+		nSched, nSteps, nSections, nCalm atomic.Int64
+		nTakeovers, nAbandons            atomic.Int64
+		stop                             atomic.Bool
+		mu                               sync.Mutex
+		failed                           []simMutexResult
+		counts                           = map[string]int64{}
 	)
 	next.Store(first)
 	t.Run("workers", func(t *testing.T) {
@@ -246,3 +265,40 @@ func summariseMutex(t *testing.T, failed []simMutexResult) {
 // seed fixes, so a failure that needs a close race may show in some runs
 // only.
 const simMutexReplays = 3
+
+// TestSimMutexReplay runs schedules twice and compares their traces, lease
+// ids masked (the library draws them with uuid.NewString, which no seed
+// fixes): a failing seed must replay. It reports how many replayed exactly
+// and fails only if none did (goroutines made runnable at one virtual
+// instant run in an order synctest does not fix).
+func TestSimMutexReplay(t *testing.T) {
+	ids := regexp.MustCompile(`[0-9a-f]*@[0-9a-f]{5}`)
+	same, n := 0, 20
+	for seed := uint64(1); seed <= uint64(n); seed++ {
+		var a, b []string
+		runMutexSchedule(t, seed, simMutexRules{}, &a)
+		runMutexSchedule(t, seed, simMutexRules{}, &b)
+		for i := range a {
+			a[i] = ids.ReplaceAllString(a[i], "ID")
+		}
+		for i := range b {
+			b[i] = ids.ReplaceAllString(b[i], "ID")
+		}
+		slices.Sort(a)
+		slices.Sort(b)
+		if slices.Equal(a, b) {
+			same++
+		} else if testing.Verbose() {
+			for i := range min(len(a), len(b)) {
+				if a[i] != b[i] {
+					t.Logf("seed %d drifts at event %d:\n  %s\n  %s", seed, i, a[i], b[i])
+					break
+				}
+			}
+		}
+	}
+	t.Logf("%d of %d schedules replayed exactly", same, n)
+	if same == 0 {
+		t.Errorf("no schedule replayed exactly")
+	}
+}
