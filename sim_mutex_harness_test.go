@@ -319,13 +319,22 @@ func (mh *simMutexHarness) returned(run *simMutexRun, out Outcome, err error) {
 	if ran && out == Executed && err != nil {
 		doneByIt := mh.db.ever(func(v row) bool { return v.State == StateDone && v.LeaseID == run.section.lease.id })
 		// A lost lease is a definite answer (could not record DONE is not:
-		// its outcome is unknown): the section's DONE was not recorded.
-		// Broken by the library (see simMutexRegressionSeeds, seed 106):
-		// a finish whose DONE landed with its answer lost reads the row
-		// back, finds it started again by a new generation (a contender
-		// of another version, or a stale row), and reports the lease lost.
+		// its outcome is unknown): the section's own DONE, FAILED or
+		// give-back did not land. Broken by the library (see
+		// simMutexRegressionSeeds, seeds 106, 725, 756): a write whose
+		// answer was lost lands, another contender starts the section
+		// again before the retry, which then reports the lease lost.
 		if doneByIt && errors.Is(err, ErrLeaseLost) {
 			h.violateLocked("inv7: %s's Run returned Executed, %s, but DONE was recorded under its lease", run.who, errShort(err))
+		}
+		id, tok := run.section.lease.id, run.section.lease.token
+		if errors.Is(err, ErrLeaseLost) && !doneByIt {
+			if mh.db.ever(func(v row) bool { return v.State == StateFailed && v.LeaseID == id && v.Token == tok }) {
+				h.violateLocked("inv7: %s's Run returned Executed, %s, but FAILED was recorded under its lease", run.who, errShort(err))
+			}
+			if mh.db.ever(func(v row) bool { return v.State == StateNeeded && v.LeaseID == id && v.Token == tok }) {
+				h.violateLocked("inv7: %s's Run returned Executed, %s, but the row was given back under its lease", run.who, errShort(err))
+			}
 		}
 		if ie, ok := err.(*InterruptedError); ok && !mh.db.ever(func(v row) bool {
 			return v.State == StateNeeded && v.LeaseID == run.section.lease.id && v.Token == ie.Token

@@ -33,16 +33,19 @@ var simMutexRegressionSeeds = []struct {
 	// now holds only a lost lease to "DONE was not recorded".
 	{666, "could not record DONE after DONE landed (lossy partition): an unknown outcome, not a violation"},
 	{1257, "could not record DONE after DONE landed (lossy partition): an unknown outcome, not a violation"},
-	// A library bug, not fixed here (the library's owner decides): fails
-	// until it is. An upgrade under way (v1 and v2 processes): P0 (v2)
-	// records DONE, its answer lost; P4 (v1) reads DONE of another
-	// version and starts the section anew at once (token 5); P0's finish
-	// reads the row back, finds it STARTED under P4, and Run returns
-	// Executed, *LeaseLostError, although its DONE was recorded: finish
-	// takes "not held by us" for "our commit did not land" (mutex.go,
-	// finish), which a new generation (another version, or a stale row)
-	// makes false (inv7).
-	{106, "Run reports a lost lease although its DONE landed: a v1 contender started the row anew after the v2 finish's lost answer"},
+	// A library bug, not fixed here (the library's owner decides): these
+	// fail until it is (inv7). A fenced write of the holder's (finish's
+	// DONE or FAILED, interrupt's give-back) lands with its answer lost;
+	// before the retry reads the row back, another contender starts the
+	// section again, as it may at once on a FAILED row with attempts
+	// left, a NEEDED row, or DONE of another version (or a stale row);
+	// the retry finds the row held by someone else and Run reports a
+	// lost lease (mutex.go finish, mutex_interrupt.go interrupted), though
+	// its own write did land: "not held by us" is taken for "our commit
+	// did not land".
+	{106, "Executed, *LeaseLostError although DONE landed: a v1 contender started the row anew after the v2 finish's lost answer"},
+	{725, "Interrupted joined with a lost lease although the give-back landed: a contender acquired the NEEDED row while the interrupter was paused"},
+	{756, "Section failed joined with a lost lease although FAILED landed: a contender retried the FAILED row before finish read it back"},
 }
 
 // simMutexSeedRange returns the seeds TestSimMutex runs:
