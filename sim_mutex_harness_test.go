@@ -268,8 +268,10 @@ func (mh *simMutexHarness) begin(run *simMutexRun, lease *Lease) *simSection {
 		h.violateLocked("inv2: %s's section began with token %d after token %d had begun", run.who, lease.token, mh.lastToken)
 	}
 	mh.lastToken = max(mh.lastToken, lease.token)
-	if !mh.db.written(lease) {
+	if ok, tookOver := mh.db.written(lease); !ok {
 		h.violateLocked("inv6: %s's section began with token %d (id %v), which Spanner never wrote", run.who, lease.token, simID(lease.id))
+	} else if tookOver != lease.TookOver() {
+		h.violateLocked("inv6: %s's section began with token %d, TookOver %v, but the acquisition took over: %v", run.who, lease.token, lease.TookOver(), tookOver)
 	}
 	mh.sections = append(mh.sections, s)
 	mh.bySection[lease.id] = s
@@ -300,7 +302,7 @@ func (mh *simMutexHarness) returned(run *simMutexRun, out Outcome, err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	run.returned, run.out, run.err = true, out, err
-	h.eventLocked(run.p.name, "%s: Run returned %v, %s", run.who, out, errShort(err))
+	h.eventLocked(run.p.name, "%s: Run returned %v, %s", run.who, out, errLine(err))
 	if run.p.isCrashed() {
 		return // nobody is there to see it
 	}
@@ -314,7 +316,7 @@ func (mh *simMutexHarness) returned(run *simMutexRun, out Outcome, err error) {
 	// since the Run read it.
 	gens := mh.par.staleness > 0 || mh.vers != nil
 	if errors.Is(err, ErrNotObtained) && (run.ctx == nil || run.ctx.Err() == nil) {
-		h.violateLocked("inv7: %s's Run returned %v, %s, but its ctx has not ended", run.who, out, errShort(err))
+		h.violateLocked("inv7: %s's Run returned %v, %s, but its ctx has not ended", run.who, out, errLine(err))
 	}
 	if ran && out == Executed && err != nil {
 		doneByIt := mh.db.ever(func(v row) bool { return v.State == StateDone && v.LeaseID == run.section.lease.id })
@@ -325,21 +327,21 @@ func (mh *simMutexHarness) returned(run *simMutexRun, out Outcome, err error) {
 		// answer was lost lands, another contender starts the section
 		// again before the retry, which then reports the lease lost.
 		if doneByIt && errors.Is(err, ErrLeaseLost) {
-			h.violateLocked("inv7: %s's Run returned Executed, %s, but DONE was recorded under its lease", run.who, errShort(err))
+			h.violateLocked("inv7: %s's Run returned Executed, %s, but DONE was recorded under its lease", run.who, errLine(err))
 		}
 		id, tok := run.section.lease.id, run.section.lease.token
 		if errors.Is(err, ErrLeaseLost) && !doneByIt {
 			if mh.db.ever(func(v row) bool { return v.State == StateFailed && v.LeaseID == id && v.Token == tok }) {
-				h.violateLocked("inv7: %s's Run returned Executed, %s, but FAILED was recorded under its lease", run.who, errShort(err))
+				h.violateLocked("inv7: %s's Run returned Executed, %s, but FAILED was recorded under its lease", run.who, errLine(err))
 			}
 			if mh.db.ever(func(v row) bool { return v.State == StateNeeded && v.LeaseID == id && v.Token == tok }) {
-				h.violateLocked("inv7: %s's Run returned Executed, %s, but the row was given back under its lease", run.who, errShort(err))
+				h.violateLocked("inv7: %s's Run returned Executed, %s, but the row was given back under its lease", run.who, errLine(err))
 			}
 		}
 		if ie, ok := err.(*InterruptedError); ok && !mh.db.ever(func(v row) bool {
 			return v.State == StateNeeded && v.LeaseID == run.section.lease.id && v.Token == ie.Token
 		}) {
-			h.violateLocked("inv7: %s's Run returned %s, but the row was never given back under its lease", run.who, errShort(err))
+			h.violateLocked("inv7: %s's Run returned %s, but the row was never given back under its lease", run.who, errLine(err))
 		}
 	}
 	switch {
@@ -360,7 +362,7 @@ func (mh *simMutexHarness) returned(run *simMutexRun, out Outcome, err error) {
 			return v.Attempts >= int64(mh.par.maxAttempts) && (v.State == StateFailed || v.State == StateNeeded)
 		}
 		if !exhausted(r) && !(gens && mh.db.ever(exhausted)) {
-			h.violateLocked("inv5: %s's Run gave up (%v), but the row is %v, MaxAttempts %d", run.who, errShort(err), mrow(r), mh.par.maxAttempts)
+			h.violateLocked("inv5: %s's Run gave up (%v), but the row is %v, MaxAttempts %d", run.who, errLine(err), mrow(r), mh.par.maxAttempts)
 		}
 	}
 }
@@ -412,6 +414,9 @@ func (mh *simMutexHarness) newProc(slot, inc int) *simProc {
 	p.clk = &simClock{p: p, off: time.Duration(mh.rng.Int64N(int64(2*time.Hour))) - time.Hour, rate: 1, start: h.start}
 	if mh.drift != nil {
 		p.clk.rate = []float64{1, 1, 1, 1.0001, 1.001, 1.01}[mh.drift.IntN(6)]
+	}
+	if mh.db.rules.slowClocks && slot%2 == 1 {
+		p.clk.rate = 0.95 // breaks assumption A5
 	}
 	p.watermark = mh.par.watermark
 	if mh.mixed != nil {
@@ -480,6 +485,19 @@ func (mh *simMutexHarness) newMutex(p *simProc, version string) *Mutex {
 		return src.Float64()
 	}
 	return m
+}
+
+// errLine is errShort on one line (errors.Join puts its errors on lines
+// of their own).
+func errLine(err error) string {
+	if err == nil {
+		return "ok"
+	}
+	s := strings.ReplaceAll(err.Error(), "\n", " | ")
+	if len(s) > 200 {
+		s = s[:200] + "…"
+	}
+	return s
 }
 
 // errSimSection is what a failing section returns.

@@ -42,6 +42,7 @@ type simMutexRules struct {
 	doneOnFail   bool // finish records DONE whatever state it was asked to record
 	abandonEarly bool // a silent holder is abandoned (FAILED) whatever its attempt count
 	forgetDone   bool // a DONE row reads (and is decided on) as NEEDED
+	slowClocks   bool // odd process slots' clocks run 5% slow, breaking assumption A5 (not a store defect)
 }
 
 // simMutexVersion is a committed version of the section's row.
@@ -111,14 +112,15 @@ func (d *simMutexDB) write(ts time.Time, op string, l *Lease, prev, r row) {
 }
 
 // written reports whether some committed version had l's id and token,
-// STARTED; call with d.mu held.
-func (d *simMutexDB) written(l *Lease) bool {
-	for _, v := range d.rows {
+// STARTED, and whether the version before it was STARTED too (the
+// acquisition took over); call with d.mu held.
+func (d *simMutexDB) written(l *Lease) (ok, tookOver bool) {
+	for i, v := range d.rows {
 		if v.r.State == StateStarted && v.r.LeaseID == l.id && v.r.Token == l.token {
-			return true
+			return true, i > 0 && d.rows[i-1].r.State == StateStarted
 		}
 	}
-	return false
+	return false, false
 }
 
 // forget is r as a store that forgets DONE reads it.

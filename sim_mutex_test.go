@@ -198,6 +198,7 @@ func TestSimMutexCheckerCatches(t *testing.T) {
 		{"finish records DONE for a failed section", simMutexRules{doneOnFail: true}, "inv5"},
 		{"abandon before the last attempt", simMutexRules{abandonEarly: true}, "inv5"},
 		{"a DONE row read as NEEDED", simMutexRules{forgetDone: true}, "inv4"},
+		{"clocks that run 5% slow (assumption A5 broken)", simMutexRules{slowClocks: true}, "inv1"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			wanted := func(v string) bool {
