@@ -92,6 +92,8 @@ type simMutexHarness struct {
 	mixed *rand.Rand    // the processes' watermarks (nil: all par.watermark)
 	maxWM time.Duration // the longest watermark of any process
 	vers  *rand.Rand    // the processes' versions (nil: no version)
+	renew *rand.Rand    // the processes' renewal intervals (nil: the default, a third of the watermark)
+	need  bool          // the Mutexes have a Needed callback, which says false or fails at times
 	db    *simMutexDB
 
 	// Under h.mu.
@@ -323,7 +325,7 @@ func (mh *simMutexHarness) returned(run *simMutexRun, out Outcome, err error) {
 		// A lost lease is a definite answer (could not record DONE is not:
 		// its outcome is unknown): the section's own DONE, FAILED or
 		// give-back did not land. Broken by the library (see
-		// simMutexRegressionSeeds, seeds 106, 725, 756): a write whose
+		// simMutexRegressionSeeds, seeds 725, 2484, 3254): a write whose
 		// answer was lost lands, another contender starts the section
 		// again before the retry, which then reports the lease lost.
 		if doneByIt && errors.Is(err, ErrLeaseLost) {
@@ -351,6 +353,10 @@ func (mh *simMutexHarness) returned(run *simMutexRun, out Outcome, err error) {
 		} else if !mh.db.ever(func(v row) bool { return v.State == StateDone && v.LeaseID == run.section.lease.id }) ||
 			(!gens && (r.State != StateDone || r.LeaseID != run.section.lease.id)) {
 			h.violateLocked("inv5: %s's Run returned Executed, nil, but DONE was not recorded under its lease (row %v)", run.who, mrow(r))
+		}
+	case out == NotNeeded:
+		if err != nil || !mh.need {
+			h.violateLocked("inv7: %s's Run returned NotNeeded, %s, without a Needed callback that said so", run.who, errLine(err))
 		}
 	case out == AlreadyDone:
 		if r.State != StateDone && !(gens && mh.db.ever(func(v row) bool { return v.State == StateDone })) {
@@ -467,6 +473,20 @@ func (mh *simMutexHarness) newMutex(p *simProc, version string) *Mutex {
 	if version != "" {
 		opts = append(opts, WithVersion(version))
 	}
+	if mh.renew != nil {
+		opts = append(opts, WithRenewInterval([]time.Duration{p.watermark / 2, p.watermark / 6}[mh.renew.IntN(2)]))
+	}
+	if mh.need {
+		opts = append(opts, WithNeeded(func(context.Context) (bool, error) {
+			switch x := p.draw(drawNeeded).Float64(); {
+			case x < 0.05:
+				return false, errSimNeeded
+			case x < 0.25:
+				return false, nil
+			}
+			return true, nil
+		}))
+	}
 	if mh.h.full != nil {
 		opts = append(opts, WithLogger(slog.New(&simLog{h: mh.h, who: p.name})))
 	}
@@ -499,6 +519,12 @@ func errLine(err error) string {
 	}
 	return s
 }
+
+// drawNeeded is the salt of the Needed callback's draws (simProc.draw).
+const drawNeeded uint64 = 0x4eed
+
+// errSimNeeded is what a failing Needed callback returns.
+var errSimNeeded = errors.New("sim: the Needed callback failed")
 
 // errSimSection is what a failing section returns.
 var errSimSection = errors.New("sim: the section failed")
@@ -666,6 +692,10 @@ func runMutexSchedule(t *testing.T, seed uint64, rules simMutexRules, full *[]st
 		if v := rand.New(rand.NewPCG(seed, 0x7e5)); v.IntN(4) == 0 && !mh.par.calm {
 			mh.vers = v
 		}
+		if r := rand.New(rand.NewPCG(seed, 0x4e3e)); r.IntN(4) == 0 {
+			mh.renew = r
+		}
+		mh.need = rand.New(rand.NewPCG(seed, 0x4eed)).IntN(5) == 0 && !mh.par.calm
 		// The host of the processes: the Lock simulation's harness, for
 		// its trace, its faults (par.faultRate) and its pause and crash
 		// machinery; it has no Lock, so its own checks see nothing.

@@ -43,9 +43,9 @@ var simMutexRegressionSeeds = []struct {
 	// lost lease (mutex.go finish, mutex_interrupt.go interrupted), though
 	// its own write did land: "not held by us" is taken for "our commit
 	// did not land".
-	{106, "Executed, *LeaseLostError although DONE landed: a v1 contender started the row anew after the v2 finish's lost answer"},
+	{2484, "Executed, *LeaseLostError although DONE landed: a v2 contender started the row anew while the v1 finish's answers were lost (lossy partition)"},
 	{725, "Interrupted joined with a lost lease although the give-back landed: a contender acquired the NEEDED row while the interrupter was paused"},
-	{756, "Section failed joined with a lost lease although FAILED landed: a contender retried the FAILED row before finish read it back"},
+	{3254, "Section failed joined with a lost lease although FAILED landed: a contender retried the FAILED row before finish read it back"},
 }
 
 // simMutexSeedRange returns the seeds TestSimMutex runs:
