@@ -94,6 +94,9 @@ type simMutexHarness struct {
 	vers  *rand.Rand    // the processes' versions (nil: no version)
 	renew *rand.Rand    // the processes' renewal intervals (nil: the default, a third of the watermark)
 	need  bool          // the Mutexes have a Needed callback, which says false or fails at times
+	// quiet: no faults, pauses or partitions (crashes and cancellations
+	// may happen): a crashed holder costs one lease plus jitter (inv9).
+	quiet bool
 	db    *simMutexDB
 
 	// Under h.mu.
@@ -104,6 +107,8 @@ type simMutexHarness struct {
 	fnCalls   int
 	fnNil     int
 	crashes   int
+	crashedAt map[*simProc]time.Time
+	owners    map[string]*simProc // by owner identity (WithOwner)
 	takeovers int
 	abandons  int
 
@@ -125,6 +130,7 @@ type simMutexRun struct {
 	p        *simProc
 	who      string
 	ctx      context.Context // its Run's
+	began    time.Time       // when Run was called
 	ctxEnded atomic.Int64    // UnixNano of the instant its ctx ended, 0 if not
 	section  *simSection     // its fn call, if any
 	calls    int             // of fn
@@ -205,6 +211,9 @@ func (mh *simMutexHarness) rowWritten(ts time.Time, op string, l *Lease, prev, r
 	if op == "acquire" && prev.State == StateStarted {
 		mh.takeovers++
 	}
+	if mh.quiet && prev.State == StateStarted && (op == "acquire" || op == "abandon") {
+		mh.crashedHolderLocked(ts, prev)
+	}
 	if op == "abandon" {
 		mh.abandons++
 	}
@@ -234,6 +243,38 @@ func (mh *simMutexHarness) rowWritten(ts time.Time, op string, l *Lease, prev, r
 	case r.State == StateFailed && op == "abandon":
 		if prev.Attempts < int64(mh.par.maxAttempts) {
 			h.violateLocked("inv5: token %d abandoned (FAILED) on attempt %d of %d", prev.Token, prev.Attempts, mh.par.maxAttempts)
+		}
+	}
+}
+
+// simStallSlack is how long after the earliest moment a crashed holder
+// may be taken over the takeover may come: a read and an acquisition,
+// each 2-40 ms there and back.
+const simStallSlack = 150 * time.Millisecond
+
+// crashedHolderLocked checks, in a quiet schedule, that a row held by a
+// crashed process was taken over (or abandoned) at ts no later than
+// simStallSlack after its lease and the largest jitter had passed, if a
+// live Run waited all along (inv9: a dead process costs one lease plus
+// jitter); call with h.mu held.
+func (mh *simMutexHarness) crashedHolderLocked(ts time.Time, prev row) {
+	holder := mh.owners[prev.Owner]
+	crashed, ok := mh.crashedAt[holder]
+	if holder == nil || !ok {
+		return
+	}
+	lease := holderLease(prev, mh.par.watermark)
+	from := latest(prev.RenewedAt.Add(takeoverAfter(lease, time.Duration(mh.par.jitter*float64(lease)))), crashed)
+	late := ts.Sub(from)
+	if late <= simStallSlack {
+		return
+	}
+	for _, run := range mh.runs {
+		if !run.returned && run.section == nil && !run.p.isCrashed() && !run.began.IsZero() && !run.began.After(from) &&
+			run.ctx != nil && run.ctx.Err() == nil {
+			mh.h.violateLocked("inv9: the row of crashed %s (token %d) was taken %v after its lease and jitter had passed, while %s waited",
+				holder.name, prev.Token, late, run.who)
+			return
 		}
 	}
 }
@@ -431,6 +472,7 @@ func (mh *simMutexHarness) newProc(slot, inc int) *simProc {
 	p.scope = NewScope()
 	p.scope.id = fmt.Sprintf("p%di%02d-%06x", slot, inc, mh.rng.IntN(1<<24))
 	h.mu.Lock()
+	mh.owners[name] = p
 	h.scopes[p.scope.id] = p
 	h.procs = append(h.procs, p)
 	if slot < len(h.slots) {
@@ -555,6 +597,9 @@ func (mh *simMutexHarness) runner(m *Mutex, run *simMutexRun, r *rand.Rand) {
 		crit = time.Duration(r.Int64N(int64(3 * p.watermark)))
 	}
 	verdict, onCancel := r.Float64(), r.Float64()
+	mh.h.mu.Lock()
+	run.began = time.Now()
+	mh.h.mu.Unlock()
 	mh.event(p.name, "%s: Run", run.who)
 	fn := func(sctx context.Context, lease *Lease) error {
 		s := mh.begin(run, lease)
@@ -632,6 +677,7 @@ func (mh *simMutexHarness) chaos(stop <-chan struct{}) {
 		case x < 6 && par.crashes && !p.isCrashed():
 			p.crash()
 			h.mu.Lock()
+			mh.crashedAt[p] = time.Now()
 			mh.crashes++
 			h.mu.Unlock()
 			incs[p.slot]++
@@ -670,7 +716,7 @@ func runMutexSchedule(t *testing.T, seed uint64, rules simMutexRules, full *[]st
 		}
 	}()
 	synctest.Test(t, func(t *testing.T) {
-		mh := &simMutexHarness{seed: seed, bySection: map[string]*simSection{}}
+		mh := &simMutexHarness{seed: seed, bySection: map[string]*simSection{}, crashedAt: map[*simProc]time.Time{}, owners: map[string]*simProc{}}
 		mh.rng = rand.New(rand.NewPCG(seed, 0x6d75746578))
 		mh.par = drawMutexParams(mh.rng)
 		// Streams of their own, each on in some schedules.
@@ -695,6 +741,7 @@ func runMutexSchedule(t *testing.T, seed uint64, rules simMutexRules, full *[]st
 		if r := rand.New(rand.NewPCG(seed, 0x4e3e)); r.IntN(4) == 0 {
 			mh.renew = r
 		}
+		mh.quiet = mh.par.faultRate == 0 && !mh.par.pauses && parts == nil
 		mh.need = rand.New(rand.NewPCG(seed, 0x4eed)).IntN(5) == 0 && !mh.par.calm
 		// The host of the processes: the Lock simulation's harness, for
 		// its trace, its faults (par.faultRate) and its pause and crash
