@@ -43,6 +43,7 @@ type simMutexRules struct {
 	abandonEarly bool // a silent holder is abandoned (FAILED) whatever its attempt count
 	forgetDone   bool // a DONE row reads (and is decided on) as NEEDED
 	slowClocks   bool // odd process slots' clocks run 5% slow, breaking assumption A5 (not a store defect)
+	lateTakeover bool // the store's clock runs half the holder's lease behind: takeovers come late
 }
 
 // simMutexVersion is a committed version of the section's row.
@@ -132,10 +133,13 @@ func (d *simMutexDB) forget(r row) row {
 }
 
 // skew is r as a store whose clock runs half the holder's lease ahead
-// reads it.
+// (or behind) reads it.
 func (d *simMutexDB) skew(r row, own time.Duration) row {
 	if d.rules.takeEarly && r.State == StateStarted {
 		r.Now = r.Now.Add(holderLease(r, own) / 2)
+	}
+	if d.rules.lateTakeover && r.State == StateStarted {
+		r.Now = r.Now.Add(-holderLease(r, own) / 2)
 	}
 	return r
 }

@@ -199,6 +199,7 @@ func TestSimMutexCheckerCatches(t *testing.T) {
 		{"abandon before the last attempt", simMutexRules{abandonEarly: true}, "inv5"},
 		{"a DONE row read as NEEDED", simMutexRules{forgetDone: true}, "inv4"},
 		{"clocks that run 5% slow (assumption A5 broken)", simMutexRules{slowClocks: true}, "inv1"},
+		{"takeover half a lease late", simMutexRules{lateTakeover: true}, "inv9"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			wanted := func(v string) bool {
