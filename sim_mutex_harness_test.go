@@ -129,8 +129,8 @@ type simSection struct {
 type simMutexRun struct {
 	p        *simProc
 	who      string
-	ctx      context.Context // its Run's
-	began    time.Time       // when Run was called
+	ctx      context.Context // its Run's, under h.mu
+	began    time.Time       // when Run was called, under h.mu
 	ctxEnded atomic.Int64    // UnixNano of the instant its ctx ended, 0 if not
 	section  *simSection     // its fn call, if any
 	calls    int             // of fn
@@ -584,7 +584,6 @@ func (mh *simMutexHarness) runner(m *Mutex, run *simMutexRun, r *rand.Rand) {
 	}
 	ctx, cancel := context.WithCancel(p.ctx)
 	defer cancel()
-	run.ctx = ctx
 	context.AfterFunc(ctx, func() { run.ctxEnded.Store(time.Now().UnixNano()) })
 	if x := r.Float64(); x < par.cancelRate {
 		time.AfterFunc(time.Duration(r.Int64N(int64(3*p.watermark))), cancel)
@@ -598,7 +597,7 @@ func (mh *simMutexHarness) runner(m *Mutex, run *simMutexRun, r *rand.Rand) {
 	}
 	verdict, onCancel := r.Float64(), r.Float64()
 	mh.h.mu.Lock()
-	run.began = time.Now()
+	run.ctx, run.began = ctx, time.Now()
 	mh.h.mu.Unlock()
 	mh.event(p.name, "%s: Run", run.who)
 	fn := func(sctx context.Context, lease *Lease) error {
