@@ -318,6 +318,9 @@ func (mh *simMutexHarness) begin(run *simMutexRun, lease *Lease) *simSection {
 	}
 	mh.sections = append(mh.sections, s)
 	mh.bySection[lease.id] = s
+	if mh.db.lostIDs[lease.id] {
+		mh.db.counts["adopted"]++ // a section on an acquisition read back after its answer was lost
+	}
 	mh.checkLocked()
 	return s
 }
@@ -752,7 +755,7 @@ func runMutexSchedule(t *testing.T, seed uint64, rules simMutexRules, full *[]st
 		h.start = time.Now()
 		h.db = newSimDB(h, mh.par.watermark)
 		mh.h = h
-		mh.db = &simMutexDB{mh: mh, rules: rules, counts: map[string]int{}}
+		mh.db = &simMutexDB{mh: mh, rules: rules, counts: map[string]int{}, lostIDs: map[string]bool{}}
 		h.event("sim", "params %+v", mh.par)
 		for i := range mh.par.procs {
 			mh.newProc(i, 0)

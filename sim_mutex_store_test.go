@@ -62,6 +62,10 @@ type simMutexDB struct {
 	steps int
 	// counts counts the writes by kind, and the answers lost ("lost").
 	counts map[string]int
+	// losing is set while a call whose answer will be lost is applied;
+	// lostIDs holds the lease ids of acquisitions applied so.
+	losing  bool
+	lostIDs map[string]bool
 }
 
 // readTS is Spanner's clock for a read now (microseconds, never before the
@@ -213,7 +217,9 @@ func (c *simMutexConn) call(ctx context.Context, op string, write bool, fn func(
 		d.mu.Unlock()
 		return errSimCrashed
 	}
+	d.losing = f == faultLost
 	err := fn()
+	d.losing = false
 	d.steps++
 	d.mh.check()
 	d.mu.Unlock()
@@ -296,6 +302,9 @@ func (c *simMutexConn) acquire(ctx context.Context, name string, p policy, cl cl
 			}
 			lease = newLease(name, cl.owner, cl.leaseID, token, dec.action == actTakeOver, "sim")
 			lease.acquiredAt = ts
+			if d.losing {
+				d.lostIDs[cl.leaseID] = true
+			}
 			d.write(ts, "acquire", lease, r, w)
 			c.p.h.event(c.p.name, "acquire %v: %v token %d attempt %d (was %v)", simID(cl.leaseID), dec.action, token, attempts, mrow(r))
 		case actAbandon:

@@ -166,7 +166,7 @@ func TestSimMutex(t *testing.T) {
 	for _, k := range slices.Sorted(maps.Keys(st.counts)) {
 		kinds = append(kinds, fmt.Sprintf("%s %d", k, st.counts[k]))
 	}
-	t.Logf("store writes: %s", strings.Join(kinds, ", "))
+	t.Logf("store writes, answers lost, sections adopted: %s", strings.Join(kinds, ", "))
 	t.Logf("mutex simulation: %d schedules, %d steps, %d violations (seeds %d-%d)", st.schedules, st.steps, violations, first, last)
 }
 
