@@ -131,6 +131,7 @@ type simMutexRun struct {
 	who      string
 	ctx      context.Context // its Run's, under h.mu
 	began    time.Time       // when Run was called, under h.mu
+	every    time.Duration   // its Mutex's renewal interval
 	ctxEnded atomic.Int64    // UnixNano of the instant its ctx ended, 0 if not
 	section  *simSection     // its fn call, if any
 	calls    int             // of fn
@@ -306,6 +307,9 @@ func (mh *simMutexHarness) begin(run *simMutexRun, lease *Lease) *simSection {
 	}
 	if age >= p.watermark {
 		h.violateLocked("inv3: %s's section began with token %d already lapsed on its own clock (anchor %v ago, watermark %v)", run.who, lease.token, age, p.watermark)
+	} else if age >= run.every {
+		// Claim 11 (freshen): nor about to lapse before its first renewal.
+		h.violateLocked("inv3: %s's section began with token %d whose anchor is %v old, past a renewal interval (%v)", run.who, lease.token, age, run.every)
 	}
 	if lease.token <= mh.lastToken {
 		h.violateLocked("inv2: %s's section began with token %d after token %d had begun", run.who, lease.token, mh.lastToken)
@@ -600,7 +604,7 @@ func (mh *simMutexHarness) runner(m *Mutex, run *simMutexRun, r *rand.Rand) {
 	}
 	verdict, onCancel := r.Float64(), r.Float64()
 	mh.h.mu.Lock()
-	run.ctx, run.began = ctx, time.Now()
+	run.ctx, run.began, run.every = ctx, time.Now(), m.cfg.renewEvery()
 	mh.h.mu.Unlock()
 	mh.event(p.name, "%s: Run", run.who)
 	fn := func(sctx context.Context, lease *Lease) error {
