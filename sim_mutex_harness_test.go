@@ -459,6 +459,34 @@ func (mh *simMutexHarness) settled() {
 // newProc starts incarnation inc of process slot slot with its Run calls.
 func (mh *simMutexHarness) newProc(slot, inc int) *simProc {
 	h := mh.h
+	p := mh.newProcess(slot, inc)
+	name := p.name
+	version := ""
+	if mh.vers != nil { // an upgrade under way: restarts more likely run the new version
+		version = []string{"v1", "v2"}[min(1, mh.vers.IntN(2)+inc)]
+	}
+	h.event(name, "started (clock rate %v, watermark %v, version %q)", p.clk.rate, p.watermark, version)
+	m := mh.newMutex(p, version)
+	calls := 1 + mh.rng.IntN(3)
+	for i := range calls {
+		run := &simMutexRun{p: p, who: fmt.Sprintf("%s/r%d", name, i)}
+		crng := rand.New(rand.NewPCG(mh.rng.Uint64(), mh.rng.Uint64()))
+		h.mu.Lock()
+		mh.runs = append(mh.runs, run)
+		h.mu.Unlock()
+		mh.running.Add(1)
+		go func() {
+			defer mh.running.Done()
+			mh.runner(m, run, crng)
+		}()
+	}
+	return p
+}
+
+// newProcess makes incarnation inc of process slot slot: its clock,
+// watermark and Scope, known to the host.
+func (mh *simMutexHarness) newProcess(slot, inc int) *simProc {
+	h := mh.h
 	name := fmt.Sprintf("P%d", slot)
 	if inc > 0 {
 		name = fmt.Sprintf("P%d.%d", slot, inc)
@@ -488,25 +516,6 @@ func (mh *simMutexHarness) newProc(slot, inc int) *simProc {
 		h.slots = append(h.slots, p)
 	}
 	h.mu.Unlock()
-	version := ""
-	if mh.vers != nil { // an upgrade under way: restarts more likely run the new version
-		version = []string{"v1", "v2"}[min(1, mh.vers.IntN(2)+inc)]
-	}
-	h.event(name, "started (clock rate %v, watermark %v, version %q)", p.clk.rate, p.watermark, version)
-	m := mh.newMutex(p, version)
-	calls := 1 + mh.rng.IntN(3)
-	for i := range calls {
-		run := &simMutexRun{p: p, who: fmt.Sprintf("%s/r%d", name, i)}
-		crng := rand.New(rand.NewPCG(mh.rng.Uint64(), mh.rng.Uint64()))
-		h.mu.Lock()
-		mh.runs = append(mh.runs, run)
-		h.mu.Unlock()
-		mh.running.Add(1)
-		go func() {
-			defer mh.running.Done()
-			mh.runner(m, run, crng)
-		}()
-	}
 	return p
 }
 
@@ -712,6 +721,28 @@ type simMutexResult struct {
 	trace      []string
 }
 
+// newMutexHarness returns an empty harness for schedule seed.
+func newMutexHarness(seed uint64) *simMutexHarness {
+	return &simMutexHarness{seed: seed, rng: rand.New(rand.NewPCG(seed, 0x6d75746578)), bySection: map[string]*simSection{},
+		crashedAt: map[*simProc]time.Time{}, owners: map[string]*simProc{}}
+}
+
+// host makes the host of the processes, mh.h, and the database: the Lock
+// simulation's harness, for its trace, its faults (par.faultRate), its
+// partitions (parts), and its pause and crash machinery; it has no Lock,
+// so its own checks see nothing. Call it in the bubble.
+func (mh *simMutexHarness) host(rules simMutexRules, parts *rand.Rand, full *[]string) {
+	h := &simHarness{seed: mh.seed, lastToken: map[string]int64{}, full: full, scopes: map[string]*simProc{}, stallDead: map[string]bool{}}
+	h.par = simParams{procs: mh.par.procs, watermark: mh.par.watermark, jitter: mh.par.jitter, faultRate: mh.par.faultRate,
+		pauses: mh.par.pauses, crashes: mh.par.crashes, cancelRate: mh.par.cancelRate, finish: mh.par.finish, bound: mh.par.bound}
+	h.rng, h.parts, h.maxWM = mh.rng, parts, mh.maxWM
+	h.start = time.Now()
+	h.db = newSimDB(h, mh.par.watermark)
+	mh.h = h
+	mh.db = &simMutexDB{mh: mh, rules: rules, counts: map[string]int{}, lostIDs: map[string]bool{}}
+	h.event("sim", "params %+v", mh.par)
+}
+
 // runMutexSchedule runs schedule seed in a synctest bubble, appending every
 // event to full if it is not nil.
 func runMutexSchedule(t *testing.T, seed uint64, rules simMutexRules, full *[]string) (res simMutexResult) {
@@ -722,8 +753,7 @@ func runMutexSchedule(t *testing.T, seed uint64, rules simMutexRules, full *[]st
 		}
 	}()
 	synctest.Test(t, func(t *testing.T) {
-		mh := &simMutexHarness{seed: seed, bySection: map[string]*simSection{}, crashedAt: map[*simProc]time.Time{}, owners: map[string]*simProc{}}
-		mh.rng = rand.New(rand.NewPCG(seed, 0x6d75746578))
+		mh := newMutexHarness(seed)
 		mh.par = drawMutexParams(mh.rng)
 		// Streams of their own, each on in some schedules.
 		if d := rand.New(rand.NewPCG(seed, 0xd81f7)); d.IntN(3) == 0 {
@@ -749,18 +779,8 @@ func runMutexSchedule(t *testing.T, seed uint64, rules simMutexRules, full *[]st
 		}
 		mh.quiet = mh.par.faultRate == 0 && !mh.par.pauses && parts == nil
 		mh.need = rand.New(rand.NewPCG(seed, 0x4eed)).IntN(5) == 0 && !mh.par.calm
-		// The host of the processes: the Lock simulation's harness, for
-		// its trace, its faults (par.faultRate) and its pause and crash
-		// machinery; it has no Lock, so its own checks see nothing.
-		h := &simHarness{seed: seed, lastToken: map[string]int64{}, full: full, scopes: map[string]*simProc{}, stallDead: map[string]bool{}}
-		h.par = simParams{procs: mh.par.procs, watermark: mh.par.watermark, jitter: mh.par.jitter, faultRate: mh.par.faultRate,
-			pauses: mh.par.pauses, crashes: mh.par.crashes, cancelRate: mh.par.cancelRate, finish: mh.par.finish, bound: mh.par.bound}
-		h.rng, h.parts, h.maxWM = mh.rng, parts, mh.maxWM
-		h.start = time.Now()
-		h.db = newSimDB(h, mh.par.watermark)
-		mh.h = h
-		mh.db = &simMutexDB{mh: mh, rules: rules, counts: map[string]int{}, lostIDs: map[string]bool{}}
-		h.event("sim", "params %+v", mh.par)
+		mh.host(rules, parts, full)
+		h := mh.h
 		for i := range mh.par.procs {
 			mh.newProc(i, 0)
 		}

@@ -66,6 +66,9 @@ type simMutexDB struct {
 	// lostIDs holds the lease ids of acquisitions applied so.
 	losing  bool
 	lostIDs map[string]bool
+	// force, if set, replaces the fault drawn for a call of p's (a
+	// scenario's script); it returns ok false to leave the draw.
+	force func(p *simProc, op string) (f simFault, ok bool)
 }
 
 // readTS is Spanner's clock for a read now (microseconds, never before the
@@ -200,6 +203,14 @@ func (c *simMutexConn) call(ctx context.Context, op string, write bool, fn func(
 		return err
 	}
 	f := p.drawFault(write, false)
+	if c.db.force != nil {
+		c.db.mu.Lock()
+		force := c.db.force
+		c.db.mu.Unlock()
+		if ff, ok := force(p, op); ok {
+			f = ff
+		}
+	}
 	// A partition (sim_harness_test.go): calls cut off before Spanner, or
 	// (lossy) writes reaching it with their answers lost.
 	if cut, lossy := p.partition(); cut && lossy && write {
