@@ -357,6 +357,17 @@ func (c *simConn) acquireLock(ctx context.Context, name string, key queueKey, p 
 	sent, err := c.call(ctx, "acquireLock", true, true, func() error {
 		now := d.readTS()
 		v := d.view(name, key, cl.leaseID, now)
+		if key == endOfQueue && join && cl.wakeAddr != "" && v.State == StateStarted {
+			// readByKey: a joiner woken by wake-ups reads the row by key and
+			// judges its holder by a lower bound of the clock (the row's
+			// latest commit timestamp); one that looks live so is queued
+			// behind, its place not counted.
+			r := v.row
+			r.Now = r.lastWritten()
+			if holderLive(r, d.own) {
+				v = lockView{row: r, ahead: 1, uncounted: true}
+			}
+		}
 		dec := decideLock(v, cl.leaseID, p)
 		if d.rules.takeEarly && dec.action == lockWait && v.State == StateStarted && v.ahead == 0 &&
 			silentFor(v.row) >= holderLease(v.row, d.own)/2 {
