@@ -111,13 +111,15 @@ type simHarness struct {
 	seed  uint64
 	rules simRules
 	par   simParams
-	rng   *rand.Rand    // the schedule's own draws (the root and chaos goroutines)
-	drift *rand.Rand    // the clocks' rates (nil: all true)
-	mixed *rand.Rand    // the processes' watermarks (nil: all par.watermark)
-	parts *rand.Rand    // partitions (nil: none)
-	maxWM time.Duration // the longest watermark of any process
-	start time.Time
-	db    *simDB
+	rng   *rand.Rand // the schedule's own draws (the root and chaos goroutines)
+	drift *rand.Rand // the clocks' rates (nil: all true)
+	mixed *rand.Rand // the processes' watermarks (nil: all par.watermark)
+	parts *rand.Rand // partitions (nil: none)
+	// answerPauses: processes also pause just as a Spanner answer arrives.
+	answerPauses bool
+	maxWM        time.Duration // the longest watermark of any process
+	start        time.Time
+	db           *simDB
 
 	mu         sync.Mutex
 	ring       [simTraceLen]simEvent
@@ -484,6 +486,7 @@ const (
 	drawBackOff
 	drawNet
 	drawLost
+	drawAnswerPause // and the next
 )
 
 func (p *simProc) isCrashed() bool {
@@ -1132,6 +1135,9 @@ func runScheduleTraced(t *testing.T, seed uint64, rules simRules, full *[]string
 		}
 		if q := rand.New(rand.NewPCG(seed, 0xca7)); q.IntN(3) == 0 && !h.par.calm {
 			h.parts = q
+		}
+		if a := rand.New(rand.NewPCG(seed, 0xa115)); a.IntN(3) == 0 && h.par.pauses {
+			h.answerPauses = true
 		}
 		h.maxWM = h.par.watermark
 		if h.mixed != nil {

@@ -302,6 +302,11 @@ func (c *simConn) call(ctx context.Context, op string, write, aborts bool, fn fu
 	if ferr := p.flight(ctx); ferr != nil {
 		return true, ferr
 	}
+	if p.h.answerPauses && p.draw(drawAnswerPause).IntN(50) == 0 {
+		// The process stops just as the answer arrives (a GC pause, say):
+		// it acts on the answer only after it resumes.
+		p.pause(time.Duration(p.draw(drawAnswerPause + 1).Int64N(int64(3 * p.watermark))))
+	}
 	if gerr := p.gate(); gerr != nil {
 		return true, gerr
 	}
