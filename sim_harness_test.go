@@ -249,6 +249,14 @@ func (h *simHarness) grant(p *simProc, who string, l *Lock, lease *Lease, ctxEnd
 	}
 	if age := p.clk.Now().Sub(lease.lastAnchor()); age >= hd.wm {
 		h.violateLocked("inv4: %s's Lock returned token %d already lapsed on its own clock (anchor %v ago, watermark %v)", who, lease.token, age, hd.wm)
+	} else if age >= l.cfg.renewEvery() {
+		// Claim 11 (b): a lease older than a renewal interval is renewed
+		// before it is granted.
+		h.violateLocked("inv4: %s's Lock returned token %d older than a renewal interval on its own clock (anchor %v ago, interval %v)", who, lease.token, age, l.cfg.renewEvery())
+	}
+	if r := h.db.current(l.name, time.Time{}); !r.heldBy(lease.id) || r.Token != lease.token {
+		// A fresh lease cannot have been taken over: the row shows it.
+		h.violateLocked("inv9: %s's Lock returned token %d (id %v), but the row is %v", who, lease.token, simID(lease.id), simRow(r))
 	}
 	if last := h.lastToken[l.name]; lease.token <= last {
 		h.violateLocked("inv2: %s's Lock returned token %d after token %d had been returned", who, lease.token, last)
