@@ -491,21 +491,28 @@ func (m *Mutex) finish(ctx context.Context, lease *Lease, to State, lastError st
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.finishTimeout)
 	defer cancel()
 	bo := m.cfg.newBackOff()
+	var unknown error // the answer of an earlier try that may have landed
 	for {
 		err := m.store.finish(ctx, lease, to, lastError)
-		if err == nil || errors.Is(err, ErrLeaseLost) {
+		if err == nil || (errors.Is(err, ErrLeaseLost) && unknown == nil) {
 			return err
 		}
-		r, rerr := m.store.read(ctx, m.name)
-		if rerr == nil && r.LeaseID == lease.id && r.State == to {
-			return nil
+		if !errors.Is(err, ErrLeaseLost) {
+			unknown = err
 		}
-		if rerr == nil && !r.heldBy(lease.id) {
+		landed, r, werr := lease.wrote(ctx, m.store, to)
+		switch {
+		case werr != nil: // unknown yet: try again
+		case landed:
+			return nil // ours landed (and others may have started the section again since)
+		case !r.heldBy(lease.id):
 			return lease.lostTo(r)
 		}
 		m.cfg.logger.Warn("recording the end of the section failed; retrying", "state", to, "err", err)
 		if perr := pauseWith(ctx, m.cfg.clock, bo, 0); perr != nil {
-			return fmt.Errorf("spanmutex: section %q (token %d): could not record %s: %w", m.name, lease.token, to, err)
+			// Whether a try landed is still unknown: say so, not that the
+			// lease was lost.
+			return fmt.Errorf("spanmutex: section %q (token %d): could not record %s: %w", m.name, lease.token, to, unknown)
 		}
 	}
 }

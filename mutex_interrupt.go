@@ -66,18 +66,29 @@ func (m *Mutex) interrupted(ctx context.Context, lease *Lease, ie *InterruptedEr
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.finishTimeout)
 	defer cancel()
 	bo := m.cfg.newBackOff()
+	var unknown error // the answer of an earlier try that may have landed
 	for {
 		err := m.store.interrupt(fctx, lease, "interrupted: "+reason)
-		if err == nil {
+		landed, lost := err == nil, errors.Is(err, ErrLeaseLost)
+		if lost && unknown != nil {
+			// An earlier try's answer was lost: did it land?
+			var werr error
+			if landed, _, werr = lease.wrote(fctx, m.store, StateNeeded); werr != nil {
+				lost = false // still unknown: try again
+			}
+		}
+		switch {
+		case landed:
 			m.cfg.logger.Info("section interrupted; gave the row back (NEEDED, attempt not counted)", "token", lease.token, "reason", reason)
 			return out
-		}
-		if errors.Is(err, ErrLeaseLost) {
+		case lost:
 			return errors.Join(out, err)
+		case !errors.Is(err, ErrLeaseLost):
+			unknown = err
 		}
 		m.cfg.logger.Warn("giving back the interrupted section failed; retrying", "err", err)
 		if perr := pauseWith(fctx, m.cfg.clock, bo, 0); perr != nil {
-			return errors.Join(out, fmt.Errorf("spanmutex: section %q (token %d): could not give the row back: %w", m.name, lease.token, err))
+			return errors.Join(out, fmt.Errorf("spanmutex: section %q (token %d): could not give the row back: %w", m.name, lease.token, unknown))
 		}
 	}
 }

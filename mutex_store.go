@@ -23,6 +23,8 @@ type store interface {
 	// read returns the row and Spanner's clock from one strong, lock-free
 	// snapshot.
 	read(ctx context.Context, name string) (row, error)
+	// readAt returns the row as it was at Spanner time at (a past time).
+	readAt(ctx context.Context, name string, at time.Time) (row, error)
 	// acquire re-reads the row in a read-write transaction, decides with p,
 	// and writes STARTED (acquire, take over) or FAILED (abandon) if that is
 	// the decision. The returned lease is non-nil only if it committed.

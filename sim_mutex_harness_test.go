@@ -266,8 +266,13 @@ func (mh *simMutexHarness) crashedHolderLocked(ts time.Time, prev row) {
 	}
 	lease := holderLease(prev, mh.par.watermark)
 	from := latest(prev.RenewedAt.Add(takeoverAfter(lease, time.Duration(mh.par.jitter*float64(lease)))), crashed)
-	late := ts.Sub(from)
-	if late <= simStallSlack {
+	late, slack := ts.Sub(from), simStallSlack
+	if prev.Attempts > 1 {
+		// A retry of a failed section: a waiter may be backing off before
+		// its own retry (d.retry), up to 1.5 times DefaultMaxBackOff.
+		slack += DefaultMaxBackOff * 3 / 2
+	}
+	if late <= slack {
 		return
 	}
 	for _, run := range mh.runs {

@@ -270,6 +270,27 @@ func (c *simMutexConn) read(ctx context.Context, name string) (row, error) {
 	return r, nil
 }
 
+// readAt returns the row as of Spanner time at (an exact-timestamp read;
+// the mutex's callers read only the past).
+func (c *simMutexConn) readAt(ctx context.Context, name string, at time.Time) (row, error) {
+	var r row
+	err := c.call(ctx, "readAt", false, func() error {
+		for _, v := range c.db.rows {
+			if v.ts.After(at) {
+				break
+			}
+			r = v.r
+		}
+		r.Now = at
+		c.p.h.event(c.p.name, "readAt %v: %v", c.p.h.ts(at), mrow(r))
+		return nil
+	})
+	if err != nil {
+		return row{}, err
+	}
+	return r, nil
+}
+
 // acquire decides on the row read at the transaction's time, with the real
 // decide, and writes what that decides, as spannerStore.acquire does.
 func (c *simMutexConn) acquire(ctx context.Context, name string, p policy, cl claim) (decision, *Lease, error) {
