@@ -265,14 +265,14 @@ func (l *Lock) ownUnlock(ctx context.Context, lease *Lease, lost *LeaseLostError
 	if lost.CurrentToken <= lease.token || lease.lastRenewedAt().IsZero() {
 		return false
 	}
-	cutoff := lease.lastRenewedAt().Add(l.cfg.watermark)
 	now, err := l.store.read(ctx, l.name)
 	if err != nil {
 		return false
 	}
-	if now.Now.Before(cutoff) {
+	if lease.leftFirst(now, l.cfg.watermark) {
 		return true
 	}
+	cutoff := lease.lastRenewedAt().Add(l.cfg.watermark)
 	then, err := l.store.readAt(ctx, l.name, cutoff.Add(-time.Microsecond))
 	return err == nil && !then.heldBy(lease.id)
 }
