@@ -41,6 +41,25 @@ var simRegressionSeeds = []struct {
 	// Fixed by 9d17a78 (lockPassOn).
 	{32, "two dead processes (the holder's, and one with entries queued first) stall the lock 7.4s, bound 4.6s (inv5)"},
 	{66, "two dead processes stall the lock 6.1s, bound 5.4s (inv5)"},
+	// Found on 408e77b. A waiter's acquireLock (or join) has an unknown
+	// outcome: an entry under its id may be queued. It pauses; meanwhile
+	// that entry is handed the lock, which then goes silent. Resumed, it
+	// joins again, and enqueued sets quiet (the anchor of a lease a later
+	// read finds ours) to the join's send time, although the hand-off
+	// committed long before; freshen then sees a fresh lease and does not
+	// renew it, and Lock returns a lease that another contender has just
+	// passed on or taken over (inv9), two holders (inv1).
+	{578383, "quiet moved by a join although an entry of ours may have been handed the lock: the row no longer shows the lease at return (inv9), two holders (inv1)"},
+	{281702, "quiet moved by a join: a lease passed on meanwhile is returned (inv9)"},
+	{524027, "quiet moved by a join: a lease passed on meanwhile is returned (inv9)"},
+	{535185, "quiet moved by a join: a lease returned after its holder was silent a lease, then taken over: two holders (inv1)"},
+	{585428, "quiet moved by a join: two holders (inv1)"},
+	{269180, "two holders (inv1), in some replays"},
+	// A free lock (NEEDED) with a crashed process's entry before the live
+	// waiters: nobody hands the lock to the dead entry, and the waiters wait
+	// for its four-lease TTL (inv5: claim 14 bounds a dead process's cost
+	// at one lease plus jitter).
+	{478132, "a free lock stalled 1.74s (bound 1.55s) behind a dead process's entry (inv5)"},
 	// Found on a493ce8, before the grant rule (88a5135).
 	{116, "a Lock whose ctx had ended (cancelled before the call) returned the lease"},
 	{121, "a Lock whose ctx had ended returned the lease"},
