@@ -402,7 +402,7 @@ func (h *simHarness) endIdleLocked(now time.Time) {
 		return
 	}
 	if d := now.Sub(h.idleSince); d > h.stallBound() {
-		what := "free"
+		what, bound := "free", h.stallBound()
 		if h.holderProc != nil {
 			what = "held by crashed " + h.holderProc.name
 		}
@@ -412,8 +412,17 @@ func (h *simHarness) endIdleLocked(now time.Time) {
 				dead = append(dead, p.name)
 			}
 		}
-		h.violateLocked("inv5: the lock stayed %s for %v (bound %v: %d crashed process(es) %v in the way) while %d Lock call(s) waited",
-			what, d, h.stallBound(), len(dead), dead, h.waiting)
+		if h.holderProc == nil && len(dead) > 0 {
+			// The known exception (CORRECTNESS_DISCLAIMER.md, Latency): a
+			// process that died with an entry queued at a free lock holds
+			// the waiters behind it for the entry's time to live.
+			lease := h.maxWM + time.Duration(h.par.jitter*float64(h.maxWM))
+			bound = h.maxWM/4 + 100*time.Millisecond + time.Duration(len(dead))*waiterTTLFactor*lease
+		}
+		if d > bound {
+			h.violateLocked("inv5: the lock stayed %s for %v (bound %v: %d crashed process(es) %v in the way) while %d Lock call(s) waited",
+				what, d, bound, len(dead), dead, h.waiting)
+		}
 	}
 	h.idleSince = time.Time{}
 }
