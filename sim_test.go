@@ -57,9 +57,9 @@ var simRegressionSeeds = []struct {
 	{269180, "two holders (inv1), in some replays"},
 	// A free lock (NEEDED) with a crashed process's entry before the live
 	// waiters: nobody hands the lock to the dead entry, and the waiters wait
-	// for its four-lease TTL (inv5: claim 14 bounds a dead process's cost
-	// at one lease plus jitter).
-	{478132, "a free lock stalled 1.74s (bound 1.55s) behind a dead process's entry (inv5)"},
+	// for its four-lease TTL. Claim 14 now names this shape as its one
+	// exception (d3c9309); inv5 checks the stall stays within the TTL.
+	{478132, "a free lock stalled 1.74s (bound 1.55s) behind a dead process's entry, within its TTL"},
 	// Found on a493ce8, before the grant rule (88a5135).
 	{116, "a Lock whose ctx had ended (cancelled before the call) returned the lease"},
 	{121, "a Lock whose ctx had ended returned the lease"},
@@ -104,11 +104,12 @@ func simSeedRange(t *testing.T) (first, last uint64) {
 // returns what they found, failing seeds in seed order.
 func simRun(t *testing.T, first, last uint64, rules simRules, workers int) (schedules, steps int64, failed []simResult) {
 	var (
-		next    atomic.Uint64
-		nSched  atomic.Int64
-		nSteps  atomic.Int64
-		mu      sync.Mutex
-		results []simResult
+		next     atomic.Uint64
+		nSched   atomic.Int64
+		nSteps   atomic.Int64
+		nExcused atomic.Int64
+		mu       sync.Mutex
+		results  []simResult
 	)
 	next.Store(first)
 	t.Run("workers", func(t *testing.T) {
@@ -123,6 +124,7 @@ func simRun(t *testing.T, first, last uint64, rules simRules, workers int) (sche
 					res := runSchedule(t, seed, rules)
 					nSched.Add(1)
 					nSteps.Add(int64(res.steps))
+					nExcused.Add(int64(res.excused))
 					if len(res.violations) > 0 {
 						mu.Lock()
 						results = append(results, res)
@@ -133,6 +135,9 @@ func simRun(t *testing.T, first, last uint64, rules simRules, workers int) (sche
 		}
 	})
 	slices.SortFunc(results, func(a, b simResult) int { return cmp.Compare(a.seed, b.seed) })
+	if n := nExcused.Load(); n > 0 {
+		t.Logf("liveness: %d stall(s) past one lease per dead process were behind a dead entry at a free lock, within its time to live (the documented exception to claim 14)", n)
+	}
 	return nSched.Load(), nSteps.Load(), results
 }
 
