@@ -33,7 +33,6 @@ func (w *waiter) arrive(ctx context.Context) (*Lease, error) {
 	if res.lease != nil {
 		return res.lease, nil
 	}
-	w.quiet = sent
 	switch {
 	case err == nil && res.decision.action == lockWait:
 		w.enqueued(res.key, sent)
@@ -110,7 +109,7 @@ func (w *waiter) joinBehindScope(ctx context.Context) error {
 // sent, is in the queue under key.
 func (w *waiter) enqueued(key queueKey, sent time.Time) {
 	w.joined, w.touched = true, true
-	w.key, w.entryRenewed, w.quiet = key, sent, sent
+	w.key, w.entryRenewed = key, sent
 	w.renewEvery = w.entryTTL()/2 - w.lock.cfg.drawJitter(w.entryTTL(), 1.0/8)
 }
 

@@ -151,18 +151,17 @@ func (w *waiter) ceiling() time.Duration {
 // handedAnchor returns the anchor (see keepAlive) of a lease that a read
 // sent at local time sent found handed to us in r: a local time before the
 // commit that made us holder and set RenewedAt. Each of these is one:
-//   - quiet, the send time of an earlier read that did not show it;
 //   - sent less r's silence: the read's snapshot, later than sent, came
 //     that long (by Spanner's clock) after the commit;
 //   - when an Unlock of our Scope woke us, the time it sent its
 //     transaction (a waiter is handed the lock once).
 //
-// The latest is the tightest. Only durations are compared across clocks.
+// The latest is the tighter. Only durations are compared across clocks.
+// (The send time of an earlier read that did not show the lock ours is no
+// anchor: an entry of ours of unknown outcome may have been handed the lock
+// before it, while we were paused; the simulation, seed 578383.)
 func (w *waiter) handedAnchor(sent time.Time, r row) time.Time {
-	anchor := w.quiet
-	if a := sent.Add(-silentFor(r)); a.After(anchor) {
-		anchor = a
-	}
+	anchor := sent.Add(-silentFor(r))
 	if w.handedAt.After(anchor) && !w.ownAttempt {
 		anchor = w.handedAt
 	}

@@ -50,10 +50,6 @@ type waiter struct {
 	// do not renew together.
 	entryRenewed time.Time
 	renewEvery   time.Duration
-	// quiet is the local send time of the latest read that did not show the
-	// lock handed to us: a hand-off found later committed after it, so it is
-	// a safe anchor for the lease's renewals.
-	quiet time.Time
 	// reads and writes count failed Spanner calls in a row.
 	reads, writes *attempts
 	poll          pollPlan
@@ -62,7 +58,6 @@ type waiter struct {
 // run takes the lock or waits for it; with wait false it never queues.
 // Every lease it finds ours passes grant before it is returned.
 func (w *waiter) run(ctx context.Context, wait bool) (*Lease, error) {
-	w.quiet = w.now()
 	var lease *Lease
 	if wait {
 		var err error
@@ -139,7 +134,6 @@ func (w *waiter) grant(ctx context.Context, lease *Lease) (*Lease, error) {
 		return lease, nil
 	case errors.Is(err, ErrLeaseLost):
 		w.lock.cfg.logger.Debug("lock: a lease found ours was lost before it could be granted; waiting again", "token", lease.token, "err", err)
-		w.quiet = w.now()
 		return nil, nil
 	}
 	return nil, w.writes.failed(ctx, err, 0)
@@ -159,12 +153,11 @@ func (w *waiter) act(ctx context.Context, v lockView, sent time.Time, wait bool)
 		if d.action == lockPassOn && w.key == endOfQueue {
 			break // join first (TryLock: report the lock held)
 		}
-		lease, queue, err := w.try(ctx, v, sent, wait)
+		lease, queue, err := w.try(ctx, v, wait)
 		if lease != nil || err != nil || !queue {
 			return lease, err // with neither: read again
 		}
 	}
-	w.quiet = sent
 	if !wait {
 		return nil, &HeldError{Name: w.lock.name, Holder: v.Owner, Token: v.Token, Waiters: v.ahead}
 	}
@@ -238,11 +231,11 @@ func (w *waiter) confirmRemote(ctx context.Context) *Lease {
 	return w.handed(lockView{row: r}, sent)
 }
 
-// try takes a lock that a read at local time sent found free (or its holder
+// try takes a lock that a read found free (or its holder
 // silent past its declared lease). It returns the lease if it took it;
 // queue if the caller should wait in the queue instead; an error to end
 // with; or nothing, to read again.
-func (w *waiter) try(ctx context.Context, v lockView, sent time.Time, wait bool) (lease *Lease, queue bool, err error) {
+func (w *waiter) try(ctx context.Context, v lockView, wait bool) (lease *Lease, queue bool, err error) {
 	if !w.local.tryAcquiring() {
 		if wait && !w.joined {
 			// Another contender of our Scope is acquiring or holds the lock:
@@ -256,12 +249,9 @@ func (w *waiter) try(ctx context.Context, v lockView, sent time.Time, wait bool)
 	res, err := w.attempt(ctx, w.now(), false)
 	if err == nil {
 		w.writes.ok()
-		w.quiet = sent
 		return res.lease, false, nil
 	}
-	// If it did commit, the next read finds our id in the row; a hand-off
-	// found then committed after our read at sent.
-	w.quiet = sent
+	// If it did commit, the next read finds our id in the row.
 	if spanner.ErrCode(err) == codes.Aborted && ctx.Err() == nil {
 		// Lost a race for the lock, a known outcome: nothing was written.
 		// Wait in the queue instead of retrying.

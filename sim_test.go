@@ -48,7 +48,9 @@ var simRegressionSeeds = []struct {
 	// read finds ours) to the join's send time, although the hand-off
 	// committed long before; freshen then sees a fresh lease and does not
 	// renew it, and Lock returns a lease that another contender has just
-	// passed on or taken over (inv9), two holders (inv1).
+	// passed on or taken over (inv9), two holders (inv1). Fixed: a lease
+	// found ours is anchored by the read that found it (sent less the row's
+	// silence), never by an earlier send time (waiter.handedAnchor).
 	{578383, "quiet moved by a join although an entry of ours may have been handed the lock: the row no longer shows the lease at return (inv9), two holders (inv1)"},
 	{281702, "quiet moved by a join: a lease passed on meanwhile is returned (inv9)"},
 	{524027, "quiet moved by a join: a lease passed on meanwhile is returned (inv9)"},
