@@ -59,30 +59,7 @@ var simMutexRegressionSeeds = []struct {
 // SPANMUTEX_SIM_MUTEX_SEEDS=A-B, or SPANMUTEX_SIM_MUTEX_SCHEDULES from 1
 // (default 2,000, or 100,000 with SPANMUTEX_SOAK=1).
 func simMutexSeedRange(t *testing.T) (first, last uint64) {
-	if r := os.Getenv("SPANMUTEX_SIM_MUTEX_SEEDS"); r != "" {
-		a, b, ok := strings.Cut(r, "-")
-		if !ok {
-			b = a
-		}
-		x, err1 := strconv.ParseUint(a, 10, 64)
-		y, err2 := strconv.ParseUint(b, 10, 64)
-		if err1 != nil || err2 != nil || y < x {
-			t.Fatalf("SPANMUTEX_SIM_MUTEX_SEEDS=%q: want A-B", r)
-		}
-		return x, y
-	}
-	n := uint64(2_000)
-	if os.Getenv("SPANMUTEX_SOAK") == "1" {
-		n = 100_000
-	}
-	if s := os.Getenv("SPANMUTEX_SIM_MUTEX_SCHEDULES"); s != "" {
-		v, err := strconv.ParseUint(s, 10, 64)
-		if err != nil || v == 0 {
-			t.Fatalf("SPANMUTEX_SIM_MUTEX_SCHEDULES=%q: want a positive count", s)
-		}
-		n = v
-	}
-	return 1, n
+	return seedRange(t, "SPANMUTEX_SIM_MUTEX", 2_000, 100_000)
 }
 
 // simMutexRunStats is what a batch of schedules found.

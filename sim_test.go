@@ -76,7 +76,14 @@ var simRegressionSeeds = []struct {
 // or SPANMUTEX_SIM_SCHEDULES from 1 (default 10,000, or 1,000,000 with
 // SPANMUTEX_SOAK=1).
 func simSeedRange(t *testing.T) (first, last uint64) {
-	if r := os.Getenv("SPANMUTEX_SIM_SEEDS"); r != "" {
+	return seedRange(t, "SPANMUTEX_SIM", 10_000, 1_000_000)
+}
+
+// seedRange returns the seeds a simulation runs: env_SEEDS=A-B, or from 1
+// as many as env_SCHEDULES says (quick by default, soak with
+// SPANMUTEX_SOAK=1).
+func seedRange(t *testing.T, env string, quick, soak uint64) (first, last uint64) {
+	if r := os.Getenv(env + "_SEEDS"); r != "" {
 		a, b, ok := strings.Cut(r, "-")
 		if !ok {
 			b = a
@@ -84,18 +91,18 @@ func simSeedRange(t *testing.T) (first, last uint64) {
 		x, err1 := strconv.ParseUint(a, 10, 64)
 		y, err2 := strconv.ParseUint(b, 10, 64)
 		if err1 != nil || err2 != nil || y < x {
-			t.Fatalf("SPANMUTEX_SIM_SEEDS=%q: want A-B", r)
+			t.Fatalf("%s_SEEDS=%q: want A-B", env, r)
 		}
 		return x, y
 	}
-	n := uint64(10_000)
+	n := quick
 	if os.Getenv("SPANMUTEX_SOAK") == "1" {
-		n = 1_000_000
+		n = soak
 	}
-	if s := os.Getenv("SPANMUTEX_SIM_SCHEDULES"); s != "" {
+	if s := os.Getenv(env + "_SCHEDULES"); s != "" {
 		v, err := strconv.ParseUint(s, 10, 64)
 		if err != nil || v == 0 {
-			t.Fatalf("SPANMUTEX_SIM_SCHEDULES=%q: want a positive count", s)
+			t.Fatalf("%s_SCHEDULES=%q: want a positive count", env, s)
 		}
 		n = v
 	}
