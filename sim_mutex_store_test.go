@@ -54,12 +54,12 @@ type simMutexVersion struct {
 
 // simMutexDB is the simulated database of one schedule.
 type simMutexDB struct {
-	mu    sync.Mutex
-	mh    *simMutexHarness
-	rules simMutexRules
-	last  time.Time // the latest commit timestamp
-	rows  []simMutexVersion
-	steps int
+	mu         sync.Mutex
+	mh         *simMutexHarness
+	rules      simMutexRules
+	simClockTS // the latest commit timestamp, and the reads and commits of now
+	rows       []simMutexVersion
+	steps      int
 	// counts counts the writes by kind, and the answers lost ("lost").
 	counts map[string]int
 	// losing is set while a call whose answer will be lost is applied;
@@ -69,27 +69,6 @@ type simMutexDB struct {
 	// force, if set, replaces the fault drawn for a call of p's (a
 	// scenario's script); it returns ok false to leave the draw.
 	force func(p *simProc, op string) (f simFault, ok bool)
-}
-
-// readTS is Spanner's clock for a read now (microseconds, never before the
-// latest commit); call with d.mu held.
-func (d *simMutexDB) readTS() time.Time {
-	now := time.Now().Truncate(time.Microsecond)
-	if now.Before(d.last) {
-		return d.last
-	}
-	return now
-}
-
-// commitTS is the timestamp of a commit now, strictly after every earlier
-// one; call with d.mu held.
-func (d *simMutexDB) commitTS() time.Time {
-	ts := time.Now().Truncate(time.Microsecond)
-	if !ts.After(d.last) {
-		ts = d.last.Add(time.Microsecond)
-	}
-	d.last = ts
-	return ts
 }
 
 // current returns the row as of now, with Now set to now; call with d.mu

@@ -41,14 +41,14 @@ type simRules struct {
 // simDB is the simulated Spanner database shared by every process of a
 // schedule.
 type simDB struct {
-	mu    sync.Mutex
-	h     *simHarness
-	rules simRules
-	own   time.Duration // the readers' own watermark, for rows and entries that declare none
-	last  time.Time     // the latest commit timestamp
-	rows  map[string][]simVersion
-	queue map[string][]*simEntry // sorted by key
-	steps int
+	mu         sync.Mutex
+	h          *simHarness
+	rules      simRules
+	own        time.Duration // the readers' own watermark, for rows and entries that declare none
+	simClockTS               // the latest commit timestamp, and the reads and commits of now
+	rows       map[string][]simVersion
+	queue      map[string][]*simEntry // sorted by key
+	steps      int
 	// unlocked holds the lease ids whose unlock committed.
 	unlocked map[string]bool
 }
@@ -67,29 +67,35 @@ type simEntry struct {
 	wakeAddr string
 }
 
-func newSimDB(h *simHarness, own time.Duration) *simDB {
-	return &simDB{h: h, own: own, rows: map[string][]simVersion{}, queue: map[string][]*simEntry{}, unlocked: map[string]bool{}}
+// simClockTS is Spanner's clock in the simulation: virtual time in
+// microseconds, never before the latest commit. Call its methods with the
+// database's lock held.
+type simClockTS struct {
+	last time.Time // the latest commit timestamp
 }
 
-// readTS is Spanner's clock for a read now (microseconds, never before the
-// latest commit); call with d.mu held.
-func (d *simDB) readTS() time.Time {
+// readTS is Spanner's clock for a read now.
+func (c *simClockTS) readTS() time.Time {
 	now := time.Now().Truncate(time.Microsecond)
-	if now.Before(d.last) {
-		return d.last
+	if now.Before(c.last) {
+		return c.last
 	}
 	return now
 }
 
 // commitTS is the timestamp of a commit now, strictly after every earlier
-// one; call with d.mu held.
-func (d *simDB) commitTS() time.Time {
+// one.
+func (c *simClockTS) commitTS() time.Time {
 	ts := time.Now().Truncate(time.Microsecond)
-	if !ts.After(d.last) {
-		ts = d.last.Add(time.Microsecond)
+	if !ts.After(c.last) {
+		ts = c.last.Add(time.Microsecond)
 	}
-	d.last = ts
+	c.last = ts
 	return ts
+}
+
+func newSimDB(h *simHarness, own time.Duration) *simDB {
+	return &simDB{h: h, own: own, rows: map[string][]simVersion{}, queue: map[string][]*simEntry{}, unlocked: map[string]bool{}}
 }
 
 // current returns the lock's row as of now, with Now set to now.
