@@ -64,7 +64,7 @@ func (w *waiter) join(ctx context.Context) error {
 	l := w.lock
 	w.touched, w.joined = true, true
 	sent := w.now()
-	entry := queueInsert{id: w.id, owner: l.cfg.owner, lease: l.cfg.watermark, wakeAddr: l.scope.Addr()}
+	entry := queueInsert{id: w.id, owner: l.cfg.owner, lease: l.cfg.watermark, wakeAddr: l.scope.wakeAddr(l.cfg.logger)}
 	res := w.local.join(ctx, w.st, l.name, entry, l.cfg.finishTimeout)
 	if res.err != nil {
 		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.finishTimeout)

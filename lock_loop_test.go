@@ -283,7 +283,7 @@ func newMemLock(t *testing.T, st *memLockStore, opts ...Option) *Lock {
 	opts = append([]Option{WithBackOff(func() backoff.BackOff { return &backoff.ZeroBackOff{} }), WithWatermark(time.Second)}, opts...)
 	m, err := newMutex("lock", opts, forLock)
 	require.NoError(t, err)
-	return &Lock{name: "lock", cfg: m.cfg, store: st, key: localKey{database: "mem", table: "T", name: "lock"}, scope: NewScope()}
+	return &Lock{name: "lock", cfg: m.cfg, store: st, key: localKey{database: "mem", table: "T", name: "lock"}, scope: NewScope(WithoutWakeUps())}
 }
 
 // heldMemLock is newMemLock, holding the lock.

@@ -289,7 +289,7 @@ func (w *waiter) attempt(ctx context.Context, sent time.Time, join bool) (acquir
 
 // claim is who we are in an acquisition: our owner identity and our id.
 func (w *waiter) claim() claim {
-	return claim{owner: w.lock.cfg.owner, leaseID: w.id, wakeAddr: w.lock.scope.Addr()}
+	return claim{owner: w.lock.cfg.owner, leaseID: w.id, wakeAddr: w.lock.scope.wakeAddr(w.lock.cfg.logger)}
 }
 
 // await waits in the queue after a read at local time sent showed v and

@@ -56,6 +56,13 @@ func (b *wakeBoard) register(id string) (<-chan wakeUp, func()) {
 	}
 }
 
+// registered returns how many waiters are registered.
+func (b *wakeBoard) registered() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.waiting)
+}
+
 // wake wakes waiter id if it waits in this Scope, telling it w, and reports
 // whether it does; it never blocks.
 func (b *wakeBoard) wake(id string, w wakeUp) bool {

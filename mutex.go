@@ -36,10 +36,10 @@ func New(client *spanner.Client, name string, opts ...Option) (*Mutex, error) {
 		return nil, err
 	}
 	st := m.cfg.newStore(client)
-	st.sender = m.cfg.scope
-	if st.sender == nil {
-		st.sender = NewScope()
+	if m.cfg.scope == nil {
+		m.cfg.scope = NewScope()
 	}
+	st.sender = m.cfg.scope
 	st.versioned = m.cfg.version != ""
 	m.store = st
 	return m, nil

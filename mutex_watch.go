@@ -8,7 +8,7 @@ import (
 )
 
 // Wake-ups of run-once waiters. A Run waiting for another holder, whose
-// Mutex has a Scope that listens (WithScope with a ListenScope), registers
+// Mutex's Scope listens (NewScope's do, on demand), registers
 // as a watcher: one entry in the queue table under the section's name (a
 // run-once name has no Lock waiters), with its Scope's address. The
 // holder's transaction that records DONE or FAILED reads and deletes those
@@ -34,7 +34,7 @@ const maxWatchers = 256
 // listens. A failure is logged: the waiter then polls.
 func (o *obtainer) watch(ctx context.Context) {
 	m := o.m
-	if o.watcher != nil || m.cfg.scope == nil || m.cfg.scope.Addr() == "" {
+	if o.watcher != nil || m.cfg.scope == nil {
 		return
 	}
 	st, ok := m.store.(*spannerStore)
@@ -43,10 +43,15 @@ func (o *obtainer) watch(ctx context.Context) {
 	}
 	w := &watcher{id: m.cfg.scope.newWaiterID()}
 	w.wake, w.unregister = m.cfg.scope.wakes.register(w.id)
+	addr := m.cfg.scope.wakeAddr(m.cfg.logger) // registered first: a listener with a waiter registered stays open
+	if addr == "" {
+		w.unregister()
+		return
+	}
 	o.watcher = w
 	wctx, cancel := detached(ctx, m.cfg.finishTimeout)
 	defer cancel()
-	at, err := st.enqueue(wctx, m.name, []queueInsert{{id: w.id, owner: m.cfg.owner, lease: m.cfg.watermark, wakeAddr: m.cfg.scope.Addr()}})
+	at, err := st.enqueue(wctx, m.name, []queueInsert{{id: w.id, owner: m.cfg.owner, lease: m.cfg.watermark, wakeAddr: addr}})
 	if err != nil {
 		m.cfg.logger.Warn("could not register for a wake-up when the section ends; polling", "err", err)
 		return

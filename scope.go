@@ -3,6 +3,7 @@ package spanmutex
 import (
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/google/uuid"
 )
@@ -21,8 +22,9 @@ import (
 // Give every Lock of a process the same Scope (one per process is the usual
 // choice: NewScope in main, passed with WithScope). A Lock made without
 // WithScope gets a Scope of its own. A Scope's zero value is not usable; it
-// is safe for concurrent use and needs no closing unless made by
-// ListenScope: it holds state only while calls of its Locks are under way.
+// is safe for concurrent use. It holds state only while calls of its Locks
+// are under way, and a UDP socket while its waiters wait and for a minute
+// after (see NewScope); Close stops listening at once.
 type Scope struct {
 	// id names the Scope in its waiters' ids (see newWaiterID), so that a
 	// takeover from a silent holder can tell which queue entries went
@@ -30,13 +32,24 @@ type Scope struct {
 	id string
 	// ids, if set, makes the UUIDs of waiter ids instead of uuid.NewV7
 	// (the simulation's seeded source).
-	ids      func() string
-	mu       sync.Mutex
-	locks    map[localKey]*localLock
-	wakes    wakeBoard
-	listener *listener // nil unless made by ListenScope
-	sent     atomic.Int64
-	received atomic.Int64
+	ids   func() string
+	mu    sync.Mutex
+	locks map[localKey]*localLock
+	wakes wakeBoard
+	// listening is the Scope's UDP listener, nil while it has none;
+	// onDemand, whether it starts one when a waiter needs it
+	// (scope_listen.go). lmu guards starting and stopping it, and closed
+	// (Close was called), retryAt (when to try again after failing to
+	// listen) and warned (the failure was logged).
+	listening atomic.Pointer[listener]
+	onDemand  bool
+	idle      time.Duration // idleListen; shorter in tests
+	lmu       sync.Mutex
+	closed    bool
+	retryAt   time.Time
+	warned    bool
+	sent      atomic.Int64
+	received  atomic.Int64
 }
 
 // Stats returns the Scope's wake-up counts.
@@ -44,9 +57,20 @@ func (s *Scope) Stats() ScopeStats {
 	return ScopeStats{WakeUpsSent: s.sent.Load(), WakeUpsReceived: s.received.Load()}
 }
 
-// NewScope returns a Scope for the Locks of one process.
-func NewScope() *Scope {
-	return &Scope{id: newScopeID(), locks: map[localKey]*localLock{}, wakes: wakeBoard{waiting: map[string]chan wakeUp{}}}
+// NewScope returns a Scope for the Locks of one process. Unless made
+// WithoutWakeUps, it listens for wake-ups from other processes while its
+// waiters need them: from the first time one of them queues, on an
+// ephemeral UDP port of the host's own address (the first private IPv4
+// address of an interface that is up), until none has for a minute. An
+// Unlock in another process that hands the lock to one of its waiters then
+// wakes it at once instead of at its next poll. Where it cannot listen, it
+// logs why once and its waiters poll; ListenScope sets the address.
+func NewScope(opts ...ScopeOption) *Scope {
+	s := &Scope{id: newScopeID(), locks: map[localKey]*localLock{}, wakes: wakeBoard{waiting: map[string]chan wakeUp{}}, onDemand: true, idle: idleListen}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
 }
 
 // newScopeID returns a random Scope id: the last group of a UUID's text.
@@ -80,9 +104,10 @@ func scopeOf(id string) string {
 }
 
 // WithScope makes a Lock one of the contenders of scope (see Scope). For a
-// run-once Mutex, a Scope made by ListenScope makes Run's waiters woken as
-// soon as the section is recorded DONE or FAILED, instead of at their next
-// backoff; a Mutex shares nothing else through it.
+// run-once Mutex, a Scope that listens (NewScope's does, on demand) wakes
+// Run's waiters as soon as the section is recorded DONE or FAILED, instead
+// of at their next backoff; a Mutex shares nothing else through it. Without
+// WithScope, a Lock or a Mutex gets a Scope of its own.
 func WithScope(scope *Scope) Option {
 	return namedOption("WithScope", func(c *config) { c.scope = scope })
 }

@@ -1,6 +1,7 @@
 package spanmutex
 
 import (
+	"log/slog"
 	"net"
 	"strings"
 	"testing"
@@ -27,7 +28,7 @@ func TestListenScopeRejectsBadAddresses(t *testing.T) {
 	assert.Equal(t, "10.0.0.7:7946", s.Addr())
 	require.NoError(t, s.Close())
 	require.NoError(t, s.Close(), "closing twice is harmless")
-	assert.Empty(t, NewScope().Addr())
+	assert.Empty(t, NewScope().Addr(), "a NewScope Scope listens only once a waiter needs it")
 	assert.NoError(t, NewScope().Close())
 }
 
@@ -87,4 +88,64 @@ func TestParseWake(t *testing.T) {
 		assert.Equal(t, c.id, gotID, "%q", c.msg)
 		assert.True(t, c.at.Equal(gotAt), "%q: at %v, want %v", c.msg, gotAt, c.at)
 	}
+}
+
+// A NewScope Scope listens on demand: on the host's own address from the
+// first time a waiter asks for it, until it has been idle with no waiter
+// registered, and again when the next waiter asks; never after Close, nor
+// when made WithoutWakeUps.
+func TestNewScopeListensOnDemand(t *testing.T) {
+	log := slog.New(slog.DiscardHandler)
+	s := NewScope()
+	s.idle = 100 * time.Millisecond
+	t.Cleanup(func() { require.NoError(t, s.Close()) })
+	assert.Empty(t, s.Addr(), "no listener before a waiter needs one")
+
+	id := s.newWaiterID()
+	ch, unregister := s.wakes.register(id)
+	addr := s.wakeAddr(log)
+	require.NotEmpty(t, addr)
+	ip, err := hostIP()
+	require.NoError(t, err)
+	host, _, err := net.SplitHostPort(addr)
+	require.NoError(t, err)
+	assert.Equal(t, ip.String(), host, "it listens on the host's own address")
+	assert.Equal(t, addr, s.Addr())
+
+	NewScope(WithoutWakeUps()).sendWake(t.Context(), addr, id, time.Time{})
+	select {
+	case <-ch:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the wake-up did not arrive")
+	}
+	assert.Equal(t, addr, s.Addr(), "a registered waiter keeps the listener open past its idle time")
+	unregister()
+	waitFor(t, 10*time.Second, "the idle listener to close", func() bool { return s.Addr() == "" })
+	again := s.wakeAddr(log)
+	assert.NotEmpty(t, again, "the next waiter starts a new listener")
+
+	require.NoError(t, s.Close())
+	assert.Empty(t, s.Addr())
+	assert.Empty(t, s.wakeAddr(log), "a closed Scope listens no more")
+	assert.Empty(t, NewScope(WithoutWakeUps()).wakeAddr(log))
+}
+
+// hostIP finds an address of an interface that is up, as others would
+// reach this host at.
+func TestHostIP(t *testing.T) {
+	ip, err := hostIP()
+	require.NoError(t, err)
+	ifaces, err := net.Interfaces()
+	require.NoError(t, err)
+	var found bool
+	for _, iface := range ifaces {
+		addrs, _ := iface.Addrs()
+		for _, a := range addrs {
+			if ipn, ok := a.(*net.IPNet); ok && ipn.IP.Equal(ip) && iface.Flags&net.FlagUp != 0 {
+				found = true
+			}
+		}
+	}
+	assert.True(t, found, "hostIP %s is an address of an interface that is up", ip)
+	assert.False(t, ip.IsUnspecified())
 }

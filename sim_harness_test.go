@@ -886,7 +886,7 @@ func (h *simHarness) newProc(slot, inc int, listening bool) *simProc {
 		p.clk.rate = 0.95 // breaks assumption A5
 	}
 	p.conn = &simConn{db: h.db, p: p}
-	p.scope = NewScope()
+	p.scope = NewScope(WithoutWakeUps())
 	p.scope.id = fmt.Sprintf("p%di%02d-%06x", slot, inc, h.rng.IntN(1<<24))
 	pid := slot*16 + inc
 	p.scope.ids = func() string {
@@ -894,8 +894,8 @@ func (h *simHarness) newProc(slot, inc int, listening bool) *simProc {
 	}
 	if listening {
 		p.addr = fmt.Sprintf("10.0.0.%d:7946", slot+1)
-		p.scope.listener = &listener{advertise: p.addr, done: make(chan struct{}),
-			simSend: func(addr string, msg []byte) { h.send(p, addr, msg) }}
+		p.scope.listening.Store(&listener{advertise: p.addr, done: make(chan struct{}),
+			simSend: func(addr string, msg []byte) { h.send(p, addr, msg) }})
 	}
 	h.mu.Lock()
 	h.scopes[p.scope.id] = p

@@ -509,7 +509,7 @@ func (mh *simMutexHarness) newProcess(slot, inc int) *simProc {
 	if mh.mixed != nil {
 		p.watermark = []time.Duration{mh.par.watermark / 2, mh.par.watermark, 2 * mh.par.watermark}[mh.mixed.IntN(3)]
 	}
-	p.scope = NewScope()
+	p.scope = NewScope(WithoutWakeUps())
 	p.scope.id = fmt.Sprintf("p%di%02d-%06x", slot, inc, mh.rng.IntN(1<<24))
 	h.mu.Lock()
 	mh.owners[name] = p

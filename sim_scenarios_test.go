@@ -27,6 +27,17 @@ type lockEnv struct {
 	store func(t *testing.T) lockStore
 	// database names the database in the Locks' local keys.
 	database string
+	// scope, if set, makes each process's Scope instead of NewScope (the
+	// simulation's listen on no real socket).
+	scope func() *Scope
+}
+
+// newScope returns the Scope of a new process.
+func (e lockEnv) newScope() *Scope {
+	if e.scope != nil {
+		return e.scope()
+	}
+	return NewScope()
 }
 
 // scenarioWatermark is the lease of every Lock of the scenarios.
@@ -45,7 +56,7 @@ func (e lockEnv) newLock(t *testing.T, name, owner string, scope *Scope, st lock
 
 // process returns a Lock of a process of its own (its own Scope and store).
 func (e lockEnv) process(t *testing.T, name, owner string) *Lock {
-	return e.newLock(t, name, owner, NewScope(), e.store(t))
+	return e.newLock(t, name, owner, e.newScope(), e.store(t))
 }
 
 // silenceable wraps a store whose renewals can be made to fail, as if its
@@ -173,7 +184,7 @@ func scenarioTryLockHeld(t *testing.T, e lockEnv, name string) {
 // lock by its Unlock and woken at once.
 func scenarioSameScopeHandOff(t *testing.T, e lockEnv, name string) {
 	ctx := context.Background()
-	scope, st := NewScope(), e.store(t)
+	scope, st := e.newScope(), e.store(t)
 	a, b := e.newLock(t, name, "a", scope, st), e.newLock(t, name, "b", scope, st)
 	la, err := a.Lock(ctx)
 	require.NoError(t, err)
@@ -200,7 +211,7 @@ func scenarioSameScopeHandOff(t *testing.T, e lockEnv, name string) {
 func scenarioTakeOverAfterSilence(t *testing.T, e lockEnv, name string) {
 	ctx := context.Background()
 	sa := &silenceable{lockStore: e.store(t)}
-	a := e.newLock(t, name, "a", NewScope(), sa)
+	a := e.newLock(t, name, "a", e.newScope(), sa)
 	b := e.process(t, name, "b")
 	la, err := a.Lock(ctx)
 	require.NoError(t, err)
@@ -244,7 +255,7 @@ func newSimEnv() (lockEnv, *simHarness) {
 	h.start = time.Now()
 	h.db = newSimDB(h, scenarioWatermark)
 	n := 0
-	return lockEnv{database: "sim", store: func(*testing.T) lockStore {
+	return lockEnv{database: "sim", scope: func() *Scope { return NewScope(WithoutWakeUps()) }, store: func(*testing.T) lockStore {
 		n++
 		p := &simProc{h: h, name: "P" + string(rune('0'+n)), dead: make(chan struct{}), seed: uint64(n)}
 		p.ctx, p.kill = context.WithCancel(context.Background())

@@ -7,18 +7,20 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/spanmutex/spanmutex/ddl"
 )
 
 // Kind names a lock the benchmark measures.
 type Kind string
 
 const (
-	// Spanmutex is spanmutex.Lock; the Locks of one process share a Scope
-	// that listens for wake-ups (spanmutex.ListenScope on loopback), so
-	// Unlocks of other processes wake its waiters.
+	// Spanmutex is spanmutex.Lock as the README sets it up: the Locks of
+	// one process share one spanmutex.NewScope, which listens for wake-ups
+	// on demand, so Unlocks of other processes wake its waiters.
 	Spanmutex Kind = "spanmutex"
-	// SpanmutexPoll is spanmutex.Lock with a Scope that does not listen
-	// (spanmutex.NewScope): waiters behind other processes poll.
+	// SpanmutexPoll is spanmutex.Lock with a Scope made WithoutWakeUps:
+	// waiters behind other processes poll.
 	SpanmutexPoll Kind = "spanmutex-poll"
 	// Etcd is etcd's client/v3/concurrency.Mutex on an etcd 3.4 server, one
 	// session (lease) per goroutine and one client per process.
@@ -102,6 +104,9 @@ type Config struct {
 	// skips the queue part).
 	QueueWorkers  []int
 	QueueRequests int
+	// Dialect is the SQL dialect of the emulator's databases (GoogleSQL by
+	// default).
+	Dialect ddl.Dialect
 	// Progress receives a line as each run starts and ends.
 	Progress io.Writer
 }

@@ -86,32 +86,50 @@ func formatRuns(b *strings.Builder, runs []Result) {
 				r.Overlaps, r.Lost, r.Cancelled, r.Errors)
 		}
 	})
-	b.WriteString("\nspanmutex's target (issue 10): hand-off p50 ≤ its Unlock's own commit latency p50 + 2ms, in the same run;\n" +
-		"TS AHEAD AT END: how far the emulator's commit timestamps ran ahead of the local clock when the window\n" +
-		"ended, which the waiter's confirming read (as of the hand-off's commit) waits out on the emulator:\n\n")
-	bench.WriteTable(b, []string{"SHAPE", "LOCK", "HAND-OFF P50", "UNLOCK P50", "UNLOCK P50 + 2ms", "MET", "HANDED OFF BY UNLOCK", "BLIND/ACQ", "READS/ACQ", "TS AHEAD AT END"}, func(row func(...any)) {
-		for _, r := range runs {
-			if !r.Kind.isSpanmutex() {
-				continue
-			}
-			met := "-"
-			if r.HandOffs > 0 {
-				met = "no"
-				if r.HandOffP50 <= r.UnlockP50+2*time.Millisecond {
-					met = "yes"
-				}
-			}
-			row(r.Shape, r.Kind, fmtDur(r.HandOffP50, r.HandOffs > 0), fmtDur(r.UnlockP50, r.Acquisitions > 0),
-				fmtDur(r.UnlockP50+2*time.Millisecond, r.Acquisitions > 0), met, r.LibHandedOff,
-				fmtFloat(r.PerAcquisition(r.BlindWrites)), fmtFloat(r.PerAcquisition(r.Reads)), fmtDur(r.CommitLead, r.CommitLead != 0))
-		}
-	})
+	formatTargets(b, runs)
 	b.WriteString("\nRPCs by method, per acquisition:\n\n")
 	bench.WriteTable(b, []string{"SHAPE", "LOCK", "RPCS BY METHOD"}, func(row func(...any)) {
 		for _, r := range runs {
 			row(r.Shape, r.Kind, byMethod(r))
 		}
 	})
+}
+
+// formatTargets writes, per shape, spanmutex's figures as ratios to etcd's
+// in the same run, against issue 20's targets: acquisitions per second at
+// least etcd's, hand-off p50 at most etcd's, no FIFO violations.
+func formatTargets(b *strings.Builder, runs []Result) {
+	b.WriteString("\nAgainst etcd in this run (targets: ACQ/S ÷ ETCD ≥ 1.00, HAND-OFF P50 ≤ etcd's, 0 FIFO violations):\n\n")
+	bench.WriteTable(b, []string{"SHAPE", "LOCK", "ACQ/S ÷ ETCD", "HAND-OFF P50 / ETCD'S", "RPCS/ACQ / ETCD'S", "FIFO VIOL", "MET"}, func(row func(...any)) {
+		for _, r := range runs {
+			e, ok := findRun(runs, r.Shape, Etcd)
+			if !r.Kind.isSpanmutex() || !ok || e.PerSecond() == 0 {
+				continue
+			}
+			ratio := r.PerSecond() / e.PerSecond()
+			met := ratio >= 1 && r.FIFOViolations == 0 && (r.HandOffs == 0 || e.HandOffs == 0 || r.HandOffP50 <= e.HandOffP50)
+			row(r.Shape, r.Kind, fmt.Sprintf("%.2f×", ratio),
+				fmtDur(r.HandOffP50, r.HandOffs > 0)+" / "+fmtDur(e.HandOffP50, e.HandOffs > 0),
+				fmtFloat(r.PerAcquisition(r.RPCs))+" / "+fmtFloat(e.PerAcquisition(e.RPCs)), r.FIFOViolations, yesNo(met))
+		}
+	})
+}
+
+// findRun returns the run of kind at shape.
+func findRun(runs []Result, shape Shape, kind Kind) (Result, bool) {
+	for _, r := range runs {
+		if r.Shape == shape && r.Kind == kind {
+			return r, true
+		}
+	}
+	return Result{}, false
+}
+
+func yesNo(ok bool) string {
+	if ok {
+		return "yes"
+	}
+	return "no"
 }
 
 // formatUncontended writes the uncontended cycles' table.

@@ -50,15 +50,14 @@ func spannerFleet(ctx context.Context, sp spec) (*fleet, error) {
 	f := &fleet{rpcs: rpcs.Counts, lead: rpcs.LastCommitLead, close: client.Close}
 	switch sp.Kind {
 	case Spanmutex, SpanmutexPoll:
+		// The README's configuration: one NewScope per process, which
+		// listens for wake-ups on demand; spanmutex-poll turns that off.
 		scope := spanmutex.NewScope()
-		if sp.Kind == Spanmutex {
-			if scope, err = spanmutex.ListenScope("127.0.0.1:0", ""); err != nil {
-				client.Close()
-				return nil, err
-			}
-			closeClient := f.close
-			f.close = func() { scope.Close(); closeClient() }
+		if sp.Kind == SpanmutexPoll {
+			scope = spanmutex.NewScope(spanmutex.WithoutWakeUps())
 		}
+		closeClient := f.close
+		f.close = func() { scope.Close(); closeClient() }
 		var locks []*spanmutex.Lock
 		for g := range sp.Goroutines {
 			l, err := spanmutex.NewLock(client, sp.Name, spanmutex.WithOwner(fmt.Sprintf("p%d-g%d", sp.Proc, g)), spanmutex.WithScope(scope))

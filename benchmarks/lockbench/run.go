@@ -40,6 +40,7 @@ type QueueResult struct {
 // backends finds what Run starts: the emulator always, etcd if asked for.
 type backends struct {
 	emulatorBin, etcdBin string
+	dialect              ddl.Dialect // of every emulator database
 }
 
 // Check returns an error, in one line, if a backend cfg needs is missing:
@@ -50,7 +51,7 @@ func Check(cfg Config) error {
 }
 
 func findBackends(cfg Config) (backends, error) {
-	var b backends
+	b := backends{dialect: cfg.Dialect}
 	var err error
 	if b.emulatorBin, err = emulator.FindBinary(); err != nil {
 		return b, err
@@ -138,7 +139,7 @@ func freshBackend(ctx context.Context, b backends, kind Kind, sp *spec, extra ..
 	// An emulator of its own per run: its commit timestamps drift ahead of
 	// the real clock as it commits, and its strong reads wait for them, so
 	// a long-used emulator slows later runs (see internal/bench).
-	emu, err := emulator.Start(ctx, emulator.WithBinary(b.emulatorBin), emulator.WithDDL(extra...))
+	emu, err := emulator.Start(ctx, emulator.WithBinary(b.emulatorBin), emulator.WithDialect(b.dialect), emulator.WithDDL(extra...))
 	if err != nil {
 		return nil, err
 	}
@@ -208,11 +209,11 @@ func runQueue(ctx context.Context, b backends, workers, requests int) (QueueResu
 		return res, err
 	}
 	defer os.RemoveAll(dir)
-	reqDDL, err := ddl.RequestsStatements(ddl.DefaultRequestsTable)
+	reqDDL, err := b.dialect.RequestsStatements(ddl.DefaultRequestsTable)
 	if err != nil {
 		return res, err
 	}
-	emu, err := emulator.Start(ctx, emulator.WithBinary(b.emulatorBin), emulator.WithDDL(reqDDL...))
+	emu, err := emulator.Start(ctx, emulator.WithBinary(b.emulatorBin), emulator.WithDialect(b.dialect), emulator.WithDDL(reqDDL...))
 	if err != nil {
 		return res, err
 	}

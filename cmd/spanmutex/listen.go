@@ -8,7 +8,9 @@ import (
 )
 
 // listenFlags are the --listen and --advertise flags of run and lock: where
-// the process listens for wake-ups from other processes (spanmutex.ListenScope).
+// the process listens for wake-ups from other processes. By default it
+// listens on demand on the host's own address (spanmutex.NewScope); --listen
+// ADDR sets the address (spanmutex.ListenScope), --listen off polls only.
 type listenFlags struct {
 	listen, advertise string
 }
@@ -16,16 +18,19 @@ type listenFlags struct {
 // register defines the flags on fs.
 func (l *listenFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&l.listen, "listen", "",
-		"listen on this UDP address (e.g. 127.0.0.1:0 or :7946) for wake-ups, so that a hand-off or the end of the section reaches this process at once instead of at its next poll")
+		"UDP address (e.g. 127.0.0.1:0 or :7946) on which to listen for wake-ups, so that a hand-off or the end of the section reaches this process at once instead of at its next poll; default: an ephemeral port of the host's own address; off: poll only")
 	fs.StringVar(&l.advertise, "advertise", "", "with --listen on every interface: the address other processes reach this one at")
 }
 
 // scope returns the option that makes a Mutex or Lock use the listening
 // Scope, and what closes it; none if --listen is not set.
 func (l *listenFlags) scope() ([]spanmutex.Option, func(), error) {
-	if l.listen == "" {
+	if l.listen == "" || l.listen == "off" {
 		if l.advertise != "" {
-			return nil, func() {}, fmt.Errorf("--advertise goes with --listen: give the address to listen on")
+			return nil, func() {}, fmt.Errorf("--advertise goes with --listen ADDR: give the address to listen on")
+		}
+		if l.listen == "off" {
+			return []spanmutex.Option{spanmutex.WithScope(spanmutex.NewScope(spanmutex.WithoutWakeUps()))}, func() {}, nil
 		}
 		return nil, func() {}, nil
 	}

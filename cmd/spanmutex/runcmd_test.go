@@ -54,18 +54,31 @@ func TestRunAcrossProcesses(t *testing.T) {
 	}
 }
 
-// TestRunLosersWokenWhenDone: 8 processes race with --listen; the one that
-// runs COMMAND (3 s) records DONE and wakes the others, which exit at once
+// TestRunLosersWokenWhenDone: 8 processes race, listening for wake-ups by
+// default (on the host's own address) or at --listen; the one that runs
+// COMMAND (3 s) records DONE and wakes the others, which exit at once
 // instead of at their next poll (by then up to 2 s apart).
 func TestRunLosersWokenWhenDone(t *testing.T) {
 	needEmulator(t)
+	for _, tc := range []struct {
+		name   string
+		listen []string
+	}{
+		{"Default", nil},
+		{"ListenFlag", []string{"--listen", "127.0.0.1:0"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { runLosersWoken(t, tc.listen) })
+	}
+}
+
+func runLosersWoken(t *testing.T, listen []string) {
 	db, name := newDatabase(t), uniqueName(t)
 	end := filepath.Join(t.TempDir(), "end")
 	const n = 8
 	procs := make([]*process, n)
 	for i := range procs {
-		procs[i] = startProcess(t, []string{"END=" + end},
-			"run", "--listen", "127.0.0.1:0", "--database", db, name, "--", "sh", "-c", `sleep 3; date +%s%N > "$END"`)
+		args := append(append([]string{"run"}, listen...), "--database", db, name, "--", "sh", "-c", `sleep 3; date +%s%N > "$END"`)
+		procs[i] = startProcess(t, []string{"END=" + end}, args...)
 	}
 	var delays []time.Duration
 	for i, p := range procs {

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/spanmutex/spanmutex/benchmarks/lockbench"
+	"github.com/spanmutex/spanmutex/ddl"
 )
 
 func main() {
@@ -37,11 +38,15 @@ func run() int {
 	flag.DurationVar(&cfg.Drain, "drain", lockbench.DefaultDrain, "after the window, how long waiting Lock calls may still return")
 	flag.DurationVar(&cfg.Uncontended, "uncontended", lockbench.DefaultUncontended, "window of the uncontended lock+unlock runs (negative: skip)")
 	flag.IntVar(&cfg.QueueRequests, "queue-requests", lockbench.DefaultQueueRequests, "requests each queue run drains (negative: skip the queue part)")
+	dialect := flag.String("dialect", "googlesql", "SQL dialect of the emulator's databases: googlesql or postgresql")
 	flag.Parse()
 
 	var err error
 	if cfg.Shapes, err = lockbench.ParseShapes(*shapes); err != nil {
 		return usage(err)
+	}
+	if cfg.Dialect, err = ddl.ParseDialect(*dialect); err != nil {
+		return usage(fmt.Errorf("--dialect: %w", err))
 	}
 	for _, k := range strings.Split(*locks, ",") {
 		cfg.Kinds = append(cfg.Kinds, lockbench.Kind(strings.TrimSpace(k)))
@@ -62,7 +67,7 @@ func run() int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	host, _ := os.Hostname()
-	fmt.Printf("Machine: %s, %d CPUs, %s/%s; load average at start: %s\n", host, runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, loadAvg())
+	fmt.Printf("Machine: %s, %d CPUs, %s/%s; load average at start: %s; Spanner dialect: %s\n", host, runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, loadAvg(), cfg.Dialect)
 	began := time.Now()
 	rep, err := lockbench.Run(ctx, cfg)
 	if rep.EtcdVersion != "" {
