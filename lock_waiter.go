@@ -245,8 +245,15 @@ func (w *waiter) try(ctx context.Context, v lockView, wait bool) (lease *Lease, 
 		}
 		w.local.startAcquiring()
 	}
+	touched := w.touched
 	w.touched = true
 	res, err := w.attempt(ctx, w.now(), false)
+	if res.lease == nil && (err == nil || spanner.ErrCode(err) == codes.Aborted) {
+		// Nothing of ours was written (the transaction found the lock
+		// taken and rolled back, or was aborted): leaving has nothing to
+		// undo for this attempt.
+		w.touched = touched
+	}
 	if err == nil {
 		w.writes.ok()
 		return res.lease, false, nil

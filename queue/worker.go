@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
@@ -61,6 +62,9 @@ type Worker struct {
 	scope   *spanmutex.Scope
 	running atomic.Bool
 	stats   workerCounters
+	// crowded reports that the last resource this worker tried was held
+	// by another worker (tryPage); touched only by Run's goroutine.
+	crowded bool
 	// shutdownErr collects failures to release at shutdown; touched only by
 	// Run's goroutine.
 	shutdownErr []error
@@ -173,36 +177,78 @@ func (w *Worker) pass(ctx context.Context, sweep bool) (bool, error) {
 			w.cfg.logger.Warn("scan failed; trying again at the next poll", "err", err)
 			return worked, nil
 		}
-		stale := false
 		scanned += len(page)
-		for _, e := range page {
-			if ctx.Err() != nil {
-				return worked, nil
-			}
-			at = line{since: e.since, id: e.id}
-			if tried[e.resource] {
-				continue
-			}
-			tried[e.resource] = true
-			if e.status == StatusInProgress && !sweep {
-				w.stats.skipped.Add(1)
-				continue
-			}
-			held, did := w.tenure(ctx, e.resource)
-			worked = worked || did
-			if held {
-				// The rest of the page aged while we held the resource:
-				// other workers may have handled it. Read it again from
-				// the line rather than lock resources with nothing left.
-				stale = true
-				break
-			}
+		held, did := w.tryPage(ctx, w.candidates(page, tried, sweep), tried)
+		worked = worked || did
+		if held {
+			// The rest of the page aged while we held the resource: other
+			// workers may have handled it. Read it again from the line
+			// rather than lock resources with nothing left.
+			continue
 		}
-		if !stale && len(page) < scanPageSize {
+		if len(page) < scanPageSize {
 			break
 		}
+		last := page[len(page)-1]
+		at = line{since: last.since, id: last.id}
 	}
 	return worked, nil
+}
+
+// candidates returns the resources of page a pass may try, in queue order,
+// each once: not tried yet in the pass, and, between recovery sweeps, not
+// in progress (those are counted as skipped).
+func (w *Worker) candidates(page []pendingEntry, tried map[string]bool, sweep bool) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, e := range page {
+		if tried[e.resource] || seen[e.resource] {
+			continue
+		}
+		seen[e.resource] = true
+		if e.status == StatusInProgress && !sweep {
+			tried[e.resource] = true
+			w.stats.skipped.Add(1)
+			continue
+		}
+		out = append(out, e.resource)
+	}
+	return out
+}
+
+// tryPage tries the resources of cands, marking each tried, until it takes
+// one (held) or none is left. A worker alone goes in queue order. One that
+// found a resource held by another worker (crowded) goes on from a random
+// place in cands, wrapping around, and starts its next pages so too, until
+// it takes the first it tries: workers that read the same page spread over
+// its resources instead of queueing up behind one another, each paying a
+// refused TryLock per resource.
+func (w *Worker) tryPage(ctx context.Context, cands []string, tried map[string]bool) (held, worked bool) {
+	n := len(cands)
+	from, rest := 0, 0 // the first try, and where the rest start
+	if w.crowded && n > 1 {
+		from = rand.IntN(n)
+	}
+	for i := range n {
+		if ctx.Err() != nil {
+			return false, false
+		}
+		r := cands[(from+i)%n]
+		if i > 0 && !w.crowded && n > 2 {
+			r = cands[1+(rest+i-1)%(n-1)]
+		}
+		tried[r] = true
+		held, did := w.tenure(ctx, r)
+		if held {
+			w.crowded = false
+			return true, did
+		}
+		if i == 0 && !w.crowded && n > 2 {
+			rest = rand.IntN(n - 1)
+		}
+		w.crowded = true
+	}
+	return false, false
 }
 
 // lockName is the name of resource's lock: "queue/<table>/<resource>", or,
