@@ -29,7 +29,9 @@ import (
 //     enqueue order) in pages of 32 with lock-free strong single-use reads,
 //     moving a "line in the sand" past each request it looks at. For each
 //     resource not yet tried in the pass it calls TryLock on the resource's
-//     lock; a resource held by another worker is skipped (Stats.Skipped).
+//     lock; a resource held by another worker is skipped (Stats.Skipped),
+//     and the worker then goes on from a random place in the page, so that
+//     workers spread over its resources (tryPage).
 //     Between recovery sweeps (see pass), a resource whose request is
 //     in-progress is skipped without a lock read.
 //  2. Claim: holding the resource's lease, one read-write transaction fenced
