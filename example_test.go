@@ -170,3 +170,32 @@ func ExampleLock_Lock() {
 	// the other replica: true
 	// the other replica holds it with token 2
 }
+
+// A Scope per process: its Locks coordinate in memory, and it listens for
+// wake-ups from other processes' Unlocks while its waiters wait (on an
+// ephemeral UDP port of the host's own address; Addr says which once it
+// does). Where processes cannot reach one another over UDP, turn that off
+// and let waiters poll.
+func ExampleNewScope() {
+	scope := spanmutex.NewScope() // listens on demand
+	defer scope.Close()
+	fmt.Println("listening before any waiter:", scope.Addr() != "")
+
+	polling := spanmutex.NewScope(spanmutex.WithoutWakeUps())
+	fmt.Println("listening without wake-ups:", polling.Addr() != "")
+	// Output:
+	// listening before any waiter: false
+	// listening without wake-ups: false
+}
+
+// ListenScope listens at once, at an address of your choice, until Close.
+func ExampleListenScope() {
+	scope, err := spanmutex.ListenScope("127.0.0.1:0", "")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer scope.Close()
+	fmt.Println("listening:", scope.Addr() != "")
+	// Output:
+	// listening: true
+}
