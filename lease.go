@@ -26,6 +26,7 @@ type Lease struct {
 	id         string
 	token      int64
 	acquiredAt time.Time
+	queuedAt   time.Time
 	takeover   bool
 	handedOff  bool
 	table      string
@@ -65,6 +66,14 @@ func (l *Lease) Token() int64 { return l.token }
 
 // AcquiredAt returns the Spanner commit timestamp of the acquisition.
 func (l *Lease) AcquiredAt() time.Time { return l.acquiredAt }
+
+// QueuedAt returns, for a Lock's lease, the Spanner commit timestamp of the
+// queue entry through which this Lock call waited its turn: the order in
+// which the lock is granted among live waiters (FIFO). It is zero if the
+// call took the lock without queueing, for every lease of a run-once Mutex,
+// and when the entry's key is not known (its insert had an unknown
+// outcome).
+func (l *Lease) QueuedAt() time.Time { return l.queuedAt }
 
 // TookOver reports whether this acquisition took the section over from a
 // holder that went silent past the watermark.

@@ -165,7 +165,7 @@ func testLockFIFO(t *testing.T, db string) {
 // each handed over with the next token.
 func TestLockFIFOAcrossProcesses(t *testing.T) {
 	db := freshDatabase(t)
-	procs := []*Scope{NewScope(), NewScope(), NewScope(), NewScope()}
+	procs := []*Scope{NewScope(WithoutWakeUps()), NewScope(WithoutWakeUps()), NewScope(WithoutWakeUps()), NewScope(WithoutWakeUps())}
 	clients := []*spanner.Client{newClient(t, db), newClient(t, db), newClient(t, db), newClient(t, db)}
 	first, err := NewLock(clients[0], "fifo-processes", WithOwner("first"), WithScope(procs[0]))
 	require.NoError(t, err)
@@ -179,6 +179,7 @@ func TestLockFIFOAcrossProcesses(t *testing.T) {
 		order []string
 		toks  []int64
 		hand  []bool
+		qat   []time.Time
 		reads int64
 		wg    sync.WaitGroup
 	)
@@ -196,6 +197,7 @@ func TestLockFIFOAcrossProcesses(t *testing.T) {
 			order = append(order, lease.Owner())
 			toks = append(toks, lease.Token())
 			hand = append(hand, lease.HandedOff())
+			qat = append(qat, lease.QueuedAt())
 			mu.Unlock()
 			assert.NoError(t, l.Unlock(ctx))
 			mu.Lock()
@@ -215,6 +217,13 @@ func TestLockFIFOAcrossProcesses(t *testing.T) {
 		assert.Equal(t, lease0.Token()+int64(i)+1, tok)
 	}
 	assert.NotContains(t, hand, false, "every waiter was handed the lock by an Unlock")
+	assert.Zero(t, lease0.QueuedAt(), "the first took the lock free, without queueing")
+	for i, at := range qat {
+		assert.False(t, at.IsZero(), "%s's lease says when it queued", order[i])
+		if i > 0 {
+			assert.True(t, at.After(qat[i-1]) || at.Equal(qat[i-1]), "granted in the order of QueuedAt: %v after %v", at, qat[i-1])
+		}
+	}
 	assert.Positive(t, reads, "waiters behind holders of other processes polled")
 	for _, p := range procs {
 		assert.Empty(t, p.locks, "every call gave its localLock back")

@@ -131,6 +131,9 @@ func (w *waiter) grant(ctx context.Context, lease *Lease) (*Lease, error) {
 	case err == nil && ctx.Err() != nil:
 		return nil, errNotObtained(ctx)
 	case err == nil:
+		if w.key != endOfQueue {
+			lease.queuedAt = w.key.at
+		}
 		return lease, nil
 	case errors.Is(err, ErrLeaseLost):
 		w.lock.cfg.logger.Debug("lock: a lease found ours was lost before it could be granted; waiting again", "token", lease.token, "err", err)

@@ -49,6 +49,10 @@ type Result struct {
 	RWAttempts, BlindWrites, Reads int64
 
 	FIFOViolations int
+	// EntryOrderViolations (spanmutex): acquisitions granted before
+	// another whose place in line (call.Entry) was fixed earlier by
+	// Spanner's clock: the library's own FIFO order broken.
+	EntryOrderViolations int
 	// Mutual exclusion: Overlaps counts critical sections that found
 	// another holder's marker; Lost, increments of the shared counter lost
 	// (acquisitions − counter); ClockOverlaps, acquisitions that returned
@@ -140,6 +144,7 @@ func analyse(kind Kind, shape Shape, hold, window time.Duration, end int64, coun
 	r.UnlockP99, _ = bench.Percentile(unlocks, 99)
 	r.CycleP50, _ = bench.Percentile(cycles, 50)
 	r.FIFOViolations = fifoViolations(all, acqs)
+	r.EntryOrderViolations = entryOrderViolations(acqs)
 	return r
 }
 
@@ -157,6 +162,25 @@ func fifoViolations(all, acqs []call) int {
 				break
 			}
 			if b.Returned > a.Returned {
+				n++
+				break
+			}
+		}
+	}
+	return n
+}
+
+// entryOrderViolations counts the acquisitions granted (by token) before
+// another acquisition whose Entry is strictly earlier: by Spanner's clock,
+// that one was in line first. Acquisitions without an Entry are left out.
+func entryOrderViolations(acqs []call) int {
+	n := 0
+	for _, a := range acqs {
+		if a.Entry == 0 {
+			continue
+		}
+		for _, b := range acqs {
+			if b.Entry != 0 && b.Entry < a.Entry && b.Token > a.Token {
 				n++
 				break
 			}

@@ -74,3 +74,25 @@ func TestAnalyse(t *testing.T) {
 		t.Errorf("lost %d, clock overlaps %d, token disorder %d, handed off %d; want 0, 0, 0, 2", r.Lost, r.ClockOverlaps, r.TokenDisorder, r.LibHandedOff)
 	}
 }
+
+// An acquisition granted before another whose entry is earlier breaks the
+// entry order; ties and acquisitions without an entry do not count.
+func TestEntryOrderViolations(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		acqs []call
+		want int
+	}{
+		{"in order", []call{{Token: 1, Entry: 10}, {Token: 2, Entry: 20}, {Token: 3, Entry: 30}}, 0},
+		{"ties", []call{{Token: 1, Entry: 10}, {Token: 2, Entry: 10}}, 0},
+		{"one overtakes two", []call{{Token: 1, Entry: 30}, {Token: 2, Entry: 10}, {Token: 3, Entry: 20}}, 1},
+		{"two overtake one", []call{{Token: 1, Entry: 20}, {Token: 2, Entry: 30}, {Token: 3, Entry: 10}}, 2},
+		{"no entry", []call{{Token: 1}, {Token: 2, Entry: 10}, {Token: 3}}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := entryOrderViolations(tc.acqs); got != tc.want {
+				t.Errorf("entryOrderViolations = %d, want %d", got, tc.want)
+			}
+		})
+	}
+}

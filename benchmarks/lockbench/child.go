@@ -81,7 +81,7 @@ func awaitGo(cmds <-chan string) (start, end int64, err error) {
 
 // locker is one goroutine's handle on the lock under test.
 type locker interface {
-	lock(ctx context.Context) (token int64, handedOff bool, err error)
+	lock(ctx context.Context) (grant, error)
 	unlock(ctx context.Context) error
 }
 
@@ -180,7 +180,7 @@ func runLockChild(sp spec, cmds <-chan string, say func(string)) error {
 // section and unlocks.
 func contend(ctx context.Context, sp spec, g int, lk locker, fail func(error)) call {
 	c := call{Proc: sp.Proc, G: g, Called: mono()}
-	tok, handed, err := lk.lock(ctx)
+	gr, err := lk.lock(ctx)
 	c.Returned = mono()
 	if err != nil {
 		if ctx.Err() != nil {
@@ -190,7 +190,7 @@ func contend(ctx context.Context, sp spec, g int, lk locker, fail func(error)) c
 		}
 		return c
 	}
-	c.Acquired, c.Token, c.HandedOff = true, tok, handed
+	c.Acquired, c.Token, c.HandedOff, c.Entry = true, gr.token, gr.handedOff, gr.entry
 	overlap, err := critical(sp.Dir, sp.Hold)
 	if err != nil {
 		fail(fmt.Errorf("critical section: %w", err))

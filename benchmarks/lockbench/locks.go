@@ -97,21 +97,25 @@ func spannerFleet(ctx context.Context, sp spec) (*fleet, error) {
 
 type lockOf struct{ l *spanmutex.Lock }
 
-func (c lockOf) lock(ctx context.Context) (int64, bool, error) {
+func (c lockOf) lock(ctx context.Context) (grant, error) {
 	lease, err := c.l.Lock(ctx)
 	if err != nil {
-		return 0, false, err
+		return grant{}, err
 	}
-	return lease.Token(), lease.HandedOff(), nil
+	entry := lease.QueuedAt()
+	if entry.IsZero() {
+		entry = lease.AcquiredAt()
+	}
+	return grant{token: lease.Token(), handedOff: lease.HandedOff(), entry: entry.UnixNano()}, nil
 }
 
 func (c lockOf) unlock(ctx context.Context) error { return c.l.Unlock(ctx) }
 
 type naiveOf struct{ l *bench.NaiveLock }
 
-func (c naiveOf) lock(ctx context.Context) (int64, bool, error) {
+func (c naiveOf) lock(ctx context.Context) (grant, error) {
 	tok, err := c.l.Lock(ctx)
-	return tok, false, err
+	return grant{token: tok}, err
 }
 
 func (c naiveOf) unlock(ctx context.Context) error { return c.l.Unlock(ctx) }
@@ -160,11 +164,11 @@ type etcdOf struct{ m *concurrency.Mutex }
 // lock returns the revision of the response that granted the lock as the
 // token: etcd's Mutex has no token of its own (the benchmark orders
 // acquisitions by the shared clock, not by tokens).
-func (c etcdOf) lock(ctx context.Context) (int64, bool, error) {
+func (c etcdOf) lock(ctx context.Context) (grant, error) {
 	if err := c.m.Lock(ctx); err != nil {
-		return 0, false, err
+		return grant{}, err
 	}
-	return c.m.Header().GetRevision(), false, nil
+	return grant{token: c.m.Header().GetRevision()}, nil
 }
 
 func (c etcdOf) unlock(ctx context.Context) error { return c.m.Unlock(ctx) }

@@ -53,10 +53,22 @@ type call struct {
 	Released, Unlocked int64
 	Token              int64 // Spanner locks: the fencing token
 	HandedOff          bool  // spanmutex: Lease.HandedOff
+	// Entry (spanmutex): when the call's place in line was fixed, by
+	// Spanner's clock, in Unix nanoseconds: its queue entry's commit
+	// (Lease.QueuedAt), or, for a lock taken without queueing, the
+	// acquisition's (Lease.AcquiredAt).
+	Entry int64
 	UnlockFailed       bool
 	// Overlap: on entering the critical section, another holder's marker
 	// file was there.
 	Overlap bool
+}
+
+// grant is what a Lock call that got the lock says of it.
+type grant struct {
+	token     int64
+	handedOff bool
+	entry     int64 // see call.Entry; 0 if unknown
 }
 
 // lockResult is a lock child's result.
