@@ -57,8 +57,8 @@ type call struct {
 	// Spanner's clock, in Unix nanoseconds: its queue entry's commit
 	// (Lease.QueuedAt), or, for a lock taken without queueing, the
 	// acquisition's (Lease.AcquiredAt).
-	Entry int64
-	UnlockFailed       bool
+	Entry        int64
+	UnlockFailed bool
 	// Overlap: on entering the critical section, another holder's marker
 	// file was there.
 	Overlap bool
