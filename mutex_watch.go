@@ -86,11 +86,12 @@ func (o *obtainer) pauseOrWake(ctx context.Context, limit time.Duration) error {
 	if o.watcher == nil {
 		return o.acquires.pause(ctx, limit)
 	}
+	wake := o.watcher.wake // the goroutine may outlive this call, and unwatch clears o.watcher
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {
 		select {
-		case <-o.watcher.wake:
+		case <-wake:
 			cancel()
 		case <-wctx.Done():
 		}
