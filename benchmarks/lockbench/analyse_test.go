@@ -96,3 +96,24 @@ func TestEntryOrderViolations(t *testing.T) {
 		})
 	}
 }
+
+// The losers' delays are measured from the winner's section end; errors
+// are counted, and a run with no winner has no delays.
+func TestAnalyseRunOnce(t *testing.T) {
+	got := analyseRunOnce(RunOnceResult{}, []runOnceResult{
+		{Proc: 0, Outcome: "AlreadyDone", Returned: 130 * ms},
+		{Proc: 1, Outcome: "Executed", SectionEnd: 100 * ms, Returned: 101 * ms},
+		{Proc: 2, Outcome: "AlreadyDone", Returned: 110 * ms},
+		{Proc: 3, Outcome: "AlreadyDone", Returned: 120 * ms},
+		{Proc: 4, Outcome: "NotObtained", Err: "boom"},
+	})
+	if got.Executed != 1 || got.Losers != 3 || got.ErrorRuns != 1 || got.FirstErr != "boom" {
+		t.Fatalf("got %+v", got)
+	}
+	if got.P50 != 20*time.Millisecond || got.Max != 30*time.Millisecond {
+		t.Errorf("p50 %v, max %v; want 20ms and 30ms", got.P50, got.Max)
+	}
+	if none := analyseRunOnce(RunOnceResult{}, []runOnceResult{{Outcome: "AlreadyDone", Returned: 1}}); none.Losers != 0 {
+		t.Errorf("no winner: %d losers counted", none.Losers)
+	}
+}

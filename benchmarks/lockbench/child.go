@@ -57,6 +57,8 @@ func runChild(in io.Reader, out io.Writer) error {
 		return runLockChild(sp, cmds, say)
 	case roleQueue:
 		return runQueueChild(sp, cmds, say)
+	case roleRunOnce:
+		return runRunOnceChild(sp, cmds, say)
 	}
 	return fmt.Errorf("unknown role %q", sp.Role)
 }

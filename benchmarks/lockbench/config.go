@@ -75,6 +75,7 @@ const (
 	DefaultDrain         = 5 * time.Second
 	DefaultUncontended   = 3 * time.Second
 	DefaultQueueRequests = 300
+	DefaultRunOnceProcs  = 16
 	// DefaultShapes is the table of issue 10.
 	DefaultShapes = "1x1,4x1,4x25,16x1,1x4"
 )
@@ -104,6 +105,9 @@ type Config struct {
 	// skips the queue part).
 	QueueWorkers  []int
 	QueueRequests int
+	// RunOnceProcs is how many processes race to run one section once in
+	// the run-once part (negative skips it).
+	RunOnceProcs int
 	// Dialect is the SQL dialect of the emulator's databases (GoogleSQL by
 	// default).
 	Dialect ddl.Dialect
@@ -136,6 +140,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.QueueRequests == 0 {
 		c.QueueRequests = DefaultQueueRequests
 	}
+	if c.RunOnceProcs == 0 {
+		c.RunOnceProcs = DefaultRunOnceProcs
+	}
 	if c.Progress == nil {
 		c.Progress = io.Discard
 	}
@@ -149,6 +156,9 @@ func (c Config) withDefaults() (Config, error) {
 		default:
 			return c, fmt.Errorf("lockbench: unknown lock %q; want spanmutex, spanmutex-poll, etcd or naive", k)
 		}
+	}
+	if c.RunOnceProcs > MaxProcs {
+		return c, fmt.Errorf("lockbench: %d run-once processes; want 1 to %d", c.RunOnceProcs, MaxProcs)
 	}
 	for _, w := range c.QueueWorkers {
 		if w < 1 || w > MaxProcs {

@@ -28,6 +28,9 @@ func Format(w io.Writer, rep Report) error {
 	if len(rep.Queue) > 0 {
 		formatQueue(&b, rep.Queue)
 	}
+	if len(rep.RunOnce) > 0 {
+		formatRunOnce(&b, rep.RunOnce)
+	}
 	for _, r := range append(slices.Clone(rep.Runs), rep.Uncontended...) {
 		if r.Errors > 0 {
 			fmt.Fprintf(&b, "\n%s %s: %d errors; the first: %s\n", r.Shape, r.Kind, r.Errors, r.FirstError)
@@ -163,6 +166,24 @@ func formatQueue(b *strings.Builder, queue []QueueResult) {
 	for _, q := range queue {
 		for _, e := range q.Errors {
 			fmt.Fprintf(b, "  %d workers: %s\n", q.Workers, e)
+		}
+	}
+}
+
+// formatRunOnce writes the run-once races' table.
+func formatRunOnce(b *strings.Builder, runs []RunOnceResult) {
+	fmt.Fprintf(b, "\nRun-once: P processes start Mutex.Run of one section at once; the winner's section runs %v.\n"+
+		"LOSERS' RETURN: after the winner's section ended (its DONE commit included); target: p50 ≤ 50ms by default:\n\n", RunOnceSection)
+	bench.WriteTable(b, []string{"LOCK", "PROCS", "EXECUTED", "LOSERS", "LOSERS' RETURN P50", "MAX", "MET", "ERRORS"}, func(row func(...any)) {
+		for _, r := range runs {
+			some := r.Losers > 0
+			row(r.Kind, r.Procs, r.Executed, r.Losers, fmtDur(r.P50, some), fmtDur(r.Max, some),
+				yesNo(some && r.Executed == 1 && r.P50 <= 50*time.Millisecond), r.ErrorRuns)
+		}
+	})
+	for _, r := range runs {
+		if r.FirstErr != "" {
+			fmt.Fprintf(b, "  %s: %d errors; the first: %s\n", r.Kind, r.ErrorRuns, r.FirstErr)
 		}
 	}
 }

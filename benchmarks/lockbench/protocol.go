@@ -19,8 +19,9 @@ const ChildEnv = "LOCKBENCH_CHILD"
 
 // Roles of a child.
 const (
-	roleLock  = "lock"
-	roleQueue = "queue"
+	roleLock    = "lock"
+	roleQueue   = "queue"
+	roleRunOnce = "runonce"
 )
 
 // spec is what a child is told to do.

@@ -19,9 +19,10 @@ import (
 
 // Report is everything one Run measured.
 type Report struct {
-	Runs        []Result      // per shape, per lock
-	Uncontended []Result      // 1 process, 1 goroutine, no hold, per lock
-	Queue       []QueueResult // per number of worker processes
+	Runs        []Result        // per shape, per lock
+	Uncontended []Result        // 1 process, 1 goroutine, no hold, per lock
+	Queue       []QueueResult   // per number of worker processes
+	RunOnce     []RunOnceResult // per spanmutex kind
 	EtcdVersion string
 	Emulator    string // the emulator binary
 }
@@ -112,6 +113,20 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 			}
 			fmt.Fprintf(cfg.Progress, "queue: %d worker process(es): %d requests in %v\n", w, q.Completed, q.Took.Round(time.Millisecond))
 			rep.Queue = append(rep.Queue, q)
+		}
+	}
+	if cfg.RunOnceProcs > 0 {
+		for _, kind := range cfg.Kinds {
+			if !kind.isSpanmutex() {
+				continue
+			}
+			fmt.Fprintf(cfg.Progress, "run-once %s: %d processes start Run at once ...\n", kind, cfg.RunOnceProcs)
+			r, err := runRunOnce(ctx, b, kind, cfg.RunOnceProcs)
+			if err != nil {
+				return rep, fmt.Errorf("run-once %s: %w", kind, err)
+			}
+			fmt.Fprintf(cfg.Progress, "run-once %s: %d executed, %d losers, p50 %v after the section ended\n", kind, r.Executed, r.Losers, r.P50.Round(time.Millisecond))
+			rep.RunOnce = append(rep.RunOnce, r)
 		}
 	}
 	return rep, nil

@@ -38,6 +38,7 @@ func run() int {
 	flag.DurationVar(&cfg.Drain, "drain", lockbench.DefaultDrain, "after the window, how long waiting Lock calls may still return")
 	flag.DurationVar(&cfg.Uncontended, "uncontended", lockbench.DefaultUncontended, "window of the uncontended lock+unlock runs (negative: skip)")
 	flag.IntVar(&cfg.QueueRequests, "queue-requests", lockbench.DefaultQueueRequests, "requests each queue run drains (negative: skip the queue part)")
+	flag.IntVar(&cfg.RunOnceProcs, "run-once", lockbench.DefaultRunOnceProcs, "processes that race to run one section once (negative: skip the run-once part)")
 	dialect := flag.String("dialect", "googlesql", "SQL dialect of the emulator's databases: googlesql or postgresql")
 	flag.Parse()
 
