@@ -33,6 +33,7 @@ func TestSmoke(t *testing.T) {
 		Uncontended:   -1,
 		QueueWorkers:  []int{2},
 		QueueRequests: 20,
+		RunOnceProcs:  3,
 		Progress:      testLog{t},
 	}
 	if err := Check(cfg); err != nil {
@@ -75,5 +76,13 @@ func TestSmoke(t *testing.T) {
 	}
 	if len(rep.Queue) != 1 || rep.Queue[0].Completed != 20 || len(rep.Queue[0].Errors) > 0 {
 		t.Errorf("queue: %+v, want 20 requests completed by 2 worker processes, no errors", rep.Queue)
+	}
+	if len(rep.RunOnce) != 2 {
+		t.Fatalf("%d run-once races, want one per spanmutex lock", len(rep.RunOnce))
+	}
+	for _, r := range rep.RunOnce {
+		if r.Executed != 1 || r.Losers != 2 || r.ErrorRuns != 0 {
+			t.Errorf("run-once %s: %+v, want the section run once and 2 losers, no errors", r.Kind, r)
+		}
 	}
 }
