@@ -78,13 +78,9 @@ func NewLock(client *spanner.Client, name string, opts ...Option) (*Lock, error)
 	if err != nil {
 		return nil, err
 	}
-	scope := m.cfg.scope
-	if scope == nil {
-		scope = NewScope()
-	}
 	sp := m.cfg.newStore(client)
 	key := localKey{database: client.DatabaseName(), table: m.cfg.table, name: name}
-	return &Lock{name: name, cfg: m.cfg, store: sp, sp: sp, key: key, scope: scope}, nil
+	return &Lock{name: name, cfg: m.cfg, store: sp, sp: sp, key: key, scope: m.cfg.scope}, nil
 }
 
 // Name returns the lock's name.

@@ -282,7 +282,7 @@ func (w *waiter) attempt(ctx context.Context, sent time.Time, join bool) (acquir
 	octx, cancel := detached(ctx, w.lock.cfg.finishTimeout)
 	defer cancel()
 	res, err := gated(ctx, w.local, func() (acquireResult, error) {
-		return w.st.acquireLock(octx, w.lock.name, w.key, w.pol, w.claim(), join)
+		return w.st.acquireLock(octx, w.lock.name, w.key, w.pol, w.claim(join), join)
 	})
 	if err == nil && res.decision.action == lockPassOn {
 		// We handed a silent holder's lock on: wake whom we handed it to.
@@ -297,9 +297,16 @@ func (w *waiter) attempt(ctx context.Context, sent time.Time, join bool) (acquir
 	return res, err
 }
 
-// claim is who we are in an acquisition: our owner identity and our id.
-func (w *waiter) claim() claim {
-	return claim{owner: w.lock.cfg.owner, leaseID: w.id, wakeAddr: w.lock.scope.wakeAddr(w.lock.cfg.logger)}
+// claim is who we are in an acquisition: our owner identity and our id,
+// and, if it may queue us (join), the address our Scope is woken at (which
+// starts its listener if need be; an attempt that cannot queue us needs
+// none).
+func (w *waiter) claim(join bool) claim {
+	c := claim{owner: w.lock.cfg.owner, leaseID: w.id}
+	if join {
+		c.wakeAddr = w.lock.scope.wakeAddr(w.lock.cfg.logger)
+	}
+	return c
 }
 
 // await waits in the queue after a read at local time sent showed v and

@@ -36,9 +36,6 @@ func New(client *spanner.Client, name string, opts ...Option) (*Mutex, error) {
 		return nil, err
 	}
 	st := m.cfg.newStore(client)
-	if m.cfg.scope == nil {
-		m.cfg.scope = NewScope()
-	}
 	st.sender = m.cfg.scope
 	st.versioned = m.cfg.version != ""
 	m.store = st
@@ -54,6 +51,9 @@ func newMutex(name string, opts []Option, t target) (*Mutex, error) {
 		return nil, err
 	}
 	cfg.logger = cfg.logger.With("mutex", name, "owner", cfg.owner)
+	if cfg.scope == nil {
+		cfg.scope = NewScope() // a Scope of its own (see WithScope)
+	}
 	tel, err := newTelemetry(&cfg, name) // telemetry.go
 	if err != nil {
 		return nil, fmt.Errorf("%w: telemetry: %v", ErrInvalidConfig, err)

@@ -34,7 +34,7 @@ const maxWatchers = 256
 // listens. A failure is logged: the waiter then polls.
 func (o *obtainer) watch(ctx context.Context) {
 	m := o.m
-	if o.watcher != nil || m.cfg.scope == nil {
+	if o.watcher != nil {
 		return
 	}
 	st, ok := m.store.(*spannerStore)

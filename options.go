@@ -167,7 +167,7 @@ type config struct {
 	version       string        // "": versions are not compared
 	clock         clock
 	random        func() float64 // the jitters' source; nil: rand.Float64 (the simulation seeds its own)
-	scope         *Scope         // nil: a Lock or Mutex gets a Scope of its own
+	scope         *Scope         // not given (nil): newMutex makes the Lock or Mutex a Scope of its own
 	given         []string       // the names of the options given, in order
 	dialect       ddl.Dialect
 	dialectSet    bool // dialect was given (WithDialect); else it is read

@@ -134,18 +134,13 @@ func (s *Scope) Addr() string {
 // "" if the Scope does not listen. A Scope that cannot listen logs why in
 // log, once, and its waiters poll.
 func (s *Scope) wakeAddr(log *slog.Logger) string {
-	if l := s.listening.Load(); l != nil {
-		l.lastUsed.Store(time.Now().UnixNano())
-		return l.advertise
-	}
-	if !s.onDemand {
-		return ""
+	if addr, ok := s.inUse(); ok || !s.onDemand {
+		return addr
 	}
 	s.lmu.Lock()
 	defer s.lmu.Unlock()
-	if l := s.listening.Load(); l != nil {
-		l.lastUsed.Store(time.Now().UnixNano())
-		return l.advertise
+	if addr, ok := s.inUse(); ok { // started meanwhile
+		return addr
 	}
 	if s.closed || time.Now().Before(s.retryAt) {
 		return ""
@@ -161,6 +156,17 @@ func (s *Scope) wakeAddr(log *slog.Logger) string {
 	}
 	s.start(l)
 	return l.advertise
+}
+
+// inUse returns the current listener's address, marking it used now, and
+// reports whether the Scope has a listener.
+func (s *Scope) inUse() (string, bool) {
+	l := s.listening.Load()
+	if l == nil {
+		return "", false
+	}
+	l.lastUsed.Store(time.Now().UnixNano())
+	return l.advertise, true
 }
 
 // listenOnHost opens a listener on an ephemeral port of the host's own

@@ -221,32 +221,27 @@ func (w *Worker) candidates(page []pendingEntry, tried map[string]bool, sweep bo
 // tryPage tries the resources of cands, marking each tried, until it takes
 // one (held) or none is left. A worker alone goes in queue order. One that
 // found a resource held by another worker (crowded) goes on from a random
-// place in cands, wrapping around, and starts its next pages so too, until
-// it takes the first it tries: workers that read the same page spread over
-// its resources instead of queueing up behind one another, each paying a
-// refused TryLock per resource.
+// place in what is left of cands, wrapping around, and starts its next
+// pages so too, until it takes the first it tries: workers that read the
+// same page spread over its resources instead of queueing up behind one
+// another, each paying a refused TryLock per resource.
 func (w *Worker) tryPage(ctx context.Context, cands []string, tried map[string]bool) (held, worked bool) {
-	n := len(cands)
-	from, rest := 0, 0 // the first try, and where the rest start
-	if w.crowded && n > 1 {
-		from = rand.IntN(n)
-	}
-	for i := range n {
+	spread := false
+	for len(cands) > 0 {
 		if ctx.Err() != nil {
 			return false, false
 		}
-		r := cands[(from+i)%n]
-		if i > 0 && !w.crowded && n > 2 {
-			r = cands[1+(rest+i-1)%(n-1)]
+		if w.crowded && !spread {
+			i := rand.IntN(len(cands))
+			cands, spread = append(cands[i:len(cands):len(cands)], cands[:i]...), true
 		}
+		r := cands[0]
+		cands = cands[1:]
 		tried[r] = true
 		held, did := w.tenure(ctx, r)
 		if held {
 			w.crowded = false
 			return true, did
-		}
-		if i == 0 && !w.crowded && n > 2 {
-			rest = rand.IntN(n - 1)
 		}
 		w.crowded = true
 	}

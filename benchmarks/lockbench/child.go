@@ -63,6 +63,16 @@ func runChild(in io.Reader, out io.Writer) error {
 	return fmt.Errorf("unknown role %q", sp.Role)
 }
 
+// readyThenStart says "ready", waits for the "go START END" line and then
+// until START, and returns the window.
+func readyThenStart(ctx context.Context, cmds <-chan string, say func(string)) (start, end int64, err error) {
+	say("ready")
+	if start, end, err = awaitGo(cmds); err != nil {
+		return 0, 0, err
+	}
+	return start, end, sleepUntil(ctx, start)
+}
+
 // awaitGo waits for the "go START END" line.
 func awaitGo(cmds <-chan string) (start, end int64, err error) {
 	line, ok := <-cmds
@@ -121,12 +131,8 @@ func runLockChild(sp spec, cmds <-chan string, say func(string)) error {
 	}
 	defer f.close()
 	settle(ctx, f.rpcs)
-	say("ready")
-	start, end, err := awaitGo(cmds)
+	_, end, err := readyThenStart(ctx, cmds, say)
 	if err != nil {
-		return err
-	}
-	if err := sleepUntil(ctx, start); err != nil {
 		return err
 	}
 	rpcsBefore := f.rpcs()

@@ -39,12 +39,7 @@ func runQueueChild(sp spec, cmds <-chan string, say func(string)) error {
 		return err
 	}
 	settle(ctx, rpcs.Counts)
-	say("ready")
-	start, _, err := awaitGo(cmds)
-	if err != nil {
-		return err
-	}
-	if err := sleepUntil(ctx, start); err != nil {
+	if _, _, err := readyThenStart(ctx, cmds, say); err != nil {
 		return err
 	}
 	before := rpcs.Counts()

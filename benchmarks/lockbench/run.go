@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -176,21 +175,11 @@ func runLock(ctx context.Context, b backends, kind Kind, shape Shape, hold, wind
 		return Result{}, err
 	}
 	defer stop()
-	specs := make([]spec, shape.Procs)
-	for p := range specs {
-		specs[p] = base
-		specs[p].Proc = p
-		specs[p].Out = filepath.Join(dir, fmt.Sprintf("result-%d.json", p))
-	}
-	cs, err := spawnAll(ctx, specs)
+	specs, cs, finish, err := spawnProcs(ctx, base, shape.Procs)
 	if err != nil {
 		return Result{}, err
 	}
-	defer func() {
-		for _, c := range cs {
-			c.finish(5 * time.Second)
-		}
-	}()
+	defer finish()
 	_, end, err := goAll(cs, window)
 	if err != nil {
 		return Result{}, err
@@ -237,21 +226,11 @@ func runQueue(ctx context.Context, b backends, workers, requests int) (QueueResu
 		return res, err
 	}
 	base := spec{Role: roleQueue, Dir: dir, Emulator: emu.Host(), Database: emu.Database()}
-	specs := make([]spec, workers)
-	for p := range specs {
-		specs[p] = base
-		specs[p].Proc = p
-		specs[p].Out = filepath.Join(dir, fmt.Sprintf("result-%d.json", p))
-	}
-	cs, err := spawnAll(ctx, specs)
+	specs, cs, finish, err := spawnProcs(ctx, base, workers)
 	if err != nil {
 		return res, err
 	}
-	defer func() {
-		for _, c := range cs {
-			c.finish(5 * time.Second)
-		}
-	}()
+	defer finish()
 	if res.Took, err = drainQueue(ctx, cs, requests); err != nil {
 		return res, err
 	}

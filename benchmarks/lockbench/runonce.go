@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"time"
 
@@ -60,12 +59,7 @@ func runRunOnceChild(sp spec, cmds <-chan string, say func(string)) error {
 	if err != nil {
 		return err
 	}
-	say("ready")
-	start, _, err := awaitGo(cmds)
-	if err != nil {
-		return err
-	}
-	if err := sleepUntil(ctx, start); err != nil {
+	if _, _, err := readyThenStart(ctx, cmds, say); err != nil {
 		return err
 	}
 	res := runOnceResult{Proc: sp.Proc}
@@ -100,21 +94,11 @@ func runRunOnce(ctx context.Context, b backends, kind Kind, procs int) (RunOnceR
 		return res, err
 	}
 	defer stop()
-	specs := make([]spec, procs)
-	for p := range specs {
-		specs[p] = base
-		specs[p].Proc = p
-		specs[p].Out = filepath.Join(dir, fmt.Sprintf("result-%d.json", p))
-	}
-	cs, err := spawnAll(ctx, specs)
+	specs, cs, finish, err := spawnProcs(ctx, base, procs)
 	if err != nil {
 		return res, err
 	}
-	defer func() {
-		for _, c := range cs {
-			c.finish(5 * time.Second)
-		}
-	}()
+	defer finish()
 	if _, _, err := goAll(cs, 0); err != nil {
 		return res, err
 	}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -142,6 +143,26 @@ func spawnAll(ctx context.Context, specs []spec) ([]*child, error) {
 		}
 	}
 	return cs, nil
+}
+
+// spawnProcs starts n children of base, one per process index, each
+// writing its result to result-<index>.json in base.Dir, and waits until
+// every one is ready. finish waits for (or kills) them all.
+func spawnProcs(ctx context.Context, base spec, n int) (specs []spec, cs []*child, finish func(), err error) {
+	specs = make([]spec, n)
+	for p := range specs {
+		specs[p] = base
+		specs[p].Proc = p
+		specs[p].Out = filepath.Join(base.Dir, fmt.Sprintf("result-%d.json", p))
+	}
+	if cs, err = spawnAll(ctx, specs); err != nil {
+		return nil, nil, nil, err
+	}
+	return specs, cs, func() {
+		for _, c := range cs {
+			c.finish(5 * time.Second)
+		}
+	}, nil
 }
 
 // startLead is how far ahead of "now" the window starts, so that every
