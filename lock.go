@@ -292,7 +292,7 @@ func (l *Lock) handedOn(ll *localLock, id string, to handOff, sent time.Time) {
 // On success the lease counts as held in ll until Unlock.
 func (l *Lock) acquire(ctx context.Context, ll *localLock, wait bool) (*Lease, error) {
 	att := l.cfg.newAttempts(l.name, 2)
-	w := &waiter{lock: l, st: l.store, local: ll, id: l.scope.newWaiterID(), key: endOfQueue, reads: att[0], writes: att[1],
+	w := &waiter{lock: l, st: l.store, local: ll, id: l.scope.newWaiterID(), key: endOfQueue, born: l.cfg.clock.Now(), reads: att[0], writes: att[1],
 		pol: policy{watermark: l.cfg.watermark, jitter: l.cfg.drawFraction(l.cfg.jitter)}}
 	wake, unregister := l.scope.wakes.register(w.id)
 	defer unregister()

@@ -36,6 +36,9 @@ type waiter struct {
 	// the read that settles an acquisition of unknown outcome) knows.
 	id  string
 	key queueKey // endOfQueue until joined
+	// born is the local time the waiter was made, before any write of its
+	// was sent: every commit that names id holder came after it.
+	born time.Time
 	// joined reports whether an entry may be in the queue; touched whether
 	// the lock may have been given to us (joined, or an acquisition sent);
 	// strays whether an entry of ours whose key we never learnt may exist.
@@ -208,15 +211,17 @@ func (w *waiter) handedInScope() *Lease {
 	return lease
 }
 
-// confirmRemote reads the lock's row, strongly, after a wake-up from
-// another process, and returns our lease if the read shows the lock handed
-// to us; nil otherwise (the datagram was late, wrong or forged, or the read
-// failed: the loop reads the lock as after any wake-up). The datagram only
-// says when to read: the read shows the present, and a datagram that
+// confirmRemote reads the lock's row after a wake-up from another
+// process, by key in a read-write transaction (readLatest: it shows the
+// present, at a fraction of a strong read's cost), and returns our lease if
+// the read shows the lock handed to us; nil otherwise (the datagram was
+// late, wrong or forged, or the read failed: the loop reads the lock as
+// after any wake-up). The datagram only says when to read: a datagram that
 // arrives late (our process was paused, say) finds the lock moved on or
-// gets a lease that grant renews before it is granted. The lease is
-// anchored as a polled hand-off's is (handedAnchor), never at a time from
-// the datagram.
+// gets a lease that grant renews before it is granted. The read reads no
+// clock, so the lease is anchored at born, before every write of ours that
+// could have made us holder, never at a time from the datagram; grant
+// renews it first if that is a renewal interval ago.
 func (w *waiter) confirmRemote(ctx context.Context) *Lease {
 	woken := w.remoteWoken
 	w.remoteWoken = false
@@ -225,13 +230,12 @@ func (w *waiter) confirmRemote(ctx context.Context) *Lease {
 	}
 	octx, cancel := detached(ctx, w.lock.cfg.finishTimeout)
 	defer cancel()
-	sent := w.now()
-	r, err := w.st.read(octx, w.lock.name)
+	r, err := w.st.readLatest(octx, w.lock.name)
 	if err != nil || !r.heldBy(w.id) {
 		return nil
 	}
-	w.lock.cfg.logger.Debug("lock: handed to us, by a wake-up confirmed by a strong read", "token", r.Token)
-	return w.handed(lockView{row: r}, sent)
+	w.lock.cfg.logger.Debug("lock: handed to us, by a wake-up confirmed by a read", "token", r.Token)
+	return w.leaseOf(r, w.born)
 }
 
 // try takes a lock that a read found free (or its holder

@@ -22,12 +22,12 @@ type lockReturn struct {
 
 // A wake-up from another Scope (two Scopes share no memory: they meet only
 // in Spanner and by datagram, as processes do) makes the woken waiter
-// confirm the hand-off with a strong read (its debug log says so). A forged
+// confirm the hand-off with a read in a read-write transaction (its debug log says so). A forged
 // datagram naming the waiter grants nothing: the waiter reads, finds the
 // lock not its own, and waits on. Each dialect runs on an emulator of its
 // own, so that the waiter's fallback poll (a second apart) is not what
 // finds the hand-off.
-func TestLockWakeUpConfirmedByAStrongRead(t *testing.T) {
+func TestLockWakeUpConfirmedByARead(t *testing.T) {
 	needEmulator(t)
 	bin, err := emulator.FindBinary()
 	require.NoError(t, err)
@@ -93,7 +93,7 @@ func testWakeUpConfirmed(ctx context.Context, t *testing.T, client *spanner.Clie
 	require.NoError(t, r.err)
 	assert.Equal(t, held.Token()+1, r.lease.Token())
 	assert.True(t, r.lease.HandedOff())
-	assert.Contains(t, log.String(), "handed to us, by a wake-up confirmed by a strong read")
+	assert.Contains(t, log.String(), "handed to us, by a wake-up confirmed by a read")
 	assert.Equal(t, int64(1), holder.scope.Stats().WakeUpsSent)
 	require.NoError(t, waiter.Unlock(ctx))
 }
