@@ -164,6 +164,7 @@ func (e *SchemaError) onlyUpgrade() bool {
 	added := []string{ // as missingColumns describes them, in either table
 		"LeaseMicros " + mutex["LeaseMicros"] + " missing",
 		"Version " + mutex["Version"] + " missing",
+		"Queued " + mutex["Queued"] + " missing",
 		"WakeAddr " + queue["WakeAddr"] + " missing",
 	}
 	for _, m := range e.Missing {

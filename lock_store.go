@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"cloud.google.com/go/spanner"
 	"google.golang.org/api/iterator"
+	"google.golang.org/grpc/codes"
 
 	"github.com/spanmutex/spanmutex/ddl"
 	"github.com/spanmutex/spanmutex/internal/sqldialect"
@@ -120,8 +122,17 @@ func (s *spannerStore) lockSQL(d ddl.Dialect, limit int) string {
 		"AND (q.`EnqueuedAt` < @at OR (q.`EnqueuedAt` = @at AND q.`WaiterID` < @id)) "+
 		"AND q.`WaiterID` != @id AND %s AND NOT COALESCE(%s, FALSE) LIMIT %d) AS ahead), "+
 		"EXISTS(SELECT 1 FROM `%s` AS q WHERE q.`Name` = @name AND q.`EnqueuedAt` = @at AND q.`WaiterID` = @id) "+
-		"FROM (SELECT 1) AS one LEFT JOIN `%s` AS m ON m.`Name` = @name",
-		rowSelectList(), q, liveEntry(d), sameScopeAsSilent(d), limit, q, s.table)
+		"%s FROM (SELECT 1) AS one LEFT JOIN `%s` AS m ON m.`Name` = @name",
+		rowSelectList(), q, liveEntry(d), sameScopeAsSilent(d), limit, q, s.queuedSelect(), s.table)
+}
+
+// queuedSelect is the Queued column of the row m, to end a SELECT list,
+// when the table has it (marked); "" otherwise.
+func (s *spannerStore) queuedSelect() string {
+	if !s.marked() {
+		return ""
+	}
+	return ", m.`Queued`"
 }
 
 // sameScopeAsSilent is the SQL condition, on queue entry q and the lock's
@@ -148,13 +159,18 @@ func (s *spannerStore) queryLock(ctx context.Context, q querier, d ddl.Dialect, 
 		return lockView{}, err
 	}
 	var (
-		v     lockView
-		ahead int64
+		v      lockView
+		ahead  int64
+		queued spanner.NullBool
 	)
-	if v.row, err = decodeRow(r, &ahead, &v.queued); err != nil {
+	extra := []any{&ahead, &v.queued}
+	if r.Size() > len(rowColumns)+4 { // queuedSelect's column
+		extra = append(extra, &queued)
+	}
+	if v.row, err = decodeRow(r, extra...); err != nil {
 		return lockView{}, fmt.Errorf("spanmutex: decode lock %q of %s: %w", name, s.table, err)
 	}
-	v.ahead = int(ahead)
+	v.ahead, v.row.Queued = int(ahead), queueMarkOf(queued)
 	return v, nil
 }
 
@@ -177,7 +193,19 @@ func (s *spannerStore) enqueue(ctx context.Context, name string, entries []queue
 	for i, e := range entries {
 		ms[i] = s.enqueueMutation(name, e)
 	}
+	marked := s.marks(ctx)
+	if marked {
+		// Blind: the row's Queued is not read, so it is set whatever it
+		// says (lock_queue_mark.go).
+		ms = append(ms, spanner.Update(s.table, []string{"Name", "Queued"}, []any{name, true}))
+	}
 	ts, err := s.blindWrite(ctx, ms)
+	if marked && spanner.ErrCode(err) == codes.NotFound {
+		// No lock row yet (its first acquisition is under way): with no
+		// row, every reader reads the queue, and the row is inserted
+		// with Queued NULL.
+		ts, err = s.blindWrite(ctx, ms[:len(entries)])
+	}
 	if err != nil {
 		return ts, s.explain(ctx, err)
 	}
@@ -281,12 +309,12 @@ func (s *spannerStore) leave(ctx context.Context, name, waiterID string) (handOf
 		if err := s.deleteWaiter(ctx, tx, d, name, waiterID); err != nil {
 			return err
 		}
-		v, head, err := s.readForLeave(ctx, tx, d, name)
+		v, head, complete, err := s.readForLeave(ctx, tx, d, name)
 		if err != nil || !v.heldBy(waiterID) {
 			return err
 		}
 		var ms []*spanner.Mutation
-		to, ms = s.handOffMutations(v, head, name, waiterID, "")
+		to, ms = s.handOffMutations(v, head, complete, name, waiterID, "")
 		return tx.BufferWrite(ms)
 	})
 	if err != nil {
@@ -306,6 +334,7 @@ func (s *spannerStore) acquireLock(ctx context.Context, name string, key queueKe
 	if err != nil {
 		return acquireResult{}, s.explain(ctx, err)
 	}
+	s.marks(ctx) // likewise
 	tx, err := spanner.NewReadWriteStmtBasedTransactionWithOptions(ctx, s.client,
 		spanner.TransactionOptions{BeginTransactionOption: spanner.InlinedBeginTransaction})
 	if err != nil {
@@ -343,6 +372,9 @@ func (s *spannerStore) acquireLock(ctx context.Context, name string, key queueKe
 		}
 	case (d.action == lockWait || d.action == lockPassOn) && join && key == endOfQueue:
 		ms = append(ms, s.enqueueMutation(name, queueInsert{id: c.leaseID, owner: c.owner, lease: p.watermark, wakeAddr: c.wakeAddr}))
+		if m := s.markQueuedMutation(v.row, name); m != nil {
+			ms = append(ms, m)
+		}
 	default:
 		s.contended.Store(true)
 		s.rollback(ctx, tx)
@@ -380,11 +412,11 @@ func (s *spannerStore) passOn(ctx context.Context, tx *spanner.ReadWriteStmtBase
 		return handOff{}, nil, err
 	}
 	skip := silentScope(r, me)
-	head, err := s.readHead(ctx, tx, name, &r, false, skip)
+	head, complete, err := s.readHead(ctx, tx, name, &r, false, skip)
 	if err != nil {
 		return handOff{}, nil, err
 	}
-	to, ms := s.handOffMutations(r, head, name, r.LeaseID, skip)
+	to, ms := s.handOffMutations(r, head, complete, name, r.LeaseID, skip)
 	return to, ms, nil
 }
 
@@ -457,6 +489,9 @@ func (s *spannerStore) readByKey(ctx context.Context, tx *spanner.ReadWriteStmtB
 	if r.Exists && r.State != StateNeeded {
 		return lockView{}, false, nil
 	}
+	if r.Queued == markEmpty {
+		return lockView{row: r}, true, nil // the row says the queue is empty
+	}
 	it := tx.ReadWithOptions(ctx, s.queueTable(), spanner.Key{name}.AsPrefix(), []string{"WaiterID"}, &spanner.ReadOptions{Limit: 1})
 	defer it.Stop()
 	_, err = it.Next()
@@ -496,17 +531,27 @@ type keyReader interface {
 // readRowIn reads the lock's row by key in tx. It reads no clock: Now is
 // unset. A missing row reads as the zero row (Exists false).
 func (s *spannerStore) readRowIn(ctx context.Context, tx keyReader, name string) (row, error) {
-	r, err := tx.ReadRow(ctx, s.table, spanner.Key{name}, rowColumns)
+	cols, marked := rowColumns, s.marked()
+	if marked {
+		cols = append(slices.Clip(cols), "Queued")
+	}
+	r, err := tx.ReadRow(ctx, s.table, spanner.Key{name}, cols)
 	switch {
 	case errors.Is(err, spanner.ErrRowNotFound):
 		return row{}, nil
 	case err != nil:
 		return row{}, err
 	}
-	v, err := decodeReadRow(r, false)
+	var queued spanner.NullBool
+	var extra []any
+	if marked {
+		extra = append(extra, &queued)
+	}
+	v, err := decodeReadRow(r, false, extra...)
 	if err != nil {
 		return row{}, fmt.Errorf("spanmutex: decode lock %q of %s: %w", name, s.table, err)
 	}
+	v.Queued = queueMarkOf(queued)
 	return v, nil
 }
 
@@ -538,10 +583,11 @@ type acquireResult struct {
 
 func (s *spannerStore) unlock(ctx context.Context, l *Lease) (handOff, error) {
 	var to handOff
+	s.marks(ctx) // before the transaction
 	at, err := s.client.ReadWriteTransaction(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
 		s.stats.rwAttempts.Add(1)
 		to = handOff{}
-		v, head, err := s.readForHandOff(ctx, tx, l.name)
+		v, head, complete, err := s.readForHandOff(ctx, tx, l.name)
 		if err != nil {
 			return err
 		}
@@ -549,7 +595,7 @@ func (s *spannerStore) unlock(ctx context.Context, l *Lease) (handOff, error) {
 			return l.lostTo(v)
 		}
 		var ms []*spanner.Mutation
-		to, ms = s.handOffMutations(v, head, l.name, l.id, "")
+		to, ms = s.handOffMutations(v, head, complete, l.name, l.id, "")
 		return tx.BufferWrite(ms)
 	})
 	var lost *LeaseLostError
@@ -568,20 +614,23 @@ func (s *spannerStore) unlock(ctx context.Context, l *Lease) (handOff, error) {
 // waiter declared; dead entries it passes are deleted. With no live waiter
 // the lock becomes NEEDED (free). An entry with the releasing lease's own id
 // is a duplicate left by a join of unknown outcome: never hand the lock
-// back to ourselves.
-func (s *spannerStore) handOffMutations(v row, head []*queueEntry, name, from, skip string) (handOff, []*spanner.Mutation) {
+// back to ourselves. With complete (head is the whole queue), a hand-off
+// that leaves the queue empty says so in the row's Queued column
+// (lock_queue_mark.go).
+func (s *spannerStore) handOffMutations(v row, head []*queueEntry, complete bool, name, from, skip string) (handOff, []*spanner.Mutation) {
 	var ms []*spanner.Mutation
-	for _, e := range head {
+	for i, e := range head {
 		ms = append(ms, spanner.Delete(s.queueTable(), spanner.Key{name, e.EnqueuedAt, e.WaiterID}))
 		if s.takes(v, e, from, skip) {
 			declared := time.Duration(e.LeaseMicros.Int64) * time.Microsecond
 			ms = append(ms, s.holderMutation(v, name, holderRecord{owner: e.Owner.StringVal, leaseID: e.WaiterID, lease: declared}))
+			ms = s.markEmpty(ms, v, name, complete && i == len(head)-1)
 			return handOff{owner: e.Owner.StringVal, waiterID: e.WaiterID, wakeAddr: e.WakeAddr.StringVal, token: v.Token + 1}, ms
 		}
 	}
 	ms = append(ms, spanner.Update(s.table, []string{"Name", "State", "UpdatedAt"},
 		[]any{name, string(StateNeeded), spanner.CommitTimestamp}))
-	return handOff{}, ms
+	return handOff{}, s.markEmpty(ms, v, name, complete)
 }
 
 // takes reports whether entry e may be handed the lock read as v, released
@@ -607,17 +656,23 @@ var queueEntryColumns = []string{"EnqueuedAt", "WaiterID", "Owner", "RenewedAt",
 // is: a dead entry may be handed the lock (costing its lease, as a waiter
 // that died just after its renewal would), but a live entry is never
 // skipped as dead.
-func (s *spannerStore) readForHandOff(ctx context.Context, tx *spanner.ReadWriteTransaction, name string) (row, []*queueEntry, error) {
+//
+// A row whose Queued column says the queue is empty needs no queue read:
+// the head is empty and complete.
+func (s *spannerStore) readForHandOff(ctx context.Context, tx *spanner.ReadWriteTransaction, name string) (row, []*queueEntry, bool, error) {
 	v, err := s.readRowIn(ctx, tx, name)
 	if err != nil {
-		return row{}, nil, err
+		return row{}, nil, false, err
 	}
 	if v.Exists && !v.State.Valid() {
-		return row{}, nil, s.unknownState(name, v.State)
+		return row{}, nil, false, s.unknownState(name, v.State)
 	}
 	v.Now = v.lastWritten()
-	head, err := s.readHead(ctx, tx, name, &v, true, "")
-	return v, head, err
+	if v.Queued == markEmpty {
+		return v, nil, true, nil
+	}
+	head, complete, err := s.readHead(ctx, tx, name, &v, true, "")
+	return v, head, complete, err
 }
 
 // readHead reads, by key in tx, the lock's queue oldest first, a page of
@@ -625,9 +680,9 @@ func (s *spannerStore) readForHandOff(ctx context.Context, tx *spanner.ReadWrite
 // the lock read as *v (takes) or the queue ends, so that however many dead
 // entries lead the queue the hand-off reaches the first live one (they are
 // deleted as it passes them). With bound, each entry read moves v.Now up
-// to its latest commit timestamp (see readForHandOff).
-func (s *spannerStore) readHead(ctx context.Context, tx headReader, name string, v *row, bound bool, skip string) ([]*queueEntry, error) {
-	var head []*queueEntry
+// to its latest commit timestamp (see readForHandOff). It reports whether
+// it read the whole queue (complete: its last page was not full).
+func (s *spannerStore) readHead(ctx context.Context, tx headReader, name string, v *row, bound bool, skip string) (head []*queueEntry, complete bool, err error) {
 	var keys spanner.KeySet = spanner.Key{name}.AsPrefix()
 	for page := 0; page < maxHandOffPages; page++ {
 		n, live := 0, false
@@ -644,18 +699,18 @@ func (s *spannerStore) readHead(ctx context.Context, tx headReader, name string,
 			return nil
 		})
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		for _, e := range head[len(head)-n:] {
 			live = live || s.takes(*v, e, v.LeaseID, skip)
 		}
 		if live || n < handOffScan {
-			break
+			return head, n < handOffScan, nil
 		}
 		last := head[len(head)-1]
 		keys = spanner.KeyRange{Start: spanner.Key{name, last.EnqueuedAt, last.WaiterID}, End: spanner.Key{name}, Kind: spanner.OpenClosed}
 	}
-	return head, nil
+	return head, false, nil
 }
 
 // headReader reads a range of rows in a read-write transaction of either
@@ -671,13 +726,13 @@ const maxHandOffPages = 64
 // readForLeave reads, in tx, the lock's row with Spanner's clock (readSQL:
 // the hand-off of a leaving waiter judges the entries by the clock itself,
 // not a lower bound of it) and the head of its queue (readHead).
-func (s *spannerStore) readForLeave(ctx context.Context, tx *spanner.ReadWriteTransaction, d ddl.Dialect, name string) (row, []*queueEntry, error) {
+func (s *spannerStore) readForLeave(ctx context.Context, tx *spanner.ReadWriteTransaction, d ddl.Dialect, name string) (row, []*queueEntry, bool, error) {
 	v, err := s.queryRow(ctx, tx, d, name)
 	if err != nil {
-		return row{}, nil, err
+		return row{}, nil, false, err
 	}
-	head, err := s.readHead(ctx, tx, name, &v, false, "")
-	return v, head, err
+	head, complete, err := s.readHead(ctx, tx, name, &v, false, "")
+	return v, head, complete, err
 }
 
 // lastWritten is the latest commit timestamp in r: a lower bound of

@@ -73,6 +73,9 @@ type spannerStore struct {
 	// hasQueue: checkSchema found the waiters' queue table, which a Mutex
 	// uses only for its watchers (mutex_watch.go) and may lack.
 	hasQueue atomic.Bool
+	// queuedCol: whether the table has the Queued column
+	// (lock_queue_mark.go), once checked.
+	queuedCol atomic.Int32
 	// sender sends the wake-ups of a finish to the section's watchers
 	// (mutex_watch.go); nil for a Lock's store.
 	sender *Scope
@@ -282,8 +285,8 @@ func (s *spannerStore) readIn(ctx context.Context, ro *spanner.ReadOnlyTransacti
 }
 
 // decodeReadRow decodes rowColumns, and Version if versioned, read by key
-// from an existing row.
-func decodeReadRow(r *spanner.Row, versioned bool) (row, error) {
+// from an existing row; then any columns after them into extra.
+func decodeReadRow(r *spanner.Row, versioned bool, extra ...any) (row, error) {
 	var (
 		cols    scannedColumns
 		version spanner.NullString
@@ -292,7 +295,7 @@ func decodeReadRow(r *spanner.Row, versioned bool) (row, error) {
 	if versioned {
 		dest = append(dest, &version)
 	}
-	if err := r.Columns(dest...); err != nil {
+	if err := r.Columns(append(dest, extra...)...); err != nil {
 		return row{}, err
 	}
 	out := cols.row(true)
@@ -523,6 +526,7 @@ func (s *spannerStore) checkSchema(ctx context.Context) error {
 		return &SchemaError{Table: s.table, Problem: "does not exist in database " + s.client.DatabaseName(), Dialect: d}
 	}
 	s.hasVersion.Store(have["Version"] != "")
+	s.recordQueued(have)
 	missing := missingColumns(have, s.neededColumns(d), "")
 	s.hasQueue.Store(len(queue) > 0)
 	if len(queue) > 0 {

@@ -22,7 +22,7 @@ func olderSchema(t *testing.T) []string {
 	for i, s := range stmts {
 		var keep []string
 		for _, line := range strings.Split(s, "\n") {
-			if !strings.Contains(line, "LeaseMicros") && !strings.Contains(line, "WakeAddr") && !strings.Contains(line, "Version") {
+			if !strings.Contains(line, "LeaseMicros") && !strings.Contains(line, "WakeAddr") && !strings.Contains(line, "Version") && !strings.Contains(line, "Queued") {
 				keep = append(keep, line)
 			}
 		}

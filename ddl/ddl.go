@@ -134,15 +134,19 @@ func MutexColumns() map[string]string {
 		"UpdatedAt":   "TIMESTAMP",
 		"LeaseMicros": "INT64",
 		"Version":     "STRING(256)",
+		"Queued":      "BOOL",
 	}
 }
 
 // AddedMutexColumns returns the columns of MutexColumns that a mutex table
 // may lack and still work, with their types: they serve only the features
-// that need them (Version: spanmutex.WithVersion). Upgrade adds them.
+// that need them (Version: spanmutex.WithVersion; Queued: a Lock's
+// uncontended Lock and Unlock without a read of its queue). Upgrade adds
+// them.
 func AddedMutexColumns() map[string]string {
 	return map[string]string{
 		"Version": "STRING(256)",
+		"Queued":  "BOOL",
 	}
 }
 
@@ -175,6 +179,7 @@ func Upgrade(table string) ([]string, error) {
 	return []string{
 		"ALTER TABLE " + table + " ADD COLUMN LeaseMicros INT64",
 		"ALTER TABLE " + table + " ADD COLUMN Version STRING(256)",
+		"ALTER TABLE " + table + " ADD COLUMN Queued BOOL",
 		"ALTER TABLE " + table + QueueSuffix + " ADD COLUMN LeaseMicros INT64",
 		"ALTER TABLE " + table + QueueSuffix + " ADD COLUMN WakeAddr STRING(64)",
 	}, nil

@@ -35,6 +35,7 @@ func TestUpgradeAddsTheDeclaredLease(t *testing.T) {
 	assert.Equal(t, []string{
 		"ALTER TABLE Locks ADD COLUMN LeaseMicros INT64",
 		"ALTER TABLE Locks ADD COLUMN Version STRING(256)",
+		"ALTER TABLE Locks ADD COLUMN Queued BOOL",
 		"ALTER TABLE LocksQueue ADD COLUMN LeaseMicros INT64",
 		"ALTER TABLE LocksQueue ADD COLUMN WakeAddr STRING(64)",
 	}, stmts)

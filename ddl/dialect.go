@@ -138,6 +138,8 @@ func pgType(googleSQL string) string {
 	switch {
 	case googleSQL == "INT64":
 		return "bigint"
+	case googleSQL == "BOOL":
+		return "boolean"
 	case googleSQL == "TIMESTAMP":
 		return "spanner.commit_timestamp" // every timestamp spanmutex writes is a commit timestamp
 	case googleSQL == "STRING(MAX)":
@@ -180,6 +182,7 @@ func (d Dialect) Upgrade(table string) ([]string, error) {
 	return []string{
 		`ALTER TABLE "` + table + `" ADD COLUMN "LeaseMicros" bigint`,
 		`ALTER TABLE "` + table + `" ADD COLUMN "Version" varchar(256)`,
+		`ALTER TABLE "` + table + `" ADD COLUMN "Queued" boolean`,
 		`ALTER TABLE "` + q + `" ADD COLUMN "LeaseMicros" bigint`,
 		`ALTER TABLE "` + q + `" ADD COLUMN "WakeAddr" varchar(64)`,
 	}, nil

@@ -54,7 +54,7 @@ func TestPostgreSQLSchema(t *testing.T) {
 	}
 	up, err := PostgreSQL.Upgrade("Locks")
 	require.NoError(t, err)
-	assert.Equal(t, `ALTER TABLE "LocksQueue" ADD COLUMN "WakeAddr" varchar(64)`, up[3])
+	assert.Equal(t, `ALTER TABLE "LocksQueue" ADD COLUMN "WakeAddr" varchar(64)`, up[4])
 	reqs, err := PostgreSQL.RequestsTable("SheetJobs")
 	require.NoError(t, err)
 	require.Len(t, reqs, 4)

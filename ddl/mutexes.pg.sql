@@ -36,5 +36,8 @@ CREATE TABLE "Mutexes" (
   -- The version (spanmutex.WithVersion, run --version) that last started the
   -- section: a row DONE at another version runs again. NULL when unused.
   "Version" varchar(256),
+  -- For a reusable lock: TRUE once a waiter joined its queue, FALSE once a
+  -- hand-off read the whole queue and left it empty (NULL: the queue is read).
+  "Queued" boolean,
   PRIMARY KEY ("Name")
 )

@@ -42,4 +42,10 @@ CREATE TABLE Mutexes (
   -- Added after the first release: 'spanmutex ddl --alter' adds it to a table
   -- created before.
   Version STRING(256),
+  -- For a reusable lock: TRUE once a waiter joined its queue (the table
+  -- <table>Queue), FALSE once a hand-off read the whole queue and left it
+  -- empty, so that an uncontended Lock and Unlock need not read the queue.
+  -- NULL in rows written before it was added ('spanmutex ddl --upgrade'),
+  -- and by run-once sections: the queue is then read.
+  Queued BOOL,
 ) PRIMARY KEY (Name)

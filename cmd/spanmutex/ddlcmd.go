@@ -28,7 +28,7 @@ their mixed-case names (the change stream and the checkpoint table too).
 With --upgrade, prints instead the ALTER TABLE statements that bring tables
 made by an earlier spanmutex up to date: the nullable columns added since
 (LeaseMicros of declared leases, the queue's WakeAddr of wake-ups, Version of
-'run --version'). Apply the ones whose column the table lacks (Spanner
+'run --version', Queued of a lock's queue without a read). Apply the ones whose column the table lacks (Spanner
 refuses to add a column twice); rows already there keep working, a row
 without a declared lease judged by each reader's own watermark.`,
 	After: `Examples:

@@ -1,0 +1,155 @@
+package spanmutex
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/spanner"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/api/option"
+	"google.golang.org/grpc"
+
+	"github.com/spanmutex/spanmutex/ddl"
+)
+
+// rpcLog records the short names of the gRPC calls a client starts.
+type rpcLog struct {
+	mu    sync.Mutex
+	calls []string
+}
+
+func (l *rpcLog) add(method string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.calls = append(l.calls, method[strings.LastIndex(method, "/")+1:])
+}
+
+// since returns the calls recorded after the first n.
+func (l *rpcLog) since(n int) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.calls[n:]...)
+}
+
+func (l *rpcLog) len() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.calls)
+}
+
+// countingClient opens a client of db that records its RPCs in log.
+func countingClient(t *testing.T, db string, log *rpcLog) *spanner.Client {
+	t.Helper()
+	unary := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		log.add(method)
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
+	stream := func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+		log.add(method)
+		return streamer(ctx, desc, cc, method, opts...)
+	}
+	c, err := emu.NewClient(context.Background(), db,
+		option.WithGRPCDialOption(grpc.WithChainUnaryInterceptor(unary)),
+		option.WithGRPCDialOption(grpc.WithChainStreamInterceptor(stream)))
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	return c
+}
+
+// cycleRPCs runs one Lock and Unlock of l and returns the RPCs they made.
+func cycleRPCs(t *testing.T, l *Lock, log *rpcLog) []string {
+	t.Helper()
+	ctx := context.Background()
+	n := log.len()
+	_, err := l.Lock(ctx)
+	require.NoError(t, err)
+	require.NoError(t, l.Unlock(ctx))
+	return log.since(n)
+}
+
+// An uncontended Lock and Unlock cost 4 RPCs once the row's Queued column
+// says the queue is empty (a key read and a commit each, as a naive lock),
+// in both dialects; on a table made before the column, 6, reading the queue
+// as before.
+func TestLockUncontendedCycleIsFourRPCs(t *testing.T) {
+	needEmulator(t)
+	eachDialect(t, func(t *testing.T, db string) {
+		var log rpcLog
+		l, err := NewLock(countingClient(t, db, &log), "uncontended", WithScope(NewScope(WithoutWakeUps())))
+		require.NoError(t, err)
+		cycleRPCs(t, l, &log) // the first: dialect, columns, the row inserted
+		for range 3 {
+			assert.Equal(t, []string{"StreamingRead", "Commit", "StreamingRead", "Commit"}, cycleRPCs(t, l, &log))
+		}
+	})
+	t.Run("without the column", func(t *testing.T) {
+		ctx := context.Background()
+		db, err := emu.CreateDatabase(ctx, olderSchema(t)...)
+		require.NoError(t, err)
+		applyDDL(t, db, withoutQueued(t)...)
+		var log rpcLog
+		l, err := NewLock(countingClient(t, db, &log), "uncontended", WithScope(NewScope(WithoutWakeUps())))
+		require.NoError(t, err)
+		cycleRPCs(t, l, &log)
+		got := cycleRPCs(t, l, &log)
+		assert.Len(t, got, 6, "Lock reads the row and the queue, and so does Unlock: %v", got)
+	})
+}
+
+// withoutQueued is ddl.Upgrade less the Queued column: a table upgraded
+// before the column existed.
+func withoutQueued(t *testing.T) []string {
+	t.Helper()
+	var out []string
+	up, err := ddl.Upgrade(DefaultTable)
+	require.NoError(t, err)
+	for _, s := range up {
+		if !strings.Contains(s, "Queued") {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// A waiter that joins after a cycle left the queue empty (Queued FALSE) is
+// handed the lock by the holder's Unlock, whether it joined in a read-write
+// transaction (another process) or in a blind insert behind a contender of
+// its own Scope: both set Queued, so the Unlock reads the queue.
+func TestLockJoinAfterEmptyQueueIsHandedTheLock(t *testing.T) {
+	needEmulator(t)
+	db := freshDatabase(t)
+	ctx := context.Background()
+	mine := NewScope(WithoutWakeUps())
+	holder, err := NewLock(newClient(t, db), "marked", WithScope(mine), WithOwner("holder"))
+	require.NoError(t, err)
+	for _, c := range []struct {
+		name  string
+		scope *Scope
+	}{{"other process", NewScope(WithoutWakeUps())}, {"same Scope, blind join", mine}} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := holder.Lock(ctx)
+			require.NoError(t, err)
+			require.NoError(t, holder.Unlock(ctx)) // leaves Queued FALSE
+			held, err := holder.Lock(ctx)
+			require.NoError(t, err)
+			waiter, err := NewLock(newClient(t, db), "marked", WithScope(c.scope), WithOwner("waiter"))
+			require.NoError(t, err)
+			got := make(chan lockReturn, 1)
+			go func() {
+				l, err := waiter.Lock(ctx)
+				got <- lockReturn{l, err}
+			}()
+			waitFor(t, 30*time.Second, "the waiter to queue", func() bool { return len(queuedIDs(t, newClient(t, db), "marked")) == 1 })
+			require.NoError(t, holder.Unlock(ctx))
+			r := <-got
+			require.NoError(t, r.err)
+			assert.True(t, r.lease.HandedOff(), "the Unlock handed the lock to the queued waiter")
+			assert.Equal(t, held.Token()+1, r.lease.Token())
+			require.NoError(t, waiter.Unlock(ctx))
+		})
+	}
+}
