@@ -89,6 +89,13 @@ func TestLocalLockGroupCommitsJoins(t *testing.T) {
 	ll := NewScope().get(localKey{database: c.DatabaseName(), table: DefaultTable, name: "group"})
 	ctx := context.Background()
 	const n = 50
+	// The lock's row exists, as it does once the lock was ever taken: a
+	// join also marks it queued (lock_queue_mark.go).
+	first, err := NewLock(c, "group", WithScope(NewScope(WithoutWakeUps())))
+	require.NoError(t, err)
+	_, err = first.Lock(ctx)
+	require.NoError(t, err)
+	require.NoError(t, first.Unlock(ctx))
 
 	// Hold the gate so that the first join waits for it with its batch
 	// taken, and the others queue up behind it.

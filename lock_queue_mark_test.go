@@ -153,3 +153,21 @@ func TestLockJoinAfterEmptyQueueIsHandedTheLock(t *testing.T) {
 		})
 	}
 }
+
+// A blind join to a lock whose row does not exist yet (its first
+// acquisition is under way) is inserted all the same, without the mark:
+// with no row, every reader reads the queue.
+func TestLockBlindJoinWithoutRow(t *testing.T) {
+	needEmulator(t)
+	db := freshDatabase(t)
+	c := newClient(t, db)
+	s := newSpannerStore(c, DefaultTable, time.Minute)
+	id := NewScope().newWaiterID()
+	_, err := s.enqueue(context.Background(), "no-row-yet", []queueInsert{{id: id, owner: "w", lease: time.Minute}})
+	require.NoError(t, err)
+	assert.True(t, s.marked(), "the table has the Queued column")
+	assert.Equal(t, []string{id}, queuedIDs(t, c, "no-row-yet"))
+	r, err := s.read(context.Background(), "no-row-yet")
+	require.NoError(t, err)
+	assert.False(t, r.Exists, "the join inserted no row")
+}
