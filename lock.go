@@ -79,6 +79,7 @@ func NewLock(client *spanner.Client, name string, opts ...Option) (*Lock, error)
 		return nil, err
 	}
 	sp := m.cfg.newStore(client)
+	sp.shared = m.cfg.scope
 	key := localKey{database: client.DatabaseName(), table: m.cfg.table, name: name}
 	return &Lock{name: name, cfg: m.cfg, store: sp, sp: sp, key: key, scope: m.cfg.scope}, nil
 }

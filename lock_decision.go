@@ -14,6 +14,10 @@ type lockView struct {
 	// uncounted reports that the entries before ours were not counted (an
 	// arrival queued on key reads): ahead is then 1, a guess.
 	uncounted bool
+	// emptyRead reports that the transaction read the whole queue and
+	// found it empty (readByKey), which an acquisition records in the
+	// row's Queued column (lock_queue_mark.go).
+	emptyRead bool
 }
 
 // heldBy reports whether r shows the lock held under lease (or waiter) id.

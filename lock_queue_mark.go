@@ -50,11 +50,18 @@ const (
 
 // marks reports whether the table has the Queued column, reading
 // INFORMATION_SCHEMA on the first call that gets an answer (checkSchema
-// records it too). A failed check answers no, and the next call checks
-// again. Call it outside a transaction.
+// records it too), once per Scope (shared). A failed check answers no,
+// and the next call checks again. Call it outside a transaction.
 func (s *spannerStore) marks(ctx context.Context) bool {
 	if st := s.queuedCol.Load(); st != queuedUnchecked {
 		return st == queuedPresent
+	}
+	key := tableKey{database: s.client.DatabaseName(), table: s.table}
+	if s.shared != nil {
+		if st, ok := s.shared.queuedCols.Load(key); ok {
+			s.queuedCol.Store(st.(int32))
+			return st == queuedPresent
+		}
 	}
 	d, err := s.dialect.Get(ctx)
 	if err != nil {
@@ -65,6 +72,9 @@ func (s *spannerStore) marks(ctx context.Context) bool {
 		return false
 	}
 	s.recordQueued(have)
+	if s.shared != nil {
+		s.shared.queuedCols.Store(key, s.queuedCol.Load())
+	}
 	return s.queuedCol.Load() == queuedPresent
 }
 
@@ -93,13 +103,14 @@ func (s *spannerStore) markQueuedMutation(r row, name string) *spanner.Mutation 
 	return spanner.Update(s.table, []string{"Name", "Queued"}, []any{name, true})
 }
 
-// markEmpty appends to ms, the mutations of a hand-off of lock row r that
-// leaves the queue empty (empty: it read the whole queue and deletes or
-// hands the lock to every entry it read), the mutation that sets Queued to
+// markEmpty appends to ms, the mutations of a change of holder of lock row
+// r that leaves the queue empty (empty: its transaction read the whole
+// queue and deletes or hands the lock to every entry it read; ms writes
+// the row, inserting it if need be), the mutation that sets Queued to
 // FALSE; ms as it is otherwise, or if the table has no such column or r
 // says so already.
 func (s *spannerStore) markEmpty(ms []*spanner.Mutation, r row, name string, empty bool) []*spanner.Mutation {
-	if !empty || !s.marked() || !r.Exists || r.Queued == markEmpty {
+	if !empty || !s.marked() || r.Queued == markEmpty {
 		return ms
 	}
 	return append(ms, spanner.Update(s.table, []string{"Name", "Queued"}, []any{name, false}))

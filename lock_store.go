@@ -361,6 +361,7 @@ func (s *spannerStore) acquireLock(ctx context.Context, name string, key queueKe
 			}
 		}
 		ms = append(ms, s.holderMutation(v.row, name, holderRecord{owner: c.owner, leaseID: c.leaseID, lease: p.watermark}))
+		ms = s.markEmpty(ms, v.row, name, v.emptyRead)
 		if v.queued {
 			ms = append(ms, spanner.Delete(s.queueTable(), spanner.Key{name, key.at, key.id}))
 		}
@@ -497,7 +498,7 @@ func (s *spannerStore) readByKey(ctx context.Context, tx *spanner.ReadWriteStmtB
 	_, err = it.Next()
 	switch {
 	case errors.Is(err, iterator.Done):
-		return lockView{row: r}, true, nil
+		return lockView{row: r, emptyRead: true}, true, nil
 	case err != nil:
 		return lockView{}, false, err
 	}

@@ -76,6 +76,9 @@ type spannerStore struct {
 	// queuedCol: whether the table has the Queued column
 	// (lock_queue_mark.go), once checked.
 	queuedCol atomic.Int32
+	// shared shares what checks of the Queued column found with the
+	// other stores of a Scope; nil if not shared.
+	shared *Scope
 	// sender sends the wake-ups of a finish to the section's watchers
 	// (mutex_watch.go); nil for a Lock's store.
 	sender *Scope

@@ -23,7 +23,8 @@ import (
 // choice: NewScope in main, passed with WithScope). A Lock made without
 // WithScope gets a Scope of its own. A Scope's zero value is not usable; it
 // is safe for concurrent use. It holds state only while calls of its Locks
-// are under way, and a UDP socket while its waiters wait and for a minute
+// are under way (and, per table, whether it has the optional Queued
+// column), and a UDP socket while its waiters wait and for a minute
 // after (see NewScope); Close stops listening at once.
 type Scope struct {
 	// id names the Scope in its waiters' ids (see newWaiterID), so that a
@@ -50,7 +51,14 @@ type Scope struct {
 	warned    bool
 	sent      atomic.Int64
 	received  atomic.Int64
+	// queuedCols remembers, per table (tableKey), whether it has the
+	// Queued column (lock_queue_mark.go): its Locks check it once, not
+	// once each.
+	queuedCols sync.Map
 }
+
+// tableKey names a mutex table in a database.
+type tableKey struct{ database, table string }
 
 // Stats returns the Scope's wake-up counts.
 func (s *Scope) Stats() ScopeStats {
