@@ -189,11 +189,19 @@ func (s *spannerStore) readLock(ctx context.Context, name string, key queueKey) 
 }
 
 func (s *spannerStore) enqueue(ctx context.Context, name string, entries []queueInsert) (time.Time, error) {
+	return s.insertEntries(ctx, name, entries, true)
+}
+
+// insertEntries inserts entries in one blind write and returns its commit
+// timestamp. With mark (a Lock's waiters: not a run-once section's
+// watchers, whose row never reads its Queued column), it sets the lock
+// row's Queued column in the same commit.
+func (s *spannerStore) insertEntries(ctx context.Context, name string, entries []queueInsert, mark bool) (time.Time, error) {
 	ms := make([]*spanner.Mutation, len(entries))
 	for i, e := range entries {
 		ms[i] = s.enqueueMutation(name, e)
 	}
-	marked := s.marks(ctx)
+	marked := mark && s.marks(ctx)
 	if marked {
 		// Blind: the row's Queued is not read, so it is set whatever it
 		// says (lock_queue_mark.go).
@@ -201,15 +209,35 @@ func (s *spannerStore) enqueue(ctx context.Context, name string, entries []queue
 	}
 	ts, err := s.blindWrite(ctx, ms)
 	if marked && spanner.ErrCode(err) == codes.NotFound {
-		// No lock row yet (its first acquisition is under way): with no
-		// row, every reader reads the queue, and the row is inserted
-		// with Queued NULL.
-		ts, err = s.blindWrite(ctx, ms[:len(entries)])
+		// No lock row yet (its first acquisition is under way): insert
+		// the entries reading the row, which marks it if it now exists.
+		ts, err = s.enqueueReading(ctx, name, ms[:len(entries)])
 	}
 	if err != nil {
 		return ts, s.explain(ctx, err)
 	}
 	return ts, nil
+}
+
+// enqueueReading commits the entry inserts ms after reading the lock's row
+// in the same transaction, and sets its Queued column if the row exists
+// (markQueuedMutation). Reading the row, absent or not, serializes the
+// insert with the row's insertion (F2): an acquisition that read the queue
+// empty and inserts the row with Queued FALSE either commits first, and is
+// read here, or reads our entries.
+func (s *spannerStore) enqueueReading(ctx context.Context, name string, ms []*spanner.Mutation) (time.Time, error) {
+	return s.client.ReadWriteTransaction(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
+		s.stats.rwAttempts.Add(1)
+		r, err := s.readRowIn(ctx, tx, name)
+		if err != nil {
+			return err
+		}
+		all := ms
+		if m := s.markQueuedMutation(r, name); m != nil {
+			all = append(slices.Clip(ms), m)
+		}
+		return tx.BufferWrite(all)
+	})
 }
 
 // blindWrite commits ms in a write-only read-write transaction, retried by
