@@ -83,6 +83,47 @@ var lockScenarios = []struct {
 	{"TryLockHeld", scenarioTryLockHeld},
 	{"SameScopeHandOff", scenarioSameScopeHandOff},
 	{"TakeOverAfterSilence", scenarioTakeOverAfterSilence},
+	{"JoinAfterEmptyQueue", scenarioJoinAfterEmptyQueue},
+}
+
+// scenarioJoinAfterEmptyQueue: after a cycle that left the queue empty (on
+// Spanner, the row's Queued column FALSE), a waiter of another process
+// that joins, and then one of the new holder's own Scope that joins behind
+// it (a blind insert), are each handed the lock by the holder's Unlock.
+func scenarioJoinAfterEmptyQueue(t *testing.T, e lockEnv, name string) {
+	ctx := context.Background()
+	a := e.process(t, name, "a")
+	_, err := a.Lock(ctx)
+	require.NoError(t, err)
+	require.NoError(t, a.Unlock(ctx))
+	la, err := a.Lock(ctx)
+	require.NoError(t, err)
+	scope, st := e.newScope(), e.store(t)
+	b, c := e.newLock(t, name, "b", scope, st), e.newLock(t, name, "c", scope, st)
+	handed := func(l *Lock) <-chan *Lease {
+		got := make(chan *Lease, 1)
+		go func() {
+			lease, err := l.Lock(ctx)
+			assert.NoError(t, err)
+			got <- lease
+		}()
+		return got
+	}
+	gotB := handed(b)
+	time.Sleep(200 * time.Millisecond) // b queued
+	require.NoError(t, a.Unlock(ctx))
+	lb := <-gotB
+	require.NotNil(t, lb)
+	assert.True(t, lb.HandedOff(), "b was handed the lock")
+	assert.Equal(t, la.Token()+1, lb.Token())
+	gotC := handed(c)
+	time.Sleep(200 * time.Millisecond) // c queued behind its own Scope's holder
+	require.NoError(t, b.Unlock(ctx))
+	lc := <-gotC
+	require.NotNil(t, lc)
+	assert.True(t, lc.HandedOff(), "c was handed the lock")
+	assert.Equal(t, lb.Token()+1, lc.Token())
+	require.NoError(t, c.Unlock(ctx))
 }
 
 // scenarioFIFO: three waiters of three processes queue behind a holder and

@@ -1,0 +1,24 @@
+//go:build go1.25
+
+package spanmutex
+
+import "testing"
+
+// TestLockScenariosOnTheEmulator runs lockScenarios, which TestSimScenarios
+// runs on the simulated Spanner, on the emulator, in both dialects: each
+// process has a client, a store and a Scope of its own.
+func TestLockScenariosOnTheEmulator(t *testing.T) {
+	needEmulator(t)
+	for _, sc := range lockScenarios {
+		t.Run(sc.name, func(t *testing.T) {
+			eachDialect(t, func(t *testing.T, db string) {
+				m, err := newMutex("scenario", nil, forLock)
+				if err != nil {
+					t.Fatal(err)
+				}
+				e := lockEnv{database: db, store: func(t *testing.T) lockStore { return m.cfg.newStore(newClient(t, db)) }}
+				sc.run(t, e, "scenario")
+			})
+		})
+	}
+}
