@@ -533,7 +533,25 @@ func (s *spannerStore) readByKey(ctx context.Context, tx *spanner.ReadWriteStmtB
 	return lockView{}, false, nil
 }
 
-func (s *spannerStore) readLatest(ctx context.Context, name string) (row, error) {
+// readLatest tries up to readLatestTries times while Spanner aborts the
+// transaction (the emulator runs one read-write transaction at a time and
+// aborts one that overlaps another): each try costs a fraction of the
+// strong read the caller would otherwise fall back on.
+func (s *spannerStore) readLatest(ctx context.Context, name string) (r row, err error) {
+	for range readLatestTries {
+		if r, err = s.readLatestOnce(ctx, name); spanner.ErrCode(err) != codes.Aborted {
+			break
+		}
+	}
+	return r, err
+}
+
+// readLatestTries bounds readLatest's tries.
+const readLatestTries = 3
+
+// readLatestOnce reads the row by key in a read-write transaction that it
+// then rolls back.
+func (s *spannerStore) readLatestOnce(ctx context.Context, name string) (row, error) {
 	tx, err := spanner.NewReadWriteStmtBasedTransactionWithOptions(ctx, s.client,
 		spanner.TransactionOptions{BeginTransactionOption: spanner.InlinedBeginTransaction})
 	if err != nil {
