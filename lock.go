@@ -278,13 +278,17 @@ func (l *Lock) ownUnlock(ctx context.Context, lease *Lease, lost *LeaseLostError
 // unlock or a leave whose transaction was sent at local time sent) to the
 // waiter to says, and wakes that waiter if it waits in this Lock's Scope.
 func (l *Lock) handedOn(ll *localLock, id string, to handOff, sent time.Time) {
-	local := ""
-	if to.waiterID != "" && l.scope.wakes.wake(to.waiterID, wakeUp{sent: sent, token: to.token, at: to.at, owner: to.owner}) {
-		local = to.waiterID
-	} else if to.wakeAddr != "" {
-		l.scope.sendWake(context.Background(), to.wakeAddr, to.waiterID, to.at)
+	switch {
+	case to.waiterID != "" && l.scope.wakes.wake(to.waiterID, wakeUp{sent: sent, token: to.token, at: to.at, owner: to.owner}):
+		ll.release(id, to.waiterID)
+	case to.waiterID != "":
+		if to.wakeAddr != "" {
+			l.scope.sendWake(context.Background(), to.wakeAddr, to.waiterID, to.at)
+		}
+		ll.handAway(id)
+	default:
+		ll.release(id, "")
 	}
-	ll.release(id, local)
 }
 
 // acquire runs the contender's loop: take the lock if free, or join the
@@ -297,6 +301,7 @@ func (l *Lock) acquire(ctx context.Context, ll *localLock, wait bool) (*Lease, e
 		pol: policy{watermark: l.cfg.watermark, jitter: l.cfg.drawFraction(l.cfg.jitter)}}
 	wake, unregister := l.scope.wakes.register(w.id)
 	defer unregister()
+	defer ll.unqueue(w.id)
 	w.wake = wake
 	lease, err := w.run(ctx, wait)
 	if err != nil {

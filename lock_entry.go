@@ -99,10 +99,7 @@ func (w *waiter) joinBehindScope(ctx context.Context) error {
 	if !held || !w.joined || w.key == endOfQueue {
 		return nil
 	}
-	if err := w.sleep(ctx, min(w.lock.cfg.watermark, w.untilRenewal(w.now())), gone); err != nil {
-		return errNotObtained(ctx)
-	}
-	return nil
+	return w.sleepBehind(ctx, min(w.lock.cfg.watermark, w.untilRenewal(w.now())), gone)
 }
 
 // enqueued records that our entry, inserted by a commit sent at local time
@@ -110,6 +107,7 @@ func (w *waiter) joinBehindScope(ctx context.Context) error {
 func (w *waiter) enqueued(key queueKey, sent time.Time) {
 	w.joined, w.touched = true, true
 	w.key, w.entryRenewed = key, sent
+	w.local.setQueued(w.id, key)
 	w.renewEvery = w.entryTTL()/2 - w.lock.cfg.drawJitter(w.entryTTL(), 1.0/8)
 }
 

@@ -30,8 +30,29 @@ type localLock struct {
 	// lease leaves when its Unlock settles or when its loss is declared.
 	acquiring int
 	heldBy    map[string]struct{}
-	// gone, once made, is closed when heldBy becomes empty.
-	gone chan struct{}
+	// gone, once made, is done when heldBy becomes empty.
+	gone *departure
+	// queued holds the queue keys of this Scope's waiters that joined,
+	// so that the first of them knows it (firstQueued).
+	queued map[string]queueKey
+}
+
+// departure is done (closed) once no contender of a Scope holds a lock
+// that one held; away, set before, then says whether the lock left handed,
+// by an acknowledged commit, to a waiter of another Scope, rather than
+// freed or lost. Its waiters need not read the lock then: they are behind
+// that waiter, and an Unlock wakes them when their turn comes.
+type departure struct {
+	done chan struct{}
+	away bool
+}
+
+// ch is d's channel; nil (never ready) for a nil d.
+func (d *departure) ch() <-chan struct{} {
+	if d == nil {
+		return nil
+	}
+	return d.done
 }
 
 // localKey names a lock within a Scope: its database, table and name.
@@ -143,8 +164,15 @@ func (ll *localLock) hold(id string) {
 // release records that lease id no longer holds the lock, handed to the
 // waiter of this Scope with id to if to is not "". When no contender of the
 // Scope holds the lock any more, it wakes the waiters that wait on
-// heldLocally.
-func (ll *localLock) release(id, to string) {
+// heldLocally, saying whether the lock went away, handed to a waiter of
+// another Scope (see departure).
+func (ll *localLock) release(id, to string) { ll.leave(id, to, false) }
+
+// handAway records that lease id no longer holds the lock, handed to a
+// waiter of another Scope by an acknowledged commit.
+func (ll *localLock) handAway(id string) { ll.leave(id, "", true) }
+
+func (ll *localLock) leave(id, to string, away bool) {
 	ll.mu.Lock()
 	defer ll.mu.Unlock()
 	if _, ok := ll.heldBy[id]; !ok {
@@ -155,14 +183,49 @@ func (ll *localLock) release(id, to string) {
 		ll.heldBy[to] = struct{}{}
 	}
 	if len(ll.heldBy) == 0 && ll.gone != nil {
-		close(ll.gone)
+		ll.gone.away = away
+		close(ll.gone.done)
 		ll.gone = nil
 	}
 }
 
+// setQueued records that waiter id of this Scope is queued under key.
+func (ll *localLock) setQueued(id string, key queueKey) {
+	ll.mu.Lock()
+	defer ll.mu.Unlock()
+	if ll.queued == nil {
+		ll.queued = map[string]queueKey{}
+	}
+	ll.queued[id] = key
+}
+
+// unqueue forgets waiter id (its call ended).
+func (ll *localLock) unqueue(id string) {
+	ll.mu.Lock()
+	defer ll.mu.Unlock()
+	delete(ll.queued, id)
+}
+
+// firstQueued reports whether no other waiter of this Scope is queued
+// before waiter id.
+func (ll *localLock) firstQueued(id string) bool {
+	ll.mu.Lock()
+	defer ll.mu.Unlock()
+	mine, ok := ll.queued[id]
+	if !ok {
+		return true
+	}
+	for other, k := range ll.queued {
+		if other != id && (k.at.Before(mine.at) || (k.at.Equal(mine.at) && k.id < mine.id)) {
+			return false
+		}
+	}
+	return true
+}
+
 // anyHeld reports whether a contender of this Scope holds the lock; if so,
-// the returned channel is closed once none does.
-func (ll *localLock) anyHeld() (bool, <-chan struct{}) {
+// the returned departure is done once none does.
+func (ll *localLock) anyHeld() (bool, *departure) {
 	ll.mu.Lock()
 	defer ll.mu.Unlock()
 	return ll.goneLocked()
@@ -170,8 +233,8 @@ func (ll *localLock) anyHeld() (bool, <-chan struct{}) {
 
 // heldLocally reports whether lease id, the holder a read showed, is a
 // contender of this Scope that still holds the lock; if so, the returned
-// channel is closed once no contender of the Scope holds it.
-func (ll *localLock) heldLocally(id string) (bool, <-chan struct{}) {
+// departure is done once no contender of the Scope holds it.
+func (ll *localLock) heldLocally(id string) (bool, *departure) {
 	ll.mu.Lock()
 	defer ll.mu.Unlock()
 	if _, ok := ll.heldBy[id]; !ok || id == "" {
@@ -182,12 +245,12 @@ func (ll *localLock) heldLocally(id string) (bool, <-chan struct{}) {
 
 // goneLocked returns, if a contender of the Scope holds the lock, a channel
 // closed once none does. Call it with ll.mu held.
-func (ll *localLock) goneLocked() (bool, <-chan struct{}) {
+func (ll *localLock) goneLocked() (bool, *departure) {
 	if len(ll.heldBy) == 0 {
 		return false, nil
 	}
 	if ll.gone == nil {
-		ll.gone = make(chan struct{})
+		ll.gone = &departure{done: make(chan struct{})}
 	}
 	return true, ll.gone
 }

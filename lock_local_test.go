@@ -56,7 +56,7 @@ func TestLocalLockHolders(t *testing.T) {
 
 	ll.release("a", "b") // handed to waiter b of this process
 	select {
-	case <-gone:
+	case <-gone.ch():
 		t.Fatal("gone closed while b, of this process, holds the lock")
 	default:
 	}
@@ -66,14 +66,25 @@ func TestLocalLockHolders(t *testing.T) {
 	local, _ = ll.heldLocally("b")
 	assert.True(t, local)
 
-	ll.release("b", "") // handed to another process, or freed
+	ll.release("b", "") // freed, or the lease lost
 	select {
-	case <-gone:
+	case <-gone.ch():
+		assert.False(t, gone.away, "released, not handed away")
 	default:
 		t.Fatal("gone did not close when the lock left the process")
 	}
 	require.True(t, ll.tryAcquiring())
 	ll.doneAcquiring()
+
+	ll.hold("c")
+	_, gone = ll.heldLocally("c")
+	ll.handAway("c") // handed to a waiter of another process
+	select {
+	case <-gone.ch():
+		assert.True(t, gone.away, "handed away")
+	default:
+		t.Fatal("gone did not close when the lock was handed away")
+	}
 
 	board.put(ll)
 	board.put(ll)

@@ -29,8 +29,9 @@ type waiter struct {
 	// acknowledged commit gave us.
 	inScope wakeUp
 	// remoteWoken reports a wake-up from another process not yet followed
-	// by a read.
-	remoteWoken bool
+	// by a read; departedAway, that the holder of our Scope we slept behind
+	// handed the lock to a waiter of another Scope (see departure).
+	remoteWoken, departedAway bool
 	// id is the waiter's queue id and, once it holds the lock, its lease id:
 	// a hand-off writes it into the lock's row, which is how the waiter (or
 	// the read that settles an acquisition of unknown outcome) knows.
@@ -330,13 +331,17 @@ func (w *waiter) await(ctx context.Context, v lockView, d lockDecision, sent tim
 	interval := w.poll.interval(sent, v.Token, v.ahead, w.ceiling())
 	if w.lock.scope.Addr() != "" && v.State == StateStarted {
 		// The Unlock that hands us the lock wakes us: polling is only the
-		// fallback for a lost datagram.
-		interval = min(max(interval, listeningPoll), w.ceiling())
+		// fallback for a lost datagram, rarer behind other waiters.
+		floor := listeningPoll
+		if v.ahead > 0 {
+			floor = behindListeningPoll
+		}
+		interval = min(max(interval, floor), w.ceiling())
 	}
 	if d.wait > 0 && v.ahead == 0 {
 		interval = min(interval, d.wait)
 	}
-	var gone <-chan struct{}
+	var gone *departure
 	if v.State == StateStarted && d.wait > 0 {
 		if local, ch := w.local.heldLocally(v.LeaseID); local {
 			// Its Unlock wakes us if it hands us the lock, and gone closes
@@ -347,7 +352,35 @@ func (w *waiter) await(ctx context.Context, v lockView, d lockDecision, sent tim
 		}
 	}
 	w.lock.cfg.logger.Debug("lock: waiting", "for", interval)
-	if err := w.sleep(ctx, interval, gone); err != nil {
+	return w.sleepBehind(ctx, interval, gone)
+}
+
+// sleepBehind sleeps as sleep does, behind a holder of our Scope that gone
+// follows (nil: none). If that holder handed the lock to a waiter of
+// another Scope and our Scope listens, our turn comes by a wake-up: it
+// sleeps on, as a listening waiter polls, rather than have every waiter of
+// the Scope read the lock at once. Any other way the lock left the Scope
+// (freed, or the lease lost) is read at once. It returns
+// errNotObtained(ctx) if ctx ends.
+func (w *waiter) sleepBehind(ctx context.Context, d time.Duration, gone *departure) error {
+	if err := w.sleep(ctx, d, gone); err != nil {
+		return errNotObtained(ctx)
+	}
+	if !w.departedAway {
+		return nil
+	}
+	w.departedAway = false
+	if w.lock.scope.Addr() == "" || !w.joined || w.inScope.token > 0 || w.remoteWoken {
+		return nil
+	}
+	// The first of our Scope's waiters may be next; the others are behind
+	// it.
+	poll := behindListeningPoll
+	if w.local.firstQueued(w.id) {
+		poll = listeningPoll
+	}
+	w.lock.cfg.logger.Debug("lock: handed to another process; waiting to be woken", "for", poll)
+	if err := w.sleep(ctx, min(poll, w.ceiling(), w.untilRenewal(w.now())), nil); err != nil {
 		return errNotObtained(ctx)
 	}
 	return nil
@@ -356,7 +389,7 @@ func (w *waiter) await(ctx context.Context, v lockView, d lockDecision, sent tim
 // sleep waits for d, or until an Unlock of our Scope says it handed us the
 // lock, or gone is closed, or until ctx ends; it returns ctx.Err() in the
 // last case.
-func (w *waiter) sleep(ctx context.Context, d time.Duration, gone <-chan struct{}) error {
+func (w *waiter) sleep(ctx context.Context, d time.Duration, gone *departure) error {
 	c, stop := w.lock.cfg.clock.NewTimer(d)
 	defer stop()
 	select {
@@ -369,7 +402,8 @@ func (w *waiter) sleep(ctx context.Context, d time.Duration, gone <-chan struct{
 			w.inScope = h
 		}
 		w.remoteWoken = w.remoteWoken || !h.remoteAt.IsZero()
-	case <-gone:
+	case <-gone.ch():
+		w.departedAway = gone.away
 	case <-ctx.Done():
 		return ctx.Err()
 	}
