@@ -16,7 +16,9 @@ func TestLockScenariosOnTheEmulator(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				e := lockEnv{database: db, store: func(t *testing.T) lockStore { return m.cfg.newStore(newClient(t, db)) }}
+				reader := newClient(t, db)
+				e := lockEnv{database: db, store: func(t *testing.T) lockStore { return m.cfg.newStore(newClient(t, db)) },
+					queued: func(t *testing.T, name string) int { return len(queuedIDs(t, reader, name)) }}
 				sc.run(t, e, "scenario")
 			})
 		})

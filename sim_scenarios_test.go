@@ -9,6 +9,7 @@ package spanmutex
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -30,6 +31,15 @@ type lockEnv struct {
 	// scope, if set, makes each process's Scope instead of NewScope (the
 	// simulation's listen on no real socket).
 	scope func() *Scope
+	// queued counts the entries in the queue of lock name.
+	queued func(t *testing.T, name string) int
+}
+
+// waitQueued waits until the queue of lock name holds n entries or more:
+// the waiters started before have joined.
+func (e lockEnv) waitQueued(t *testing.T, name string, n int) {
+	t.Helper()
+	waitFor(t, time.Minute, fmt.Sprintf("%d queued", n), func() bool { return e.queued(t, name) >= n })
 }
 
 // newScope returns the Scope of a new process.
@@ -110,14 +120,14 @@ func scenarioJoinAfterEmptyQueue(t *testing.T, e lockEnv, name string) {
 		return got
 	}
 	gotB := handed(b)
-	time.Sleep(200 * time.Millisecond) // b queued
+	e.waitQueued(t, name, 1)
 	require.NoError(t, a.Unlock(ctx))
 	lb := <-gotB
 	require.NotNil(t, lb)
 	assert.True(t, lb.HandedOff(), "b was handed the lock")
 	assert.Equal(t, la.Token()+1, lb.Token())
 	gotC := handed(c)
-	time.Sleep(200 * time.Millisecond) // c queued behind its own Scope's holder
+	e.waitQueued(t, name, 1) // c, behind its own Scope's holder
 	require.NoError(t, b.Unlock(ctx))
 	lc := <-gotC
 	require.NotNil(t, lc)
@@ -139,7 +149,7 @@ func scenarioFIFO(t *testing.T, e lockEnv, name string) {
 		toks  []int64
 		wg    sync.WaitGroup
 	)
-	for _, who := range []string{"b", "c", "d"} {
+	for i, who := range []string{"b", "c", "d"} {
 		l := e.process(t, name, who)
 		wg.Add(1)
 		go func() {
@@ -155,9 +165,8 @@ func scenarioFIFO(t *testing.T, e lockEnv, name string) {
 			time.Sleep(50 * time.Millisecond)
 			assert.NoError(t, l.Unlock(ctx))
 		}()
-		time.Sleep(100 * time.Millisecond) // queued in this order
+		e.waitQueued(t, name, i+1) // queued in this order
 	}
-	time.Sleep(200 * time.Millisecond)
 	require.NoError(t, a.Unlock(ctx))
 	wg.Wait()
 	assert.Equal(t, []string{"b", "c", "d"}, order)
@@ -180,14 +189,14 @@ func scenarioCancelledWaiterPassesOn(t *testing.T, e lockEnv, name string) {
 		}
 		bErr <- err
 	}()
-	time.Sleep(100 * time.Millisecond)
+	e.waitQueued(t, name, 1)
 	cGot := make(chan *Lease, 1)
 	go func() {
 		lease, err := c.Lock(ctx)
 		assert.NoError(t, err)
 		cGot <- lease
 	}()
-	time.Sleep(100 * time.Millisecond)
+	e.waitQueued(t, name, 2)
 	cancel()
 	require.ErrorIs(t, <-bErr, ErrNotObtained)
 	require.NoError(t, a.Unlock(ctx))
@@ -235,7 +244,7 @@ func scenarioSameScopeHandOff(t *testing.T, e lockEnv, name string) {
 		assert.NoError(t, err)
 		got <- lease
 	}()
-	time.Sleep(200 * time.Millisecond)
+	e.waitQueued(t, name, 1)
 	unlocked := time.Now()
 	require.NoError(t, a.Unlock(ctx))
 	lb := <-got
@@ -296,7 +305,12 @@ func newSimEnv() (lockEnv, *simHarness) {
 	h.start = time.Now()
 	h.db = newSimDB(h, scenarioWatermark)
 	n := 0
-	return lockEnv{database: "sim", scope: func() *Scope { return NewScope(WithoutWakeUps()) }, store: func(*testing.T) lockStore {
+	queued := func(_ *testing.T, name string) int {
+		h.db.mu.Lock()
+		defer h.db.mu.Unlock()
+		return len(h.db.queue[name])
+	}
+	return lockEnv{database: "sim", queued: queued, scope: func() *Scope { return NewScope(WithoutWakeUps()) }, store: func(*testing.T) lockStore {
 		n++
 		p := &simProc{h: h, name: "P" + string(rune('0'+n)), dead: make(chan struct{}), seed: uint64(n)}
 		p.ctx, p.kill = context.WithCancel(context.Background())
