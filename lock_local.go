@@ -47,6 +47,17 @@ type departure struct {
 	away bool
 }
 
+// wentAway reports whether d is done and the lock went away (see
+// departure); false for a nil d.
+func (d *departure) wentAway() bool {
+	select {
+	case <-d.ch():
+		return d.away
+	default:
+		return false
+	}
+}
+
 // ch is d's channel; nil (never ready) for a nil d.
 func (d *departure) ch() <-chan struct{} {
 	if d == nil {

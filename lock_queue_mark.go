@@ -100,7 +100,12 @@ func (s *spannerStore) markQueuedMutation(r row, name string) *spanner.Mutation 
 	if !s.marked() || !r.Exists || r.Queued == markQueued {
 		return nil
 	}
-	return spanner.Update(s.table, []string{"Name", "Queued"}, []any{name, true})
+	return s.queuedMutation(name, true)
+}
+
+// queuedMutation sets the Queued column of lock row name to queued.
+func (s *spannerStore) queuedMutation(name string, queued bool) *spanner.Mutation {
+	return spanner.Update(s.table, []string{"Name", "Queued"}, []any{name, queued})
 }
 
 // markEmpty appends to ms, the mutations of a change of holder of lock row
@@ -113,5 +118,5 @@ func (s *spannerStore) markEmpty(ms []*spanner.Mutation, r row, name string, emp
 	if !empty || !s.marked() || r.Queued == markEmpty {
 		return ms
 	}
-	return append(ms, spanner.Update(s.table, []string{"Name", "Queued"}, []any{name, false}))
+	return append(ms, s.queuedMutation(name, false))
 }

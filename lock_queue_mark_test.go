@@ -115,45 +115,6 @@ func withoutQueued(t *testing.T) []string {
 	return out
 }
 
-// A waiter that joins after a cycle left the queue empty (Queued FALSE) is
-// handed the lock by the holder's Unlock, whether it joined in a read-write
-// transaction (another process) or in a blind insert behind a contender of
-// its own Scope: both set Queued, so the Unlock reads the queue.
-func TestLockJoinAfterEmptyQueueIsHandedTheLock(t *testing.T) {
-	needEmulator(t)
-	db := freshDatabase(t)
-	ctx := context.Background()
-	mine := NewScope(WithoutWakeUps())
-	holder, err := NewLock(newClient(t, db), "marked", WithScope(mine), WithOwner("holder"))
-	require.NoError(t, err)
-	for _, c := range []struct {
-		name  string
-		scope *Scope
-	}{{"other process", NewScope(WithoutWakeUps())}, {"same Scope, blind join", mine}} {
-		t.Run(c.name, func(t *testing.T) {
-			_, err := holder.Lock(ctx)
-			require.NoError(t, err)
-			require.NoError(t, holder.Unlock(ctx)) // leaves Queued FALSE
-			held, err := holder.Lock(ctx)
-			require.NoError(t, err)
-			waiter, err := NewLock(newClient(t, db), "marked", WithScope(c.scope), WithOwner("waiter"))
-			require.NoError(t, err)
-			got := make(chan lockReturn, 1)
-			go func() {
-				l, err := waiter.Lock(ctx)
-				got <- lockReturn{l, err}
-			}()
-			waitFor(t, 30*time.Second, "the waiter to queue", func() bool { return len(queuedIDs(t, newClient(t, db), "marked")) == 1 })
-			require.NoError(t, holder.Unlock(ctx))
-			r := <-got
-			require.NoError(t, r.err)
-			assert.True(t, r.lease.HandedOff(), "the Unlock handed the lock to the queued waiter")
-			assert.Equal(t, held.Token()+1, r.lease.Token())
-			require.NoError(t, waiter.Unlock(ctx))
-		})
-	}
-}
-
 // A blind join to a lock whose row does not exist yet (its first
 // acquisition is under way) is inserted all the same, without the mark:
 // with no row, every reader reads the queue.

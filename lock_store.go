@@ -115,7 +115,7 @@ func liveEntry(d ddl.Dialect) string {
 // one statement. @id is the reader's own waiter id, also when it is not
 // queued (at is then endOfQueue's): its own entries are never before it.
 // Entries of a silent holder's Scope do not count either (sameScopeAsSilent).
-func (s *spannerStore) lockSQL(d ddl.Dialect, limit int) string {
+func (s *spannerStore) lockSQL(d ddl.Dialect, limit int, marked bool) string {
 	q := s.queueTable()
 	return fmt.Sprintf("SELECT CURRENT_TIMESTAMP(), m.`Name` IS NOT NULL, %s, "+
 		"(SELECT COUNT(*) FROM (SELECT 1 FROM `%s` AS q WHERE q.`Name` = @name "+
@@ -123,13 +123,13 @@ func (s *spannerStore) lockSQL(d ddl.Dialect, limit int) string {
 		"AND q.`WaiterID` != @id AND %s AND NOT COALESCE(%s, FALSE) LIMIT %d) AS ahead), "+
 		"EXISTS(SELECT 1 FROM `%s` AS q WHERE q.`Name` = @name AND q.`EnqueuedAt` = @at AND q.`WaiterID` = @id) "+
 		"%s FROM (SELECT 1) AS one LEFT JOIN `%s` AS m ON m.`Name` = @name",
-		rowSelectList(), q, liveEntry(d), sameScopeAsSilent(d), limit, q, s.queuedSelect(), s.table)
+		rowSelectList(), q, liveEntry(d), sameScopeAsSilent(d), limit, q, queuedSelect(marked), s.table)
 }
 
 // queuedSelect is the Queued column of the row m, to end a SELECT list,
 // when the table has it (marked); "" otherwise.
-func (s *spannerStore) queuedSelect() string {
-	if !s.marked() {
+func queuedSelect(marked bool) string {
+	if !marked {
 		return ""
 	}
 	return ", m.`Queued`"
@@ -150,7 +150,8 @@ func sameScopeAsSilent(d ddl.Dialect) string {
 
 // queryLock runs lockSQL in dialect d.
 func (s *spannerStore) queryLock(ctx context.Context, q querier, d ddl.Dialect, name string, key queueKey, limit int) (lockView, error) {
-	it := q.Query(ctx, sqldialect.Statement(d, s.lockSQL(d, limit), map[string]any{
+	marked := s.marked()
+	it := q.Query(ctx, sqldialect.Statement(d, s.lockSQL(d, limit, marked), map[string]any{
 		"name": name, "at": key.at, "id": key.id, "lease": s.watermark.Microseconds(),
 	}))
 	defer it.Stop()
@@ -164,7 +165,7 @@ func (s *spannerStore) queryLock(ctx context.Context, q querier, d ddl.Dialect, 
 		queued spanner.NullBool
 	)
 	extra := []any{&ahead, &v.queued}
-	if r.Size() > len(rowColumns)+4 { // queuedSelect's column
+	if marked {
 		extra = append(extra, &queued)
 	}
 	if v.row, err = decodeRow(r, extra...); err != nil {
@@ -205,7 +206,7 @@ func (s *spannerStore) insertEntries(ctx context.Context, name string, entries [
 	if marked {
 		// Blind: the row's Queued is not read, so it is set whatever it
 		// says (lock_queue_mark.go).
-		ms = append(ms, spanner.Update(s.table, []string{"Name", "Queued"}, []any{name, true}))
+		ms = append(ms, s.queuedMutation(name, true))
 	}
 	ts, err := s.blindWrite(ctx, ms)
 	if marked && spanner.ErrCode(err) == codes.NotFound {

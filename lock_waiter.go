@@ -29,9 +29,8 @@ type waiter struct {
 	// acknowledged commit gave us.
 	inScope wakeUp
 	// remoteWoken reports a wake-up from another process not yet followed
-	// by a read; departedAway, that the holder of our Scope we slept behind
-	// handed the lock to a waiter of another Scope (see departure).
-	remoteWoken, departedAway bool
+	// by a read.
+	remoteWoken bool
 	// id is the waiter's queue id and, once it holds the lock, its lease id:
 	// a hand-off writes it into the lock's row, which is how the waiter (or
 	// the read that settles an acquisition of unknown outcome) knows.
@@ -366,11 +365,7 @@ func (w *waiter) sleepBehind(ctx context.Context, d time.Duration, gone *departu
 	if err := w.sleep(ctx, d, gone); err != nil {
 		return errNotObtained(ctx)
 	}
-	if !w.departedAway {
-		return nil
-	}
-	w.departedAway = false
-	if w.lock.scope.Addr() == "" || !w.joined || w.inScope.token > 0 || w.remoteWoken {
+	if !gone.wentAway() || w.lock.scope.Addr() == "" || !w.joined || w.inScope.token > 0 || w.remoteWoken {
 		return nil
 	}
 	// The first of our Scope's waiters may be next; the others are behind
@@ -403,7 +398,6 @@ func (w *waiter) sleep(ctx context.Context, d time.Duration, gone *departure) er
 		}
 		w.remoteWoken = w.remoteWoken || !h.remoteAt.IsZero()
 	case <-gone.ch():
-		w.departedAway = gone.away
 	case <-ctx.Done():
 		return ctx.Err()
 	}
