@@ -92,6 +92,16 @@ func (s *memLockStore) read(_ context.Context, _ string) (row, error) {
 	return s.view(endOfQueue).row, nil
 }
 
+func (s *memLockStore) glance(ctx context.Context, name string) (row, error) {
+	r, err := s.read(ctx, name)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err == nil && len(s.queue) == 0 {
+		r.Queued = markEmpty
+	}
+	return r, err
+}
+
 func (s *memLockStore) readLatest(ctx context.Context, name string) (row, error) {
 	r, err := s.read(ctx, name)
 	r.Now = time.Time{}

@@ -93,6 +93,25 @@ func (p *pollPlan) interval(now time.Time, token int64, ahead int, ceiling time.
 	return min(max(time.Duration(ahead)*perHandOff*3/4, lockPollInterval), ceiling)
 }
 
+// glance is TryLock's first look: the lock's row alone, by key (the
+// store's glance), which spares a TryLock refused by a live holder
+// lockSQL's statement. It decides (ok) when the row's Queued column says
+// the queue is empty: nobody is then before us, as fullRead would count.
+// It also sends a TryLock that finds no row at all to acquire: the
+// acquisition reads the queue itself, inside its read-write transaction,
+// and if it finds the lock taken, the next look reads in full. Otherwise
+// (ok false) the caller reads in full. Whatever it shows, acquiring
+// decides again inside a read-write transaction.
+func (w *waiter) glance(ctx context.Context) (v lockView, ok bool, err error) {
+	octx, cancel := detached(ctx, w.lock.cfg.finishTimeout)
+	defer cancel()
+	r, err := w.st.glance(octx, w.lock.name)
+	if err != nil || (r.Exists && r.Queued != markEmpty) {
+		return lockView{}, false, err
+	}
+	return lockView{row: r}, true, nil
+}
+
 // look reads the lock: fully (row, place in the queue, our entry) when not
 // queued, when our entry may have been dropped as dead, and every
 // fullReadEvery polls while others are before us; otherwise only the lock's

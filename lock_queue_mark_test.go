@@ -100,6 +100,62 @@ func TestLockUncontendedCycleIsFourRPCs(t *testing.T) {
 	})
 }
 
+// A TryLock that finds the lock held by a live holder, with the row's
+// Queued column saying nobody waits, is refused on one key read (no
+// statement), and says so exactly: the holder, its token, no waiters. On a
+// free lock it takes the lock with that read and one acquisition, as Lock
+// does.
+func TestTryLockRefusedOnOneKeyRead(t *testing.T) {
+	needEmulator(t)
+	eachDialect(t, func(t *testing.T, db string) {
+		ctx := context.Background()
+		holder, err := NewLock(newClient(t, db), "tried", WithOwner("holder"), WithScope(NewScope(WithoutWakeUps())))
+		require.NoError(t, err)
+		var log rpcLog
+		l, err := NewLock(countingClient(t, db, &log), "tried", WithScope(NewScope(WithoutWakeUps())))
+		require.NoError(t, err)
+		_, err = l.TryLock(ctx) // the first: dialect, columns, the row inserted
+		require.NoError(t, err)
+		require.NoError(t, l.Unlock(ctx))
+
+		n := log.len()
+		_, err = l.TryLock(ctx)
+		require.NoError(t, err)
+		require.NoError(t, l.Unlock(ctx))
+		assert.Equal(t, []string{"StreamingRead", "StreamingRead", "Commit", "StreamingRead", "Commit"}, log.since(n),
+			"a glance, the acquisition, the Unlock")
+
+		held, err := holder.Lock(ctx)
+		require.NoError(t, err)
+		defer func() { require.NoError(t, holder.Unlock(ctx)) }()
+		n = log.len()
+		_, err = l.TryLock(ctx)
+		var he *HeldError
+		require.ErrorAs(t, err, &he)
+		assert.Equal(t, HeldError{Name: "tried", Holder: "holder", Token: held.Token(), Waiters: 0}, *he)
+		assert.Equal(t, []string{"StreamingRead"}, log.since(n))
+	})
+}
+
+// A TryLock of a lock whose row does not exist yet, although a blind join
+// queued a waiter for it, is refused: the glance sends it to acquire, the
+// acquisition finds the waiter, and the next look reads in full.
+func TestTryLockWithoutRowButQueued(t *testing.T) {
+	needEmulator(t)
+	db := freshDatabase(t)
+	c := newClient(t, db)
+	s := newSpannerStore(c, DefaultTable, time.Minute)
+	id := NewScope().newWaiterID()
+	_, err := s.enqueue(context.Background(), "queued-no-row", []queueInsert{{id: id, owner: "w", lease: time.Minute}})
+	require.NoError(t, err)
+	l, err := NewLock(c, "queued-no-row", WithScope(NewScope(WithoutWakeUps())))
+	require.NoError(t, err)
+	_, err = l.TryLock(context.Background())
+	var he *HeldError
+	require.ErrorAs(t, err, &he)
+	assert.Equal(t, 1, he.Waiters)
+}
+
 // withoutQueued is ddl.Upgrade less the Queued column: a table upgraded
 // before the column existed.
 func withoutQueued(t *testing.T) []string {

@@ -41,8 +41,9 @@ type waiter struct {
 	born time.Time
 	// joined reports whether an entry may be in the queue; touched whether
 	// the lock may have been given to us (joined, or an acquisition sent);
-	// strays whether an entry of ours whose key we never learnt may exist.
-	joined, touched, strays bool
+	// strays whether an entry of ours whose key we never learnt may exist;
+	// glanced whether a TryLock has had its first look (lookFirst).
+	joined, touched, strays, glanced bool
 	// ownAttempt reports whether an acquisition of ours may have committed
 	// without our knowing: the lock found in our name may then be our own
 	// doing rather than a hand-off.
@@ -97,7 +98,7 @@ func (w *waiter) step(ctx context.Context, wait bool) (*Lease, error) {
 		return nil, errNotObtained(ctx)
 	}
 	sent := w.now()
-	v, err := w.look(ctx)
+	v, err := w.lookFirst(ctx, wait)
 	if err != nil {
 		return nil, w.reads.failed(ctx, err, 0)
 	}
@@ -106,6 +107,19 @@ func (w *waiter) step(ctx context.Context, wait bool) (*Lease, error) {
 		return nil, nil
 	}
 	return w.act(ctx, v, sent, wait)
+}
+
+// lookFirst is look, but a TryLock's first look glances at the row
+// (glance), and reads in full only if that does not decide; its later
+// looks read in full.
+func (w *waiter) lookFirst(ctx context.Context, wait bool) (lockView, error) {
+	if !wait && !w.glanced {
+		w.glanced = true
+		if v, ok, err := w.glance(ctx); ok || err != nil {
+			return v, err
+		}
+	}
+	return w.look(ctx)
 }
 
 // grant is the grant rule (CORRECTNESS_DISCLAIMER.md, claim 11): a lease

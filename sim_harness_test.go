@@ -515,6 +515,7 @@ const (
 	drawNet
 	drawLost
 	drawAnswerPause // and the next
+	drawMark        = drawAnswerPause + 2
 )
 
 func (p *simProc) isCrashed() bool {

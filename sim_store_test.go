@@ -336,6 +336,23 @@ func (c *simConn) read(ctx context.Context, name string) (row, error) {
 	return r, err
 }
 
+// glance reads the row with the clock and a Queued mark that keeps the
+// column's rule: FALSE only when the queue is empty, and, drawn from the
+// seed, sometimes TRUE then too (waiters who left leave it TRUE).
+func (c *simConn) glance(ctx context.Context, name string) (row, error) {
+	var r row
+	_, err := c.call(ctx, "glance", false, false, func() error {
+		r = c.db.current(name, c.db.readTS())
+		r.Queued = markQueued
+		if len(c.db.queue[name]) == 0 && c.p.draw(drawMark).IntN(4) != 0 {
+			r.Queued = markEmpty
+		}
+		c.p.h.event(c.p.name, "glance: %s queued %d", simRow(r), r.Queued)
+		return nil
+	})
+	return r, err
+}
+
 func (c *simConn) readLatest(ctx context.Context, name string) (row, error) {
 	var r row
 	_, err := c.call(ctx, "readLatest", false, true, func() error {
