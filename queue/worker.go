@@ -26,7 +26,7 @@ import (
 // How Run works (the request-queue state machine, the Spanner way):
 //
 //  1. Scan: a pass reads the pending index (new and in-progress requests, in
-//     enqueue order) in pages of 32 with lock-free strong single-use reads,
+//     enqueue order) in pages of 128 with lock-free strong single-use reads,
 //     moving a "line in the sand" past each request it looks at. For each
 //     resource not yet tried in the pass it calls TryLock on the resource's
 //     lock; a resource held by another worker is skipped (Stats.Skipped),
@@ -64,9 +64,13 @@ type Worker struct {
 	scope   *spanmutex.Scope
 	running atomic.Bool
 	stats   workerCounters
-	// crowded reports that the last resource this worker tried was held
-	// by another worker (tryPage); touched only by Run's goroutine.
+	// crowded reports that a resource this worker tried in its last pass,
+	// or in this one so far, was held by another worker (tryPage); touched
+	// only by Run's goroutine.
 	crowded bool
+	// refused reports that a resource this pass tried was held by another
+	// worker; touched only by Run's goroutine.
+	refused bool
 	// shutdownErr collects failures to release at shutdown; touched only by
 	// Run's goroutine.
 	shutdownErr []error
@@ -162,6 +166,8 @@ func (w *Worker) Run(ctx context.Context) error {
 // queue costs no lock read per resource that others are handling.
 func (w *Worker) pass(ctx context.Context, sweep bool) (bool, error) {
 	w.stats.scans.Add(1)
+	w.refused = false
+	defer func() { w.crowded = w.refused }()
 	tried := map[string]bool{}
 	worked := false
 	scanned := 0
@@ -222,9 +228,9 @@ func (w *Worker) candidates(page []pendingEntry, tried map[string]bool, sweep bo
 // one (held) or none is left. A worker alone goes in queue order. One that
 // found a resource held by another worker (crowded) goes on from a random
 // place in what is left of cands, wrapping around, and starts its next
-// pages so too, until it takes the first it tries: workers that read the
-// same page spread over its resources instead of queueing up behind one
-// another, each paying a refused TryLock per resource.
+// pages so too, for the rest of its pass and the next (pass): workers that
+// read the same page spread over its resources instead of queueing up
+// behind one another, each paying a refused TryLock per resource.
 func (w *Worker) tryPage(ctx context.Context, cands []string, tried map[string]bool) (held, worked bool) {
 	spread := false
 	for len(cands) > 0 {
@@ -240,10 +246,9 @@ func (w *Worker) tryPage(ctx context.Context, cands []string, tried map[string]b
 		tried[r] = true
 		held, did := w.tenure(ctx, r)
 		if held {
-			w.crowded = false
 			return true, did
 		}
-		w.crowded = true
+		w.crowded, w.refused = true, true
 	}
 	return false, false
 }
