@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"cloud.google.com/go/spanner"
@@ -91,19 +92,21 @@ type claimed struct {
 // pending marks of the resource's requests from the index by resource (which
 // stores them), then the whole of the pending ones and the create. Two reads
 // by key rather than a query: the emulator answers those without scanning
-// the whole table.
-func (w *Worker) readResource(ctx context.Context, txn *spanner.ReadWriteTransaction, resource string) ([]Request, *Request, error) {
+// the whole table. The second read also reads the requests of ids, which it
+// returns by id in also: a step reads the job it finishes with the requests
+// it claims next.
+func (w *Worker) readResource(ctx context.Context, txn *spanner.ReadWriteTransaction, resource string, ids []string) (pending []Request, create *Request, also map[string]Request, err error) {
 	t := w.q.cfg.table
-	fail := func(err error) ([]Request, *Request, error) {
-		return nil, nil, fmt.Errorf("queue: read the pending requests of %q: %w", resource, err)
+	fail := func(err error) ([]Request, *Request, map[string]Request, error) {
+		return nil, nil, nil, fmt.Errorf("queue: read the pending requests of %q: %w", resource, err)
 	}
-	var wanted []string
+	wanted := slices.Clone(ids)
 	order := map[string]int{} // id → place in (CreatedAt, RequestID) order
 	pendingIDs := map[string]bool{}
 	n := 0
 	// The index stores Kind and PendingSince: the finished history of the
 	// resource is skipped without reading the table.
-	err := txn.ReadUsingIndex(ctx, t, t+"ByResource", spanner.Key{resource}.AsPrefix(), []string{"RequestID", "Kind", "PendingSince"}).Do(func(row *spanner.Row) error {
+	err = txn.ReadUsingIndex(ctx, t, t+"ByResource", spanner.Key{resource}.AsPrefix(), []string{"RequestID", "Kind", "PendingSince"}).Do(func(row *spanner.Row) error {
 		var id, kind string
 		var pendingSince spanner.NullTime
 		if err := row.Columns(&id, &kind, &pendingSince); err != nil {
@@ -112,7 +115,7 @@ func (w *Worker) readResource(ctx context.Context, txn *spanner.ReadWriteTransac
 		order[id] = n
 		n++
 		pendingIDs[id] = pendingSince.Valid
-		if pendingSince.Valid || Kind(kind) == KindCreate {
+		if (pendingSince.Valid || Kind(kind) == KindCreate) && !slices.Contains(ids, id) {
 			wanted = append(wanted, id)
 		}
 		return nil
@@ -121,13 +124,17 @@ func (w *Worker) readResource(ctx context.Context, txn *spanner.ReadWriteTransac
 		return fail(err)
 	}
 	if len(wanted) == 0 {
-		return nil, nil, nil
+		return nil, nil, nil, nil
 	}
 	rows := make([]*Request, n)
+	also = map[string]Request{}
 	err = txn.Read(ctx, t, keysOf(wanted), requestColumns).Do(func(row *spanner.Row) error {
 		r, err := decodeRequest(row)
 		if err != nil {
 			return err
+		}
+		if slices.Contains(ids, r.ID) {
+			also[r.ID] = r
 		}
 		if i, ok := order[r.ID]; ok {
 			rows[i] = &r
@@ -137,8 +144,6 @@ func (w *Worker) readResource(ctx context.Context, txn *spanner.ReadWriteTransac
 	if err != nil {
 		return fail(err)
 	}
-	var pending []Request
-	var create *Request
 	for _, r := range rows {
 		if r == nil {
 			continue
@@ -151,7 +156,7 @@ func (w *Worker) readResource(ctx context.Context, txn *spanner.ReadWriteTransac
 			pending = append(pending, *r)
 		}
 	}
-	return pending, create, nil
+	return pending, create, also, nil
 }
 
 // claimMutations writes plan: claimed rows in-progress under pid and token,

@@ -52,23 +52,37 @@ func (w *Worker) step(ctx context.Context, lease *spanmutex.Lease, resource stri
 		if err := lease.Guard(ctx, txn); err != nil {
 			return err
 		}
-		var ms []*spanner.Mutation
-		done := map[string]bool{}
-		if prev != nil {
-			fin, recorded, err := w.finishMutations(ctx, txn, prev)
-			if err != nil {
+		var (
+			ms            []*spanner.Mutation
+			pending       []Request
+			create        *Request
+			claimedBefore map[string]Request
+			err           error
+			done          = map[string]bool{}
+		)
+		if claimNext {
+			// One read for the requests to claim and prev's.
+			var ids []string
+			if prev != nil {
+				ids = prev.ids
+			}
+			if pending, create, claimedBefore, err = w.readResource(ctx, txn, resource, ids); err != nil {
 				return err
 			}
+		}
+		if prev != nil {
+			if !claimNext {
+				if claimedBefore, err = w.readRequests(ctx, txn, prev.ids); err != nil {
+					return err
+				}
+			}
+			fin, recorded := w.finishMutations(claimedBefore, prev)
 			ms, res.finished = fin, len(fin)+recorded
 			for _, id := range prev.ids {
 				done[id] = true
 			}
 		}
 		if claimNext {
-			pending, create, err := w.readResource(ctx, txn, resource)
-			if err != nil {
-				return err
-			}
 			// Reads do not see this transaction's writes: apply ours.
 			live := pending[:0]
 			for _, r := range pending {
@@ -119,32 +133,41 @@ func (w *Worker) step(ctx context.Context, lease *spanmutex.Lease, resource stri
 	return res, nil
 }
 
-// finishMutations reads prev's requests in txn and returns the writes that
-// record prev's outcome, for those still in-progress under prev's claim, and
-// how many show that outcome under prev's claim already (an earlier try of
-// the step landed).
-func (w *Worker) finishMutations(ctx context.Context, txn *spanner.ReadWriteTransaction, prev *finishing) ([]*spanner.Mutation, int, error) {
-	t := w.q.cfg.table
-	var ms []*spanner.Mutation
-	recorded := 0
-	err := txn.Read(ctx, t, keysOf(prev.ids), []string{"RequestID", "Status", "ProcessID", "Kind"}).Do(func(row *spanner.Row) error {
-		var id, status, kind string
-		var processID spanner.NullString
-		if err := row.Columns(&id, &status, &processID, &kind); err != nil {
+// readRequests reads the requests of ids in txn, by id.
+func (w *Worker) readRequests(ctx context.Context, txn *spanner.ReadWriteTransaction, ids []string) (map[string]Request, error) {
+	out := map[string]Request{}
+	err := txn.Read(ctx, w.q.cfg.table, keysOf(ids), requestColumns).Do(func(row *spanner.Row) error {
+		r, err := decodeRequest(row)
+		if err != nil {
 			return err
 		}
-		switch {
-		case Status(status) == StatusInProgress && processID.StringVal == prev.pid:
-			ms = append(ms, finishMutation(t, id, Kind(kind), prev.out))
-		case Status(status) == prev.out.status && processID.StringVal == prev.pid:
-			recorded++
-		}
+		out[r.ID] = r
 		return nil
 	})
 	if err != nil {
-		return nil, 0, fmt.Errorf("queue: read the claimed requests: %w", err)
+		return nil, fmt.Errorf("queue: read the claimed requests: %w", err)
 	}
-	return ms, recorded, nil
+	return out, nil
+}
+
+// finishMutations returns the writes that record prev's outcome, for its
+// requests that reqs (read in the step's transaction, by id) show still
+// in-progress under prev's claim, and how many show that outcome under
+// prev's claim already (an earlier try of the step landed).
+func (w *Worker) finishMutations(reqs map[string]Request, prev *finishing) ([]*spanner.Mutation, int) {
+	var ms []*spanner.Mutation
+	recorded := 0
+	for _, id := range prev.ids {
+		r, ok := reqs[id]
+		switch {
+		case !ok || r.ProcessID != prev.pid:
+		case r.Status == StatusInProgress:
+			ms = append(ms, finishMutation(w.q.cfg.table, id, r.Kind, prev.out))
+		case r.Status == prev.out.status:
+			recorded++
+		}
+	}
+	return ms, recorded
 }
 
 // stepOutcomeUnknown reports whether a failed step may nevertheless have
