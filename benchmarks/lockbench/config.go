@@ -70,10 +70,10 @@ func ParseShapes(v string) ([]Shape, error) {
 
 // Defaults of Config.
 const (
-	DefaultHold          = 10 * time.Millisecond
-	DefaultDuration      = 20 * time.Second
-	DefaultDrain         = 5 * time.Second
-	DefaultUncontended   = 3 * time.Second
+	DefaultHold        = 10 * time.Millisecond
+	DefaultDuration    = 20 * time.Second
+	DefaultDrain       = 5 * time.Second
+	DefaultUncontended = 3 * time.Second
 	// DefaultQueueRequests is 1500 (300 resources): with 300, sixteen
 	// workers had 60 resources among them, and the drain's tail, where
 	// workers idle and poll, made most of the run.
