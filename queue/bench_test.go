@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -38,6 +39,10 @@ func countingClient(b *testing.B, e *emulator.Emulator, db string, n *atomic.Int
 	return c
 }
 
+// benchDialect is BenchmarkWorkers' dialect: go test -bench BenchmarkWorkers
+// ./queue -args -queue.dialect=postgresql.
+var benchDialect = flag.String("queue.dialect", "googlesql", "BenchmarkWorkers: the SQL dialect of its databases (googlesql or postgresql)")
+
 // BenchmarkWorkers measures how fast N workers drain a queue of b.N
 // requests, enqueued beforehand: resources with a create and 4 updates each,
 // enqueued in one commit per resource batch. It reports requests handled per
@@ -60,13 +65,13 @@ func BenchmarkWorkers(b *testing.B) {
 // it has made (about 3 ms per 500 requests handled here), and strong reads
 // wait that lead out: on a shared emulator, each run would be slower than
 // the one before it.
-func freshEmulator(b *testing.B) *emulator.Emulator {
+func freshEmulator(b *testing.B, d ddl.Dialect) *emulator.Emulator {
 	b.Helper()
 	bin, err := emulator.FindBinary()
 	if err != nil {
 		b.Fatal(err)
 	}
-	e, err := emulator.Start(context.Background(), emulator.WithBinary(bin))
+	e, err := emulator.Start(context.Background(), emulator.WithBinary(bin), emulator.WithDialect(d))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -74,19 +79,18 @@ func freshEmulator(b *testing.B) *emulator.Emulator {
 	return e
 }
 
-// requestsDDL is the requests table's schema.
-func requestsDDL(tb testing.TB) []string {
-	stmts, err := ddl.RequestsStatements(ddl.DefaultRequestsTable)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return stmts
-}
-
 func benchWorkers(b *testing.B, workers int) {
 	ctx := context.Background()
-	e := freshEmulator(b)
-	db, err := e.NewDatabase(ctx, requestsDDL(b)...)
+	d, err := ddl.ParseDialect(*benchDialect)
+	if err != nil {
+		b.Fatal(err)
+	}
+	e := freshEmulator(b, d)
+	reqs, err := d.RequestsStatements(ddl.DefaultRequestsTable)
+	if err != nil {
+		b.Fatal(err)
+	}
+	db, err := e.NewDatabase(ctx, reqs...)
 	if err != nil {
 		b.Fatal(err)
 	}
