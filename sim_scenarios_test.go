@@ -94,6 +94,42 @@ var lockScenarios = []struct {
 	{"SameScopeHandOff", scenarioSameScopeHandOff},
 	{"TakeOverAfterSilence", scenarioTakeOverAfterSilence},
 	{"JoinAfterEmptyQueue", scenarioJoinAfterEmptyQueue},
+	{"TryLockCountsWaiters", scenarioTryLockCountsWaiters},
+}
+
+// scenarioTryLockCountsWaiters: a TryLock refused says how many wait,
+// whether it decided on the row alone (its Queued column says nobody does)
+// or read the queue; once the lock is free and nobody waits, it takes it.
+func scenarioTryLockCountsWaiters(t *testing.T, e lockEnv, name string) {
+	ctx := context.Background()
+	a, b, c := e.process(t, name, "a"), e.process(t, name, "b"), e.process(t, name, "c")
+	refused := func(holder string, token int64, waiters int) {
+		t.Helper()
+		_, err := c.TryLock(ctx)
+		var held *HeldError
+		require.ErrorAs(t, err, &held)
+		assert.Equal(t, HeldError{Name: name, Holder: holder, Token: token, Waiters: waiters}, *held)
+	}
+	la, err := a.Lock(ctx)
+	require.NoError(t, err)
+	refused("a", la.Token(), 0)
+	got := make(chan *Lease, 1)
+	go func() {
+		lease, err := b.Lock(ctx)
+		assert.NoError(t, err)
+		got <- lease
+	}()
+	e.waitQueued(t, name, 1)
+	refused("a", la.Token(), 1)
+	require.NoError(t, a.Unlock(ctx))
+	lb := <-got
+	require.NotNil(t, lb)
+	refused("b", lb.Token(), 0)
+	require.NoError(t, b.Unlock(ctx))
+	lc, err := c.TryLock(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, lb.Token()+1, lc.Token())
+	require.NoError(t, c.Unlock(ctx))
 }
 
 // scenarioJoinAfterEmptyQueue: after a cycle that left the queue empty (on
