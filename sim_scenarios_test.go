@@ -83,6 +83,18 @@ func (s *silenceable) renew(ctx context.Context, l *Lease) error {
 	return s.lockStore.renew(ctx, l)
 }
 
+// lockAsync calls l.Lock in a goroutine of its own and sends the lease it
+// returns (nil, the failure recorded, if it returned none).
+func lockAsync(t *testing.T, l *Lock) <-chan *Lease {
+	got := make(chan *Lease, 1)
+	go func() {
+		lease, err := l.Lock(context.Background())
+		assert.NoError(t, err)
+		got <- lease
+	}()
+	return got
+}
+
 // lockScenarios run on any lockEnv. Each leaves no lease held.
 var lockScenarios = []struct {
 	name string
@@ -113,12 +125,7 @@ func scenarioTryLockCountsWaiters(t *testing.T, e lockEnv, name string) {
 	la, err := a.Lock(ctx)
 	require.NoError(t, err)
 	refused("a", la.Token(), 0)
-	got := make(chan *Lease, 1)
-	go func() {
-		lease, err := b.Lock(ctx)
-		assert.NoError(t, err)
-		got <- lease
-	}()
+	got := lockAsync(t, b)
 	e.waitQueued(t, name, 1)
 	refused("a", la.Token(), 1)
 	require.NoError(t, a.Unlock(ctx))
@@ -146,23 +153,14 @@ func scenarioJoinAfterEmptyQueue(t *testing.T, e lockEnv, name string) {
 	require.NoError(t, err)
 	scope, st := e.newScope(), e.store(t)
 	b, c := e.newLock(t, name, "b", scope, st), e.newLock(t, name, "c", scope, st)
-	handed := func(l *Lock) <-chan *Lease {
-		got := make(chan *Lease, 1)
-		go func() {
-			lease, err := l.Lock(ctx)
-			assert.NoError(t, err)
-			got <- lease
-		}()
-		return got
-	}
-	gotB := handed(b)
+	gotB := lockAsync(t, b)
 	e.waitQueued(t, name, 1)
 	require.NoError(t, a.Unlock(ctx))
 	lb := <-gotB
 	require.NotNil(t, lb)
 	assert.True(t, lb.HandedOff(), "b was handed the lock")
 	assert.Equal(t, la.Token()+1, lb.Token())
-	gotC := handed(c)
+	gotC := lockAsync(t, c)
 	e.waitQueued(t, name, 1) // c, behind its own Scope's holder
 	require.NoError(t, b.Unlock(ctx))
 	lc := <-gotC
@@ -226,12 +224,7 @@ func scenarioCancelledWaiterPassesOn(t *testing.T, e lockEnv, name string) {
 		bErr <- err
 	}()
 	e.waitQueued(t, name, 1)
-	cGot := make(chan *Lease, 1)
-	go func() {
-		lease, err := c.Lock(ctx)
-		assert.NoError(t, err)
-		cGot <- lease
-	}()
+	cGot := lockAsync(t, c)
 	e.waitQueued(t, name, 2)
 	cancel()
 	require.ErrorIs(t, <-bErr, ErrNotObtained)
@@ -274,12 +267,7 @@ func scenarioSameScopeHandOff(t *testing.T, e lockEnv, name string) {
 	a, b := e.newLock(t, name, "a", scope, st), e.newLock(t, name, "b", scope, st)
 	la, err := a.Lock(ctx)
 	require.NoError(t, err)
-	got := make(chan *Lease, 1)
-	go func() {
-		lease, err := b.Lock(ctx)
-		assert.NoError(t, err)
-		got <- lease
-	}()
+	got := lockAsync(t, b)
 	e.waitQueued(t, name, 1)
 	unlocked := time.Now()
 	require.NoError(t, a.Unlock(ctx))

@@ -148,26 +148,7 @@ func TestWorkerBurst(t *testing.T) {
 	for _, w := range ws {
 		runWorker(t, w)
 	}
-	sum := func() WorkerStats {
-		var s WorkerStats
-		for _, w := range ws {
-			x := w.Stats()
-			s.Jobs += x.Jobs
-			s.RequestsCompleted += x.RequestsCompleted
-			s.RequestsFailed += x.RequestsFailed
-			s.Grouped += x.Grouped
-			s.Skipped += x.Skipped
-			s.Tenures += x.Tenures
-			s.IdleTenures += x.IdleTenures
-			s.Scans += x.Scans
-			s.Recovered += x.Recovered
-			s.LeasesLost += x.LeasesLost
-			s.Transactions += x.Transactions
-			s.Reads += x.Reads
-			s.LockOps += x.LockOps
-		}
-		return s
-	}
+	sum := func() WorkerStats { return sumStats(ws) }
 	// On the emulator the burst takes minutes (about 10 on a loaded 2-core
 	// machine): it runs one read-write transaction at a time and aborts the
 	// others, and it answers the locks' queries by scanning their tables.
@@ -266,4 +247,27 @@ func TestWorkerBurst(t *testing.T) {
 			}
 		}
 	}
+}
+
+// sumStats adds up the stats of ws.
+func sumStats(ws []*Worker) WorkerStats {
+	var s WorkerStats
+	for _, w := range ws {
+		x := w.Stats()
+		s.Jobs += x.Jobs
+		s.RequestsCompleted += x.RequestsCompleted
+		s.RequestsFailed += x.RequestsFailed
+		s.RequestsReleased += x.RequestsReleased
+		s.Grouped += x.Grouped
+		s.Skipped += x.Skipped
+		s.Tenures += x.Tenures
+		s.IdleTenures += x.IdleTenures
+		s.Scans += x.Scans
+		s.Recovered += x.Recovered
+		s.LeasesLost += x.LeasesLost
+		s.Transactions += x.Transactions
+		s.Reads += x.Reads
+		s.LockOps += x.LockOps
+	}
+	return s
 }
