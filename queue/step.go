@@ -58,7 +58,6 @@ func (w *Worker) step(ctx context.Context, lease *spanmutex.Lease, resource stri
 			create        *Request
 			claimedBefore map[string]Request
 			err           error
-			done          = map[string]bool{}
 		)
 		if claimNext {
 			// One read for the requests to claim and prev's.
@@ -78,46 +77,16 @@ func (w *Worker) step(ctx context.Context, lease *spanmutex.Lease, resource stri
 			}
 			fin, recorded := w.finishMutations(claimedBefore, prev)
 			ms, res.finished = fin, len(fin)+recorded
-			for _, id := range prev.ids {
-				done[id] = true
-			}
 		}
 		if claimNext {
-			// Reads do not see this transaction's writes: apply ours.
-			live := pending[:0]
-			for _, r := range pending {
-				if done[r.ID] {
-					continue
-				}
-				if r.Status == StatusInProgress && r.ProcessID == pid {
-					// Claimed by an earlier try of this step that landed:
-					// plan on the row as it was before that claim.
-					r.Status, r.ProcessID, r.Attempts = StatusNew, "", r.Attempts-1
-				}
-				live = append(live, r)
-			}
-			if create != nil && done[create.ID] {
-				create.Status = prev.out.status
-				if prev.out.status == StatusError {
-					create.LastError = truncateError(prev.out.lastError)
-				}
-			}
+			live, create := asWritten(pending, create, prev, pid)
 			res.next.plan = planClaim(resource, live, create, w.cfg.maxAttempts)
 			ms = append(ms, w.claimMutations(res.next.plan, pid, lease.Token())...)
 		}
 		return txn.BufferWrite(ms)
 	})
 	if err != nil && !errors.Is(err, spanmutex.ErrLeaseLost) && stepOutcomeUnknown(err) {
-		// Did it land? It is atomic: one row it wrote tells.
-		var at time.Time
-		var landed bool
-		var rerr error
-		if prev != nil {
-			at, landed, rerr = w.settleFinish(ctx, prev)
-		} else if !res.next.plan.empty() {
-			at, landed, rerr = w.settleClaim(ctx, res.next, pid)
-		}
-		if rerr == nil && landed {
+		if at, landed := w.settleStep(ctx, prev, res.next, pid); landed {
 			ts, err = at, nil
 		}
 	}
@@ -131,6 +100,55 @@ func (w *Worker) step(ctx context.Context, lease *spanmutex.Lease, resource stri
 		r.Attempts++
 	}
 	return res, nil
+}
+
+// asWritten returns the resource's pending requests and its create, read in
+// a step's transaction, as that transaction leaves them (reads do not see
+// its own writes): less prev's requests, finished by it; the create with
+// prev's outcome if prev was the create; and requests claimed under pid by
+// an earlier try of the step that landed as they were before that claim.
+func asWritten(pending []Request, create *Request, prev *finishing, pid string) ([]Request, *Request) {
+	done := map[string]bool{}
+	if prev != nil {
+		for _, id := range prev.ids {
+			done[id] = true
+		}
+	}
+	live := pending[:0]
+	for _, r := range pending {
+		if done[r.ID] {
+			continue
+		}
+		if r.Status == StatusInProgress && r.ProcessID == pid {
+			r.Status, r.ProcessID, r.Attempts = StatusNew, "", r.Attempts-1
+		}
+		live = append(live, r)
+	}
+	if create != nil && done[create.ID] {
+		create.Status = prev.out.status
+		if prev.out.status == StatusError {
+			create.LastError = truncateError(prev.out.lastError)
+		}
+	}
+	return live, create
+}
+
+// settleStep settles a step whose outcome is unknown by reading back one
+// row it would have written (it is atomic): prev's, if it finished a job,
+// else one of next's claims. It reports the commit timestamp if it landed.
+func (w *Worker) settleStep(ctx context.Context, prev *finishing, next claimed, pid string) (time.Time, bool) {
+	var (
+		at     time.Time
+		landed bool
+		err    error
+	)
+	switch {
+	case prev != nil:
+		at, landed, err = w.settleFinish(ctx, prev)
+	case !next.plan.empty():
+		at, landed, err = w.settleClaim(ctx, next, pid)
+	}
+	return at, err == nil && landed
 }
 
 // readRequests reads the requests of ids in txn, by id.
