@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+
+	"github.com/spanmutex/spanmutex/internal/spanerr"
 )
 
 // attempts counts the Spanner calls of one kind (reads, or writes) that
@@ -40,13 +42,13 @@ func (a *attempts) ok() { a.n = 0 }
 // it, waits before it (at most limit, when limit > 0). It returns nil to go
 // on, or the error the caller ends with: errors.Join(ErrNotObtained,
 // ctx.Err()) once ctx has ended; err itself when it is not worth another
-// try (see retryable); an *ExhaustedError once max calls in a row failed or
+// try (see spanerr.Retryable); an *ExhaustedError once max calls in a row failed or
 // the backoff policy stopped.
 func (a *attempts) failed(ctx context.Context, err error, limit time.Duration) error {
 	if ctx.Err() != nil {
 		return notObtained(ctx, err)
 	}
-	if !retryable(err) {
+	if !spanerr.Retryable(err) {
 		return err
 	}
 	if a.n++; a.n >= a.max {

@@ -60,7 +60,7 @@ func Inspect(ctx context.Context, client *spanner.Client, name string, opts ...O
 		params["name"] = name
 	}
 	sql += " ORDER BY `Name`"
-	stmt, err := st.statement(ctx, sql, params)
+	stmt, err := st.dialect.Statement(ctx, sql, params)
 	if err != nil {
 		return nil, err
 	}

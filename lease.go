@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"cloud.google.com/go/spanner"
+	"github.com/spanmutex/spanmutex/internal/spanerr"
 )
 
 // Lease is a holder's claim on a section or lock, handed to the section while
@@ -167,7 +168,7 @@ func (l *Lease) landed(ctx context.Context, st historyReader, r row, ours func(r
 		}
 		v, err := st.readAt(ctx, l.name, mid)
 		if err != nil {
-			if failed++; failed > maxHistoryFailures || !retryable(err) || ctx.Err() != nil {
+			if failed++; failed > maxHistoryFailures || !spanerr.Retryable(err) || ctx.Err() != nil {
 				return false, err
 			}
 			continue
@@ -197,7 +198,7 @@ func (l *Lease) wrote(ctx context.Context, st historyReader, to State) (bool, ro
 			ok, err := l.landed(ctx, st, r, ours)
 			return ok, r, err
 		}
-		if !retryable(err) || ctx.Err() != nil {
+		if !spanerr.Retryable(err) || ctx.Err() != nil {
 			break
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"cloud.google.com/go/spanner"
+	"github.com/spanmutex/spanmutex/internal/spanerr"
 )
 
 // ErrHeld is matched by the *HeldError TryLock returns when the lock is held
@@ -236,7 +237,7 @@ func (l *Lock) release(ctx context.Context, ll *localLock, lease *Lease) error {
 			return lost
 		}
 		l.cfg.logger.Warn("unlock failed; retrying", "err", err)
-		if !retryable(err) {
+		if !spanerr.Retryable(err) {
 			return fmt.Errorf("spanmutex: unlock %q (token %d): %w", l.name, lease.token, err)
 		}
 		if perr := pauseWith(ctx, l.cfg.clock, bo, 0); perr != nil {

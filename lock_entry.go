@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"cloud.google.com/go/spanner"
+	"github.com/spanmutex/spanmutex/internal/spanerr"
 	"google.golang.org/grpc/codes"
 )
 
@@ -53,7 +54,7 @@ func (w *waiter) arrive(ctx context.Context) (*Lease, error) {
 		// id in the row) or our entry inserted under a key we never learnt
 		// (abandon deletes it by our id).
 		w.touched, w.ownAttempt = true, true
-		w.strays = w.strays || isUnknownOutcome(err)
+		w.strays = w.strays || spanerr.UnknownOutcome(err)
 	}
 	return nil, err
 }
@@ -76,7 +77,7 @@ func (w *waiter) join(ctx context.Context) error {
 			// carries our id), and is deleted by our id once we hold the
 			// lock or leave.
 			w.joined = false
-			w.strays = w.strays || ferr != nil || isUnknownOutcome(res.err)
+			w.strays = w.strays || ferr != nil || spanerr.UnknownOutcome(res.err)
 			return res.err
 		}
 		res.key = found
@@ -166,7 +167,7 @@ func (w *waiter) abandon(ctx context.Context) {
 		if err == nil {
 			return
 		}
-		if !retryable(err) || pauseWith(ctx, l.cfg.clock, bo, 0) != nil {
+		if !spanerr.Retryable(err) || pauseWith(ctx, l.cfg.clock, bo, 0) != nil {
 			l.cfg.logger.Warn("lock: leaving the queue failed; our entry expires after four leases, and a lock handed to us after one", "err", err)
 			return
 		}

@@ -268,7 +268,7 @@ func (s *spannerStore) enqueueMutation(name string, e queueInsert) *spanner.Muta
 
 func (s *spannerStore) findQueued(ctx context.Context, name, waiterID string) (queueKey, bool, error) {
 	s.stats.reads.Add(1)
-	stmt, err := s.statement(ctx, fmt.Sprintf("SELECT `EnqueuedAt` FROM `%s` WHERE `Name` = @name AND `WaiterID` = @id", s.queueTable()),
+	stmt, err := s.dialect.Statement(ctx, fmt.Sprintf("SELECT `EnqueuedAt` FROM `%s` WHERE `Name` = @name AND `WaiterID` = @id", s.queueTable()),
 		map[string]any{"name": name, "id": waiterID})
 	if err != nil {
 		return queueKey{}, false, s.explain(ctx, err)

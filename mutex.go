@@ -11,6 +11,7 @@ import (
 	"cloud.google.com/go/spanner"
 	"github.com/cenkalti/backoff/v4"
 	"github.com/google/uuid"
+	"github.com/spanmutex/spanmutex/internal/spanerr"
 )
 
 // Mutex is a named run-once critical section backed by one row of a Cloud
@@ -175,7 +176,7 @@ func (m *Mutex) grant(ctx context.Context) (*Lease, Outcome, error) {
 			continue
 		}
 		m.giveBack(ctx, lease)
-		if !retryable(err) || ctx.Err() != nil {
+		if !spanerr.Retryable(err) || ctx.Err() != nil {
 			return nil, NoOutcome, err
 		}
 	}
@@ -195,7 +196,7 @@ func (m *Mutex) checkSchema(ctx context.Context) error {
 			m.schemaChecked.Store(true)
 			return nil
 		}
-		if !isTransient(err) {
+		if !spanerr.Transient(err) {
 			return err
 		}
 		if err := tries.failed(ctx, err, 0); err != nil {
@@ -252,7 +253,7 @@ func (o *obtainer) step(ctx context.Context) (lease *Lease, outcome Outcome, err
 	defer cancel()
 	r, err := m.store.read(octx, m.name)
 	if err != nil {
-		if !isTransient(err) && ctx.Err() == nil {
+		if !spanerr.Transient(err) && ctx.Err() == nil {
 			return nil, NoOutcome, err, true
 		}
 		if err := o.reads.failed(ctx, err, 0); err != nil {
@@ -300,7 +301,7 @@ func (o *obtainer) acquire(ctx context.Context, r row) (lease *Lease, outcome Ou
 	defer cancel()
 	d, lease, err := m.store.acquire(octx, m.name, o.pol, c)
 	if err != nil {
-		if !retryable(err) && ctx.Err() == nil {
+		if !spanerr.Retryable(err) && ctx.Err() == nil {
 			return nil, NoOutcome, err, true
 		}
 		// d is what the transaction's last run decided: if its commit

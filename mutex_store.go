@@ -14,6 +14,7 @@ import (
 
 	"github.com/spanmutex/spanmutex/ddl"
 	"github.com/spanmutex/spanmutex/internal/sqldialect"
+	"github.com/spanmutex/spanmutex/internal/textcut"
 )
 
 // store is the narrow interface between Run's loop and Spanner. The decision
@@ -145,20 +146,6 @@ func rowSelectList() string {
 		cols[i] = "m.`" + c + "`"
 	}
 	return strings.Join(cols, ", ")
-}
-
-// statement returns sql (GoogleSQL, our identifiers in backticks) with
-// params in the database's dialect, reading the dialect if it is not known.
-// Not inside a read-write transaction: the dialect is read from
-// INFORMATION_SCHEMA, which only a read outside it can read (the client
-// refuses a nested one). Functions that issue SQL inside a transaction take
-// the dialect, read before it began.
-func (s *spannerStore) statement(ctx context.Context, sql string, params map[string]any) (spanner.Statement, error) {
-	d, err := s.dialect.Get(ctx)
-	if err != nil {
-		return spanner.Statement{}, err
-	}
-	return sqldialect.Statement(d, sql, params), nil
 }
 
 type querier interface {
@@ -465,18 +452,9 @@ func (s *spannerStore) release(ctx context.Context, l *Lease) error {
 	return nil
 }
 
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	// Cut on a rune boundary so that the STRING column gets valid UTF-8.
-	for n > 0 && !utf8RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
-}
-
-func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }
+// truncate cuts s to at most n bytes on a rune boundary, marked with "…",
+// so that a STRING column gets valid UTF-8.
+func truncate(s string, n int) string { return textcut.Cut(s, n, "…") }
 
 // explain turns Spanner errors that mean a setup problem into errors that
 // say what to do; others are wrapped as they are.

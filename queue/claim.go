@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"cloud.google.com/go/spanner"
+	"github.com/spanmutex/spanmutex/internal/textcut"
 )
 
 // claimPlan is what a worker holding a resource's lease does with the
@@ -214,15 +215,4 @@ const maxLastError = 16 << 10
 
 // truncateError shortens an error text to maxLastError bytes, on a rune
 // boundary.
-func truncateError(s string) string {
-	if len(s) <= maxLastError {
-		return s
-	}
-	cut := maxLastError
-	for cut > 0 && !utf8RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "… (truncated)"
-}
-
-func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }
+func truncateError(s string) string { return textcut.Cut(s, maxLastError, "… (truncated)") }

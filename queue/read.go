@@ -8,7 +8,6 @@ import (
 	"cloud.google.com/go/spanner"
 	"google.golang.org/grpc/codes"
 
-	"github.com/spanmutex/spanmutex/internal/sqldialect"
 )
 
 // rowReader is what both a read-write transaction and a single-use read
@@ -34,16 +33,13 @@ var requestColumns = []string{"RequestID", "Status", "Kind", "Resource", "Payloa
 // requestSelectList is requestColumns for a SELECT (quoted: see statement).
 var requestSelectList = "`" + strings.Join(requestColumns, "`, `") + "`"
 
-// statement returns sql, written in GoogleSQL with our identifiers in
-// backticks, with params in the database's dialect (sqldialect.Statement).
-// Call it before a read-write transaction, not inside: reading the dialect
-// is a read of INFORMATION_SCHEMA, which the client refuses to nest.
+// statement is q.dialect.Statement, its error prefixed with the package.
 func (q *Queue) statement(ctx context.Context, sql string, params map[string]any) (spanner.Statement, error) {
-	d, err := q.dialect.Get(ctx)
+	stmt, err := q.dialect.Statement(ctx, sql, params)
 	if err != nil {
-		return spanner.Statement{}, fmt.Errorf("queue: %w", err)
+		return stmt, fmt.Errorf("queue: %w", err)
 	}
-	return sqldialect.Statement(d, sql, params), nil
+	return stmt, nil
 }
 
 // decodeRequest reads a row that starts with requestColumns.

@@ -10,11 +10,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"cloud.google.com/go/spanner"
 	"github.com/google/uuid"
-	"google.golang.org/grpc/codes"
 
 	"github.com/spanmutex/spanmutex"
+	"github.com/spanmutex/spanmutex/internal/spanerr"
 )
 
 // errShutdownGrace is the cause of a handler's context cancelled because it
@@ -269,7 +268,7 @@ func (w *Worker) stepRetrying(ctx context.Context, lease *spanmutex.Lease, resou
 	wait := 50 * time.Millisecond
 	for {
 		res, err := w.step(fctx, lease, resource, prev, claimNext, pid)
-		if err == nil || errors.Is(err, spanmutex.ErrLeaseLost) || !retryable(err) {
+		if err == nil || errors.Is(err, spanmutex.ErrLeaseLost) || !spanerr.Retryable(err) {
 			return res, err
 		}
 		w.cfg.logger.Warn("recording the outcome failed; retrying", "err", err)
@@ -282,13 +281,4 @@ func (w *Worker) stepRetrying(ctx context.Context, lease *spanmutex.Lease, resou
 		}
 		wait = min(2*wait, time.Second)
 	}
-}
-
-// retryable reports whether a failed transaction is worth another try.
-func retryable(err error) bool {
-	switch spanner.ErrCode(err) {
-	case codes.Aborted, codes.Unavailable, codes.ResourceExhausted, codes.DeadlineExceeded, codes.Internal:
-		return true
-	}
-	return false
 }

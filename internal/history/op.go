@@ -2,6 +2,7 @@ package history
 
 import (
 	"fmt"
+	"github.com/spanmutex/spanmutex/internal/textcut"
 	"strings"
 	"time"
 )
@@ -156,7 +157,7 @@ func (o Op) String() string {
 		fmt.Fprintf(&b, " refusal=%s", o.Refusal)
 	}
 	if o.Err != "" {
-		fmt.Fprintf(&b, " err=%q", truncate(o.Err, 160))
+		fmt.Fprintf(&b, " err=%q", textcut.Cut(o.Err, 160, "…"))
 	}
 	return b.String()
 }
@@ -164,11 +165,4 @@ func (o Op) String() string {
 // fmtDur prints a local time offset with millisecond precision.
 func fmtDur(d time.Duration) string {
 	return fmt.Sprintf("%.3fs", d.Seconds())
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }

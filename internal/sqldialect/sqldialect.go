@@ -160,3 +160,15 @@ func (o *Of) Get(ctx context.Context) (ddl.Dialect, error) {
 	o.d, o.known = d, true
 	return d, nil
 }
+
+// Statement returns sql, written in GoogleSQL with the identifiers in
+// backticks, with params in the database's dialect (the package's
+// Statement), reading the dialect if it is not known. Like Get, call it
+// before a read-write transaction, not inside one.
+func (o *Of) Statement(ctx context.Context, sql string, params map[string]any) (spanner.Statement, error) {
+	d, err := o.Get(ctx)
+	if err != nil {
+		return spanner.Statement{}, err
+	}
+	return Statement(d, sql, params), nil
+}

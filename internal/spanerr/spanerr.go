@@ -1,4 +1,7 @@
-package spanmutex
+// Package spanerr classifies the errors of Spanner calls, once for every
+// package of spanmutex: which are worth another try, and which leave a
+// commit's outcome unknown (settled by reading again, never guessed).
+package spanerr
 
 import (
 	"context"
@@ -10,12 +13,12 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// retryable reports whether a failed Spanner call is worth another try: a
+// Retryable reports whether a failed Spanner call is worth another try: a
 // transient failure, or one whose outcome is unknown (which the caller
 // settles by reading before it relies on anything).
-func retryable(err error) bool { return isTransient(err) || isUnknownOutcome(err) }
+func Retryable(err error) bool { return Transient(err) || UnknownOutcome(err) }
 
-// isTransactionLost reports whether err says that the transaction a call
+// TransactionLost reports whether err says that the transaction a call
 // used was gone: rolled back or aborted by Spanner behind the client's
 // back. The client retries only Aborted; Spanner (the emulator above all,
 // which runs one read-write transaction at a time and ends the others)
@@ -23,7 +26,7 @@ func retryable(err error) bool { return isTransient(err) || isUnknownOutcome(err
 // "... after it has been committed or rolledback" or "Invalid transaction
 // ID". The transaction's commit may or may not have landed (an earlier
 // try's answer may have been lost), so it counts as unknown outcome too.
-func isTransactionLost(err error) bool {
+func TransactionLost(err error) bool {
 	switch spanner.ErrCode(err) {
 	case codes.NotFound:
 		return strings.Contains(err.Error(), "Transaction not found")
@@ -36,10 +39,10 @@ func isTransactionLost(err error) bool {
 	return false
 }
 
-// isTransient reports whether err is worth another try after a backoff: the
+// Transient reports whether err is worth another try after a backoff: the
 // Spanner service was briefly unavailable, overloaded, or a transaction lost a
-// race the client did not retry itself. Run's ctx decides whether to go on.
-func isTransient(err error) bool {
+// race the client did not retry itself. The caller's ctx decides whether to go on.
+func Transient(err error) bool {
 	switch spanner.ErrCode(err) {
 	case codes.Aborted, codes.Unavailable, codes.ResourceExhausted, codes.DeadlineExceeded:
 		return true
@@ -48,15 +51,15 @@ func isTransient(err error) bool {
 		// our read: we lost that race; the next read shows the winner.
 		return true
 	}
-	return isTransactionLost(err)
+	return TransactionLost(err)
 }
 
-// isUnknownOutcome reports whether a failed read-write transaction may
+// UnknownOutcome reports whether a failed read-write transaction may
 // nevertheless have committed: the call ended (deadline, cancellation, a
 // dropped connection) without Spanner's answer to Commit. Such an outcome is
 // settled by reading the row again, never guessed.
-func isUnknownOutcome(err error) bool {
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) || isTransactionLost(err) {
+func UnknownOutcome(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) || TransactionLost(err) {
 		return true
 	}
 	if _, ok := status.FromError(err); !ok {
