@@ -76,7 +76,38 @@ func (r Result) PerAcquisition(n int64) float64 {
 // analyse merges the processes' results of one run.
 func analyse(kind Kind, shape Shape, hold, window time.Duration, end int64, counter int64, results []lockResult) Result {
 	r := Result{Kind: kind, Shape: shape, Hold: hold, Duration: window, RPCsByMethod: map[string]int64{}}
-	var all, acqs []call
+	all := r.addProcesses(results)
+	var acqs []call
+	for _, c := range all {
+		switch {
+		case c.Acquired:
+			acqs = append(acqs, c)
+		case c.Cancelled:
+			r.Cancelled++
+		}
+	}
+	slices.SortFunc(acqs, func(a, b call) int { return cmpInt(a.Returned, b.Returned) })
+	r.Acquisitions = len(acqs)
+	l := r.addAcquisitions(kind, end, acqs)
+	r.HandOffs = len(l.handOffs)
+	r.Lost = r.Acquisitions - int(counter)
+	r.WaitP50, _ = bench.Percentile(l.waits, 50)
+	r.WaitP99, _ = bench.Percentile(l.waits, 99)
+	r.HandOffP50, _ = bench.Percentile(l.handOffs, 50)
+	r.HandOffP99, _ = bench.Percentile(l.handOffs, 99)
+	r.UnlockP50, _ = bench.Percentile(l.unlocks, 50)
+	r.UnlockP99, _ = bench.Percentile(l.unlocks, 99)
+	r.CycleP50, _ = bench.Percentile(l.cycles, 50)
+	r.FIFOViolations = fifoViolations(all, acqs)
+	r.EntryOrderViolations = entryOrderViolations(acqs)
+	return r
+}
+
+// addProcesses adds up into r the counts of every process's result (their
+// operations, RPCs and errors, the first error, the longest commit lead)
+// and returns the Lock calls of all of them.
+func (r *Result) addProcesses(results []lockResult) []call {
+	var all []call
 	for _, pr := range results {
 		all = append(all, pr.Calls...)
 		r.RWAttempts += pr.RWAttempts
@@ -92,25 +123,28 @@ func analyse(kind Kind, shape Shape, hold, window time.Duration, end int64, coun
 			r.FirstError = pr.FirstError
 		}
 	}
-	var waits, unlocks, cycles []time.Duration
-	for _, c := range all {
-		switch {
-		case c.Acquired:
-			acqs = append(acqs, c)
-		case c.Cancelled:
-			r.Cancelled++
-		}
-	}
-	slices.SortFunc(acqs, func(a, b call) int { return cmpInt(a.Returned, b.Returned) })
-	r.Acquisitions = len(acqs)
-	var handOffs []time.Duration
+	return all
+}
+
+// latencies are the durations of a run's acquisitions, one per
+// acquisition but for handOffs, one per hand-off.
+type latencies struct {
+	waits, unlocks, cycles, handOffs []time.Duration
+}
+
+// addAcquisitions goes through acqs, the run's acquisitions in the order
+// their Lock calls returned: it counts into r those within the window
+// (returned by end), the overlaps, hand-offs and disorders between each
+// and the one before, and returns their latencies.
+func (r *Result) addAcquisitions(kind Kind, end int64, acqs []call) latencies {
+	var l latencies
 	for i, a := range acqs {
 		if a.Returned <= end {
 			r.InWindow++
 		}
-		waits = append(waits, time.Duration(a.Returned-a.Called))
-		unlocks = append(unlocks, time.Duration(a.Unlocked-a.Released))
-		cycles = append(cycles, time.Duration(a.Returned-a.Called+a.Unlocked-a.Released))
+		l.waits = append(l.waits, time.Duration(a.Returned-a.Called))
+		l.unlocks = append(l.unlocks, time.Duration(a.Unlocked-a.Released))
+		l.cycles = append(l.cycles, time.Duration(a.Returned-a.Called+a.Unlocked-a.Released))
 		if a.Overlap {
 			r.Overlaps++
 		}
@@ -128,24 +162,13 @@ func analyse(kind Kind, shape Shape, hold, window time.Duration, end int64, coun
 			r.TokenDisorder++
 		}
 		if a.Called < prev.Released {
-			handOffs = append(handOffs, time.Duration(a.Returned-prev.Released))
+			l.handOffs = append(l.handOffs, time.Duration(a.Returned-prev.Released))
 			if a.Proc != prev.Proc {
 				r.CrossProcess++
 			}
 		}
 	}
-	r.HandOffs = len(handOffs)
-	r.Lost = r.Acquisitions - int(counter)
-	r.WaitP50, _ = bench.Percentile(waits, 50)
-	r.WaitP99, _ = bench.Percentile(waits, 99)
-	r.HandOffP50, _ = bench.Percentile(handOffs, 50)
-	r.HandOffP99, _ = bench.Percentile(handOffs, 99)
-	r.UnlockP50, _ = bench.Percentile(unlocks, 50)
-	r.UnlockP99, _ = bench.Percentile(unlocks, 99)
-	r.CycleP50, _ = bench.Percentile(cycles, 50)
-	r.FIFOViolations = fifoViolations(all, acqs)
-	r.EntryOrderViolations = entryOrderViolations(acqs)
-	return r
+	return l
 }
 
 // fifoViolations counts the acquisitions made while another Lock call that

@@ -112,20 +112,13 @@ const unlockTimeout = 30 * time.Second
 // errorPause is how long a goroutine waits after a failed Lock call.
 const errorPause = 100 * time.Millisecond
 
+// runLockChild is a lock contender process: it makes its fleet of
+// sp.Kind, says "ready", runs the fleet's lockers from the window's start
+// until its end (calls under way may finish until the drain ends), writes
+// its lockResult to sp.Out and says "done".
 func runLockChild(sp spec, cmds <-chan string, say func(string)) error {
 	ctx := context.Background()
-	var (
-		f   *fleet
-		err error
-	)
-	switch sp.Kind {
-	case Spanmutex, SpanmutexPoll, Naive:
-		f, err = spannerFleet(ctx, sp)
-	case Etcd:
-		f, err = etcdFleet(ctx, sp)
-	default:
-		err = fmt.Errorf("unknown lock %q", sp.Kind)
-	}
+	f, err := newLockerFleet(ctx, sp)
 	if err != nil {
 		return err
 	}
@@ -142,37 +135,7 @@ func runLockChild(sp spec, cmds <-chan string, say func(string)) error {
 	defer cancel()
 	drainEnd := time.AfterFunc(time.Duration(end+int64(sp.Drain)-mono()), cancel)
 	defer drainEnd.Stop()
-	var (
-		mu       sync.Mutex
-		calls    []call
-		errs     int
-		firstErr string
-		wg       sync.WaitGroup
-	)
-	fail := func(err error) {
-		mu.Lock()
-		defer mu.Unlock()
-		errs++
-		if firstErr == "" {
-			firstErr = err.Error()
-		}
-	}
-	for g, lk := range f.lockers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for runCtx.Err() == nil && mono() < end {
-				c := contend(runCtx, sp, g, lk, fail)
-				mu.Lock()
-				calls = append(calls, c)
-				mu.Unlock()
-				if !c.Acquired && !c.Cancelled {
-					_ = pause(runCtx, errorPause)
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	calls, errs, firstErr := contendAll(runCtx, sp, f.lockers, end)
 	rw1, bl1, rd1 := f.stats()
 	lead, _ := f.lead()
 	res := lockResult{CommitLead: lead, Proc: sp.Proc, Calls: calls, RPCs: bench.RPCsSince(f.rpcs(), rpcsBefore),
@@ -182,6 +145,53 @@ func runLockChild(sp spec, cmds <-chan string, say func(string)) error {
 	}
 	say("done")
 	return nil
+}
+
+// newLockerFleet makes the fleet of lockers of sp.Kind.
+func newLockerFleet(ctx context.Context, sp spec) (*fleet, error) {
+	switch sp.Kind {
+	case Spanmutex, SpanmutexPoll, Naive:
+		return spannerFleet(ctx, sp)
+	case Etcd:
+		return etcdFleet(ctx, sp)
+	}
+	return nil, fmt.Errorf("unknown lock %q", sp.Kind)
+}
+
+// contendAll runs a goroutine per locker, each making Lock calls one after
+// the other (contend) until ctx ends or, by mono, end has passed, and
+// pausing after a call that failed. It returns every call made, how many
+// errors the calls met, and the first.
+func contendAll(ctx context.Context, sp spec, lockers []locker, end int64) (calls []call, errs int, firstErr string) {
+	var (
+		mu sync.Mutex
+		wg sync.WaitGroup
+	)
+	fail := func(err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		errs++
+		if firstErr == "" {
+			firstErr = err.Error()
+		}
+	}
+	for g, lk := range lockers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil && mono() < end {
+				c := contend(ctx, sp, g, lk, fail)
+				mu.Lock()
+				calls = append(calls, c)
+				mu.Unlock()
+				if !c.Acquired && !c.Cancelled {
+					_ = pause(ctx, errorPause)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return calls, errs, firstErr
 }
 
 // contend makes one Lock call and, if it gets the lock, runs the critical

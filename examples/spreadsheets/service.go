@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -53,27 +54,11 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-
-	var (
-		queues  []*queue.Queue
-		workers []*queue.Worker
-	)
-	for n := 1; n <= o.workers; n++ {
-		c, err := newClient(ctx)
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		wq, err := queue.New(c, queue.WithLockOptions(spanmutex.WithWatermark(o.watermark), spanmutex.WithLogger(logger)))
-		if err != nil {
-			return err
-		}
-		w, err := wq.NewWorker(backend.Handle, queue.WithWorkerID(fmt.Sprintf("worker-%d-%d", n, os.Getpid())), queue.WithLogger(logger))
-		if err != nil {
-			return err
-		}
-		queues, workers = append(queues, wq), append(workers, w)
+	queues, workers, closeWorkers, err := newWorkers(ctx, newClient, backend, o, logger)
+	if err != nil {
+		return err
 	}
+	defer closeWorkers()
 
 	srv, err := sheets.NewServer(q, store, sheets.WithNotify(func() {
 		for _, wq := range queues {
@@ -83,17 +68,86 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", o.addr)
+	server, url, served, err := serve(o.addr, srv)
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w", o.addr, err)
+		return err
 	}
-	server := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+	logger.Info("serving", "url", url, "workers", o.workers, "watermark", o.watermark)
+	stopWorkers := startWorkers(ctx, workers)
+
+	select {
+	case <-ctx.Done():
+	case err := <-served:
+		stopWorkers()
+		return fmt.Errorf("HTTP server: %w", err)
+	}
+	logger.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	serr := server.Shutdown(sctx)
+	<-served
+	errs := stopWorkers()
+	sum := store.Summary()
+	logger.Info("stopped", "sheets", sum.Sheets, "updates", sum.Updates, "clicks", sum.Clicks, "violations", len(store.Violations()))
+	return errors.Join(append(errs, serr)...)
+}
+
+// newWorkers makes o.workers workers that handle requests with backend,
+// each on a queue of its own client, and returns their queues, the workers
+// and a function that closes their clients. On an error it closes the
+// clients it opened.
+func newWorkers(ctx context.Context, newClient func(context.Context) (*spanner.Client, error), backend *sheets.Backend, o options, logger *slog.Logger) ([]*queue.Queue, []*queue.Worker, func(), error) {
+	var (
+		clients []*spanner.Client
+		queues  []*queue.Queue
+		workers []*queue.Worker
+	)
+	closeClients := func() {
+		for _, c := range slices.Backward(clients) {
+			c.Close()
+		}
+	}
+	for n := 1; n <= o.workers; n++ {
+		c, err := newClient(ctx)
+		if err != nil {
+			closeClients()
+			return nil, nil, nil, err
+		}
+		clients = append(clients, c)
+		wq, err := queue.New(c, queue.WithLockOptions(spanmutex.WithWatermark(o.watermark), spanmutex.WithLogger(logger)))
+		if err != nil {
+			closeClients()
+			return nil, nil, nil, err
+		}
+		w, err := wq.NewWorker(backend.Handle, queue.WithWorkerID(fmt.Sprintf("worker-%d-%d", n, os.Getpid())), queue.WithLogger(logger))
+		if err != nil {
+			closeClients()
+			return nil, nil, nil, err
+		}
+		queues, workers = append(queues, wq), append(workers, w)
+	}
+	return queues, workers, closeClients, nil
+}
+
+// serve listens on addr and serves h in the background. It returns the
+// server, its URL, and a channel that receives what Serve returned.
+func serve(addr string, h http.Handler) (*http.Server, string, <-chan error, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, "", nil, fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	server := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	served := make(chan error, 1)
 	go func() { served <- server.Serve(ln) }()
-	logger.Info("serving", "url", "http://"+ln.Addr().String(), "workers", o.workers, "watermark", o.watermark)
+	return server, "http://" + ln.Addr().String(), served, nil
+}
 
-	wctx, stopWorkers := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopWorkers()
+// startWorkers runs each worker in a goroutine of its own until the
+// returned stop is called, even after ctx ends: the workers stop after the
+// HTTP server. stop cancels them, waits until they have returned, and
+// returns what each Run returned.
+func startWorkers(ctx context.Context, workers []*queue.Worker) (stop func() []error) {
+	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	errs := make([]error, len(workers))
 	for i, w := range workers {
@@ -103,24 +157,11 @@ func run(ctx context.Context, o options) error {
 			errs[i] = w.Run(wctx)
 		}()
 	}
-
-	select {
-	case <-ctx.Done():
-	case err := <-served:
-		stopWorkers()
+	return func() []error {
+		cancel()
 		wg.Wait()
-		return fmt.Errorf("HTTP server: %w", err)
+		return errs
 	}
-	logger.Info("shutting down")
-	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	serr := server.Shutdown(sctx)
-	<-served
-	stopWorkers()
-	wg.Wait()
-	sum := store.Summary()
-	logger.Info("stopped", "sheets", sum.Sheets, "updates", sum.Updates, "clicks", sum.Clicks, "violations", len(store.Violations()))
-	return errors.Join(append(errs, serr)...)
 }
 
 // connect returns how to open clients of the database: --database, or a

@@ -21,7 +21,22 @@ func Format(w io.Writer, results []Result) error {
 		fmt.Fprintf(&b, "Each run: N contenders spread over CLIENTS Spanner clients, each acquiring and at once releasing one lock, for %v.\n\n",
 			results[0].Duration)
 	}
-	writeTable(&b, []string{"LOCK", "N", "CLIENTS", "ACQUISITIONS", "ACQ/S", "RW ATTEMPTS/ACQ", "OF WHICH BLIND/ACQ", "READS/ACQ", "RPCS/ACQ",
+	writeRuns(&b, results)
+	writeRatios(&b, results)
+	if len(results) > 0 {
+		writeTotals(&b, results)
+		writeByMethod(&b, results)
+	}
+	writeProblems(&b, results)
+	b.WriteString(howToRead)
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// writeRuns appends the main table to b: one row per run, its costs per
+// acquisition and its latencies.
+func writeRuns(b *strings.Builder, results []Result) {
+	writeTable(b, []string{"LOCK", "N", "CLIENTS", "ACQUISITIONS", "ACQ/S", "RW ATTEMPTS/ACQ", "OF WHICH BLIND/ACQ", "READS/ACQ", "RPCS/ACQ",
 		"WAIT P50", "WAIT P99", "FIFO VIOLATIONS", "HAND-OFFS", "HAND-OFF P50", "HAND-OFF P99", "CANCELLED", "ERRORS"},
 		func(row func(cells ...any)) {
 			for _, r := range results {
@@ -34,49 +49,67 @@ func Format(w io.Writer, results []Result) error {
 					r.Cancelled, r.Errors)
 			}
 		})
+}
 
-	if ratios := Ratios(results); len(ratios) > 0 {
-		b.WriteString("\nNaive lock compared with spanmutex, measured in the same run:\n\n")
-		writeTable(&b, []string{"N", "RW ATTEMPTS/ACQ NAIVE÷OURS", "RPCS/ACQ NAIVE÷OURS", "ACQ/S OURS÷NAIVE"},
-			func(row func(cells ...any)) {
-				for _, q := range ratios {
-					row(q.Contenders, formatRatio(q.ReadWriteAttempts), formatRatio(q.RPCs), formatRatio(q.Throughput))
-				}
-			})
+// writeRatios appends to b the table of the naive lock's costs and
+// throughput against spanmutex's, if the results hold both for some N.
+func writeRatios(b *strings.Builder, results []Result) {
+	ratios := Ratios(results)
+	if len(ratios) == 0 {
+		return
 	}
-
-	if len(results) > 0 {
-		b.WriteString("\nTotals per run; the longest head start of a contender overtaken in a FIFO violation; how far Spanner's\n" +
-			"commit timestamps ran ahead of the local clock; how long after the window every contender had stopped:\n\n")
-		writeTable(&b, []string{"LOCK", "N", "RW ATTEMPTS", "OF WHICH BLIND", "READS", "RPCS", "MAX OVERTAKEN", "COMMIT TS AHEAD P50", "MAX", "STOPPED AFTER"},
-			func(row func(cells ...any)) {
-				for _, r := range results {
-					commits := r.RPCsByMethod["Commit"] > 0
-					row(r.Kind, r.Contenders, r.ReadWriteAttempts, r.BlindWrites, r.Reads, r.RPCs,
-						formatDuration(r.MaxOvertaken, r.FIFOViolations > 0), formatDuration(r.CommitLeadP50, commits), formatDuration(r.CommitLeadMax, commits), formatDuration(r.Stopped, true))
-				}
-			})
-		b.WriteString("\nRPCs by method, per acquisition (in total when nothing was acquired):\n\n")
-		writeTable(&b, []string{"LOCK", "N", "RPCS BY METHOD"}, func(row func(cells ...any)) {
-			for _, r := range results {
-				row(r.Kind, r.Contenders, byMethod(r))
+	b.WriteString("\nNaive lock compared with spanmutex, measured in the same run:\n\n")
+	writeTable(b, []string{"N", "RW ATTEMPTS/ACQ NAIVE÷OURS", "RPCS/ACQ NAIVE÷OURS", "ACQ/S OURS÷NAIVE"},
+		func(row func(cells ...any)) {
+			for _, q := range ratios {
+				row(q.Contenders, formatRatio(q.ReadWriteAttempts), formatRatio(q.RPCs), formatRatio(q.Throughput))
 			}
 		})
-	}
+}
 
+// writeTotals appends to b the table of each run's totals, its longest
+// overtaking, its commit timestamps' lead and how long it took to stop.
+func writeTotals(b *strings.Builder, results []Result) {
+	b.WriteString("\nTotals per run; the longest head start of a contender overtaken in a FIFO violation; how far Spanner's\n" +
+		"commit timestamps ran ahead of the local clock; how long after the window every contender had stopped:\n\n")
+	writeTable(b, []string{"LOCK", "N", "RW ATTEMPTS", "OF WHICH BLIND", "READS", "RPCS", "MAX OVERTAKEN", "COMMIT TS AHEAD P50", "MAX", "STOPPED AFTER"},
+		func(row func(cells ...any)) {
+			for _, r := range results {
+				commits := r.RPCsByMethod["Commit"] > 0
+				row(r.Kind, r.Contenders, r.ReadWriteAttempts, r.BlindWrites, r.Reads, r.RPCs,
+					formatDuration(r.MaxOvertaken, r.FIFOViolations > 0), formatDuration(r.CommitLeadP50, commits), formatDuration(r.CommitLeadMax, commits), formatDuration(r.Stopped, true))
+			}
+		})
+}
+
+// writeByMethod appends to b the table of each run's RPCs by method.
+func writeByMethod(b *strings.Builder, results []Result) {
+	b.WriteString("\nRPCs by method, per acquisition (in total when nothing was acquired):\n\n")
+	writeTable(b, []string{"LOCK", "N", "RPCS BY METHOD"}, func(row func(cells ...any)) {
+		for _, r := range results {
+			row(r.Kind, r.Contenders, byMethod(r))
+		}
+	})
+}
+
+// writeProblems appends to b, per run, its first Lock/Unlock error and the
+// warnings the locks logged, if any.
+func writeProblems(b *strings.Builder, results []Result) {
 	for _, r := range results {
 		if r.Errors > 0 {
-			fmt.Fprintf(&b, "\n%s, N=%d: %d Lock/Unlock errors; the first: %s\n", r.Kind, r.Contenders, r.Errors, r.FirstError)
+			fmt.Fprintf(b, "\n%s, N=%d: %d Lock/Unlock errors; the first: %s\n", r.Kind, r.Contenders, r.Errors, r.FirstError)
 		}
 		if len(r.Warnings) > 0 {
-			fmt.Fprintf(&b, "\n%s, N=%d: the locks logged warnings:\n", r.Kind, r.Contenders)
+			fmt.Fprintf(b, "\n%s, N=%d: the locks logged warnings:\n", r.Kind, r.Contenders)
 			for _, msg := range slices.Sorted(maps.Keys(r.Warnings)) {
-				fmt.Fprintf(&b, "  %d× %s\n", r.Warnings[msg], msg)
+				fmt.Fprintf(b, "  %d× %s\n", r.Warnings[msg], msg)
 			}
 		}
 	}
+}
 
-	b.WriteString(`
+// howToRead ends Format's output: what the columns mean.
+const howToRead = `
 How to read this:
   - Figures are from the Cloud Spanner emulator, which runs one read-write
     transaction at a time and aborts the others: abort rates, and so read-write
@@ -100,10 +133,7 @@ How to read this:
     the release's own transaction. spanmutex: acquisitions handed over in the
     previous holder's Unlock (a lock taken free gives no sample); naive:
     every acquisition after a release.
-`)
-	_, err := io.WriteString(w, b.String())
-	return err
-}
+`
 
 // writeTable appends a table with header to b, the rows given by fill.
 func writeTable(b *strings.Builder, header []string, fill func(row func(cells ...any))) {

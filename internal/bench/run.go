@@ -106,20 +106,11 @@ var errDrained = errors.New("bench: the drain ended")
 // new clients opened with open, and measures them.
 func runOne(ctx context.Context, cfg Config, open Opener, kind Kind, n, clients int, name string) (Result, error) {
 	rpcs := newRPCCounter()
-	cs := make([]*spanner.Client, 0, clients)
-	closeClients := sync.OnceFunc(func() {
-		for _, c := range cs {
-			c.Close()
-		}
-	})
-	defer closeClients()
-	for range clients {
-		c, err := open(ctx, rpcs.clientOptions()...)
-		if err != nil {
-			return Result{}, err
-		}
-		cs = append(cs, c)
+	cs, closeClients, err := openClients(ctx, open, rpcs, clients)
+	if err != nil {
+		return Result{}, err
 	}
+	defer closeClients()
 	f, err := newFleet(kind, n, cs, cfg.Table, name)
 	if err != nil {
 		return Result{}, err
@@ -133,20 +124,63 @@ func runOne(ctx context.Context, cfg Config, open Opener, kind Kind, n, clients 
 	rpcsBefore := rpcs.snapshot()
 	windowEnd := time.Now().Add(cfg.Duration)
 	rec := newRecorder(windowEnd)
+	stopped, running := startContenders(runCtx, cancelRun, f.contenders, rec)
+
+	waitFor(runCtx, stopped, time.Until(windowEnd))
+	waitFor(runCtx, stopped, time.Until(windowEnd.Add(cfg.Drain)))
+	rec.close()
+	cancelRun(errDrained)
+	if err := awaitStopped(stopped, running, n, closeClients); err != nil {
+		return Result{}, err
+	}
+	if cause := context.Cause(runCtx); !errors.Is(cause, errDrained) {
+		return Result{}, cause // ctx ended, or a contender met a fatal error
+	}
+	r := measure(f, rpcs, rpcsBefore, rec, windowEnd)
+	r.Kind, r.Contenders, r.Clients, r.Duration = kind, n, clients, cfg.Duration
+	return r, nil
+}
+
+// openClients opens n clients with open, their RPCs counted by rpcs, and
+// returns them with a function that closes them (at its first call only).
+// On an error it closes those it opened.
+func openClients(ctx context.Context, open Opener, rpcs *rpcCounter, n int) ([]*spanner.Client, func(), error) {
+	cs := make([]*spanner.Client, 0, n)
+	closeAll := sync.OnceFunc(func() {
+		for _, c := range cs {
+			c.Close()
+		}
+	})
+	for range n {
+		c, err := open(ctx, rpcs.clientOptions()...)
+		if err != nil {
+			closeAll()
+			return nil, nil, err
+		}
+		cs = append(cs, c)
+	}
+	return cs, closeAll, nil
+}
+
+// startContenders starts a goroutine per contender, all at once, each
+// running contend on ctx and cancelling the run (cancel) with the error
+// that makes it meaningless, if one does. It returns a channel closed once
+// every contender has stopped, and how many are still running.
+func startContenders(ctx context.Context, cancel context.CancelCauseFunc, contenders []contender, rec *recorder) (<-chan struct{}, *atomic.Int64) {
 	var (
 		wg      sync.WaitGroup
 		running atomic.Int64
 	)
 	gate := make(chan struct{})
-	for i, c := range f.contenders {
+	for i, c := range contenders {
 		wg.Add(1)
 		running.Add(1)
 		go func() {
 			defer wg.Done()
 			defer running.Add(-1)
 			<-gate
-			if err := contend(runCtx, i, c, rec); err != nil {
-				cancelRun(err)
+			if err := contend(ctx, i, c, rec); err != nil {
+				cancel(err)
 			}
 		}()
 	}
@@ -156,27 +190,35 @@ func runOne(ctx context.Context, cfg Config, open Opener, kind Kind, n, clients 
 		close(stopped)
 	}()
 	close(gate) // all contenders start at once
+	return stopped, &running
+}
 
-	waitFor(runCtx, stopped, time.Until(windowEnd))
-	waitFor(runCtx, stopped, time.Until(windowEnd.Add(cfg.Drain)))
-	rec.close()
-	cancelRun(errDrained)
-	if !waitFor(context.Background(), stopped, stopTimeout) {
-		// Closing the clients fails every RPC still under way.
-		closeClients()
-		if !waitFor(context.Background(), stopped, closeTimeout) {
-			return Result{}, fmt.Errorf("%d of %d contenders were still running %v after the drain, even with their clients closed; giving up on them",
-				running.Load(), n, stopTimeout+closeTimeout)
-		}
+// awaitStopped waits, once the drain has ended, for the contenders to stop
+// (stopped closed), closing the clients if they have not within
+// stopTimeout. It returns an error if running of the n contenders are still
+// running closeTimeout after that.
+func awaitStopped(stopped <-chan struct{}, running *atomic.Int64, n int, closeClients func()) error {
+	if waitFor(context.Background(), stopped, stopTimeout) {
+		return nil
 	}
-	if cause := context.Cause(runCtx); !errors.Is(cause, errDrained) {
-		return Result{}, cause // ctx ended, or a contender met a fatal error
+	// Closing the clients fails every RPC still under way.
+	closeClients()
+	if waitFor(context.Background(), stopped, closeTimeout) {
+		return nil
 	}
+	return fmt.Errorf("%d of %d contenders were still running %v after the drain, even with their clients closed; giving up on them",
+		running.Load(), n, stopTimeout+closeTimeout)
+}
+
+// measure sums up a run whose contenders have all stopped: the operations
+// of fleet f, the RPCs rpcs counted since before, what rec observed, and
+// how long after windowEnd the run stopped. The caller fills in what the
+// run was (Kind, Contenders, Clients, Duration).
+func measure(f *fleet, rpcs *rpcCounter, before rpcCounts, rec *recorder, windowEnd time.Time) Result {
 	st := f.stats()
-	spent := rpcs.snapshot().since(rpcsBefore)
+	spent := rpcs.snapshot().since(before)
 	obs := rec.summary()
 	r := Result{
-		Kind: kind, Contenders: n, Clients: clients, Duration: cfg.Duration,
 		Acquisitions: obs.acquisitions, InWindow: obs.inWindow, Cancelled: obs.cancels,
 		// Every read-write transaction attempt: spanmutex's blind writes
 		// (joins, leaves, renewals of queue entries) are read-write
@@ -196,7 +238,7 @@ func runOne(ctx context.Context, cfg Config, open Opener, kind Kind, n, clients 
 	if obs.firstErr != nil {
 		r.FirstError = obs.firstErr.Error()
 	}
-	return r, nil
+	return r
 }
 
 // contend is one contender's loop: acquire, release at once, again, until

@@ -231,50 +231,10 @@ func (r *Report) settle(ops []Op, rb *Readback) {
 		o := &ops[i]
 		switch o.Kind {
 		case Write:
-			r.Checked[CheckTable]++
 			seen[o.WriteID] = true
-			row, present := rb.Writes[o.WriteID]
-			switch {
-			case present && (row.Resource != o.Resource || row.Token != o.Token):
-				r.violate(Violation{Check: CheckTable, Name: o.Name, Ops: []Op{*o},
-					Message: fmt.Sprintf("the table holds write %s as resource %q token %d, not what the client wrote", o.WriteID, row.Resource, row.Token)})
-			case present && o.Outcome == Unknown:
-				o.Outcome, o.Commit, o.Settled = OK, row.Commit, true
-				r.Settled++
-			case present && o.Outcome == OK:
-				o.Commit = row.Commit
-			case present:
-				r.violate(Violation{Check: CheckTable, Name: o.Name, Ops: []Op{*o},
-					Message: fmt.Sprintf("the client was told its guarded write had no effect (%s), but the table holds it", o.Outcome)})
-			case o.Outcome == Unknown:
-				o.Outcome, o.Settled = NoEffect, true
-				r.Settled++
-			case o.Outcome == OK:
-				r.violate(Violation{Check: CheckTable, Name: o.Name, Ops: []Op{*o},
-					Message: "the client was told its guarded write committed, but the table does not hold it"})
-			}
+			r.settleWrite(o, rb.Writes)
 		case Complete:
-			fr, ok := rb.Rows[o.Name]
-			if !ok || !o.RunOnce {
-				continue
-			}
-			r.Checked[CheckTable]++
-			doneHere := fr.State == "DONE" && fr.Token == o.Token
-			switch {
-			case o.Outcome == Unknown:
-				o.Outcome = NoEffect
-				if doneHere {
-					o.Outcome = OK
-				}
-				o.Settled = true
-				r.Settled++
-			case o.Outcome == OK && !doneHere:
-				r.violate(Violation{Check: CheckTable, Name: o.Name, Ops: []Op{*o},
-					Message: fmt.Sprintf("Run reported the section done with token %d, but the row is %s with token %d", o.Token, fr.State, fr.Token)})
-			case o.Outcome != OK && doneHere:
-				r.violate(Violation{Check: CheckTable, Name: o.Name, Ops: []Op{*o},
-					Message: fmt.Sprintf("Run reported %s for token %d, but the row is DONE under that token", o.Outcome, o.Token)})
-			}
+			r.settleCompletion(o, rb.Rows)
 		}
 	}
 	for _, id := range sortedKeys(rb.Writes) {
@@ -295,6 +255,61 @@ func (r *Report) settle(ops []Op, rb *Readback) {
 			r.violate(Violation{Check: CheckTable, Name: name,
 				Message: fmt.Sprintf("the row is DONE with token %d, but no recorded Run completed with that token", fr.Token)})
 		}
+	}
+}
+
+// settleWrite settles guarded write o by the rows the table holds, by
+// WriteID: its outcome if unknown, its commit timestamp if it committed,
+// and a violation if the table contradicts what the client was told.
+func (r *Report) settleWrite(o *Op, writes map[string]WrittenRow) {
+	r.Checked[CheckTable]++
+	row, present := writes[o.WriteID]
+	switch {
+	case present && (row.Resource != o.Resource || row.Token != o.Token):
+		r.violate(Violation{Check: CheckTable, Name: o.Name, Ops: []Op{*o},
+			Message: fmt.Sprintf("the table holds write %s as resource %q token %d, not what the client wrote", o.WriteID, row.Resource, row.Token)})
+	case present && o.Outcome == Unknown:
+		o.Outcome, o.Commit, o.Settled = OK, row.Commit, true
+		r.Settled++
+	case present && o.Outcome == OK:
+		o.Commit = row.Commit
+	case present:
+		r.violate(Violation{Check: CheckTable, Name: o.Name, Ops: []Op{*o},
+			Message: fmt.Sprintf("the client was told its guarded write had no effect (%s), but the table holds it", o.Outcome)})
+	case o.Outcome == Unknown:
+		o.Outcome, o.Settled = NoEffect, true
+		r.Settled++
+	case o.Outcome == OK:
+		r.violate(Violation{Check: CheckTable, Name: o.Name, Ops: []Op{*o},
+			Message: "the client was told its guarded write committed, but the table does not hold it"})
+	}
+}
+
+// settleCompletion settles completion o of a run-once section by the
+// section's row after the run, by name: its outcome if unknown, and a
+// violation if the row contradicts what Run reported. Other completions
+// are left alone.
+func (r *Report) settleCompletion(o *Op, rows map[string]FinalRow) {
+	fr, ok := rows[o.Name]
+	if !ok || !o.RunOnce {
+		return
+	}
+	r.Checked[CheckTable]++
+	doneHere := fr.State == "DONE" && fr.Token == o.Token
+	switch {
+	case o.Outcome == Unknown:
+		o.Outcome = NoEffect
+		if doneHere {
+			o.Outcome = OK
+		}
+		o.Settled = true
+		r.Settled++
+	case o.Outcome == OK && !doneHere:
+		r.violate(Violation{Check: CheckTable, Name: o.Name, Ops: []Op{*o},
+			Message: fmt.Sprintf("Run reported the section done with token %d, but the row is %s with token %d", o.Token, fr.State, fr.Token)})
+	case o.Outcome != OK && doneHere:
+		r.violate(Violation{Check: CheckTable, Name: o.Name, Ops: []Op{*o},
+			Message: fmt.Sprintf("Run reported %s for token %d, but the row is DONE under that token", o.Outcome, o.Token)})
 	}
 }
 
@@ -560,8 +575,17 @@ func (r *Report) checkTimeline(name string, ops []Op, cfg Config) {
 			index[a.Token] = i
 		}
 	}
+	lastAlive := r.checkDisjoint(name, ops, acqs, index)
+	r.checkTakeovers(name, acqs, index, lastAlive, cfg)
+	r.checkRunOnce(name, ops)
+}
 
-	// Holders' intervals by commit timestamps.
+// checkDisjoint checks holders' intervals by commit timestamps: each
+// committed guarded write and renewal of a token in acqs (the name's
+// acquisitions in commit order, index their positions by token) came after
+// its acquisition and before the next. It returns, by token, the last
+// commit that proved the holder alive: its acquisition or latest renewal.
+func (r *Report) checkDisjoint(name string, ops, acqs []Op, index map[int64]int) map[int64]time.Time {
 	lastAlive := map[int64]time.Time{} // token -> last commit that proved the holder alive
 	for _, a := range acqs {
 		lastAlive[a.Token] = a.Commit
@@ -589,9 +613,14 @@ func (r *Report) checkTimeline(name string, ops []Op, cfg Config) {
 				Message: fmt.Sprintf("two holders at once: a %s of token %d committed at %s, after token %d was acquired at %s", o.Kind, o.Token, ts(o.Commit), next.Token, ts(next.Commit))})
 		}
 	}
+	return lastAlive
+}
 
-	// Takeovers only after the lease the holder declared, by Spanner's
-	// clock: the taker's own watermark does not matter.
+// checkTakeovers checks that each takeover in acqs (as for checkDisjoint)
+// committed only after the lease the previous holder declared had passed
+// since lastAlive, by Spanner's clock: the taker's own watermark does not
+// matter.
+func (r *Report) checkTakeovers(name string, acqs []Op, index map[int64]int, lastAlive map[int64]time.Time, cfg Config) {
 	for _, a := range acqs {
 		if !a.Takeover {
 			continue
@@ -613,8 +642,11 @@ func (r *Report) checkTimeline(name string, ops []Op, cfg Config) {
 					a.Token, declaredLease(a, cfg.Watermark), prev.Token, silent, lease, prev.Token)})
 		}
 	}
+}
 
-	// Run-once: DONE at most once.
+// checkRunOnce checks that a run-once section recorded DONE at most once,
+// and counts it in RanTwice if its body started under more than one token.
+func (r *Report) checkRunOnce(name string, ops []Op) {
 	var completions []Op
 	starts := map[int64]bool{}
 	for _, o := range ops {
