@@ -13,7 +13,7 @@ import (
 
 // attempts counts the Spanner calls of one kind (reads, or writes) that
 // failed in a row during one Run, Lock or TryLock call, and paces their
-// retries with the call's backoff; MaxAttempts bounds the count. The Mutex
+// retries with the call's backoff; MaxFailures bounds the count. The Mutex
 // and the Lock share it, so that both give up the same way.
 type attempts struct {
 	name string
@@ -30,7 +30,7 @@ func (c *config) newAttempts(name string, kinds int) []*attempts {
 	bo := c.newBackOff()
 	out := make([]*attempts, kinds)
 	for i := range out {
-		out[i] = &attempts{name: name, max: c.maxAttempts, clk: c.clock, bo: bo, log: c.logger}
+		out[i] = &attempts{name: name, max: c.maxFailures, clk: c.clock, bo: bo, log: c.logger}
 	}
 	return out
 }

@@ -24,7 +24,7 @@ import (
 type Election struct {
 	client *spanner.Client
 	name   string
-	opts   []Option // of the Lock each Campaign makes, without the owner
+	opts   []LockOption // of the Lock each Campaign makes, without the owner
 	cfg    config
 	sp     *spannerStore // Leader's and Observe's reads
 	scope  *Scope        // the Scope of its Campaigns' Locks
@@ -44,24 +44,23 @@ type Election struct {
 const defaultObserveEvery = 100 * time.Millisecond
 
 // NewElection returns a candidate of the election name, stored in client's
-// database like a Lock of that name. It takes the options of NewLock except
+// database like a Lock of that name. It takes the options of NewLock but
 // WithOwner: a candidate's owner identity is the value it campaigns with.
 // Its watermark is the lease a leader declares; pass WithScope(ListenScope(...))
 // to be woken at once when leadership is handed over to it from another
 // process. Every error wraps ErrInvalidConfig.
-func NewElection(client *spanner.Client, name string, opts ...Option) (*Election, error) {
+func NewElection(client *spanner.Client, name string, opts ...ElectionOption) (*Election, error) {
+	lockOpts := make([]LockOption, 0, len(opts)+2)
 	for _, o := range opts {
-		if o.Name() == "WithOwner" {
-			return nil, fmt.Errorf("%w: NewElection: WithOwner does not apply: a candidate is recorded under the value it gives Campaign", ErrInvalidConfig)
-		}
+		lockOpts = append(lockOpts, o)
 	}
-	l, err := NewLock(client, name, opts...)
+	l, err := NewLock(client, name, lockOpts...)
 	if err != nil {
 		return nil, err
 	}
 	// The Locks of its Campaigns share l's Scope: the one given, or l's own.
-	opts = append(opts[:len(opts):len(opts)], WithScope(l.scope))
-	return &Election{client: client, name: name, opts: opts, cfg: l.cfg, sp: l.sp, scope: l.scope,
+	lockOpts = append(lockOpts, WithScope(l.scope))
+	return &Election{client: client, name: name, opts: lockOpts, cfg: l.cfg, sp: l.sp, scope: l.scope,
 		observeEvery: defaultObserveEvery}, nil
 }
 

@@ -15,7 +15,7 @@ import (
 
 // newTestElection is a candidate of name in db with its own client and
 // Scope, as a separate process would be.
-func newTestElection(t *testing.T, db, name string, opts ...Option) *Election {
+func newTestElection(t *testing.T, db, name string, opts ...ElectionOption) *Election {
 	t.Helper()
 	e, err := NewElection(newClient(t, db), name, opts...)
 	require.NoError(t, err)
@@ -26,11 +26,11 @@ func TestNewElectionRejects(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name string
-		opts []Option
+		opts []ElectionOption
 		want string
 	}{
-		{"owner", []Option{WithOwner("x")}, "WithOwner does not apply"},
-		{"watermark", []Option{WithWatermark(time.Millisecond)}, "WithWatermark"},
+		{"watermark", []ElectionOption{WithWatermark(time.Millisecond)}, "WithWatermark"},
+		{"nil", []ElectionOption{nil}, "option 0 is nil"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := NewElection(&spanner.Client{}, "e", tc.opts...) // rejected before the client is used

@@ -18,7 +18,7 @@ var (
 
 	// ErrAttemptsExhausted: the section was started MaxAttempts times in this
 	// generation of the row and never completed, or Spanner kept failing
-	// for MaxAttempts reads in a row. Returned as *ExhaustedError.
+	// for MaxFailures calls in a row. Returned as *ExhaustedError.
 	ErrAttemptsExhausted = errors.New("spanmutex: attempt limit reached")
 
 	// ErrLeaseLost: the row stopped being ours while we held it: taken over
@@ -75,12 +75,12 @@ func (e *joinedError) Error() string {
 // Unwrap returns the joined errors.
 func (e *joinedError) Unwrap() []error { return e.errs }
 
-// ExhaustedError is returned by Run when it gives up. It matches
-// ErrAttemptsExhausted.
+// ExhaustedError is returned by Run, Lock or TryLock when it gives up. It
+// matches ErrAttemptsExhausted.
 type ExhaustedError struct {
 	Name        string // the section
-	Attempts    int64  // starts recorded in the row, or failed reads in a row
-	MaxAttempts int    // the configured limit
+	Attempts    int64  // starts recorded in the row, or failed calls in a row
+	MaxAttempts int    // the limit: WithMaxAttempts, or WithMaxFailures for failed calls
 	LastError   string // the last attempt's error text, if any
 	Err         error  // the Spanner error that made Run give up, if any
 }

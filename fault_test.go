@@ -211,7 +211,7 @@ func TestFaultMutexExactlyOnce(t *testing.T) {
 	clients := faultyClients(t, db, in, 4)
 	check := newClient(t, db)
 	logs := newLogCounter()
-	opts := []Option{WithWatermark(2 * time.Second), WithMaxAttempts(5), WithLogger(slog.New(logs))}
+	opts := []MutexOption{WithWatermark(2 * time.Second), WithMaxAttempts(5), WithMaxFailures(5), WithLogger(slog.New(logs))}
 	began := time.Now()
 	misses := map[string]int{}
 	tokens := map[int64]int{}
@@ -262,7 +262,7 @@ type lockRaceResult struct {
 // lockRace runs contenders goroutines, each with a Lock of its own on
 // clients[i%len], each taking the lock times times. While holding, a
 // holder checks through check that the row shows its own token.
-func lockRace(t *testing.T, clients []*spanner.Client, check *spanner.Client, name string, contenders, times int, opts ...Option) lockRaceResult {
+func lockRace(t *testing.T, clients []*spanner.Client, check *spanner.Client, name string, contenders, times int, opts ...LockOption) lockRaceResult {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
 	defer cancel()
@@ -274,7 +274,7 @@ func lockRace(t *testing.T, clients []*spanner.Client, check *spanner.Client, na
 		start   = make(chan struct{})
 	)
 	for i := range contenders {
-		l, err := NewLock(clients[i%len(clients)], name, append([]Option{WithOwner(fmt.Sprintf("w%d", i))}, opts...)...)
+		l, err := NewLock(clients[i%len(clients)], name, append([]LockOption{WithOwner(fmt.Sprintf("w%d", i))}, opts...)...)
 		require.NoError(t, err)
 		wg.Add(1)
 		go func() {
@@ -360,7 +360,7 @@ func TestFaultLockMutualExclusion(t *testing.T) {
 	began := time.Now()
 	logs := newLogCounter()
 	res := lockRace(t, clients, newClient(t, db), "fault-lock", contenders, times,
-		WithWatermark(2*time.Second), WithMaxAttempts(20), WithLogger(slog.New(logs)))
+		WithWatermark(2*time.Second), WithMaxFailures(20), WithLogger(slog.New(logs)))
 	require.NotEmpty(t, res.tokens, "no Lock call got the lock: %v", res.other)
 	last := res.tokens[len(res.tokens)-1]
 	t.Logf("%d Lock calls in %v: %d leases, %d ErrNotObtained, %d ErrAttemptsExhausted, %d other errors; tokens 1..%d for %d acquisitions",
@@ -381,7 +381,7 @@ func TestFaultLockUnderEmulatorFaultInjection(t *testing.T) {
 	began := time.Now()
 	logs := newLogCounter()
 	res := lockRace(t, clients, clients[0], "emulator-faults", contenders, times,
-		WithWatermark(2*time.Second), WithMaxAttempts(20), WithLogger(slog.New(logs)))
+		WithWatermark(2*time.Second), WithMaxFailures(20), WithLogger(slog.New(logs)))
 	t.Logf("%d Lock calls in %v: %d leases, %d ErrNotObtained, %d ErrAttemptsExhausted, %d other errors (emulator aborting commits at random)",
 		contenders*times, time.Since(began).Round(time.Millisecond), res.leases, res.notObtained, res.exhausted, len(res.other))
 	t.Logf("recoveries the library logged: %v", logs.snapshot())

@@ -47,15 +47,15 @@ type Fence struct {
 }
 
 // NewFence returns a Fence stored in client's database, in the fence table
-// (WithTable; default DefaultFenceTable). WithTable and WithDialect (which
-// it accepts and needs not: a Fence issues no SQL, only key reads and
-// mutations, the same in both dialects) are the options that apply. Every
+// (WithTable; default DefaultFenceTable). It takes WithTable and WithDialect
+// (which it needs not: a Fence issues no SQL, only key reads and mutations,
+// the same in both dialects). Every
 // error wraps ErrInvalidConfig.
 func NewFence(client *spanner.Client, opts ...Option) (*Fence, error) {
 	if client == nil {
 		return nil, fmt.Errorf("%w: NewFence: nil *spanner.Client", ErrInvalidConfig)
 	}
-	cfg, err := newConfig(append([]Option{WithTable(DefaultFenceTable)}, opts...), forTable) // options.go
+	cfg, err := newConfig(append([]Option{WithTable(DefaultFenceTable)}, opts...)) // options.go
 	if err != nil {
 		return nil, err
 	}

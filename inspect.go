@@ -31,7 +31,7 @@ type Status struct {
 // Inspect reads the rows of the mutex table (WithTable; default
 // DefaultTable) from one strong snapshot, ordered by name: all of them if
 // name is empty, else that one (none if it does not exist). It is read-only
-// and takes no locks. WithTable and WithDialect are the options that apply.
+// and takes no locks. It takes WithTable and WithDialect.
 func Inspect(ctx context.Context, client *spanner.Client, name string, opts ...Option) ([]Status, error) {
 	if ctx == nil {
 		return nil, errNilContext
@@ -40,12 +40,12 @@ func Inspect(ctx context.Context, client *spanner.Client, name string, opts ...O
 		return nil, fmt.Errorf("%w: nil *spanner.Client", ErrInvalidConfig)
 	}
 	began := time.Now()
-	cfg, err := newConfig(opts, forTable) // options.go
+	cfg, err := newConfig(opts) // options.go
 	if err != nil {
 		return nil, err
 	}
 	table := cfg.table
-	st := cfg.newStore(client) // the watermark, which Inspect refuses, is DefaultWatermark
+	st := cfg.newStore(client) // the watermark, which Inspect does not take, is DefaultWatermark
 	if err := st.checkSchema(ctx); err != nil {
 		return nil, st.unreached(err, began)
 	}

@@ -64,18 +64,16 @@ type Lock struct {
 }
 
 // NewLock returns a reusable lock named name, stored in client's database.
-// It takes the options of New but WithStaleness, WithNeeded and WithVersion,
-// which do not apply to a lock and are rejected; WithMaxAttempts bounds
-// failed Spanner calls in a row. The watermark is the lease this Lock declares when it holds the
+// The watermark is the lease this Lock declares when it holds the
 // lock: it renews within it, and others take over only after it has passed
 // unrenewed, by Spanner's clock, whatever their own watermark. Queued, it
 // proves it is alive about every two watermarks, and Unlock skips its entry
 // once it has not for four. Every error wraps ErrInvalidConfig.
-func NewLock(client *spanner.Client, name string, opts ...Option) (*Lock, error) {
+func NewLock(client *spanner.Client, name string, opts ...LockOption) (*Lock, error) {
 	if client == nil {
 		return nil, fmt.Errorf("%w: nil *spanner.Client: open one with spanner.NewClient", ErrInvalidConfig)
 	}
-	m, err := newMutex(name, opts, forLock)
+	m, err := newMutex(name, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -101,7 +99,7 @@ func (l *Lock) Stats() Stats {
 
 // Lock blocks until this contender holds the lock, and returns its lease.
 // Otherwise it returns an error matching ErrNotObtained and ctx.Err() if ctx
-// ends first; an *ExhaustedError if Spanner kept failing (MaxAttempts calls
+// ends first; an *ExhaustedError if Spanner kept failing (MaxFailures calls
 // in a row); a *SchemaError; or an error naming the run-once Mutex that owns
 // the name. Whenever it returns without the lease it has left the queue and
 // handed on a lock handed to it meanwhile, in one transaction, so that it

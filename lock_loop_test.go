@@ -294,16 +294,16 @@ func (s *memLockStore) snapshot() (row, []memEntry) {
 }
 
 // newMemLock returns a Lock on st, in a Scope of its own (another process).
-func newMemLock(t *testing.T, st *memLockStore, opts ...Option) *Lock {
+func newMemLock(t *testing.T, st *memLockStore, opts ...LockOption) *Lock {
 	t.Helper()
-	opts = append([]Option{WithBackOff(func() backoff.BackOff { return &backoff.ZeroBackOff{} }), WithWatermark(time.Second)}, opts...)
-	m, err := newMutex("lock", opts, forLock)
+	opts = append([]LockOption{WithBackOff(func() backoff.BackOff { return &backoff.ZeroBackOff{} }), WithWatermark(time.Second)}, opts...)
+	m, err := newMutex("lock", opts)
 	require.NoError(t, err)
 	return &Lock{name: "lock", cfg: m.cfg, store: st, key: localKey{database: "mem", table: "T", name: "lock"}, scope: NewScope(WithoutWakeUps())}
 }
 
 // heldMemLock is newMemLock, holding the lock.
-func heldMemLock(t *testing.T, st *memLockStore, opts ...Option) *Lock {
+func heldMemLock(t *testing.T, st *memLockStore, opts ...LockOption) *Lock {
 	t.Helper()
 	l := newMemLock(t, st, opts...)
 	_, err := l.Lock(context.Background())
@@ -330,7 +330,7 @@ func TestLockRetriesLostTransactions(t *testing.T) {
 		}
 		return true, nil
 	})
-	l := newMemLock(t, st, WithMaxAttempts(5))
+	l := newMemLock(t, st, WithMaxFailures(5))
 	lease, err := l.Lock(context.Background())
 	require.NoError(t, err)
 	assert.Equal(t, int64(1), lease.Token())
@@ -347,7 +347,7 @@ func TestLockGivesUpWithErrNotObtained(t *testing.T) {
 		}
 		return false, errTransactionLost
 	})
-	l := newMemLock(t, st, WithMaxAttempts(1000),
+	l := newMemLock(t, st, WithMaxFailures(1000),
 		WithBackOff(func() backoff.BackOff { return backoff.NewConstantBackOff(time.Millisecond) }))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()

@@ -12,7 +12,7 @@ func TestLockScenariosOnTheEmulator(t *testing.T) {
 	for _, sc := range lockScenarios {
 		t.Run(sc.name, func(t *testing.T) {
 			eachDialect(t, func(t *testing.T, db string) {
-				m, err := newMutex("scenario", nil, forLock)
+				m, err := newMutex[LockOption]("scenario", nil)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -275,7 +275,7 @@ func TestLockSkipsDeadWaiters(t *testing.T) { eachDialect(t, testLockSkipsDeadWa
 
 func testLockSkipsDeadWaiters(t *testing.T, db string) {
 	c := newClient(t, db)
-	opts := []Option{WithWatermark(time.Second), WithJitter(0)}
+	opts := []LockOption{WithWatermark(time.Second), WithJitter(0)}
 	holder, err := NewLock(c, "dead", append(opts, WithOwner("holder"))...)
 	require.NoError(t, err)
 	lockAndHold(t, holder)
@@ -324,7 +324,7 @@ func TestLockUnlockAfterLossLeavesTheNewHolder(t *testing.T) {
 }
 
 func testLockUnlockAfterLossLeavesTheNewHolder(t *testing.T, db string) {
-	opts := []Option{WithWatermark(time.Second), WithJitter(0)}
+	opts := []LockOption{WithWatermark(time.Second), WithJitter(0)}
 	ca, silenceA := silenceableClient(t, db)
 	a, err := NewLock(ca, "lost", append(opts, WithOwner("a"))...)
 	require.NoError(t, err)

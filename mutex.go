@@ -28,11 +28,11 @@ type Mutex struct {
 // database. It validates every input and option and does no I/O: problems
 // with the table are reported by the first Run. Every error it returns wraps
 // ErrInvalidConfig.
-func New(client *spanner.Client, name string, opts ...Option) (*Mutex, error) {
+func New(client *spanner.Client, name string, opts ...MutexOption) (*Mutex, error) {
 	if client == nil {
 		return nil, fmt.Errorf("%w: nil *spanner.Client: open one with spanner.NewClient", ErrInvalidConfig)
 	}
-	m, err := newMutex(name, opts, forMutex)
+	m, err := newMutex(name, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -43,11 +43,11 @@ func New(client *spanner.Client, name string, opts ...Option) (*Mutex, error) {
 	return m, nil
 }
 
-func newMutex(name string, opts []Option, t target) (*Mutex, error) {
+func newMutex[O MutexOption](name string, opts []O) (*Mutex, error) {
 	if err := ValidateName(name); err != nil {
 		return nil, err
 	}
-	cfg, err := newConfig(opts, t) // options.go
+	cfg, err := newConfig(opts) // options.go
 	if err != nil {
 		return nil, err
 	}
@@ -188,7 +188,7 @@ func (m *Mutex) checkSchema(ctx context.Context) error {
 	if m.schemaChecked.Load() {
 		return nil
 	}
-	// Transient errors are retried like failed reads: MaxAttempts in a row.
+	// Transient errors are retried like failed reads: MaxFailures in a row.
 	tries := m.cfg.newAttempts(m.name, 1)[0]
 	for {
 		err := m.store.checkSchema(ctx)

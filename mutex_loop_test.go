@@ -132,10 +132,10 @@ func (s *memStore) interrupt(ctx context.Context, l *Lease, reason string) error
 	return nil
 }
 
-func newTestMutex(t *testing.T, st store, opts ...Option) *Mutex {
+func newTestMutex(t *testing.T, st store, opts ...MutexOption) *Mutex {
 	t.Helper()
-	opts = append([]Option{WithBackOff(func() backoff.BackOff { return &backoff.ZeroBackOff{} })}, opts...)
-	m, err := newMutex("section", opts, forMutex)
+	opts = append([]MutexOption{WithBackOff(func() backoff.BackOff { return &backoff.ZeroBackOff{} })}, opts...)
+	m, err := newMutex("section", opts)
 	require.NoError(t, err)
 	m.store = st
 	return m
@@ -270,10 +270,10 @@ func TestFinishRetriesWhenNotCommitted(t *testing.T) {
 	assert.Equal(t, StateDone, st.r.State)
 }
 
-// Reads that keep failing end in ErrAttemptsExhausted after MaxAttempts.
+// Reads that keep failing end in ErrAttemptsExhausted after MaxFailures.
 func TestRunGivesUpAfterFailedReads(t *testing.T) {
 	st := &memStore{now: time.Unix(1000, 0), readFault: func(int) error { return unavailable }}
-	m := newTestMutex(t, st, WithMaxAttempts(4))
+	m := newTestMutex(t, st, WithMaxFailures(4))
 	out, err := m.Run(context.Background(), func(ctx context.Context, l *Lease) error { return nil })
 	assert.Equal(t, NoOutcome, out)
 	assert.ErrorIs(t, err, ErrAttemptsExhausted)
@@ -291,10 +291,10 @@ func TestRunStopsWhenBackOffStops(t *testing.T) {
 	assert.ErrorContains(t, err, "the backoff policy stopped")
 }
 
-// Acquisitions that keep failing are bounded by MaxAttempts too.
+// Acquisitions that keep failing are bounded by MaxFailures too.
 func TestRunGivesUpAfterFailedAcquisitions(t *testing.T) {
 	st := &memStore{now: time.Unix(1000, 0), acquireFault: func(n int) (bool, error) { return false, unavailable }}
-	m := newTestMutex(t, st, WithMaxAttempts(3))
+	m := newTestMutex(t, st, WithMaxFailures(3))
 	out, err := m.Run(context.Background(), func(ctx context.Context, l *Lease) error { t.Error("ran"); return nil })
 	assert.Equal(t, NoOutcome, out)
 	assert.ErrorIs(t, err, ErrAttemptsExhausted)

@@ -45,7 +45,7 @@ func (r raceResult) errs() []error {
 
 // raceOnce starts contenders goroutines at once, spread over clients, each
 // with a Mutex of its own for name, and counts how often the section ran.
-func raceOnce(t *testing.T, clients []*spanner.Client, contenders int, name string, opts ...Option) raceResult {
+func raceOnce(t *testing.T, clients []*spanner.Client, contenders int, name string, opts ...MutexOption) raceResult {
 	t.Helper()
 	var (
 		executions atomic.Int64
@@ -56,7 +56,7 @@ func raceOnce(t *testing.T, clients []*spanner.Client, contenders int, name stri
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	for i := range contenders {
-		m, err := New(clients[i%len(clients)], name, append([]Option{WithOwner(fmt.Sprintf("contender-%d", i))}, opts...)...)
+		m, err := New(clients[i%len(clients)], name, append([]MutexOption{WithOwner(fmt.Sprintf("contender-%d", i))}, opts...)...)
 		require.NoError(t, err)
 		wg.Add(1)
 		go func() {
@@ -318,7 +318,7 @@ func (c skewedClock) NewTimer(d time.Duration) (<-chan time.Time, func() bool) {
 	return t.C, t.Stop
 }
 
-func withClock(c clock) Option { return func(cfg *config) { cfg.clock = c } }
+func withClock(c clock) Option { return anyOption(func(cfg *config) { cfg.clock = c }) }
 
 func TestLocalClockChangesNoDecision(t *testing.T) {
 	for _, offset := range []time.Duration{10 * time.Hour, -10 * time.Hour, 365 * 24 * time.Hour} {
@@ -438,7 +438,7 @@ func TestWaitersRetryAFailedSection(t *testing.T) {
 // as abandoned, and nobody runs the section again.
 func TestAbandonedLastAttemptIsRecordedFailed(t *testing.T) {
 	db := freshDatabase(t)
-	opts := []Option{WithWatermark(time.Second), WithJitter(0), WithMaxAttempts(1)}
+	opts := []MutexOption{WithWatermark(time.Second), WithJitter(0), WithMaxAttempts(1), WithMaxFailures(1)}
 	ca, silenceA := silenceableClient(t, db)
 	a, err := New(ca, "abandoned", append(opts, WithOwner("a"))...)
 	require.NoError(t, err)
@@ -548,12 +548,12 @@ func TestSchemaAndDatabaseProblems(t *testing.T) {
 	tests := []struct {
 		name string
 		db   string
-		opts []Option
+		opts []MutexOption
 		is   error
 		want []string
 	}{
 		{"no table", empty, nil, ErrSchema, []string{"table Mutexes: does not exist", "spanmutex ddl --table Mutexes"}},
-		{"wrong table name", good, []Option{WithTable("Locks")}, ErrSchema, []string{"table Locks: does not exist", "spanmutex ddl --table Locks"}},
+		{"wrong table name", good, []MutexOption{WithTable("Locks")}, ErrSchema, []string{"table Locks: does not exist", "spanmutex ddl --table Locks"}},
 		{"missing and mistyped columns", partial, nil, ErrSchema, []string{"does not have the columns", "LeaseID STRING(36) missing", "Token is STRING(10), want INT64"}},
 		{"no database", missing, nil, nil, []string{"database " + missing + " does not exist"}},
 		{"no table (postgresql)", emptyPG, nil, ErrSchema, []string{"table Mutexes: does not exist", "spanmutex ddl --dialect postgresql --table Mutexes"}},
@@ -586,7 +586,7 @@ func TestTokensStrictlyIncrease(t *testing.T) { eachDialect(t, testTokensStrictl
 
 func testTokensStrictlyIncrease(t *testing.T, db string) {
 	c := newClient(t, db)
-	opts := []Option{WithWatermark(time.Second), WithStaleness(1500 * time.Millisecond), WithJitter(0), WithMaxAttempts(5)}
+	opts := []MutexOption{WithWatermark(time.Second), WithStaleness(1500 * time.Millisecond), WithJitter(0), WithMaxAttempts(5), WithMaxFailures(5)}
 	var tokens []int64
 	record := func(err error) func(context.Context, *Lease) error {
 		return func(ctx context.Context, l *Lease) error { tokens = append(tokens, l.Token()); return err }

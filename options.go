@@ -28,16 +28,22 @@ const (
 	// DefaultMaxAttempts is how many times a section may be started (across
 	// all processes) before it is given up as FAILED.
 	DefaultMaxAttempts = 3
+	// DefaultMaxFailures is how many Spanner calls of one kind may fail in a
+	// row, each retried after a backoff, before a call gives up.
+	DefaultMaxFailures = 3
 	// DefaultJitter is the fraction of the watermark, drawn at random per
-	// Run call, that a contender waits past the watermark before a takeover,
-	// so that contenders do not all take over at the same moment.
+	// Run, Lock or TryLock call, that a contender waits past the watermark
+	// before a takeover, so that contenders do not all take over at the same
+	// moment.
 	DefaultJitter = 0.2
 	// DefaultInitialBackOff and DefaultMaxBackOff bound the waits between
-	// reads while another holder runs the section or after a failure.
+	// retries of a failed Spanner call, and a Mutex's waits between reads
+	// while another holder runs the section.
 	DefaultInitialBackOff = 100 * time.Millisecond
 	DefaultMaxBackOff     = 2 * time.Second
-	// DefaultFinishTimeout bounds how long Run keeps trying to record DONE
-	// or FAILED after the section returned, even if ctx was cancelled.
+	// DefaultFinishTimeout bounds how long a write that must not be lost
+	// (Run recording DONE or FAILED, Unlock, a waiter leaving the queue)
+	// keeps trying after its ctx was cancelled.
 	DefaultFinishTimeout = 30 * time.Second
 )
 
@@ -50,80 +56,85 @@ const MinWatermark = 100 * time.Millisecond
 // is STRING(256)).
 const MaxNameLength = 256
 
-// Option configures a Mutex (New), a Lock (NewLock), Inspect or a Fence
-// (NewFence). Each validates its options together and rejects an option
-// that does not apply to it with an error wrapping ErrInvalidConfig that
-// names the option.
-type Option func(*config)
+// The options are typed by what they apply to, so that an option a
+// constructor cannot use does not compile. Each kind is accepted by its
+// constructor and by every constructor with fewer restrictions: a
+// LeaseOption may be given to NewElection, NewLock and New, an Option to
+// all of them and to Inspect and NewFence.
 
-// Name returns the name of the function that made o, such as
-// "WithWatermark" ("" for nil). A package that makes Locks with its
-// caller's options uses it to refuse those it sets itself.
-func (o Option) Name() string {
-	if o == nil {
-		return ""
-	}
-	var c config
-	o(&c)
-	if len(c.given) == 0 {
-		return ""
-	}
-	return c.given[0]
+// MutexOption configures a run-once Mutex (New). Every option applies to a
+// Mutex; WithStaleness, WithNeeded, WithVersion and WithMaxAttempts apply
+// to nothing else: they are about a section run once.
+type MutexOption interface {
+	applyMutex(c *config)
 }
 
-// namedOption returns the Option called name that applies set; the name is
-// recorded so that constructors can refuse options that do not apply.
-func namedOption(name string, set func(*config)) Option {
-	return func(c *config) {
-		c.given = append(c.given, name)
-		set(c)
-	}
+// LockOption configures a Lock (NewLock): every option but those only a
+// Mutex uses. Package migrations takes LockOptions for its lock.
+type LockOption interface {
+	MutexOption
+	lockOption()
 }
 
-// target is what a constructor makes, for the options that apply to it.
-type target int
+// ElectionOption configures a candidate of an Election (NewElection): every
+// LockOption but WithOwner, since a candidate is recorded under the value it
+// campaigns with.
+type ElectionOption interface {
+	LockOption
+	electionOption()
+}
 
-const (
-	forMutex target = iota // New
-	forLock                // NewLock
-	forTable               // Inspect and NewFence: only the table
+// LeaseOption says how a holder declares, keeps and gives up its lease and
+// how it retries and reports: every ElectionOption but WithScope. Package
+// queue takes LeaseOptions for the Locks its workers hold, whose owner and
+// Scope each worker sets itself.
+type LeaseOption interface {
+	ElectionOption
+	leaseOption()
+}
+
+// Option applies to every constructor: New, NewLock, NewElection, Inspect
+// and NewFence. Only WithTable and WithDialect make one: Inspect and a
+// Fence read or write their table and hold no lease.
+type Option interface {
+	LeaseOption
+	option()
+}
+
+// The concrete options: each kind embeds the one it is accepted beside.
+type (
+	mutexOpt    func(*config)
+	lockOpt     struct{ mutexOpt }
+	electionOpt struct{ lockOpt }
+	leaseOpt    struct{ electionOpt }
+	anyOpt      struct{ leaseOpt }
 )
 
-// refusal says why the option called name does not apply to t, and what
-// to do instead; "" if it applies.
-func (t target) refusal(name string) string {
-	switch t {
-	case forLock:
-		switch name {
-		case "WithStaleness":
-			return "a Lock never records DONE, so nothing goes stale; leave it out"
-		case "WithNeeded":
-			return "a Lock is taken whenever Lock is called; decide before calling it"
-		case "WithVersion":
-			return "a Lock is not run once per version; use a Mutex (New) for that"
-		}
-	case forTable:
-		if name != "WithTable" && name != "WithDialect" {
-			return "only WithTable and WithDialect apply: it reads or writes its table and holds no lease; leave it out"
-		}
-	}
-	return ""
+func (o mutexOpt) applyMutex(c *config) { o(c) }
+func (lockOpt) lockOption()             {}
+func (electionOpt) electionOption()     {}
+func (leaseOpt) leaseOption()           {}
+func (anyOpt) option()                  {}
+
+func mutexOption(set func(*config)) MutexOption       { return mutexOpt(set) }
+func lockOption(set func(*config)) LockOption         { return lockOpt{mutexOpt(set)} }
+func electionOption(set func(*config)) ElectionOption { return electionOpt{lockOpt{mutexOpt(set)}} }
+func leaseOption(set func(*config)) LeaseOption {
+	return leaseOpt{electionOpt{lockOpt{mutexOpt(set)}}}
+}
+func anyOption(set func(*config)) Option {
+	return anyOpt{leaseOpt{electionOpt{lockOpt{mutexOpt(set)}}}}
 }
 
-// newConfig applies opts over the defaults, refuses those that do not
-// apply to t, and validates the result. Every error wraps ErrInvalidConfig.
-func newConfig(opts []Option, t target) (config, error) {
+// newConfig applies opts over the defaults and validates the result. Every
+// error wraps ErrInvalidConfig.
+func newConfig[O MutexOption](opts []O) (config, error) {
 	cfg := defaultConfig()
 	for i, opt := range opts {
-		if opt == nil {
+		if any(opt) == nil {
 			return config{}, fmt.Errorf("%w: option %d is nil", ErrInvalidConfig, i)
 		}
-		opt(&cfg)
-	}
-	for _, name := range cfg.given {
-		if why := t.refusal(name); why != "" {
-			return config{}, fmt.Errorf("%w: %s does not apply to %s: %s", ErrInvalidConfig, name, t, why)
-		}
+		opt.applyMutex(&cfg)
 	}
 	if cfg.owner == "" {
 		cfg.owner = defaultOwner()
@@ -131,33 +142,13 @@ func newConfig(opts []Option, t target) (config, error) {
 	return cfg, cfg.validate()
 }
 
-// String names what t makes, for errors.
-func (t target) String() string {
-	switch t {
-	case forLock:
-		return "a Lock"
-	case forTable:
-		return "Inspect or a Fence"
-	}
-	return "a Mutex"
-}
-
-// CheckLockOptions returns the error NewLock would return for opts, but
-// needs no client and no name: nil if every option applies to a Lock and
-// the values are valid together. A package that makes Locks from its
-// caller's options calls it in its own constructor, so that a bad option
-// is that constructor's error, not a failure later.
-func CheckLockOptions(opts ...Option) error {
-	_, err := newConfig(opts, forLock)
-	return err
-}
-
 type config struct {
 	table         string
 	owner         string
 	watermark     time.Duration
 	staleness     time.Duration
-	maxAttempts   int
+	maxAttempts   int // a Mutex's starts per generation
+	maxFailures   int // failed Spanner calls in a row
 	jitter        float64
 	newBackOff    func() backoff.BackOff
 	needed        func(context.Context) (bool, error)
@@ -168,7 +159,6 @@ type config struct {
 	clock         clock
 	random        func() float64 // the jitters' source; nil: rand.Float64 (the simulation seeds its own)
 	scope         *Scope         // not given (nil): newMutex makes the Lock or Mutex a Scope of its own
-	given         []string       // the names of the options given, in order
 	dialect       ddl.Dialect
 	dialectSet    bool // dialect was given (WithDialect); else it is read
 
@@ -185,6 +175,7 @@ func defaultConfig() config {
 		table:         DefaultTable,
 		watermark:     DefaultWatermark,
 		maxAttempts:   DefaultMaxAttempts,
+		maxFailures:   DefaultMaxFailures,
 		jitter:        DefaultJitter,
 		newBackOff:    defaultBackOff,
 		logger:        slog.New(slog.NewTextHandler(io.Discard, nil)),
@@ -203,17 +194,18 @@ func defaultBackOff() backoff.BackOff {
 	return b
 }
 
-// WithTable sets the table's name: the mutex table for New, NewLock and
-// Inspect (default DefaultTable), the fence table for NewFence (default
-// DefaultFenceTable). The defaults are those of the ddl package.
+// WithTable sets the table's name: the mutex table for New, NewLock,
+// NewElection and Inspect (default DefaultTable), the fence table for
+// NewFence (default DefaultFenceTable). The defaults are those of the ddl
+// package.
 func WithTable(name string) Option {
-	return namedOption("WithTable", func(c *config) { c.table = name })
+	return anyOption(func(c *config) { c.table = name })
 }
 
 // WithOwner sets the identity recorded as the holder (default: host name,
 // process id and a random suffix, unique per Mutex). At most 256 characters.
-func WithOwner(id string) Option {
-	return namedOption("WithOwner", func(c *config) { c.owner = id })
+func WithOwner(id string) LockOption {
+	return lockOption(func(c *config) { c.owner = id })
 }
 
 // WithWatermark sets this contender's lease (default DefaultWatermark, at
@@ -224,45 +216,56 @@ func WithOwner(id string) Option {
 // network) a live holder may suffer. A contender's watermark governs only
 // its own lease, and how it judges rows written by a spanmutex too old to
 // declare one.
-func WithWatermark(d time.Duration) Option {
-	return namedOption("WithWatermark", func(c *config) { c.watermark = d })
+func WithWatermark(d time.Duration) LeaseOption {
+	return leaseOption(func(c *config) { c.watermark = d })
 }
 
 // WithStaleness makes a DONE or FAILED row that finished longer ago than d, by
 // Spanner's clock, count as NEEDED again, so the section runs again (default
-// 0: never). It must be above the watermark. NewLock rejects it.
-func WithStaleness(d time.Duration) Option {
-	return namedOption("WithStaleness", func(c *config) { c.staleness = d })
+// 0: never). It must be above the watermark.
+func WithStaleness(d time.Duration) MutexOption {
+	return mutexOption(func(c *config) { c.staleness = d })
 }
 
 // WithMaxAttempts sets how many times the section may be started across all
 // processes in one generation of the row (a generation starts when the row
-// is created or goes stale), and how many failed Spanner calls
-// in a row Run tolerates (default DefaultMaxAttempts, at least 1).
-func WithMaxAttempts(n int) Option {
-	return namedOption("WithMaxAttempts", func(c *config) { c.maxAttempts = n })
+// is created or goes stale; default DefaultMaxAttempts, at least 1). Failed
+// Spanner calls are bounded by WithMaxFailures.
+func WithMaxAttempts(n int) MutexOption {
+	return mutexOption(func(c *config) { c.maxAttempts = n })
+}
+
+// WithMaxFailures sets how many Spanner calls of one kind (reads, or
+// writes) may fail in a row, each retried after a backoff (WithBackOff),
+// before Run, Lock or TryLock gives up with an *ExhaustedError (default
+// DefaultMaxFailures, at least 1). Errors that another try cannot mend,
+// such as a missing table, end the call at once.
+func WithMaxFailures(n int) LeaseOption {
+	return leaseOption(func(c *config) { c.maxFailures = n })
 }
 
 // WithJitter sets the fraction of the watermark, in [0, 1), from which each
-// Run call draws the extra wait it adds before a takeover (default
-// DefaultJitter).
-func WithJitter(fraction float64) Option {
-	return namedOption("WithJitter", func(c *config) { c.jitter = fraction })
+// Run, Lock or TryLock call draws the extra wait it adds before taking over
+// from a silent holder (default DefaultJitter).
+func WithJitter(fraction float64) LeaseOption {
+	return leaseOption(func(c *config) { c.jitter = fraction })
 }
 
-// WithBackOff sets how waits between reads grow; newBackOff is called once per
-// Run (default: exponential from DefaultInitialBackOff to DefaultMaxBackOff,
-// randomised by half). A backoff.Stop from it ends Run with ErrAttemptsExhausted.
-func WithBackOff(newBackOff func() backoff.BackOff) Option {
-	return namedOption("WithBackOff", func(c *config) { c.newBackOff = newBackOff })
+// WithBackOff sets how the waits grow between retries of a failed Spanner
+// call, and between a Mutex's reads while another process runs the
+// section; newBackOff is called once per Run, Lock, TryLock, Unlock or
+// Observe call (default: exponential from DefaultInitialBackOff to
+// DefaultMaxBackOff, randomised by half). A backoff.Stop from it ends the
+// call with ErrAttemptsExhausted.
+func WithBackOff(newBackOff func() backoff.BackOff) LeaseOption {
+	return leaseOption(func(c *config) { c.newBackOff = newBackOff })
 }
 
 // WithNeeded sets a callback Run calls first: when it returns false, Run
 // returns NotNeeded without touching the row. Use it for work that may have
-// nothing to do, such as a migration with no pending change. NewLock
-// rejects it.
-func WithNeeded(needed func(ctx context.Context) (bool, error)) Option {
-	return namedOption("WithNeeded", func(c *config) { c.needed = needed })
+// nothing to do, such as a migration with no pending change.
+func WithNeeded(needed func(ctx context.Context) (bool, error)) MutexOption {
+	return mutexOption(func(c *config) { c.needed = needed })
 }
 
 // WithVersion runs the section once per version, such as a release: a row
@@ -275,28 +278,30 @@ func WithNeeded(needed func(ctx context.Context) (bool, error)) Option {
 // and the new release alternate it, so make the section idempotent (as
 // migrate.Up is). At most MaxNameLength characters; default "" (the version
 // is neither compared nor written). The table needs the Version column
-// (`spanmutex ddl --upgrade` prints the statement that adds it). NewLock
-// rejects it.
-func WithVersion(v string) Option {
-	return namedOption("WithVersion", func(c *config) { c.version = v })
+// (`spanmutex ddl --upgrade` prints the statement that adds it).
+func WithVersion(v string) MutexOption {
+	return mutexOption(func(c *config) { c.version = v })
 }
 
-// WithLogger sets where the Mutex logs its decisions (default: nowhere).
-func WithLogger(l *slog.Logger) Option {
-	return namedOption("WithLogger", func(c *config) { c.logger = l })
+// WithLogger sets where the Mutex, Lock or Election logs its decisions
+// (default: nowhere).
+func WithLogger(l *slog.Logger) LeaseOption {
+	return leaseOption(func(c *config) { c.logger = l })
 }
 
-// WithRenewInterval sets how often a held lease is renewed while the section
-// runs (default: a third of the watermark). It must be at most half the
-// watermark.
-func WithRenewInterval(d time.Duration) Option {
-	return namedOption("WithRenewInterval", func(c *config) { c.renewInterval = d })
+// WithRenewInterval sets how often a held lease is renewed: while Run's
+// section runs, while a Lock is held, while a leader leads (default: a third
+// of the watermark). It must be at most half the watermark.
+func WithRenewInterval(d time.Duration) LeaseOption {
+	return leaseOption(func(c *config) { c.renewInterval = d })
 }
 
-// WithFinishTimeout bounds how long Run tries to record DONE or FAILED after
-// the section returned, even when ctx was cancelled (default DefaultFinishTimeout).
-func WithFinishTimeout(d time.Duration) Option {
-	return namedOption("WithFinishTimeout", func(c *config) { c.finishTimeout = d })
+// WithFinishTimeout bounds how long a write that must not be lost keeps
+// trying after its ctx ended: Run recording DONE or FAILED, Unlock and
+// Resign giving the lease back, a Lock call leaving the queue, a commit of
+// unknown outcome read again (default DefaultFinishTimeout).
+func WithFinishTimeout(d time.Duration) LeaseOption {
+	return leaseOption(func(c *config) { c.finishTimeout = d })
 }
 
 func (c *config) validate() error {
@@ -322,6 +327,9 @@ func (c *config) validate() error {
 	}
 	if c.maxAttempts < 1 {
 		return fmt.Errorf("%w: WithMaxAttempts(%d): at least 1 attempt is needed", ErrInvalidConfig, c.maxAttempts)
+	}
+	if c.maxFailures < 1 {
+		return fmt.Errorf("%w: WithMaxFailures(%d): at least 1 is needed: the count includes the first failure", ErrInvalidConfig, c.maxFailures)
 	}
 	if !(c.jitter >= 0 && c.jitter < 1) { // also rejects NaN
 		return fmt.Errorf("%w: WithJitter(%v): the jitter fraction must be in [0, 1)", ErrInvalidConfig, c.jitter)

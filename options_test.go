@@ -5,6 +5,8 @@ import (
 	"errors"
 	"log/slog"
 	"math"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -22,7 +24,7 @@ func TestNewRejectsBadInput(t *testing.T) {
 	tests := []struct {
 		name    string
 		section string
-		opts    []Option
+		opts    []MutexOption
 		want    string
 	}{
 		{"empty name", "", nil, "name is empty"},
@@ -34,33 +36,34 @@ func TestNewRejectsBadInput(t *testing.T) {
 		{"name with a leading space", " lead", nil, "starts or ends with white space"},
 		{"name with a trailing space", "lead ", nil, "starts or ends with white space"},
 		{"name with an inner space", "lead er", nil, ""},
-		{"empty table", "s", []Option{WithTable("")}, "invalid table name"},
-		{"table with a dash", "s", []Option{WithTable("my-table")}, "invalid table name"},
-		{"table with SQL", "s", []Option{WithTable("T; DROP TABLE X")}, "invalid table name"},
-		{"empty owner", "s", []Option{WithOwner("")}, ""}, // empty means default: valid
-		{"oversized owner", "s", []Option{WithOwner(strings.Repeat("o", 300))}, "owner is 300 characters"},
-		{"oversized version", "s", []Option{WithVersion(strings.Repeat("v", 300))}, "WithVersion: version is 300 characters"},
-		{"version with a control character", "s", []Option{WithVersion("v1\n")}, "WithVersion: version"},
-		{"non-UTF-8 owner", "s", []Option{WithOwner("\xfe")}, "owner"},
-		{"zero watermark", "s", []Option{WithWatermark(0)}, "watermark must be at least 100ms"},
-		{"negative watermark", "s", []Option{WithWatermark(-time.Second)}, "watermark must be at least 100ms"},
-		{"a watermark too short to renew in", "s", []Option{WithWatermark(time.Nanosecond)}, "watermark must be at least 100ms"},
-		{"the shortest watermark", "s", []Option{WithWatermark(MinWatermark)}, ""},
-		{"renewals less often than twice a lease", "s", []Option{WithWatermark(time.Second), WithRenewInterval(600 * time.Millisecond)}, "at most half the watermark"},
-		{"renewals twice a lease", "s", []Option{WithWatermark(time.Second), WithRenewInterval(500 * time.Millisecond)}, ""},
-		{"a scope on a run-once Mutex (its wake-ups)", "s", []Option{WithScope(NewScope())}, ""},
-		{"staleness equal to watermark", "s", []Option{WithWatermark(time.Minute), WithStaleness(time.Minute)}, "above the watermark"},
-		{"staleness below watermark", "s", []Option{WithWatermark(time.Minute), WithStaleness(time.Second)}, "above the watermark"},
-		{"negative staleness", "s", []Option{WithStaleness(-time.Hour)}, "above the watermark"},
-		{"zero attempts", "s", []Option{WithMaxAttempts(0)}, "at least 1 attempt"},
-		{"negative attempts", "s", []Option{WithMaxAttempts(-3)}, "at least 1 attempt"},
-		{"jitter 1", "s", []Option{WithJitter(1)}, "[0, 1)"},
-		{"negative jitter", "s", []Option{WithJitter(-0.1)}, "[0, 1)"},
-		{"NaN jitter", "s", []Option{WithJitter(math.NaN())}, "[0, 1)"},
-		{"nil backoff", "s", []Option{WithBackOff(nil)}, "WithBackOff(nil)"},
-		{"nil logger", "s", []Option{WithLogger(nil)}, "WithLogger(nil)"},
-		{"zero finish timeout", "s", []Option{WithFinishTimeout(0)}, "WithFinishTimeout"},
-		{"nil option", "s", []Option{nil}, "option 0 is nil"},
+		{"empty table", "s", []MutexOption{WithTable("")}, "invalid table name"},
+		{"table with a dash", "s", []MutexOption{WithTable("my-table")}, "invalid table name"},
+		{"table with SQL", "s", []MutexOption{WithTable("T; DROP TABLE X")}, "invalid table name"},
+		{"empty owner", "s", []MutexOption{WithOwner("")}, ""}, // empty means default: valid
+		{"oversized owner", "s", []MutexOption{WithOwner(strings.Repeat("o", 300))}, "owner is 300 characters"},
+		{"oversized version", "s", []MutexOption{WithVersion(strings.Repeat("v", 300))}, "WithVersion: version is 300 characters"},
+		{"version with a control character", "s", []MutexOption{WithVersion("v1\n")}, "WithVersion: version"},
+		{"non-UTF-8 owner", "s", []MutexOption{WithOwner("\xfe")}, "owner"},
+		{"zero watermark", "s", []MutexOption{WithWatermark(0)}, "watermark must be at least 100ms"},
+		{"negative watermark", "s", []MutexOption{WithWatermark(-time.Second)}, "watermark must be at least 100ms"},
+		{"a watermark too short to renew in", "s", []MutexOption{WithWatermark(time.Nanosecond)}, "watermark must be at least 100ms"},
+		{"the shortest watermark", "s", []MutexOption{WithWatermark(MinWatermark)}, ""},
+		{"renewals less often than twice a lease", "s", []MutexOption{WithWatermark(time.Second), WithRenewInterval(600 * time.Millisecond)}, "at most half the watermark"},
+		{"renewals twice a lease", "s", []MutexOption{WithWatermark(time.Second), WithRenewInterval(500 * time.Millisecond)}, ""},
+		{"a scope on a run-once Mutex (its wake-ups)", "s", []MutexOption{WithScope(NewScope())}, ""},
+		{"staleness equal to watermark", "s", []MutexOption{WithWatermark(time.Minute), WithStaleness(time.Minute)}, "above the watermark"},
+		{"staleness below watermark", "s", []MutexOption{WithWatermark(time.Minute), WithStaleness(time.Second)}, "above the watermark"},
+		{"negative staleness", "s", []MutexOption{WithStaleness(-time.Hour)}, "above the watermark"},
+		{"zero attempts", "s", []MutexOption{WithMaxAttempts(0)}, "at least 1 attempt"},
+		{"negative attempts", "s", []MutexOption{WithMaxAttempts(-3)}, "at least 1 attempt"},
+		{"zero failures", "s", []MutexOption{WithMaxFailures(0)}, "WithMaxFailures(0): at least 1"},
+		{"jitter 1", "s", []MutexOption{WithJitter(1)}, "[0, 1)"},
+		{"negative jitter", "s", []MutexOption{WithJitter(-0.1)}, "[0, 1)"},
+		{"NaN jitter", "s", []MutexOption{WithJitter(math.NaN())}, "[0, 1)"},
+		{"nil backoff", "s", []MutexOption{WithBackOff(nil)}, "WithBackOff(nil)"},
+		{"nil logger", "s", []MutexOption{WithLogger(nil)}, "WithLogger(nil)"},
+		{"zero finish timeout", "s", []MutexOption{WithFinishTimeout(0)}, "WithFinishTimeout"},
+		{"nil option", "s", []MutexOption{nil}, "option 0 is nil"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -143,59 +146,85 @@ func TestTruncateKeepsUTF8(t *testing.T) {
 	assert.Equal(t, "short", truncate("short", 10))
 }
 
-// Every constructor refuses an option that does not apply to what it makes,
-// with an error wrapping ErrInvalidConfig that names the option; none
-// ignores one silently.
-func TestConstructorsRejectOptionsThatDoNotApply(t *testing.T) {
-	client := &spanner.Client{} // never used: the options are refused first
-	needed := WithNeeded(func(context.Context) (bool, error) { return true, nil })
-	makers := map[string]func(opts ...Option) error{
-		"NewLock":          func(opts ...Option) error { _, err := NewLock(client, "l", opts...); return err },
-		"CheckLockOptions": func(opts ...Option) error { return CheckLockOptions(opts...) },
-		"Inspect": func(opts ...Option) error {
-			_, err := Inspect(context.Background(), client, "", opts...)
-			return err
-		},
-		"NewFence": func(opts ...Option) error { _, err := NewFence(client, opts...); return err },
+// Each option compiles where it applies and nowhere else: the table says,
+// per option, which constructors take it, and is checked against the
+// constructors' signatures (a variadic parameter of an option interface)
+// and the options' result types.
+func TestOptionsCompileWhereTheyApply(t *testing.T) {
+	takes := map[string]reflect.Type{ // constructor: the type of its options
+		"New":         optionParam(New),
+		"NewLock":     optionParam(NewLock),
+		"NewElection": optionParam(NewElection),
+		"Inspect":     optionParam(Inspect),
+		"NewFence":    optionParam(NewFence),
 	}
-	tests := []struct {
-		maker  string
-		opt    Option
-		option string // the option's name, in the error
-		want   string // what the error says to do
+	const (
+		mutexOnly = "New"
+		lockToo   = "New NewLock"
+		holders   = "New NewLock NewElection"
+		all       = "New NewLock NewElection Inspect NewFence"
+	)
+	for _, tt := range []struct {
+		name   string
+		result any // the option constructor
+		where  string
 	}{
-		{"NewLock", WithStaleness(time.Hour), "WithStaleness", "nothing goes stale"},
-		{"NewLock", needed, "WithNeeded", "decide before calling it"},
-		{"NewLock", WithVersion("v2"), "WithVersion", "use a Mutex"},
-		{"CheckLockOptions", WithStaleness(time.Hour), "WithStaleness", "nothing goes stale"},
-		{"CheckLockOptions", needed, "WithNeeded", "decide before calling it"},
-		{"CheckLockOptions", WithVersion("v2"), "WithVersion", "use a Mutex"},
-		{"Inspect", WithWatermark(time.Minute), "WithWatermark", "only WithTable and WithDialect apply"},
-		{"Inspect", WithScope(NewScope()), "WithScope", "only WithTable and WithDialect apply"},
-		{"NewFence", WithOwner("o"), "WithOwner", "only WithTable and WithDialect apply"},
-		{"NewFence", WithLogger(slog.Default()), "WithLogger", "only WithTable and WithDialect apply"},
+		{"WithTable", WithTable, all},
+		{"WithDialect", WithDialect, all},
+		{"WithOwner", WithOwner, lockToo},
+		{"WithScope", WithScope, holders},
+		{"WithWatermark", WithWatermark, holders},
+		{"WithJitter", WithJitter, holders},
+		{"WithBackOff", WithBackOff, holders},
+		{"WithLogger", WithLogger, holders},
+		{"WithRenewInterval", WithRenewInterval, holders},
+		{"WithFinishTimeout", WithFinishTimeout, holders},
+		{"WithMaxFailures", WithMaxFailures, holders},
+		{"WithTracerProvider", WithTracerProvider, holders},
+		{"WithMeterProvider", WithMeterProvider, holders},
+		{"WithStaleness", WithStaleness, mutexOnly},
+		{"WithNeeded", WithNeeded, mutexOnly},
+		{"WithVersion", WithVersion, mutexOnly},
+		{"WithMaxAttempts", WithMaxAttempts, mutexOnly},
+	} {
+		out := reflect.TypeOf(tt.result).Out(0)
+		for maker, param := range takes {
+			want := slices.Contains(strings.Fields(tt.where), maker)
+			assert.Equal(t, want, out.AssignableTo(param), "%s (%v) given to %s (...%v)", tt.name, out, maker, param)
+		}
 	}
-	for _, tt := range tests {
-		t.Run(tt.maker+" "+tt.option, func(t *testing.T) {
-			err := makers[tt.maker](WithTable("Locks"), tt.opt)
-			require.ErrorIs(t, err, ErrInvalidConfig)
-			assert.Contains(t, err.Error(), tt.option+" does not apply")
-			assert.Contains(t, err.Error(), tt.want)
-			assert.NotContains(t, err.Error(), "\n")
-		})
-	}
+	// LeaseOption is what package queue takes for its workers' Locks: every
+	// holder's option but WithOwner and WithScope, which a worker sets.
+	lease := reflect.TypeFor[LeaseOption]()
+	assert.False(t, reflect.TypeOf(WithOwner).Out(0).AssignableTo(lease))
+	assert.False(t, reflect.TypeOf(WithScope).Out(0).AssignableTo(lease))
+	assert.True(t, reflect.TypeOf(WithWatermark).Out(0).AssignableTo(lease))
+	assert.True(t, reflect.TypeOf(WithTable).Out(0).AssignableTo(lease))
+}
+
+// optionParam returns the element type of constructor fn's variadic
+// options.
+func optionParam(fn any) reflect.Type {
+	ft := reflect.TypeOf(fn)
+	return ft.In(ft.NumIn() - 1).Elem()
 }
 
 // The options that do apply are accepted, and validated as New validates them.
 func TestLockAndTableOptionsAccepted(t *testing.T) {
-	client := &spanner.Client{}
-	lockOpts := []Option{WithTable("Locks"), WithOwner("o"), WithWatermark(time.Second), WithMaxAttempts(2),
+	needEmulator(t)
+	client := newClient(t, freshDatabase(t)) // NewLock does no I/O, but needs a real client
+	lockOpts := []LockOption{WithTable("Locks"), WithOwner("o"), WithWatermark(time.Second), WithMaxFailures(2),
 		WithJitter(0.1), WithBackOff(defaultBackOff), WithLogger(slog.Default()), WithRenewInterval(100 * time.Millisecond),
 		WithFinishTimeout(time.Second), WithScope(NewScope())}
-	assert.NoError(t, CheckLockOptions(lockOpts...)) // NewLock's check, without a client
-	assert.NoError(t, CheckLockOptions())
-	assert.ErrorContains(t, CheckLockOptions(WithWatermark(time.Millisecond)), "WithWatermark(1ms)")
-	assert.ErrorContains(t, CheckLockOptions(nil), "option 0 is nil")
+	l, err := NewLock(client, "l", lockOpts...)
+	require.NoError(t, err)
+	assert.Equal(t, "o", l.Owner())
+	assert.Equal(t, 2, l.cfg.maxFailures)
+	assert.Equal(t, "Locks", l.cfg.table)
+	_, err = NewLock(client, "l", WithWatermark(time.Millisecond))
+	assert.ErrorContains(t, err, "WithWatermark(1ms)")
+	_, err = NewLock(client, "l", nil)
+	assert.ErrorContains(t, err, "option 0 is nil")
 	f, err := NewFence(client)
 	require.NoError(t, err)
 	assert.Equal(t, DefaultFenceTable, f.table)
@@ -206,9 +235,15 @@ func TestLockAndTableOptionsAccepted(t *testing.T) {
 	assert.ErrorIs(t, err, ErrInvalidConfig)
 }
 
-func TestOptionName(t *testing.T) {
-	assert.Equal(t, "WithOwner", WithOwner("o").Name())
-	assert.Equal(t, "WithScope", WithScope(nil).Name())
-	assert.Equal(t, "WithMeterProvider", WithMeterProvider(nil).Name())
-	assert.Equal(t, "", Option(nil).Name())
+// WithMaxAttempts bounds a Mutex's starts, WithMaxFailures failed calls in
+// a row: each sets its own limit.
+func TestMaxAttemptsAndMaxFailuresAreApart(t *testing.T) {
+	m, err := New(&spanner.Client{}, "s", WithMaxAttempts(7))
+	require.NoError(t, err)
+	assert.Equal(t, 7, m.cfg.maxAttempts)
+	assert.Equal(t, DefaultMaxFailures, m.cfg.maxFailures)
+	m, err = New(&spanner.Client{}, "s", WithMaxFailures(9))
+	require.NoError(t, err)
+	assert.Equal(t, DefaultMaxAttempts, m.cfg.maxAttempts)
+	assert.Equal(t, 9, m.cfg.maxFailures)
 }

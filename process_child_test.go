@@ -85,15 +85,19 @@ func openContenderClient(ctx context.Context, db string) (*spanner.Client, error
 }
 
 // options are the Lock options of spec, with owner as the owner identity.
-func (s procSpec) options(owner string) []Option {
-	return append(s.shared(), WithOwner(owner))
+func (s procSpec) options(owner string) []LockOption {
+	opts := []LockOption{WithOwner(owner)}
+	for _, o := range s.shared() {
+		opts = append(opts, o)
+	}
+	return opts
 }
 
 // shared are the options of spec but the owner (which an Election's
 // candidate does not take), logging to a file named for spec.ID.
-func (s procSpec) shared() []Option {
+func (s procSpec) shared() []ElectionOption {
 	owner := s.ID
-	opts := []Option{WithJitter(s.Jitter)}
+	opts := []ElectionOption{WithJitter(s.Jitter)}
 	if s.scope != nil {
 		opts = append(opts, WithScope(s.scope))
 	}

@@ -111,13 +111,14 @@ func scopeOf(id string) string {
 	return id[24:]
 }
 
-// WithScope makes a Lock one of the contenders of scope (see Scope). For a
+// WithScope makes a Lock, or an Election's candidate, one of the
+// contenders of scope (see Scope). For a
 // run-once Mutex, a Scope that listens (NewScope's does, on demand) wakes
 // Run's waiters as soon as the section is recorded DONE or FAILED, instead
 // of at their next backoff; a Mutex shares nothing else through it. Without
 // WithScope, a Lock or a Mutex gets a Scope of its own.
-func WithScope(scope *Scope) Option {
-	return namedOption("WithScope", func(c *config) { c.scope = scope })
+func WithScope(scope *Scope) ElectionOption {
+	return electionOption(func(c *config) { c.scope = scope })
 }
 
 // get returns the localLock of key, to be given back with put.

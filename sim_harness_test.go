@@ -923,13 +923,13 @@ func (h *simHarness) newProc(slot, inc int, listening bool) *simProc {
 }
 
 func (h *simHarness) newLock(p *simProc, i int) *Lock {
-	opts := []Option{WithWatermark(p.watermark), WithJitter(h.par.jitter), WithOwner(fmt.Sprintf("%s/c%d", p.name, i)),
-		WithScope(p.scope), WithFinishTimeout(h.par.finish), WithMaxAttempts(8),
+	opts := []LockOption{WithWatermark(p.watermark), WithJitter(h.par.jitter), WithOwner(fmt.Sprintf("%s/c%d", p.name, i)),
+		WithScope(p.scope), WithFinishTimeout(h.par.finish), WithMaxFailures(8),
 		WithBackOff(func() backoff.BackOff { return &simBackOff{p: p} })}
 	if h.full != nil {
 		opts = append(opts, WithLogger(slog.New(&simLog{h: h, who: p.name})))
 	}
-	m, err := newMutex(simName, opts, forLock)
+	m, err := newMutex(simName, opts)
 	if err != nil {
 		panic(err)
 	}

@@ -527,8 +527,8 @@ func (mh *simMutexHarness) newProcess(slot, inc int) *simProc {
 // newMutex makes p's Mutex: the real one, on p's connection, clock and
 // seeded jitters.
 func (mh *simMutexHarness) newMutex(p *simProc, version string) *Mutex {
-	opts := []Option{WithWatermark(p.watermark), WithJitter(mh.par.jitter), WithOwner(p.name),
-		WithFinishTimeout(mh.par.finish), WithMaxAttempts(mh.par.maxAttempts),
+	opts := []MutexOption{WithWatermark(p.watermark), WithJitter(mh.par.jitter), WithOwner(p.name),
+		WithFinishTimeout(mh.par.finish), WithMaxAttempts(mh.par.maxAttempts), WithMaxFailures(mh.par.maxAttempts),
 		WithBackOff(func() backoff.BackOff { return &simBackOff{p: p} })}
 	if mh.par.staleness > 0 {
 		opts = append(opts, WithStaleness(mh.par.staleness))
@@ -553,7 +553,7 @@ func (mh *simMutexHarness) newMutex(p *simProc, version string) *Mutex {
 	if mh.h.full != nil {
 		opts = append(opts, WithLogger(slog.New(&simLog{h: mh.h, who: p.name})))
 	}
-	m, err := newMutex(simMutexName, opts, forMutex)
+	m, err := newMutex(simMutexName, opts)
 	if err != nil {
 		panic(err)
 	}

@@ -58,8 +58,8 @@ const scenarioWatermark = time.Second
 // jitter.
 func (e lockEnv) newLock(t *testing.T, name, owner string, scope *Scope, st lockStore) *Lock {
 	t.Helper()
-	m, err := newMutex(name, []Option{WithWatermark(scenarioWatermark), WithJitter(0), WithOwner(owner),
-		WithScope(scope), WithFinishTimeout(2 * time.Second)}, forLock)
+	m, err := newMutex(name, []LockOption{WithWatermark(scenarioWatermark), WithJitter(0), WithOwner(owner),
+		WithScope(scope), WithFinishTimeout(2 * time.Second)})
 	require.NoError(t, err)
 	return &Lock{name: name, cfg: m.cfg, store: st, key: localKey{database: e.database, table: m.cfg.table, name: name}, scope: scope}
 }

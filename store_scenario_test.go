@@ -309,7 +309,7 @@ func scenarioPassOnToTheHead(t *testing.T, env scenarioEnv, name string) {
 func TestStoreScenariosOnTheEmulator(t *testing.T) {
 	eachDialect(t, func(t *testing.T, db string) {
 		client := newClient(t, db)
-		m, err := newMutex("scenario", nil, forLock)
+		m, err := newMutex[LockOption]("scenario", nil)
 		require.NoError(t, err)
 		runStoreScenarios(t, scenarioEnv{
 			conn: func() lockStore { return m.cfg.newStore(client) },

@@ -31,8 +31,8 @@ const (
 // spanmutex.Unlock, with the attributes spanmutex.name, spanmutex.token,
 // spanmutex.owner and spanmutex.outcome; events on them mark takeovers,
 // hand-offs, failed renewals and a lost lease.
-func WithTracerProvider(tp trace.TracerProvider) Option {
-	return namedOption("WithTracerProvider", func(c *config) { c.tracerProvider = tp; c.tracerSet = true })
+func WithTracerProvider(tp trace.TracerProvider) LeaseOption {
+	return leaseOption(func(c *config) { c.tracerProvider = tp; c.tracerSet = true })
 }
 
 // WithMeterProvider sets where metrics go (default: otel.GetMeterProvider(),
@@ -41,8 +41,8 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 // spanmutex.wait and spanmutex.hold (histograms, seconds),
 // spanmutex.leases_lost, spanmutex.takeovers, spanmutex.handoffs,
 // spanmutex.renewals_failed and spanmutex.section.attempts (counters).
-func WithMeterProvider(mp metric.MeterProvider) Option {
-	return namedOption("WithMeterProvider", func(c *config) { c.meterProvider = mp; c.meterSet = true })
+func WithMeterProvider(mp metric.MeterProvider) LeaseOption {
+	return leaseOption(func(c *config) { c.meterProvider = mp; c.meterSet = true })
 }
 
 // telemetry holds a Mutex's or Lock's tracer and instruments. The

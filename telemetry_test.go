@@ -21,7 +21,7 @@ import (
 type recorded struct {
 	spans  *tracetest.SpanRecorder
 	reader *sdkmetric.ManualReader
-	opts   []Option
+	opts   []LockOption
 }
 
 func newRecorded(t *testing.T) *recorded {
@@ -30,8 +30,17 @@ func newRecorded(t *testing.T) *recorded {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(r.spans))
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(r.reader))
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()); _ = mp.Shutdown(context.Background()) })
-	r.opts = []Option{WithTracerProvider(tp), WithMeterProvider(mp)}
+	r.opts = []LockOption{WithTracerProvider(tp), WithMeterProvider(mp)}
 	return r
+}
+
+// mutexOpts are r's options, for a Mutex.
+func (r *recorded) mutexOpts() []MutexOption {
+	out := make([]MutexOption, len(r.opts))
+	for i, o := range r.opts {
+		out[i] = o
+	}
+	return out
 }
 
 // spansNamed returns the attributes of the ended spans called name, as strings.
@@ -153,7 +162,7 @@ func TestTelemetryRun(t *testing.T) {
 	r := newRecorded(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	m, err := New(c, "tel/run", r.opts...)
+	m, err := New(c, "tel/run", r.mutexOpts()...)
 	require.NoError(t, err)
 	out, err := m.Run(ctx, func(context.Context, *Lease) error { return nil })
 	require.NoError(t, err)
@@ -227,10 +236,10 @@ func TestTelemetryLeaseLostAndTakeover(t *testing.T) {
 func BenchmarkTelemetryOff(b *testing.B) {
 	ctx := context.Background()
 	lease := newLease("bench", "owner", "id", 1, false, DefaultTable)
-	helpers := func(b *testing.B, opts ...Option) {
+	helpers := func(b *testing.B, opts ...LeaseOption) {
 		cfg := defaultConfig()
 		for _, o := range opts {
-			o(&cfg)
+			o.applyMutex(&cfg)
 		}
 		tel, err := newTelemetry(&cfg, "bench")
 		require.NoError(b, err)
@@ -279,7 +288,7 @@ func BenchmarkTelemetryOff(b *testing.B) {
 func TestTelemetrySectionPanic(t *testing.T) {
 	r := newRecorded(t)
 	st := &memStore{now: time.Unix(1000, 0)}
-	m := newTestMutex(t, st, r.opts...)
+	m := newTestMutex(t, st, r.mutexOpts()...)
 	assert.PanicsWithValue(t, "boom", func() {
 		_, _ = m.Run(context.Background(), func(ctx context.Context, l *Lease) error { panic("boom") })
 	})

@@ -48,14 +48,15 @@ func New(client *spanner.Client, src source.Driver, opts ...Option) (*Migrator, 
 		return nil, err
 	}
 	// Validate the lock's options now, so that a bad one is New's error.
-	if err := spanmutex.CheckLockOptions(cfg.lockOptionsWithDefaults()...); err != nil {
+	// NewLock does no I/O; the Lock is made again, with the dialect, by Up.
+	if _, err := spanmutex.NewLock(client, cfg.lockName, cfg.lockOptionsWithDefaults()...); err != nil {
 		return nil, fmt.Errorf("%w: WithLockOptions: %w", ErrInvalidConfig, err)
 	}
 	return &Migrator{client: client, src: src, cfg: cfg}, nil
 }
 
-func (c *config) lockOptionsWithDefaults() []spanmutex.Option {
-	return append([]spanmutex.Option{spanmutex.WithWatermark(DefaultWatermark)}, c.lockOptions...)
+func (c *config) lockOptionsWithDefaults() []spanmutex.LockOption {
+	return append([]spanmutex.LockOption{spanmutex.WithWatermark(DefaultWatermark)}, c.lockOptions...)
 }
 
 // Result says what an Up call did.
@@ -104,7 +105,7 @@ func (m *Migrator) Up(ctx context.Context) (res Result, err error) {
 	if err != nil {
 		return res, fmt.Errorf("migrations: read the dialect of %s: %w", m.client.DatabaseName(), err)
 	}
-	lockOpts := append([]spanmutex.Option{spanmutex.WithDialect(dialect)}, m.cfg.lockOptionsWithDefaults()...)
+	lockOpts := append([]spanmutex.LockOption{spanmutex.WithDialect(dialect)}, m.cfg.lockOptionsWithDefaults()...)
 	lock, err := spanmutex.NewLock(m.client, m.cfg.lockName, lockOpts...)
 	if err != nil {
 		return res, err

@@ -37,7 +37,7 @@ type config struct {
 	lockName        string
 	migrationsTable string
 	retryTimeout    time.Duration
-	lockOptions     []spanmutex.Option
+	lockOptions     []spanmutex.LockOption
 	admin           *database.DatabaseAdminClient
 	adminOptions    []option.ClientOption
 	logger          *slog.Logger
@@ -70,7 +70,7 @@ func WithRetryTimeout(d time.Duration) Option { return func(c *config) { c.retry
 // WithLockOptions passes options to the spanmutex Lock (spanmutex.NewLock):
 // WithTable, WithOwner, WithWatermark (default here DefaultWatermark),
 // WithLogger...
-func WithLockOptions(opts ...spanmutex.Option) Option {
+func WithLockOptions(opts ...spanmutex.LockOption) Option {
 	return func(c *config) { c.lockOptions = append(c.lockOptions, opts...) }
 }
 

@@ -1,28 +1,34 @@
 package migrations
 
 import (
-	"context"
 	"testing"
 	"time"
 
-	"cloud.google.com/go/spanner"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/spanmutex/spanmutex"
 )
 
-// New refuses, without I/O, a lock option that does not apply to a Lock,
-// naming it.
-func TestNewRejectsLockOptionsThatDoNotApply(t *testing.T) {
-	client := &spanner.Client{} // never used: New does no I/O
-	needed := spanmutex.WithNeeded(func(context.Context) (bool, error) { return true, nil })
-	for _, opt := range []spanmutex.Option{spanmutex.WithStaleness(time.Hour), needed, spanmutex.WithVersion("v1")} {
-		t.Run(opt.Name(), func(t *testing.T) {
-			m, err := New(client, release(t, "release1"), WithLockOptions(opt))
+// New validates the lock's options without I/O, as spanmutex.NewLock does;
+// the options that apply pass (those of a Mutex alone do not compile).
+func TestNewValidatesLockOptions(t *testing.T) {
+	needEmulator(t)
+	client := newReplica(t, freshDatabase(t)).client // New does no I/O, but makes a Lock: a real client
+	for _, tt := range []struct {
+		name string
+		opt  spanmutex.LockOption
+		want string
+	}{
+		{"bad watermark", spanmutex.WithWatermark(time.Millisecond), "WithWatermark(1ms)"},
+		{"bad owner", spanmutex.WithOwner("a\nb"), "WithOwner"},
+		{"nil", nil, "is nil"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			m, err := New(client, release(t, "release1"), WithLockOptions(tt.opt))
 			assert.Nil(t, m)
 			require.ErrorIs(t, err, ErrInvalidConfig)
-			assert.Contains(t, err.Error(), opt.Name()+" does not apply to a Lock")
+			assert.Contains(t, err.Error(), tt.want)
 		})
 	}
 	_, err := New(client, release(t, "release1"), WithLockOptions(spanmutex.WithOwner("replica-1")))

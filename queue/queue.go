@@ -40,7 +40,7 @@ type Option func(*config)
 type config struct {
 	table      string
 	maxPayload int
-	lockOpts   []spanmutex.Option
+	lockOpts   []spanmutex.LeaseOption
 	dialect    *ddl.Dialect // nil: read from the database
 	// telemetry.go: nil for the global providers.
 	tracerProvider trace.TracerProvider
@@ -65,10 +65,10 @@ func WithDialect(d ddl.Dialect) Option {
 // WithLockOptions passes options to the per-resource spanmutex locks that
 // workers hold while they handle a resource: the mutex table (WithTable),
 // the watermark after which a dead worker's claim is taken over
-// (WithWatermark), the logger, and so on. New rejects options that do not
-// apply to a Lock (see spanmutex.CheckLockOptions), and WithOwner and
-// WithScope, which each Worker sets itself.
-func WithLockOptions(opts ...spanmutex.Option) Option {
+// (WithWatermark), the logger, and so on. They are LeaseOptions: each
+// Worker sets its locks' owner and Scope itself. New validates them as
+// spanmutex.NewLock does.
+func WithLockOptions(opts ...spanmutex.LeaseOption) Option {
 	return func(c *config) { c.lockOpts = append(c.lockOpts, opts...) }
 }
 
@@ -99,7 +99,7 @@ func New(client *spanner.Client, opts ...Option) (*Queue, error) {
 		of = sqldialect.Known(*cfg.dialect) // the workers' locks' too (tenure)
 	}
 	// Check the lock options now, so that a worker never fails on them later.
-	if err := checkLockOptions(cfg.lockOpts); err != nil {
+	if err := checkLockOptions(client, cfg.lockOpts); err != nil {
 		return nil, err
 	}
 	tel, err := newTelemetry(&cfg)
@@ -109,18 +109,14 @@ func New(client *spanner.Client, opts ...Option) (*Queue, error) {
 	return &Queue{client: client, cfg: cfg, wake: make(chan struct{}), tel: tel, dialect: of}, nil
 }
 
-// checkLockOptions refuses lock options that a Worker sets itself, then
-// checks the rest as spanmutex.NewLock does.
-func checkLockOptions(opts []spanmutex.Option) error {
-	for _, o := range opts {
-		switch o.Name() {
-		case "WithOwner":
-			return fmt.Errorf("%w: WithLockOptions(spanmutex.WithOwner): a Worker's locks record its worker id as owner; set it with WithWorkerID", ErrInvalidConfig)
-		case "WithScope":
-			return fmt.Errorf("%w: WithLockOptions(spanmutex.WithScope): each Worker gives its resource locks a Scope of its own; leave it out", ErrInvalidConfig)
-		}
+// checkLockOptions returns the error spanmutex.NewLock gives for opts; it
+// makes a Lock it drops, which does no I/O.
+func checkLockOptions(client *spanner.Client, opts []spanmutex.LeaseOption) error {
+	lockOpts := make([]spanmutex.LockOption, len(opts))
+	for i, o := range opts {
+		lockOpts[i] = o
 	}
-	if err := spanmutex.CheckLockOptions(opts...); err != nil {
+	if _, err := spanmutex.NewLock(client, "queue-lock-options", lockOpts...); err != nil {
 		return fmt.Errorf("%w: WithLockOptions: %w", ErrInvalidConfig, err)
 	}
 	return nil

@@ -1,33 +1,29 @@
 package queue
 
 import (
-	"context"
 	"testing"
 	"time"
 
-	"cloud.google.com/go/spanner"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/spanmutex/spanmutex"
 )
 
-// New refuses, without I/O, a lock option that does not apply to a Lock
-// or that each Worker sets itself, naming it; the options that apply pass.
-func TestNewRejectsLockOptionsThatDoNotApply(t *testing.T) {
-	client := &spanner.Client{} // never used: New does no I/O
-	needed := spanmutex.WithNeeded(func(context.Context) (bool, error) { return true, nil })
+// New validates its workers' lock options without I/O, as
+// spanmutex.NewLock does; the options that apply pass. Those of a Mutex
+// alone, WithOwner and WithScope (which each Worker sets) do not compile:
+// WithLockOptions takes spanmutex.LeaseOptions.
+func TestNewValidatesLockOptions(t *testing.T) {
+	needEmulator(t)
+	client := newClient(t, freshDatabase(t)) // New does no I/O, but makes a Lock: a real client
 	for _, tt := range []struct {
 		name string
-		opt  spanmutex.Option
+		opt  spanmutex.LeaseOption
 		want string
 	}{
-		{"staleness", spanmutex.WithStaleness(time.Hour), "WithStaleness does not apply to a Lock"},
-		{"needed", needed, "WithNeeded does not apply to a Lock"},
-		{"version", spanmutex.WithVersion("v1"), "WithVersion does not apply to a Lock"},
-		{"owner", spanmutex.WithOwner("me"), "set it with WithWorkerID"},
-		{"scope", spanmutex.WithScope(spanmutex.NewScope()), "each Worker gives its resource locks a Scope of its own"},
 		{"bad watermark", spanmutex.WithWatermark(time.Millisecond), "WithWatermark(1ms)"},
+		{"bad table", spanmutex.WithTable("my-locks"), "WithTable"},
 		{"nil", nil, "option 0 is nil"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

@@ -7,7 +7,6 @@ import (
 
 	"cloud.google.com/go/spanner"
 	"google.golang.org/grpc/codes"
-
 )
 
 // rowReader is what both a read-write transaction and a single-use read

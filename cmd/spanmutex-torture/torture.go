@@ -324,7 +324,7 @@ func (t *torture) newClient(ctx context.Context, i int) (*tortureClient, error) 
 	for l := range o.locks {
 		name := lockName(l)
 		lk, err := spanmutex.NewLock(sc, name, spanmutex.WithOwner(id), spanmutex.WithWatermark(wm),
-			spanmutex.WithMaxAttempts(6), spanmutex.WithScope(c.scope))
+			spanmutex.WithMaxFailures(6), spanmutex.WithScope(c.scope))
 		if err != nil {
 			return c, err
 		}
@@ -626,7 +626,7 @@ func (t *torture) runOnce(ctx context.Context, c *tortureClient) {
 	k := t.section.Load()
 	name := fmt.Sprintf("section-%06d", k)
 	m, err := spanmutex.New(c.Spanner, name, spanmutex.WithOwner(c.ID), spanmutex.WithWatermark(c.watermark),
-		spanmutex.WithMaxAttempts(4))
+		spanmutex.WithMaxAttempts(4), spanmutex.WithMaxFailures(4))
 	if err != nil {
 		return
 	}

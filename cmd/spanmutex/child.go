@@ -161,3 +161,11 @@ func (c *child) interruptedBy() os.Signal {
 	defer c.mu.Unlock()
 	return c.interrupt
 }
+
+// signalled reports whether SIGINT or SIGTERM reached this process, while
+// it waited for the lease or while COMMAND ran.
+func (c *child) signalled() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.interrupt != nil || c.forwarded != nil
+}

@@ -32,12 +32,17 @@ func (h *holdFlags) register(fs *flag.FlagSet, graceUsage, verboseUsage string) 
 	h.listen.register(fs)
 	fs.StringVar(&h.database, "database", "", cmdline.DatabaseFlagUsage)
 	fs.StringVar(&h.table, "table", spanmutex.DefaultTable, "the mutex table")
-	fs.StringVar(&h.owner, "owner", "", "the owner identity recorded in the row (default host:pid:random)")
 	fs.DurationVar(&h.watermark, "watermark", spanmutex.DefaultWatermark,
 		"the lease this process declares when it holds NAME: it renews within it, and no other process takes over before it has passed unrenewed, by Spanner's clock")
 	fs.DurationVar(&h.grace, "grace", defaultGrace, graceUsage)
 	fs.BoolVar(&h.verbose, "verbose", false, verboseUsage)
 	fs.DurationVar(&h.connect, "connect-timeout", cmdline.DefaultConnectTimeout, cmdline.ConnectTimeoutFlagUsage)
+}
+
+// registerOwner defines --owner, which "run" and "lock" take; a candidate
+// of "lead" is recorded under its --value.
+func (h *holdFlags) registerOwner(fs *flag.FlagSet) {
+	fs.StringVar(&h.owner, "owner", "", "the owner identity recorded in the row (default host:pid:random)")
 }
 
 // validate checks the shared flags of cmd before anything connects.
@@ -64,7 +69,7 @@ func (h *holdFlags) validate(cmd string) error {
 
 // open opens the client of a run, lock or lead (sub) and the Scope of --listen;
 // closeAll releases both. A bad --listen is a usage error of sub.
-func (h *holdFlags) open(ctx context.Context, sub string) (client *spanner.Client, scopeOpts []spanmutex.Option, closeAll func(), err error) {
+func (h *holdFlags) open(ctx context.Context, sub string) (client *spanner.Client, scopeOpts []spanmutex.ElectionOption, closeAll func(), err error) {
 	client, err = cmdline.OpenClientWithin(ctx, h.database, h.connect)
 	if err != nil {
 		return nil, nil, nil, err
@@ -104,16 +109,26 @@ func parseHoldArgs(s streams, sub string, fs *flag.FlagSet, help helpText, h *ho
 	return name, command, 0, false
 }
 
-// libraryOptions returns the options of the shared flags: the table, the
-// watermark and --owner if given ("lead" refuses --owner); with --verbose
-// the Mutex, Lock or Election logs its decisions to stderr.
-func (h *holdFlags) libraryOptions(stderr io.Writer) []spanmutex.Option {
-	opts := []spanmutex.Option{spanmutex.WithTable(h.table), spanmutex.WithWatermark(h.watermark)}
-	if h.owner != "" {
-		opts = append(opts, spanmutex.WithOwner(h.owner))
-	}
+// libraryOptions returns the options of the shared flags and of --listen
+// (scopeOpts): the table and the watermark; with --verbose the Mutex, Lock
+// or Election logs its decisions to stderr.
+func (h *holdFlags) libraryOptions(stderr io.Writer, scopeOpts []spanmutex.ElectionOption) []spanmutex.ElectionOption {
+	opts := []spanmutex.ElectionOption{spanmutex.WithTable(h.table), spanmutex.WithWatermark(h.watermark)}
 	if h.verbose {
 		opts = append(opts, spanmutex.WithLogger(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))))
+	}
+	return append(opts, scopeOpts...)
+}
+
+// lockOptions is libraryOptions and --owner, if given, for "run" and
+// "lock".
+func (h *holdFlags) lockOptions(stderr io.Writer, scopeOpts []spanmutex.ElectionOption) []spanmutex.LockOption {
+	var opts []spanmutex.LockOption
+	for _, o := range h.libraryOptions(stderr, scopeOpts) {
+		opts = append(opts, o)
+	}
+	if h.owner != "" {
+		opts = append(opts, spanmutex.WithOwner(h.owner))
 	}
 	return opts
 }

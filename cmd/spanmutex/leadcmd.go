@@ -25,9 +25,10 @@ While COMMAND runs, leadership is renewed. A leader that stops renewing (it
 crashed, froze, or lost its connection) for --watermark, by Spanner's clock,
 is replaced by the next candidate, with a higher fencing token. If this
 process finds that it lost leadership while COMMAND runs, it sends COMMAND
-SIGTERM (and SIGKILL after --grace), says so, and exits 76: run it under a
-supervisor that starts it again, and it campaigns again. When COMMAND
-exits, this process resigns, and the next candidate leads at once.
+SIGTERM (and SIGKILL after --grace), says so, and campaigns again: when it
+leads again, it runs COMMAND again with the new term's token. When COMMAND
+exits on its own, this process resigns, and the next candidate leads at
+once.
 
 COMMAND runs with stdin, stdout and stderr inherited, and with these
 environment variables added:
@@ -44,8 +45,8 @@ Flags go before NAME or between NAME and "--".`,
 	After: `Exit status:
   N    COMMAND's own exit status (0 when it succeeded; 128+signal if a signal
        killed it; 127 if it was not found, 126 if it could not be started)
-  76   leadership was lost while COMMAND ran: COMMAND was sent SIGTERM, and
-       another leader may have run meanwhile
+  76   leadership was lost while COMMAND ran and this process received
+       SIGINT or SIGTERM meanwhile, so it did not campaign again
   2    usage error
   1    any other error, stated on stderr; among them: interrupted while
        campaigning (COMMAND did not run)
@@ -90,12 +91,8 @@ func cmdLead(ctx context.Context, s streams, args []string) int {
 	return lead(ctx, s, o, name, command)
 }
 
-// checkValue checks --value, and that --owner, which does not apply, was
-// not given.
+// checkValue checks --value.
 func (o *leadOptions) checkValue() error {
-	if o.owner != "" {
-		return usagef("lead", "--owner does not apply: a candidate is recorded under its --value")
-	}
 	if o.value != "" {
 		if err := validateOwner(o.value); err != nil {
 			return usagef("lead", "--value: %v", err)
@@ -112,7 +109,7 @@ func lead(ctx context.Context, s streams, o *leadOptions, name string, command [
 		return cmdline.ReportError(s, err, exitError)
 	}
 	defer closeAll()
-	e, err := spanmutex.NewElection(client, name, append(o.libraryOptions(s.Stderr), scopeOpts...)...)
+	e, err := spanmutex.NewElection(client, name, o.libraryOptions(s.Stderr, scopeOpts)...)
 	if errors.Is(err, spanmutex.ErrInvalidConfig) {
 		return cmdline.ReportUsage(s, usage("lead", err.Error()))
 	}
@@ -126,5 +123,13 @@ func lead(ctx context.Context, s streams, o *leadOptions, name string, command [
 		}
 		return ld.Lease(), ld.Resign, nil
 	}
-	return holdWhile(ctx, s, o.grace, command, campaign, fmt.Sprintf("leadership of %q", name))
+	// Like client-go's RunOrDie under a supervisor: a term lost while COMMAND
+	// ran (COMMAND was stopped) is followed by a new campaign.
+	for {
+		code, signalled := holdWhile(ctx, s, o.grace, command, campaign, fmt.Sprintf("leadership of %q", name))
+		if code != exitLeaseLost || signalled || ctx.Err() != nil {
+			return code
+		}
+		fmt.Fprintf(s.Stderr, "spanmutex: campaigning for %q again\n", name)
+	}
 }

@@ -24,18 +24,18 @@ func (l *listenFlags) register(fs *flag.FlagSet) {
 
 // scope returns the option that makes a Mutex or Lock use the listening
 // Scope, and what closes it; none if --listen is not set.
-func (l *listenFlags) scope() ([]spanmutex.Option, func(), error) {
+func (l *listenFlags) scope() ([]spanmutex.ElectionOption, func(), error) {
 	switch {
 	case (l.listen == "" || l.listen == "off") && l.advertise != "":
 		return nil, func() {}, fmt.Errorf("--advertise goes with --listen ADDR: give the address to listen on")
 	case l.listen == "":
 		return nil, func() {}, nil // the library's default: a Scope that listens on demand
 	case l.listen == "off":
-		return []spanmutex.Option{spanmutex.WithScope(spanmutex.NewScope(spanmutex.WithoutWakeUps()))}, func() {}, nil
+		return []spanmutex.ElectionOption{spanmutex.WithScope(spanmutex.NewScope(spanmutex.WithoutWakeUps()))}, func() {}, nil
 	}
 	s, err := spanmutex.ListenScope(l.listen, l.advertise)
 	if err != nil {
 		return nil, func() {}, fmt.Errorf("--listen %s: %w", l.listen, err)
 	}
-	return []spanmutex.Option{spanmutex.WithScope(s)}, func() { s.Close() }, nil
+	return []spanmutex.ElectionOption{spanmutex.WithScope(s)}, func() { s.Close() }, nil
 }

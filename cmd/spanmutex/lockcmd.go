@@ -74,6 +74,7 @@ func lockFlags() (*flag.FlagSet, *lockOptions) {
 	o.register(fs,
 		"after forwarding a signal to COMMAND, or sending it SIGTERM because the lock was lost, kill it (SIGKILL) if it has not exited this long later; 0: never",
 		"log the lock's decisions to stderr")
+	o.registerOwner(fs)
 	return fs, o
 }
 
@@ -95,7 +96,7 @@ func holdLock(ctx context.Context, s streams, o *lockOptions, name string, comma
 		return cmdline.ReportError(s, err, exitError)
 	}
 	defer closeAll()
-	l, err := spanmutex.NewLock(client, name, append(o.libraryOptions(s.Stderr), scopeOpts...)...)
+	l, err := spanmutex.NewLock(client, name, o.lockOptions(s.Stderr, scopeOpts)...)
 	if errors.Is(err, spanmutex.ErrInvalidConfig) {
 		return cmdline.ReportUsage(s, usage("lock", err.Error()))
 	}
@@ -106,15 +107,17 @@ func holdLock(ctx context.Context, s streams, o *lockOptions, name string, comma
 		lease, err := l.Lock(ctx)
 		return lease, l.Unlock, err
 	}
-	return holdWhile(ctx, s, o.grace, command, take, "the lock "+strconv.Quote(name))
+	code, _ := holdWhile(ctx, s, o.grace, command, take, "the lock "+strconv.Quote(name))
+	return code
 }
 
 // holdWhile waits for take to give a lease (what, e.g. "the lock \"x\"",
 // names it in messages), runs COMMAND while it is held, stopping COMMAND
 // if it is lost, then releases it, and returns the exit status that "lock"
-// and "lead" document.
+// and "lead" document, and whether this process received SIGINT or
+// SIGTERM meanwhile.
 func holdWhile(ctx context.Context, s streams, grace time.Duration, command []string,
-	take func(context.Context) (*spanmutex.Lease, func(context.Context) error, error), what string) int {
+	take func(context.Context) (*spanmutex.Lease, func(context.Context) error, error), what string) (code int, signalled bool) {
 	waitCtx, stopWait := context.WithCancel(ctx)
 	defer stopWait()
 	c := &child{argv: command, s: s, stopWait: stopWait, grace: grace}
@@ -124,9 +127,9 @@ func holdWhile(ctx context.Context, s streams, grace time.Duration, command []st
 	if err != nil {
 		if sig := c.interruptedBy(); sig != nil {
 			fmt.Fprintf(s.Stderr, "spanmutex: interrupted by %s while waiting for %s; COMMAND did not run\n", signalName(sig), what)
-			return exitError
+			return exitError, true
 		}
-		return cmdline.ReportError(s, cmdline.ExplainConnection(err), exitError)
+		return cmdline.ReportError(s, cmdline.ExplainConnection(err), exitError), false
 	}
 
 	// COMMAND's context ends when the lease is lost, with why as its cause:
@@ -147,7 +150,7 @@ func holdWhile(ctx context.Context, s streams, grace time.Duration, command []st
 	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
 	defer cancel()
 	releaseErr := release(uctx)
-	return holdExitStatus(s, what, lease, lost, cmdErr, releaseErr)
+	return holdExitStatus(s, what, lease, lost, cmdErr, releaseErr), c.signalled()
 }
 
 // holdExitStatus says how the hold of what ended, on stderr, and returns

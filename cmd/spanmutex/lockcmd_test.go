@@ -5,6 +5,7 @@ package main
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -93,6 +94,36 @@ func TestLockLostStopsCommand(t *testing.T) {
 	}
 	if lines := readLines(t, ran); len(lines) != 1 || lines[0] != "ran 2" {
 		t.Errorf("the second COMMAND wrote %q; want \"ran 2\"", lines)
+	}
+}
+
+// TestLeadCampaignsAgainAfterLosingLeadership freezes a leader past the
+// watermark, so that another candidate takes over and resigns; when it
+// resumes, "lead" stops its COMMAND, campaigns again, and runs COMMAND again
+// under the new term's token. A SIGTERM then ends it with COMMAND's status.
+func TestLeadCampaignsAgainAfterLosingLeadership(t *testing.T) {
+	needEmulator(t)
+	t.Parallel()
+	db, name := newDatabase(t), uniqueName(t)
+	leader, _, got := loseToTakeoverWith(t, "lead", db, name,
+		`echo "start $SPANMUTEX_TOKEN" >> "$FILE"; trap 'echo got-term >> "$FILE"; exit 3' TERM; touch "$READY"; while :; do sleep 0.1; done`,
+		nil, "true")
+	want := []string{"start 1", "got-term", "start 3"} // term 2 was the other candidate's
+	waitForLines(t, leader, got, len(want), 30*time.Second)
+	if err := leader.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := leader.wait(t, 30*time.Second); code != 3 {
+		t.Errorf("lead exited %d, want COMMAND's 3; stderr:\n%s", code, leader.stderr.String())
+	}
+	want = append(want, "got-term")
+	if lines := readLines(t, got); !slices.Equal(lines, want) {
+		t.Errorf("COMMAND wrote %q, want %q; stderr:\n%s", lines, want, leader.stderr.String())
+	}
+	for _, say := range []string{"was lost while COMMAND ran", "campaigning for " + strconv.Quote(name) + " again"} {
+		if !strings.Contains(leader.stderr.String(), say) {
+			t.Errorf("lead's stderr does not say %q:\n%s", say, leader.stderr.String())
+		}
 	}
 }
 

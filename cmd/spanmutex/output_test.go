@@ -100,6 +100,11 @@ func TestHelp(t *testing.T) {
 		"emulator": {"Usage: spanmutex emulator [flags]", "--fault-injection", "export SPANNER_EMULATOR_HOST", "Examples:"},
 		"demo":     {"Usage: spanmutex demo [flags]", "--instances int", "(default 8)", "--watermark duration", "Examples:"},
 		"help":     {"Usage: spanmutex help [SUBCOMMAND]"},
+		"lead":     {"Usage: spanmutex lead [flags] NAME -- COMMAND [ARGS...]", "--value string", "--watermark duration", "--listen string"},
+		"lock":     {"--owner string", "--watermark duration"},
+	}
+	unwants := map[string][]string{
+		"lead": {"--owner"}, // a candidate is recorded under its --value
 	}
 	for _, c := range subcommands() {
 		for _, args := range [][]string{{c.name, "--help"}, {c.name, "-h"}, {"help", c.name}} {
@@ -110,6 +115,11 @@ func TestHelp(t *testing.T) {
 			for _, want := range wants[c.name] {
 				if !strings.Contains(stdout, want) {
 					t.Errorf("%v does not contain %q:\n%s", args, want, stdout)
+				}
+			}
+			for _, unwanted := range unwants[c.name] {
+				if strings.Contains(stdout, unwanted) {
+					t.Errorf("%v lists %q, which it does not take:\n%s", args, unwanted, stdout)
 				}
 			}
 		}

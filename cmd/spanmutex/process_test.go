@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -93,6 +94,30 @@ func waitForFile(t *testing.T, p *process, path string, timeout time.Duration) {
 	}
 }
 
+// waitForLines waits until the file at path has at least n lines, while p
+// runs.
+func waitForLines(t *testing.T, p *process, path string, n int, timeout time.Duration) {
+	t.Helper()
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if b, err := os.ReadFile(path); err == nil && strings.Count(string(b), "\n") >= n {
+			return
+		}
+		select {
+		case <-p.done:
+			t.Fatalf("%v exited (%v) before %s had %d lines; stderr:\n%s", p.cmd.Args, p.cmd.ProcessState, path, n, p.stderr.String())
+		case <-deadline.C:
+			p.killGroup()
+			<-p.done
+			t.Fatalf("%s did not have %d lines within %v; stderr:\n%s", path, n, timeout, p.stderr.String())
+		case <-tick.C:
+		}
+	}
+}
+
 // loseToTakeover starts "spanmutex sub" on name with a 2 s watermark and a
 // COMMAND that appends "got-term" to the returned file got when it receives
 // SIGTERM, then freezes that holder (SIGSTOP to spanmutex only: COMMAND runs
@@ -102,11 +127,19 @@ func waitForFile(t *testing.T, p *process, path string, timeout time.Duration) {
 // lease lost.
 func loseToTakeover(t *testing.T, sub, db, name string, secondEnv []string, secondScript string) (holder, second *process, got string) {
 	t.Helper()
+	return loseToTakeoverWith(t, sub, db, name, `trap 'echo got-term >> "$FILE"; exit 3' TERM; touch "$READY"; while :; do sleep 0.1; done`,
+		secondEnv, secondScript)
+}
+
+// loseToTakeoverWith is loseToTakeover with the holder's COMMAND script,
+// which gets READY (to touch once it runs) and FILE (got) in its
+// environment.
+func loseToTakeoverWith(t *testing.T, sub, db, name, holderScript string, secondEnv []string, secondScript string) (holder, second *process, got string) {
+	t.Helper()
 	dir := t.TempDir()
 	ready, got := filepath.Join(dir, "READY"), filepath.Join(dir, "got")
 	holder = startProcess(t, []string{"READY=" + ready, "FILE=" + got},
-		sub, "--database", db, "--watermark", "2s", name, "--", "sh", "-c",
-		`trap 'echo got-term >> "$FILE"; exit 3' TERM; touch "$READY"; while :; do sleep 0.1; done`)
+		sub, "--database", db, "--watermark", "2s", name, "--", "sh", "-c", holderScript)
 	waitForFile(t, holder, ready, 30*time.Second)
 	pid := holder.cmd.Process.Pid
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {

@@ -92,6 +92,7 @@ func runFlags() (*flag.FlagSet, *runOptions) {
 	o.register(fs,
 		"after forwarding SIGINT or SIGTERM to COMMAND, wait this long for it to exit, then kill it (SIGKILL) and give NAME back; 0: wait for ever",
 		"log the mutex's decisions to stderr")
+	o.registerOwner(fs)
 	fs.DurationVar(&o.staleness, "staleness", 0,
 		"run NAME again once its DONE or FAILED row is older than this (0: never); must be above --watermark")
 	fs.IntVar(&o.maxAttempts, "max-attempts", spanmutex.DefaultMaxAttempts,
@@ -199,9 +200,14 @@ func validateOwner(owner string) error {
 	return nil
 }
 
-// mutexOptions turns the flags into library options.
-func (o *runOptions) mutexOptions(s streams) []spanmutex.Option {
-	opts := append(o.libraryOptions(s.Stderr),
+// mutexOptions turns the flags, and those of --listen (scopeOpts), into
+// library options.
+func (o *runOptions) mutexOptions(s streams, scopeOpts []spanmutex.ElectionOption) []spanmutex.MutexOption {
+	var opts []spanmutex.MutexOption
+	for _, lo := range o.lockOptions(s.Stderr, scopeOpts) {
+		opts = append(opts, lo)
+	}
+	opts = append(opts,
 		spanmutex.WithStaleness(o.staleness),
 		spanmutex.WithMaxAttempts(o.maxAttempts),
 		spanmutex.WithFinishTimeout(recordTimeout),

@@ -17,7 +17,7 @@ func runSection(ctx context.Context, s streams, o *runOptions, name string, comm
 		return cmdline.ReportError(s, err, exitError)
 	}
 	defer closeAll()
-	m, err := spanmutex.New(client, name, append(o.mutexOptions(s), scopeOpts...)...)
+	m, err := spanmutex.New(client, name, o.mutexOptions(s, scopeOpts)...)
 	if errors.Is(err, spanmutex.ErrInvalidConfig) {
 		return cmdline.ReportUsage(s, usage("run", err.Error()))
 	}

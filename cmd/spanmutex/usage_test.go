@@ -49,7 +49,7 @@ func TestUsageErrors(t *testing.T) {
 		{"control character in owner", db, []string{"run", "--owner", "a\nb", "x", "--", "true"}, "--owner"},
 		{"unknown flag", db, []string{"run", "--frob", "x", "--", "true"}, "flag provided but not defined: -frob"},
 		{"lead without --", db, []string{"lead", "x"}, `missing "-- COMMAND"`},
-		{"lead with --owner", db, []string{"lead", "--owner", "o", "x", "--", "true"}, "--owner does not apply"},
+		{"lead with --owner", db, []string{"lead", "--owner", "o", "x", "--", "true"}, "flag provided but not defined: -owner"},
 		{"lead with a bad value", db, []string{"lead", "--value", "a\nb", "x", "--", "true"}, "--value"},
 		{"lead with a bad name", db, []string{"lead", long, "--", "true"}, "257 characters long"},
 		{"status with two names", db, []string{"status", "a", "b"}, "too many arguments"},

@@ -68,7 +68,7 @@ func pausedHolder(t *testing.T, guard func(*spanmutex.Lease) history.Guard) (*hi
 	a, b := openClient(t, db, rec, "A", &silenced), openClient(t, db, rec, "B", nil)
 	lock := func(c *history.Client) *spanmutex.Lock {
 		l, err := spanmutex.NewLock(c.Spanner, "L", spanmutex.WithOwner(c.ID), spanmutex.WithWatermark(watermark),
-			spanmutex.WithMaxAttempts(1000))
+			spanmutex.WithMaxFailures(1000))
 		require.NoError(t, err)
 		return l
 	}
