@@ -4,6 +4,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -70,49 +71,41 @@ func (p *process) wait(t *testing.T, timeout time.Duration) int {
 	}
 }
 
-// waitForFile waits until path exists, failing the test if p exits first or
-// timeout passes.
+// waitForFile waits until path exists, while p runs.
 func waitForFile(t *testing.T, p *process, path string, timeout time.Duration) {
 	t.Helper()
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		if _, err := os.Stat(path); err == nil {
-			return
-		}
-		select {
-		case <-p.done:
-			t.Fatalf("%v exited (%v) before %s appeared; stderr:\n%s", p.cmd.Args, p.cmd.ProcessState, path, p.stderr.String())
-		case <-deadline.C:
-			p.killGroup()
-			<-p.done
-			t.Fatalf("%s did not appear within %v; stderr:\n%s", path, timeout, p.stderr.String())
-		case <-tick.C:
-		}
-	}
+	waitWhileRunning(t, p, path+" to appear", timeout, func() bool {
+		_, err := os.Stat(path)
+		return err == nil
+	})
 }
 
 // waitForLines waits until the file at path has at least n lines, while p
 // runs.
 func waitForLines(t *testing.T, p *process, path string, n int, timeout time.Duration) {
 	t.Helper()
+	waitWhileRunning(t, p, fmt.Sprintf("%s to have %d lines", path, n), timeout, func() bool {
+		b, err := os.ReadFile(path)
+		return err == nil && strings.Count(string(b), "\n") >= n
+	})
+}
+
+// waitWhileRunning polls done every 10 ms until it holds; it fails the test
+// if p exits first or timeout passes (killing p).
+func waitWhileRunning(t *testing.T, p *process, what string, timeout time.Duration, done func() bool) {
+	t.Helper()
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
-	for {
-		if b, err := os.ReadFile(path); err == nil && strings.Count(string(b), "\n") >= n {
-			return
-		}
+	for !done() {
 		select {
 		case <-p.done:
-			t.Fatalf("%v exited (%v) before %s had %d lines; stderr:\n%s", p.cmd.Args, p.cmd.ProcessState, path, n, p.stderr.String())
+			t.Fatalf("%v exited (%v) before waiting for %s was over; stderr:\n%s", p.cmd.Args, p.cmd.ProcessState, what, p.stderr.String())
 		case <-deadline.C:
 			p.killGroup()
 			<-p.done
-			t.Fatalf("%s did not have %d lines within %v; stderr:\n%s", path, n, timeout, p.stderr.String())
+			t.Fatalf("waited %v for %s; stderr:\n%s", timeout, what, p.stderr.String())
 		case <-tick.C:
 		}
 	}
