@@ -94,7 +94,7 @@ func testWakeUpConfirmed(ctx context.Context, t *testing.T, client *spanner.Clie
 	assert.Equal(t, held.Token()+1, r.lease.Token())
 	assert.True(t, r.lease.HandedOff())
 	assert.Contains(t, log.String(), "handed to us, by a wake-up confirmed by a read")
-	assert.Equal(t, int64(1), holder.scope.Stats().WakeUpsSent)
+	assert.Equal(t, int64(1), holder.scope.wakeUps().sent)
 	require.NoError(t, waiter.Unlock(ctx))
 }
 

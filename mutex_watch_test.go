@@ -59,8 +59,8 @@ func testRunWaiterWokenWhenDone(t *testing.T, db string) {
 	require.NoError(t, r.err)
 	assert.Equal(t, AlreadyDone, r.out)
 	after := time.Since(finished)
-	t.Logf("the waiter returned %v after the holder's section ended (its backoff: 10 s); wake-ups received %d", after, scope.Stats().WakeUpsReceived)
-	assert.Equal(t, int64(1), scope.Stats().WakeUpsReceived)
+	t.Logf("the waiter returned %v after the holder's section ended (its backoff: 10 s); wake-ups received %d", after, scope.wakeUps().received)
+	assert.Equal(t, int64(1), scope.wakeUps().received)
 	assert.Less(t, after, 5*time.Second, "woken, not polled")
 	assert.Empty(t, queued(t, waiterClient, "woken"), "the finish took the watcher's entry")
 }

@@ -258,7 +258,7 @@ func (h lockHolder) acquire(ctx context.Context, try bool) (*Lease, error) {
 }
 func (h lockHolder) release(ctx context.Context) error { return h.l.Unlock(ctx) }
 func (h lockHolder) reads() int64                      { return h.l.Stats().Reads }
-func (h lockHolder) wakeUps() int64                    { return h.l.scope.Stats().WakeUpsReceived }
+func (h lockHolder) wakeUps() int64                    { return h.l.scope.wakeUps().received }
 
 // candidate campaigns for spec.Lock's election with value.
 type candidate struct {
@@ -286,7 +286,7 @@ func (c *candidate) release(ctx context.Context) error {
 	return c.ld.Resign(ctx)
 }
 func (c *candidate) reads() int64   { return c.e.sp.stats.snapshot().Reads }
-func (c *candidate) wakeUps() int64 { return c.e.scope.Stats().WakeUpsReceived }
+func (c *candidate) wakeUps() int64 { return c.e.scope.wakeUps().received }
 
 // interactiveCommand runs one command of runInteractive (with its duration
 // argument d, or 0) on l, which holds lease (nil if none), writes its

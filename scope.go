@@ -60,9 +60,9 @@ type Scope struct {
 // tableKey names a mutex table in a database.
 type tableKey struct{ database, table string }
 
-// Stats returns the Scope's wake-up counts.
-func (s *Scope) Stats() ScopeStats {
-	return ScopeStats{WakeUpsSent: s.sent.Load(), WakeUpsReceived: s.received.Load()}
+// wakeUps returns the Scope's wake-up counts.
+func (s *Scope) wakeUps() wakeUpCounts {
+	return wakeUpCounts{sent: s.sent.Load(), received: s.received.Load()}
 }
 
 // NewScope returns a Scope for the Locks of one process. Unless made

@@ -59,9 +59,9 @@ func TestListenScopeWakesTheNamedWaiter(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the wake-up did not arrive")
 	}
-	waitFor(t, 10*time.Second, "the receipt to be counted", func() bool { return s.Stats().WakeUpsReceived >= 1 })
-	assert.Equal(t, int64(1), sender.Stats().WakeUpsSent)
-	assert.Equal(t, int64(1), s.Stats().WakeUpsReceived, "junk and strangers are not counted")
+	waitFor(t, 10*time.Second, "the receipt to be counted", func() bool { return s.wakeUps().received >= 1 })
+	assert.Equal(t, int64(1), sender.wakeUps().sent)
+	assert.Equal(t, int64(1), s.wakeUps().received, "junk and strangers are not counted")
 }
 
 // Wake-up datagrams round-trip with and without a commit timestamp, and

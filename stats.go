@@ -19,15 +19,15 @@ type Stats struct {
 	Reads int64
 }
 
-// ScopeStats counts a Scope's wake-ups across processes (see ListenScope).
+// wakeUpCounts counts a Scope's wake-ups across processes, for tests.
 // Counts are cumulative.
-type ScopeStats struct {
-	// WakeUpsSent counts datagrams its Unlocks sent to waiters of other
+type wakeUpCounts struct {
+	// sent counts datagrams its Unlocks sent to waiters of other
 	// processes they handed the lock to.
-	WakeUpsSent int64
-	// WakeUpsReceived counts datagrams its listener received that named a
+	sent int64
+	// received counts datagrams its listener received that named a
 	// waiter of this Scope.
-	WakeUpsReceived int64
+	received int64
 }
 
 // storeStats are the counters behind Stats.
