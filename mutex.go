@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"sync/atomic"
 	"time"
 
@@ -43,33 +42,14 @@ func New(client *spanner.Client, name string, opts ...MutexOption) (*Mutex, erro
 	return m, nil
 }
 
+// newMutex returns a Mutex named name with opts applied and no store yet
+// (New adds one on Spanner, tests their own).
 func newMutex[O MutexOption](name string, opts []O) (*Mutex, error) {
-	if err := ValidateName(name); err != nil {
-		return nil, err
-	}
-	cfg, err := newConfig(opts) // options.go
+	cfg, err := configure(name, opts) // configure.go
 	if err != nil {
 		return nil, err
 	}
-	cfg.logger = cfg.logger.With("mutex", name, "owner", cfg.owner)
-	if cfg.scope == nil {
-		cfg.scope = NewScope() // a Scope of its own (see WithScope)
-	}
-	tel, err := newTelemetry(&cfg, name) // telemetry.go
-	if err != nil {
-		return nil, fmt.Errorf("%w: telemetry: %v", ErrInvalidConfig, err)
-	}
-	cfg.tel = tel
 	return &Mutex{name: name, cfg: cfg}, nil
-}
-
-// defaultOwner is host:pid:random, unique per Mutex.
-func defaultOwner() string {
-	host, err := os.Hostname()
-	if err != nil || host == "" {
-		host = "unknown-host"
-	}
-	return truncate(fmt.Sprintf("%s:%d:%s", host, os.Getpid(), uuid.NewString()[:8]), MaxNameLength-1)
 }
 
 // Name returns the section's name.
