@@ -20,9 +20,6 @@ type lockView struct {
 	emptyRead bool
 }
 
-// heldBy reports whether r shows the lock held under lease (or waiter) id.
-func (r row) heldBy(id string) bool { return r.State == StateStarted && r.LeaseID == id }
-
 // holderLive reports whether r shows the lock held by a holder that renewed
 // it within its declared lease (own, if it declared none), by Spanner's
 // clock: r.Now, read with the row.

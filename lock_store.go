@@ -811,21 +811,6 @@ func (s *spannerStore) readForLeave(ctx context.Context, tx *spanner.ReadWriteTr
 	return v, head, complete, err
 }
 
-// lastWritten is the latest commit timestamp in r: a lower bound of
-// Spanner's clock at any transaction that read r.
-func (r row) lastWritten() time.Time { return latest(r.StartedAt, r.RenewedAt, r.UpdatedAt) }
-
-// latest returns the latest of ts.
-func latest(ts ...time.Time) time.Time {
-	var out time.Time
-	for _, t := range ts {
-		if t.After(out) {
-			out = t
-		}
-	}
-	return out
-}
-
 // queueEntry is an entry of the waiters' queue, as readHead reads it.
 type queueEntry struct {
 	EnqueuedAt  time.Time
