@@ -20,13 +20,6 @@ type lockView struct {
 	emptyRead bool
 }
 
-// holderLive reports whether r shows the lock held by a holder that renewed
-// it within its declared lease (own, if it declared none), by Spanner's
-// clock: r.Now, read with the row.
-func holderLive(r row, own time.Duration) bool {
-	return r.State == StateStarted && silentFor(r) < holderLease(r, own)
-}
-
 // lockAction is what a reusable lock's contender should do.
 type lockAction int
 

@@ -2,19 +2,6 @@ package spanmutex
 
 import "time"
 
-// policy is what a decision depends on besides the row.
-type policy struct {
-	// watermark is this contender's own lease: what it declares when it
-	// acquires, and how it judges a row whose holder declared none.
-	watermark time.Duration
-	staleness time.Duration // 0: DONE and FAILED never go stale
-	// jitter is this contender's extra wait past a holder's lease before a
-	// takeover, as a fraction of that lease, drawn per call.
-	jitter      float64
-	maxAttempts int64
-	version     string // "": versions are not compared
-}
-
 // action is what a contender should do with a row.
 type action int
 
