@@ -69,11 +69,6 @@ type lockStore interface {
 	unlock(ctx context.Context, l *Lease) (handOff, error)
 }
 
-// renewer renews a held lease, fenced on it.
-type renewer interface {
-	renew(ctx context.Context, l *Lease) error
-}
-
 // maxAhead caps how many queue entries a waiter counts before its own, so
 // that a poll reads a bounded number of rows however long the queue.
 const maxAhead = 256
@@ -597,38 +592,6 @@ func (s *spannerStore) glance(ctx context.Context, name string) (row, error) {
 	}
 	s.reached.Store(true)
 	return r, nil
-}
-
-// keyReader reads a row by key: a read-write transaction of either kind.
-type keyReader interface {
-	ReadRow(ctx context.Context, table string, key spanner.Key, columns []string) (*spanner.Row, error)
-}
-
-// readRowIn reads the lock's row by key in tx. It reads no clock: Now is
-// unset. A missing row reads as the zero row (Exists false).
-func (s *spannerStore) readRowIn(ctx context.Context, tx keyReader, name string) (row, error) {
-	cols, marked := rowColumns, s.marked()
-	if marked {
-		cols = append(slices.Clip(cols), "Queued")
-	}
-	r, err := tx.ReadRow(ctx, s.table, spanner.Key{name}, cols)
-	switch {
-	case errors.Is(err, spanner.ErrRowNotFound):
-		return row{}, nil
-	case err != nil:
-		return row{}, err
-	}
-	var queued spanner.NullBool
-	var extra []any
-	if marked {
-		extra = append(extra, &queued)
-	}
-	v, err := decodeReadRow(r, false, extra...)
-	if err != nil {
-		return row{}, fmt.Errorf("spanmutex: decode lock %q of %s: %w", name, s.table, err)
-	}
-	v.Queued = queueMarkOf(queued)
-	return v, nil
 }
 
 // rollback ends a transaction that will not commit. It does so with a ctx of
