@@ -16,7 +16,7 @@ type lockView struct {
 	uncounted bool
 	// emptyRead reports that the transaction read the whole queue and
 	// found it empty (readByKey), which an acquisition records in the
-	// row's Queued column (lock_queue_mark.go).
+	// row's Queued column (queue_mark.go).
 	emptyRead bool
 }
 

@@ -559,7 +559,7 @@ func (s *spannerStore) unlock(ctx context.Context, l *Lease) (handOff, error) {
 // is a duplicate left by a join of unknown outcome: never hand the lock
 // back to ourselves. With complete (head is the whole queue), a hand-off
 // that leaves the queue empty says so in the row's Queued column
-// (lock_queue_mark.go).
+// (queue_mark.go).
 func (s *spannerStore) handOffMutations(v row, head []*queueEntry, complete bool, name, from, skip string) (handOff, []*spanner.Mutation) {
 	var ms []*spanner.Mutation
 	for i, e := range head {

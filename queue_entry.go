@@ -51,7 +51,7 @@ func (s *spannerStore) insertEntries(ctx context.Context, name string, entries [
 	marked := mark && s.marks(ctx)
 	if marked {
 		// Blind: the row's Queued is not read, so it is set whatever it
-		// says (lock_queue_mark.go).
+		// says (queue_mark.go).
 		ms = append(ms, s.queuedMutation(name, true))
 	}
 	ts, err := s.blindWrite(ctx, ms)

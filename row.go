@@ -23,7 +23,7 @@ type row struct {
 	// read because the Mutex has no version).
 	Version string
 	// Queued is what the row's Queued column says of the lock's queue
-	// (lock_queue_mark.go); markUnknown unless a Lock's read read it.
+	// (queue_mark.go); markUnknown unless a Lock's read read it.
 	Queued queueMark
 	// Now is Spanner's CURRENT_TIMESTAMP() read with the row: in the same
 	// read-write transaction when deciding, or the same snapshot when peeking.

@@ -44,7 +44,7 @@ type spannerStore struct {
 	// uses only for its watchers (mutex_watch.go) and may lack.
 	hasQueue atomic.Bool
 	// queuedCol: whether the table has the Queued column
-	// (lock_queue_mark.go), once checked.
+	// (queue_mark.go), once checked.
 	queuedCol atomic.Int32
 	// shared shares what checks of the Queued column found with the
 	// other stores of a Scope; nil if not shared.
