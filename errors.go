@@ -1,6 +1,7 @@
 package spanmutex
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -196,3 +197,19 @@ func (e *SectionError) Error() string {
 
 // Unwrap returns the section's own error.
 func (e *SectionError) Unwrap() error { return e.Err }
+
+// errNotObtained is the error of a call whose ctx ended before it obtained
+// the section or lock: it matches ErrNotObtained and ctx.Err().
+func errNotObtained(ctx context.Context) error {
+	return joinErrors(ErrNotObtained, ctx.Err())
+}
+
+// notObtained makes an error that ended a wait because ctx ended (a Spanner
+// call cut short by the deadline, say) match ErrNotObtained and ctx.Err(),
+// as documented, keeping the error itself in the chain.
+func notObtained(ctx context.Context, err error) error {
+	if err == nil || ctx.Err() == nil || errors.Is(err, ErrNotObtained) {
+		return err
+	}
+	return joinErrors(ErrNotObtained, ctx.Err(), err)
+}

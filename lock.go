@@ -73,14 +73,14 @@ func NewLock(client *spanner.Client, name string, opts ...LockOption) (*Lock, er
 	if client == nil {
 		return nil, fmt.Errorf("%w: nil *spanner.Client: open one with spanner.NewClient", ErrInvalidConfig)
 	}
-	m, err := newMutex(name, opts)
+	cfg, err := configure(name, opts) // configure.go
 	if err != nil {
 		return nil, err
 	}
-	sp := m.cfg.newStore(client)
-	sp.shared = m.cfg.scope
-	key := localKey{database: client.DatabaseName(), table: m.cfg.table, name: name}
-	return &Lock{name: name, cfg: m.cfg, store: sp, sp: sp, key: key, scope: m.cfg.scope}, nil
+	sp := cfg.newStore(client)
+	sp.shared = cfg.scope
+	key := localKey{database: client.DatabaseName(), table: cfg.table, name: name}
+	return &Lock{name: name, cfg: cfg, store: sp, sp: sp, key: key, scope: cfg.scope}, nil
 }
 
 // Name returns the lock's name.

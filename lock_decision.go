@@ -16,18 +16,8 @@ type lockView struct {
 	uncounted bool
 	// emptyRead reports that the transaction read the whole queue and
 	// found it empty (readByKey), which an acquisition records in the
-	// row's Queued column (lock_queue_mark.go).
+	// row's Queued column (queue_mark.go).
 	emptyRead bool
-}
-
-// heldBy reports whether r shows the lock held under lease (or waiter) id.
-func (r row) heldBy(id string) bool { return r.State == StateStarted && r.LeaseID == id }
-
-// holderLive reports whether r shows the lock held by a holder that renewed
-// it within its declared lease (own, if it declared none), by Spanner's
-// clock: r.Now, read with the row.
-func holderLive(r row, own time.Duration) bool {
-	return r.State == StateStarted && silentFor(r) < holderLease(r, own)
 }
 
 // lockAction is what a reusable lock's contender should do.

@@ -113,28 +113,6 @@ func gated[T any](ctx context.Context, ll *localLock, fn func() (T, error)) (T, 
 	return fn()
 }
 
-// detached returns a ctx for one Spanner call of a Lock or Run call whose
-// own ctx is ctx: it ends detachGrace after ctx does, or after timeout,
-// whichever is first. A request that the client gives up on may still run
-// in Spanner after the client has put its session back in the pool; on the
-// emulator it then ends whatever transaction the session's next user began
-// ("Transaction not found", "Cannot read or query using a transaction after
-// it has been committed or rolledback"). So calls are not abandoned the
-// moment ctx ends: the caller's ctx is checked between them, and a call
-// overruns it by one Spanner round trip, and by detachGrace at most.
-func detached(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
-	octx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
-	stop := context.AfterFunc(ctx, func() {
-		t := time.AfterFunc(detachGrace, cancel)
-		context.AfterFunc(octx, func() { t.Stop() })
-	})
-	return octx, func() { stop(); cancel() }
-}
-
-// detachGrace bounds how long a Spanner call goes on after the ctx of the
-// Lock or Run call that made it ended.
-const detachGrace = 2 * time.Second
-
 // tryAcquiring marks a contender of this Scope as trying to acquire the
 // lock, unless one already is or a contender of this Scope holds it; it
 // reports whether it did. Undo with doneAcquiring.

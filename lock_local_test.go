@@ -101,7 +101,7 @@ func TestLocalLockGroupCommitsJoins(t *testing.T) {
 	ctx := context.Background()
 	const n = 50
 	// The lock's row exists, as it does once the lock was ever taken: a
-	// join also marks it queued (lock_queue_mark.go).
+	// join also marks it queued (queue_mark.go).
 	first, err := NewLock(c, "group", WithScope(NewScope(WithoutWakeUps())))
 	require.NoError(t, err)
 	_, err = first.Lock(ctx)

@@ -297,9 +297,9 @@ func (s *memLockStore) snapshot() (row, []memEntry) {
 func newMemLock(t *testing.T, st *memLockStore, opts ...LockOption) *Lock {
 	t.Helper()
 	opts = append([]LockOption{WithBackOff(func() backoff.BackOff { return &backoff.ZeroBackOff{} }), WithWatermark(time.Second)}, opts...)
-	m, err := newMutex("lock", opts)
+	cfg, err := configure("lock", opts)
 	require.NoError(t, err)
-	return &Lock{name: "lock", cfg: m.cfg, store: st, key: localKey{database: "mem", table: "T", name: "lock"}, scope: NewScope(WithoutWakeUps())}
+	return &Lock{name: "lock", cfg: cfg, store: st, key: localKey{database: "mem", table: "T", name: "lock"}, scope: NewScope(WithoutWakeUps())}
 }
 
 // heldMemLock is newMemLock, holding the lock.

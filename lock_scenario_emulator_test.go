@@ -12,12 +12,12 @@ func TestLockScenariosOnTheEmulator(t *testing.T) {
 	for _, sc := range lockScenarios {
 		t.Run(sc.name, func(t *testing.T) {
 			eachDialect(t, func(t *testing.T, db string) {
-				m, err := newMutex[LockOption]("scenario", nil)
+				cfg, err := configure[LockOption]("scenario", nil)
 				if err != nil {
 					t.Fatal(err)
 				}
 				reader := newClient(t, db)
-				e := lockEnv{database: db, store: func(t *testing.T) lockStore { return m.cfg.newStore(newClient(t, db)) },
+				e := lockEnv{database: db, store: func(t *testing.T) lockStore { return cfg.newStore(newClient(t, db)) },
 					queued: func(t *testing.T, name string) int { return len(queuedIDs(t, reader, name)) }}
 				sc.run(t, e, "scenario")
 			})

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"cloud.google.com/go/spanner"
@@ -69,11 +68,6 @@ type lockStore interface {
 	unlock(ctx context.Context, l *Lease) (handOff, error)
 }
 
-// renewer renews a held lease, fenced on it.
-type renewer interface {
-	renew(ctx context.Context, l *Lease) error
-}
-
 // maxAhead caps how many queue entries a waiter counts before its own, so
 // that a poll reads a bounded number of rows however long the queue.
 const maxAhead = 256
@@ -87,24 +81,6 @@ const handOffScan = 16
 // crashed holder does; renewing more often would cost blind writes from
 // every waiter all the time.
 const waiterTTLFactor = 4
-
-// queueKey is a waiter's entry in the queue.
-type queueKey struct {
-	at time.Time // EnqueuedAt, the insert's commit timestamp
-	id string    // WaiterID
-}
-
-// endOfQueue stands for "not queued": every entry is before it.
-var endOfQueue = queueKey{at: time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)}
-
-// queueInsert is a waiter's entry to insert: its id, owner identity and the
-// lease it declares (see ddl/queue.sql).
-type queueInsert struct {
-	id, owner, wakeAddr string
-	lease               time.Duration
-}
-
-func (s *spannerStore) queueTable() string { return s.table + ddl.QueueSuffix }
 
 // liveEntry is the SQL condition, on queue entry q, that the waiter renewed
 // it within waiterTTLFactor of its declared leases (or of @lease, the
@@ -197,75 +173,6 @@ func (s *spannerStore) enqueue(ctx context.Context, name string, entries []queue
 	return s.insertEntries(ctx, name, entries, true)
 }
 
-// insertEntries inserts entries in one blind write and returns its commit
-// timestamp. With mark (a Lock's waiters: not a run-once section's
-// watchers, whose row never reads its Queued column), it sets the lock
-// row's Queued column in the same commit.
-func (s *spannerStore) insertEntries(ctx context.Context, name string, entries []queueInsert, mark bool) (time.Time, error) {
-	ms := make([]*spanner.Mutation, len(entries))
-	for i, e := range entries {
-		ms[i] = s.enqueueMutation(name, e)
-	}
-	marked := mark && s.marks(ctx)
-	if marked {
-		// Blind: the row's Queued is not read, so it is set whatever it
-		// says (lock_queue_mark.go).
-		ms = append(ms, s.queuedMutation(name, true))
-	}
-	ts, err := s.blindWrite(ctx, ms)
-	if marked && spanner.ErrCode(err) == codes.NotFound {
-		// No lock row yet (its first acquisition is under way): insert
-		// the entries reading the row, which marks it if it now exists.
-		ts, err = s.enqueueReading(ctx, name, ms[:len(entries)])
-	}
-	if err != nil {
-		return ts, s.explain(ctx, err)
-	}
-	return ts, nil
-}
-
-// enqueueReading commits the entry inserts ms after reading the lock's row
-// in the same transaction, and sets its Queued column if the row exists
-// (markQueuedMutation). Reading the row, absent or not, serializes the
-// insert with the row's insertion (F2): an acquisition that read the queue
-// empty and inserts the row with Queued FALSE either commits first, and is
-// read here, or reads our entries.
-func (s *spannerStore) enqueueReading(ctx context.Context, name string, ms []*spanner.Mutation) (time.Time, error) {
-	return s.client.ReadWriteTransaction(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
-		s.stats.rwAttempts.Add(1)
-		r, err := s.readRowIn(ctx, tx, name)
-		if err != nil {
-			return err
-		}
-		all := ms
-		if m := s.markQueuedMutation(r, name); m != nil {
-			all = append(slices.Clip(ms), m)
-		}
-		return tx.BufferWrite(all)
-	})
-}
-
-// blindWrite commits ms in a write-only read-write transaction, retried by
-// the client when Spanner aborts it, and returns its commit timestamp. Such
-// a transaction reads nothing, so it waits for no lock before its commit;
-// every attempt, aborted ones included, counts as a blind write.
-func (s *spannerStore) blindWrite(ctx context.Context, ms []*spanner.Mutation) (time.Time, error) {
-	return s.client.ReadWriteTransaction(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
-		s.stats.blindWrites.Add(1)
-		return tx.BufferWrite(ms)
-	})
-}
-
-// enqueueMutation inserts a waiter's entry, keyed by the commit timestamp.
-func (s *spannerStore) enqueueMutation(name string, e queueInsert) *spanner.Mutation {
-	cols := []string{"Name", "EnqueuedAt", "WaiterID", "Owner", "RenewedAt", "LeaseMicros"}
-	vals := []any{name, spanner.CommitTimestamp, e.id, e.owner, spanner.CommitTimestamp, e.lease.Microseconds()}
-	if e.wakeAddr != "" {
-		cols, vals = append(cols, "WakeAddr"), append(vals, e.wakeAddr)
-	}
-	return spanner.Insert(s.queueTable(), cols, vals)
-}
-
 func (s *spannerStore) findQueued(ctx context.Context, name, waiterID string) (queueKey, bool, error) {
 	s.stats.reads.Add(1)
 	stmt, err := s.dialect.Statement(ctx, fmt.Sprintf("SELECT `EnqueuedAt` FROM `%s` WHERE `Name` = @name AND `WaiterID` = @id", s.queueTable()),
@@ -287,14 +194,6 @@ func (s *spannerStore) findQueued(ctx context.Context, name, waiterID string) (q
 		return queueKey{}, false, err
 	}
 	return queueKey{at: at, id: waiterID}, true, nil
-}
-
-func (s *spannerStore) dequeue(ctx context.Context, name string, key queueKey) error {
-	_, err := s.blindWrite(ctx, []*spanner.Mutation{spanner.Delete(s.queueTable(), spanner.Key{name, key.at, key.id})})
-	if err != nil {
-		return s.explain(ctx, err)
-	}
-	return nil
 }
 
 func (s *spannerStore) renewWaiter(ctx context.Context, name string, key queueKey) error {
@@ -599,38 +498,6 @@ func (s *spannerStore) glance(ctx context.Context, name string) (row, error) {
 	return r, nil
 }
 
-// keyReader reads a row by key: a read-write transaction of either kind.
-type keyReader interface {
-	ReadRow(ctx context.Context, table string, key spanner.Key, columns []string) (*spanner.Row, error)
-}
-
-// readRowIn reads the lock's row by key in tx. It reads no clock: Now is
-// unset. A missing row reads as the zero row (Exists false).
-func (s *spannerStore) readRowIn(ctx context.Context, tx keyReader, name string) (row, error) {
-	cols, marked := rowColumns, s.marked()
-	if marked {
-		cols = append(slices.Clip(cols), "Queued")
-	}
-	r, err := tx.ReadRow(ctx, s.table, spanner.Key{name}, cols)
-	switch {
-	case errors.Is(err, spanner.ErrRowNotFound):
-		return row{}, nil
-	case err != nil:
-		return row{}, err
-	}
-	var queued spanner.NullBool
-	var extra []any
-	if marked {
-		extra = append(extra, &queued)
-	}
-	v, err := decodeReadRow(r, false, extra...)
-	if err != nil {
-		return row{}, fmt.Errorf("spanmutex: decode lock %q of %s: %w", name, s.table, err)
-	}
-	v.Queued = queueMarkOf(queued)
-	return v, nil
-}
-
 // rollback ends a transaction that will not commit. It does so with a ctx of
 // its own: the caller's may be what ended it, and a transaction left open
 // holds its locks on the emulator until it times out.
@@ -692,7 +559,7 @@ func (s *spannerStore) unlock(ctx context.Context, l *Lease) (handOff, error) {
 // is a duplicate left by a join of unknown outcome: never hand the lock
 // back to ourselves. With complete (head is the whole queue), a hand-off
 // that leaves the queue empty says so in the row's Queued column
-// (lock_queue_mark.go).
+// (queue_mark.go).
 func (s *spannerStore) handOffMutations(v row, head []*queueEntry, complete bool, name, from, skip string) (handOff, []*spanner.Mutation) {
 	var ms []*spanner.Mutation
 	for i, e := range head {
@@ -811,21 +678,6 @@ func (s *spannerStore) readForLeave(ctx context.Context, tx *spanner.ReadWriteTr
 	return v, head, complete, err
 }
 
-// lastWritten is the latest commit timestamp in r: a lower bound of
-// Spanner's clock at any transaction that read r.
-func (r row) lastWritten() time.Time { return latest(r.StartedAt, r.RenewedAt, r.UpdatedAt) }
-
-// latest returns the latest of ts.
-func latest(ts ...time.Time) time.Time {
-	var out time.Time
-	for _, t := range ts {
-		if t.After(out) {
-			out = t
-		}
-	}
-	return out
-}
-
 // queueEntry is an entry of the waiters' queue, as readHead reads it.
 type queueEntry struct {
 	EnqueuedAt  time.Time
@@ -834,14 +686,4 @@ type queueEntry struct {
 	RenewedAt   time.Time
 	LeaseMicros spanner.NullInt64
 	WakeAddr    spanner.NullString
-}
-
-// handOff is the waiter an unlock handed the lock to: its owner identity,
-// its waiter id, which is also its lease id, and where its process listens
-// for wake-ups, if it does; with the token it was given and the commit's
-// timestamp.
-type handOff struct {
-	owner, waiterID, wakeAddr string
-	token                     int64
-	at                        time.Time
 }

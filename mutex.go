@@ -4,12 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"sync/atomic"
 	"time"
 
 	"cloud.google.com/go/spanner"
-	"github.com/cenkalti/backoff/v4"
 	"github.com/google/uuid"
 	"github.com/spanmutex/spanmutex/internal/spanerr"
 )
@@ -43,33 +41,14 @@ func New(client *spanner.Client, name string, opts ...MutexOption) (*Mutex, erro
 	return m, nil
 }
 
+// newMutex returns a Mutex named name with opts applied and no store yet
+// (New adds one on Spanner, tests their own).
 func newMutex[O MutexOption](name string, opts []O) (*Mutex, error) {
-	if err := ValidateName(name); err != nil {
-		return nil, err
-	}
-	cfg, err := newConfig(opts) // options.go
+	cfg, err := configure(name, opts) // configure.go
 	if err != nil {
 		return nil, err
 	}
-	cfg.logger = cfg.logger.With("mutex", name, "owner", cfg.owner)
-	if cfg.scope == nil {
-		cfg.scope = NewScope() // a Scope of its own (see WithScope)
-	}
-	tel, err := newTelemetry(&cfg, name) // telemetry.go
-	if err != nil {
-		return nil, fmt.Errorf("%w: telemetry: %v", ErrInvalidConfig, err)
-	}
-	cfg.tel = tel
 	return &Mutex{name: name, cfg: cfg}, nil
-}
-
-// defaultOwner is host:pid:random, unique per Mutex.
-func defaultOwner() string {
-	host, err := os.Hostname()
-	if err != nil || host == "" {
-		host = "unknown-host"
-	}
-	return truncate(fmt.Sprintf("%s:%d:%s", host, os.Getpid(), uuid.NewString()[:8]), MaxNameLength-1)
 }
 
 // Name returns the section's name.
@@ -379,51 +358,6 @@ func (m *Mutex) giveBack(ctx context.Context, l *Lease) {
 	defer cancel()
 	if err := m.store.release(rctx, l); err != nil {
 		m.cfg.logger.Warn("could not give back an unused lease; others wait for the watermark", "token", l.token, "err", err)
-	}
-}
-
-// errNotObtained is the error of a call whose ctx ended before it obtained
-// the section or lock: it matches ErrNotObtained and ctx.Err().
-func errNotObtained(ctx context.Context) error {
-	return joinErrors(ErrNotObtained, ctx.Err())
-}
-
-// notObtained makes an error that ended a wait because ctx ended (a Spanner
-// call cut short by the deadline, say) match ErrNotObtained and ctx.Err(),
-// as documented, keeping the error itself in the chain.
-func notObtained(ctx context.Context, err error) error {
-	if err == nil || ctx.Err() == nil || errors.Is(err, ErrNotObtained) {
-		return err
-	}
-	return joinErrors(ErrNotObtained, ctx.Err(), err)
-}
-
-// errBackOffStopped is returned by pause when the backoff policy says Stop.
-var errBackOffStopped = errors.New("spanmutex: the backoff policy stopped")
-
-// pauseWith waits on clk for bo's next interval, capped at limit when limit >
-// 0, or until ctx ends. It uses the local clock only to pace reads; it
-// decides nothing.
-func pauseWith(ctx context.Context, clk clock, bo backoff.BackOff, limit time.Duration) error {
-	d := bo.NextBackOff()
-	if d == backoff.Stop {
-		return errBackOffStopped
-	}
-	if limit > 0 && d > limit {
-		d = limit
-	}
-	return sleep(ctx, clk, d)
-}
-
-// sleep waits d on clk, or until ctx ends.
-func sleep(ctx context.Context, clk clock, d time.Duration) error {
-	c, stop := clk.NewTimer(d)
-	defer stop()
-	select {
-	case <-c:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
 	}
 }
 

@@ -2,47 +2,6 @@ package spanmutex
 
 import "time"
 
-// row is one read of a section's row together with Spanner's clock at the
-// moment of the read. Times are Spanner commit timestamps, zero when NULL.
-type row struct {
-	Exists     bool
-	State      State
-	Owner      string
-	LeaseID    string
-	Token      int64
-	Attempts   int64
-	LastError  string
-	StartedAt  time.Time
-	RenewedAt  time.Time
-	FinishedAt time.Time
-	UpdatedAt  time.Time
-	// Lease is the lease the holder declared (LeaseMicros), 0 if the row
-	// has none.
-	Lease time.Duration
-	// Version is the version that last started the row ("" if NULL, or not
-	// read because the Mutex has no version).
-	Version string
-	// Queued is what the row's Queued column says of the lock's queue
-	// (lock_queue_mark.go); markUnknown unless a Lock's read read it.
-	Queued queueMark
-	// Now is Spanner's CURRENT_TIMESTAMP() read with the row: in the same
-	// read-write transaction when deciding, or the same snapshot when peeking.
-	Now time.Time
-}
-
-// policy is what a decision depends on besides the row.
-type policy struct {
-	// watermark is this contender's own lease: what it declares when it
-	// acquires, and how it judges a row whose holder declared none.
-	watermark time.Duration
-	staleness time.Duration // 0: DONE and FAILED never go stale
-	// jitter is this contender's extra wait past a holder's lease before a
-	// takeover, as a fraction of that lease, drawn per call.
-	jitter      float64
-	maxAttempts int64
-	version     string // "": versions are not compared
-}
-
 // action is what a contender should do with a row.
 type action int
 

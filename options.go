@@ -158,12 +158,12 @@ type config struct {
 	version       string        // "": versions are not compared
 	clock         clock
 	random        func() float64 // the jitters' source; nil: rand.Float64 (the simulation seeds its own)
-	scope         *Scope         // not given (nil): newMutex makes the Lock or Mutex a Scope of its own
+	scope         *Scope         // not given (nil): configure makes the Lock or Mutex a Scope of its own
 	dialect       ddl.Dialect
 	dialectSet    bool // dialect was given (WithDialect); else it is read
 
 	// telemetry.go: the providers (nil: the global ones), whether the
-	// options were given, and the instruments made from them by newMutex.
+	// options were given, and the instruments made from them by configure.
 	tracerProvider      trace.TracerProvider
 	meterProvider       metric.MeterProvider
 	tracerSet, meterSet bool

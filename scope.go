@@ -52,7 +52,7 @@ type Scope struct {
 	sent      atomic.Int64
 	received  atomic.Int64
 	// queuedCols remembers, per table (tableKey), whether it has the
-	// Queued column (lock_queue_mark.go): its Locks check it once, not
+	// Queued column (queue_mark.go): its Locks check it once, not
 	// once each.
 	queuedCols sync.Map
 }

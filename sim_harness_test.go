@@ -929,14 +929,14 @@ func (h *simHarness) newLock(p *simProc, i int) *Lock {
 	if h.full != nil {
 		opts = append(opts, WithLogger(slog.New(&simLog{h: h, who: p.name})))
 	}
-	m, err := newMutex(simName, opts)
+	cfg, err := configure(simName, opts)
 	if err != nil {
 		panic(err)
 	}
-	m.cfg.clock = p.clk
+	cfg.clock = p.clk
 	// The library's jitters, from the schedule's seed too.
-	m.cfg.random = rand.New(rand.NewPCG(p.seed, uint64(1000+i))).Float64
-	return &Lock{name: simName, cfg: m.cfg, store: p.conn, key: localKey{database: "sim", table: m.cfg.table, name: simName}, scope: p.scope}
+	cfg.random = rand.New(rand.NewPCG(p.seed, uint64(1000+i))).Float64
+	return &Lock{name: simName, cfg: cfg, store: p.conn, key: localKey{database: "sim", table: cfg.table, name: simName}, scope: p.scope}
 }
 
 // simLog puts the library's log lines into a traced schedule's events.

@@ -58,10 +58,10 @@ const scenarioWatermark = time.Second
 // jitter.
 func (e lockEnv) newLock(t *testing.T, name, owner string, scope *Scope, st lockStore) *Lock {
 	t.Helper()
-	m, err := newMutex(name, []LockOption{WithWatermark(scenarioWatermark), WithJitter(0), WithOwner(owner),
+	cfg, err := configure(name, []LockOption{WithWatermark(scenarioWatermark), WithJitter(0), WithOwner(owner),
 		WithScope(scope), WithFinishTimeout(2 * time.Second)})
 	require.NoError(t, err)
-	return &Lock{name: name, cfg: m.cfg, store: st, key: localKey{database: e.database, table: m.cfg.table, name: name}, scope: scope}
+	return &Lock{name: name, cfg: cfg, store: st, key: localKey{database: e.database, table: cfg.table, name: name}, scope: scope}
 }
 
 // process returns a Lock of a process of its own (its own Scope and store).

@@ -4,13 +4,13 @@ package spanmutex
 
 // The simulation's Spanner: an in-memory, multi-version store of lock rows
 // and queue entries that implements lockStore's semantics (lock_store.go,
-// mutex_store.go) in Go, with commit timestamps, strong and exact-timestamp
-// reads, and, per process (simConn), latency, aborts and commits whose
-// answer is lost. Every read-write transaction is applied at one instant of
-// virtual time, which is its commit timestamp: a valid serialisation, as
-// Spanner's is. The rules come from the real pure functions (decideLock,
-// holderLive, silentFor, holderLease, policy.takeoverAfter); see
-// doc/simulation.md for what is not modelled.
+// store*.go, queue_entry.go) in Go, with commit timestamps, strong and
+// exact-timestamp reads, and, per process (simConn), latency, aborts and
+// commits whose answer is lost. Every read-write transaction is applied at
+// one instant of virtual time, which is its commit timestamp: a valid
+// serialisation, as Spanner's is. The rules come from the real pure
+// functions (decideLock, holderLive, silentFor, holderLease,
+// policy.takeoverAfter); see doc/simulation.md for what is not modelled.
 
 import (
 	"cmp"

@@ -309,10 +309,10 @@ func scenarioPassOnToTheHead(t *testing.T, env scenarioEnv, name string) {
 func TestStoreScenariosOnTheEmulator(t *testing.T) {
 	eachDialect(t, func(t *testing.T, db string) {
 		client := newClient(t, db)
-		m, err := newMutex[LockOption]("scenario", nil)
+		cfg, err := configure[LockOption]("scenario", nil)
 		require.NoError(t, err)
 		runStoreScenarios(t, scenarioEnv{
-			conn: func() lockStore { return m.cfg.newStore(client) },
+			conn: func() lockStore { return cfg.newStore(client) },
 			elapse: func(t *testing.T, st lockStore, name string, d time.Duration) {
 				t.Helper()
 				r, err := st.read(scenarioCtx(t), name)

@@ -6,6 +6,19 @@ import (
 	"time"
 )
 
+// policy is what a decision depends on besides the row.
+type policy struct {
+	// watermark is this contender's own lease: what it declares when it
+	// acquires, and how it judges a row whose holder declared none.
+	watermark time.Duration
+	staleness time.Duration // 0: DONE and FAILED never go stale
+	// jitter is this contender's extra wait past a holder's lease before a
+	// takeover, as a fraction of that lease, drawn per call.
+	jitter      float64
+	maxAttempts int64
+	version     string // "": versions are not compared
+}
+
 // takeoverAfter is how long, by Spanner's clock, a STARTED row must have gone
 // without a renewal before this contender may take it over: the holder's
 // lease plus this contender's jitter.
@@ -77,4 +90,11 @@ func silentFor(r row) time.Duration {
 		return 0
 	}
 	return d
+}
+
+// holderLive reports whether r shows the lock held by a holder that renewed
+// it within its declared lease (own, if it declared none), by Spanner's
+// clock: r.Now, read with the row.
+func holderLive(r row, own time.Duration) bool {
+	return r.State == StateStarted && silentFor(r) < holderLease(r, own)
 }

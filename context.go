@@ -1,0 +1,60 @@
+package spanmutex
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+)
+
+// detached returns a ctx for one Spanner call of a Lock or Run call whose
+// own ctx is ctx: it ends detachGrace after ctx does, or after timeout,
+// whichever is first. A request that the client gives up on may still run
+// in Spanner after the client has put its session back in the pool; on the
+// emulator it then ends whatever transaction the session's next user began
+// ("Transaction not found", "Cannot read or query using a transaction after
+// it has been committed or rolledback"). So calls are not abandoned the
+// moment ctx ends: the caller's ctx is checked between them, and a call
+// overruns it by one Spanner round trip, and by detachGrace at most.
+func detached(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
+	octx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	stop := context.AfterFunc(ctx, func() {
+		t := time.AfterFunc(detachGrace, cancel)
+		context.AfterFunc(octx, func() { t.Stop() })
+	})
+	return octx, func() { stop(); cancel() }
+}
+
+// detachGrace bounds how long a Spanner call goes on after the ctx of the
+// Lock or Run call that made it ended.
+const detachGrace = 2 * time.Second
+
+// errBackOffStopped is returned by pause when the backoff policy says Stop.
+var errBackOffStopped = errors.New("spanmutex: the backoff policy stopped")
+
+// pauseWith waits on clk for bo's next interval, capped at limit when limit >
+// 0, or until ctx ends. It uses the local clock only to pace reads; it
+// decides nothing.
+func pauseWith(ctx context.Context, clk clock, bo backoff.BackOff, limit time.Duration) error {
+	d := bo.NextBackOff()
+	if d == backoff.Stop {
+		return errBackOffStopped
+	}
+	if limit > 0 && d > limit {
+		d = limit
+	}
+	return sleep(ctx, clk, d)
+}
+
+// sleep waits d on clk, or until ctx ends.
+func sleep(ctx context.Context, clk clock, d time.Duration) error {
+	c, stop := clk.NewTimer(d)
+	defer stop()
+	select {
+	case <-c:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,117 @@
+package spanmutex
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"cloud.google.com/go/spanner"
+	"google.golang.org/grpc/codes"
+
+	"github.com/spanmutex/spanmutex/ddl"
+)
+
+// queueKey is a waiter's entry in the queue.
+type queueKey struct {
+	at time.Time // EnqueuedAt, the insert's commit timestamp
+	id string    // WaiterID
+}
+
+// endOfQueue stands for "not queued": every entry is before it.
+var endOfQueue = queueKey{at: time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)}
+
+// queueInsert is a waiter's entry to insert: its id, owner identity and the
+// lease it declares (see ddl/queue.sql).
+type queueInsert struct {
+	id, owner, wakeAddr string
+	lease               time.Duration
+}
+
+// handOff is the waiter an unlock handed the lock to: its owner identity,
+// its waiter id, which is also its lease id, and where its process listens
+// for wake-ups, if it does; with the token it was given and the commit's
+// timestamp.
+type handOff struct {
+	owner, waiterID, wakeAddr string
+	token                     int64
+	at                        time.Time
+}
+
+func (s *spannerStore) queueTable() string { return s.table + ddl.QueueSuffix }
+
+// insertEntries inserts entries in one blind write and returns its commit
+// timestamp. With mark (a Lock's waiters: not a run-once section's
+// watchers, whose row never reads its Queued column), it sets the lock
+// row's Queued column in the same commit.
+func (s *spannerStore) insertEntries(ctx context.Context, name string, entries []queueInsert, mark bool) (time.Time, error) {
+	ms := make([]*spanner.Mutation, len(entries))
+	for i, e := range entries {
+		ms[i] = s.enqueueMutation(name, e)
+	}
+	marked := mark && s.marks(ctx)
+	if marked {
+		// Blind: the row's Queued is not read, so it is set whatever it
+		// says (queue_mark.go).
+		ms = append(ms, s.queuedMutation(name, true))
+	}
+	ts, err := s.blindWrite(ctx, ms)
+	if marked && spanner.ErrCode(err) == codes.NotFound {
+		// No lock row yet (its first acquisition is under way): insert
+		// the entries reading the row, which marks it if it now exists.
+		ts, err = s.enqueueReading(ctx, name, ms[:len(entries)])
+	}
+	if err != nil {
+		return ts, s.explain(ctx, err)
+	}
+	return ts, nil
+}
+
+// enqueueReading commits the entry inserts ms after reading the lock's row
+// in the same transaction, and sets its Queued column if the row exists
+// (markQueuedMutation). Reading the row, absent or not, serializes the
+// insert with the row's insertion (F2): an acquisition that read the queue
+// empty and inserts the row with Queued FALSE either commits first, and is
+// read here, or reads our entries.
+func (s *spannerStore) enqueueReading(ctx context.Context, name string, ms []*spanner.Mutation) (time.Time, error) {
+	return s.client.ReadWriteTransaction(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
+		s.stats.rwAttempts.Add(1)
+		r, err := s.readRowIn(ctx, tx, name)
+		if err != nil {
+			return err
+		}
+		all := ms
+		if m := s.markQueuedMutation(r, name); m != nil {
+			all = append(slices.Clip(ms), m)
+		}
+		return tx.BufferWrite(all)
+	})
+}
+
+// blindWrite commits ms in a write-only read-write transaction, retried by
+// the client when Spanner aborts it, and returns its commit timestamp. Such
+// a transaction reads nothing, so it waits for no lock before its commit;
+// every attempt, aborted ones included, counts as a blind write.
+func (s *spannerStore) blindWrite(ctx context.Context, ms []*spanner.Mutation) (time.Time, error) {
+	return s.client.ReadWriteTransaction(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
+		s.stats.blindWrites.Add(1)
+		return tx.BufferWrite(ms)
+	})
+}
+
+// enqueueMutation inserts a waiter's entry, keyed by the commit timestamp.
+func (s *spannerStore) enqueueMutation(name string, e queueInsert) *spanner.Mutation {
+	cols := []string{"Name", "EnqueuedAt", "WaiterID", "Owner", "RenewedAt", "LeaseMicros"}
+	vals := []any{name, spanner.CommitTimestamp, e.id, e.owner, spanner.CommitTimestamp, e.lease.Microseconds()}
+	if e.wakeAddr != "" {
+		cols, vals = append(cols, "WakeAddr"), append(vals, e.wakeAddr)
+	}
+	return spanner.Insert(s.queueTable(), cols, vals)
+}
+
+func (s *spannerStore) dequeue(ctx context.Context, name string, key queueKey) error {
+	_, err := s.blindWrite(ctx, []*spanner.Mutation{spanner.Delete(s.queueTable(), spanner.Key{name, key.at, key.id})})
+	if err != nil {
+		return s.explain(ctx, err)
+	}
+	return nil
+}

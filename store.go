@@ -1,0 +1,164 @@
+package spanmutex
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"cloud.google.com/go/spanner"
+	"google.golang.org/grpc/codes"
+
+	"github.com/spanmutex/spanmutex/internal/sqldialect"
+	"github.com/spanmutex/spanmutex/internal/textcut"
+)
+
+// claim is who is trying to acquire: the owner identity and a fresh random
+// id for this acquisition, by which a commit of unknown outcome is recognised.
+type claim struct {
+	owner   string
+	leaseID string
+	// wakeAddr is where a Lock's waiter listens for wake-ups, if it does.
+	wakeAddr string
+}
+
+// spannerStore is the store on a Cloud Spanner table.
+type spannerStore struct {
+	client *spanner.Client
+	table  string
+	// dialect is the database's SQL dialect, of the statements this store
+	// issues (dialect.go).
+	dialect *sqldialect.Of
+	// watermark is the caller's own lease, the judge of rows and queue
+	// entries written without a declared lease.
+	watermark time.Duration
+	stats     *storeStats
+	// versioned: the Mutex has a version, so rows are read and written with
+	// the Version column, which the table must then have.
+	versioned bool
+	// hasVersion: checkSchema found the Version column.
+	hasVersion atomic.Bool
+	// hasQueue: checkSchema found the waiters' queue table, which a Mutex
+	// uses only for its watchers (mutex_watch.go) and may lack.
+	hasQueue atomic.Bool
+	// queuedCol: whether the table has the Queued column
+	// (queue_mark.go), once checked.
+	queuedCol atomic.Int32
+	// shared shares what checks of the Queued column found with the
+	// other stores of a Scope; nil if not shared.
+	shared *Scope
+	// sender sends the wake-ups of a finish to the section's watchers
+	// (mutex_watch.go); nil for a Lock's store.
+	sender *Scope
+	// contended: the last acquisition of a Lock on this store found the
+	// lock held or waited for; a hint of which reads to try first.
+	contended atomic.Bool
+	// reached turns true on the first Spanner call that succeeds; until then
+	// errors say that Spanner may be unreachable.
+	reached atomic.Bool
+}
+
+// unreached adds, to an error that ends a call before any Spanner call has
+// succeeded, that Spanner may not be reachable: otherwise an unreachable
+// endpoint shows only as a deadline.
+//
+// A call that began at local time began and was cut short by its ctx within
+// a second says only that: so short a wait is no sign that Spanner is out of
+// reach (an impatient caller on a busy database).
+func (s *spannerStore) unreached(err error, began time.Time) error {
+	if err == nil || s.reached.Load() || (errors.Is(err, ErrNotObtained) && time.Since(began) < time.Second) {
+		return err
+	}
+	if ue := diagnose(s.client.DatabaseName(), err); ue != nil { // connect.go
+		return ue
+	}
+	return err // Spanner answered: it is reachable
+}
+
+func newSpannerStore(client *spanner.Client, table string, watermark time.Duration) *spannerStore {
+	return &spannerStore{client: client, table: table, dialect: sqldialect.For(client), watermark: watermark, stats: &storeStats{}}
+}
+
+// newStore returns the store of c's table in client's database, judging by
+// c's watermark, in the dialect WithDialect gave, if it did.
+func (c *config) newStore(client *spanner.Client) *spannerStore {
+	s := newSpannerStore(client, c.table, c.watermark)
+	if c.dialectSet {
+		s.dialect = sqldialect.Known(c.dialect)
+	}
+	return s
+}
+
+// fencedUpdate runs a read-write transaction that calls write only while
+// our row is still STARTED under lease l, and returns a *LeaseLostError if
+// it is not; otherwise the commit timestamp.
+//
+// committed, if not nil, recognises in the row found instead (the
+// *LeaseLostError) what write would have written: an earlier try whose
+// answer was lost committed it, so nothing is written and fencedUpdate
+// returns nil.
+func (s *spannerStore) fencedUpdate(ctx context.Context, l *Lease, committed func(*LeaseLostError) bool,
+	write func(ctx context.Context, tx *spanner.ReadWriteTransaction) error) (time.Time, error) {
+	ts, err := s.client.ReadWriteTransaction(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
+		s.stats.rwAttempts.Add(1)
+		err := l.Guard(ctx, tx)
+		var lost *LeaseLostError
+		if committed != nil && errors.As(err, &lost) && committed(lost) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		return write(ctx, tx)
+	})
+	var lost *LeaseLostError
+	if errors.As(err, &lost) {
+		return time.Time{}, lost
+	}
+	if err != nil {
+		return time.Time{}, s.explain(ctx, err)
+	}
+	return ts, nil
+}
+
+func (s *spannerStore) renew(ctx context.Context, l *Lease) error {
+	ts, err := s.fencedUpdate(ctx, l, nil, func(_ context.Context, tx *spanner.ReadWriteTransaction) error {
+		return tx.BufferWrite([]*spanner.Mutation{spanner.Update(s.table, []string{"Name", "RenewedAt"}, []any{l.name, spanner.CommitTimestamp})})
+	})
+	if err == nil {
+		l.setRenewedAt(ts)
+	}
+	return err
+}
+
+// truncate cuts s to at most n bytes on a rune boundary, marked with "…",
+// so that a STRING column gets valid UTF-8.
+func truncate(s string, n int) string { return textcut.Cut(s, n, "…") }
+
+// explain turns Spanner errors that mean a setup problem into errors that
+// say what to do; others are wrapped as they are.
+func (s *spannerStore) explain(ctx context.Context, err error) error {
+	code, msg := spanner.ErrCode(err), err.Error()
+	if (code == codes.NotFound || code == codes.InvalidArgument) &&
+		(strings.Contains(msg, "Table not found") || strings.Contains(msg, "Column not found") || strings.Contains(msg, "Unrecognized name") ||
+			strings.Contains(msg, "not found inside") || strings.Contains(msg, "does not exist")) { // the last: PostgreSQL
+		return s.schemaError(ctx, err)
+	}
+	return s.explainOther(err)
+}
+
+// explainOther explains database and instance errors, without looking at the
+// schema.
+func (s *spannerStore) explainOther(err error) error {
+	if nf := notFound(s.client.DatabaseName(), err); nf != nil { // connect.go
+		return nf
+	}
+	return fmt.Errorf("spanmutex: table %s: %w", s.table, err)
+}
+
+// renewer renews a held lease, fenced on it.
+type renewer interface {
+	renew(ctx context.Context, l *Lease) error
+}
