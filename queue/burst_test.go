@@ -176,10 +176,10 @@ func TestWorkerBurst(t *testing.T) {
 	took := time.Since(start)
 	st := sum()
 	t.Logf("burst: %d requests (%d resources) over %d workers: enqueued in %v, then all complete in %v: %.0f req/s; "+
-		"%d jobs, %d grouped, %d skipped, %d tenures (%d idle), %d scans; per request: %.2f queue transactions, %.2f reads, %.2f lock operations",
+		"%d jobs, %d grouped, %d skipped, %d tenures (%d idle), %d scans; per request: %.2f queue transactions, %.2f reads",
 		total, resources, workers, enqueueTook.Round(time.Millisecond), took.Round(time.Millisecond), float64(total)/took.Seconds(),
 		st.Jobs, st.Grouped, st.Skipped, st.Tenures, st.IdleTenures, st.Scans,
-		float64(st.Transactions)/float64(total), float64(st.Reads)/float64(total), float64(st.LockOps)/float64(total))
+		float64(st.Transactions)/float64(total), float64(st.Reads)/float64(total))
 	for _, w := range ws {
 		x := w.Stats()
 		t.Logf("  %s: %d jobs, %d completed, %d skipped, %d scans", w.ID(), x.Jobs, x.RequestsCompleted, x.Skipped, x.Scans)
@@ -267,7 +267,6 @@ func sumStats(ws []*Worker) WorkerStats {
 		s.LeasesLost += x.LeasesLost
 		s.Transactions += x.Transactions
 		s.Reads += x.Reads
-		s.LockOps += x.LockOps
 	}
 	return s
 }

@@ -67,7 +67,6 @@ func (w *Worker) takeLock(ctx context.Context, log *slog.Logger, resource string
 	}
 	lease, err := lock.TryLock(ctx)
 	if err != nil {
-		w.stats.addLock(lock.Stats())
 		if errors.Is(err, spanmutex.ErrHeld) {
 			w.stats.skipped.Add(1)
 		} else if ctx.Err() == nil {
@@ -132,7 +131,6 @@ func (w *Worker) unlock(ctx context.Context, log *slog.Logger, resource string, 
 	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
 	err := lock.Unlock(uctx)
 	cancel()
-	w.stats.addLock(lock.Stats())
 	switch {
 	case err == nil:
 	case errors.Is(err, spanmutex.ErrLeaseLost):

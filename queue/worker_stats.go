@@ -1,10 +1,6 @@
 package queue
 
-import (
-	"sync/atomic"
-
-	"github.com/spanmutex/spanmutex"
-)
+import "sync/atomic"
 
 // WorkerStats counts what a worker has done since it was made. Counts are
 // cumulative.
@@ -42,20 +38,12 @@ type WorkerStats struct {
 	Transactions int64
 	// Reads counts the queue's single-use reads (scan pages, read-backs).
 	Reads int64
-	// LockOps counts the Spanner operations of the resources' locks
-	// (TryLock, renewals, Unlock): read-write attempts, blind writes, reads.
-	LockOps int64
 }
 
 // workerCounters are the counters behind WorkerStats.
 type workerCounters struct {
 	tenures, idleTenures, jobs, completed, failed, released, grouped, skipped, scans, recovered,
-	leasesLost, transactions, reads, lockOps atomic.Int64
-}
-
-// addLock adds the Spanner operations of a resource's lock.
-func (c *workerCounters) addLock(s spanmutex.Stats) {
-	c.lockOps.Add(s.ReadWriteAttempts + s.BlindWrites + s.Reads)
+	leasesLost, transactions, reads atomic.Int64
 }
 
 // Stats returns what the worker has done so far. It is safe to call while
@@ -66,6 +54,6 @@ func (w *Worker) Stats() WorkerStats {
 		Jobs: c.jobs.Load(), RequestsCompleted: c.completed.Load(), RequestsFailed: c.failed.Load(),
 		RequestsReleased: c.released.Load(), Grouped: c.grouped.Load(), Skipped: c.skipped.Load(),
 		Tenures: c.tenures.Load(), IdleTenures: c.idleTenures.Load(), Scans: c.scans.Load(), Recovered: c.recovered.Load(), LeasesLost: c.leasesLost.Load(),
-		Transactions: c.transactions.Load(), Reads: c.reads.Load(), LockOps: c.lockOps.Load(),
+		Transactions: c.transactions.Load(), Reads: c.reads.Load(),
 	}
 }
