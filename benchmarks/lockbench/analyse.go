@@ -43,10 +43,9 @@ type Result struct {
 	// CycleP50: Lock call plus Unlock call, per acquisition.
 	CycleP50 time.Duration
 
-	// Operations from the window's start until every process stopped.
-	RPCs                           int64
-	RPCsByMethod                   map[string]int64
-	RWAttempts, BlindWrites, Reads int64
+	// RPCs from the window's start until every process stopped.
+	RPCs         int64
+	RPCsByMethod map[string]int64
 
 	FIFOViolations int
 	// EntryOrderViolations (spanmutex): acquisitions granted before
@@ -110,9 +109,6 @@ func (r *Result) addProcesses(results []lockResult) []call {
 	var all []call
 	for _, pr := range results {
 		all = append(all, pr.Calls...)
-		r.RWAttempts += pr.RWAttempts
-		r.BlindWrites += pr.BlindWrites
-		r.Reads += pr.Reads
 		for m, n := range pr.RPCs {
 			r.RPCsByMethod[m] += n
 			r.RPCs += n

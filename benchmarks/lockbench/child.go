@@ -102,7 +102,6 @@ type fleet struct {
 	lockers []locker
 	rpcs    func() map[string]int64
 	lead    func() (time.Duration, bool) // the last commit's lead (RPCCounter.LastCommitLead)
-	stats   func() (rw, blind, reads int64)
 	close   func()
 }
 
@@ -129,17 +128,15 @@ func runLockChild(sp spec, cmds <-chan string, say func(string)) error {
 		return err
 	}
 	rpcsBefore := f.rpcs()
-	rw0, bl0, rd0 := f.stats()
 
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	drainEnd := time.AfterFunc(time.Duration(end+int64(sp.Drain)-mono()), cancel)
 	defer drainEnd.Stop()
 	calls, errs, firstErr := contendAll(runCtx, sp, f.lockers, end)
-	rw1, bl1, rd1 := f.stats()
 	lead, _ := f.lead()
 	res := lockResult{CommitLead: lead, Proc: sp.Proc, Calls: calls, RPCs: bench.RPCsSince(f.rpcs(), rpcsBefore),
-		RWAttempts: rw1 - rw0, BlindWrites: bl1 - bl0, Reads: rd1 - rd0, Errors: errs, FirstError: firstErr}
+		Errors: errs, FirstError: firstErr}
 	if err := writeJSON(sp.Out, res); err != nil {
 		return err
 	}

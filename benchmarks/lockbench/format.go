@@ -54,11 +54,11 @@ How to read this:
     previous holder (by the clock) called its release; latency from that
     release call to this Lock returning, so it includes the release's own
     commit. CROSS-PROC: of those, the previous holder was another process.
-  - UNLOCK P50: Unlock called → returned. RW/ACQ: read-write transaction
-    attempts (aborted ones and spanmutex's blind writes included, from
-    Lock.Stats / the naive lock's closure calls); RPCS/ACQ: gRPC calls the
+  - UNLOCK P50: Unlock called → returned. RPCS/ACQ: gRPC calls the
     processes' clients started (etcd's too), from the window's start until
-    every process stopped.
+    every process stopped, counted by interceptors; the table of RPCs by
+    method splits them (Commit: one per read-write transaction attempt that
+    got as far as committing).
   - FIFO VIOL: acquisitions made while a Lock call begun at least 100ms
     earlier, in any process, was still waiting.
   - OVERLAPS: critical sections that found another holder inside (an
@@ -76,16 +76,12 @@ func formatRuns(b *strings.Builder, runs []Result) {
 	fmt.Fprintf(b, "Contenders are OS processes: shape PxG = P processes × G goroutines, each goroutine looping\n"+
 		"Lock → %v critical section → Unlock for %v, on a fresh backend per run.\n\n", r0.Hold, r0.Duration)
 	bench.WriteTable(b, []string{"SHAPE", "LOCK", "ACQ", "ACQ/S", "WAIT P50", "WAIT P99", "HAND-OFFS", "CROSS-PROC", "HAND-OFF P50", "HAND-OFF P99",
-		"UNLOCK P50", "RW/ACQ", "RPCS/ACQ", "FIFO VIOL", "OVERLAPS", "LOST", "CANCELLED", "ERRORS"}, func(row func(...any)) {
+		"UNLOCK P50", "RPCS/ACQ", "FIFO VIOL", "OVERLAPS", "LOST", "CANCELLED", "ERRORS"}, func(row func(...any)) {
 		for _, r := range runs {
 			some := r.Acquisitions > 0
-			rw := "-"
-			if r.Kind != Etcd {
-				rw = fmtFloat(r.PerAcquisition(r.RWAttempts))
-			}
 			row(r.Shape, r.Kind, r.Acquisitions, fmt.Sprintf("%.1f", r.PerSecond()), fmtDur(r.WaitP50, some), fmtDur(r.WaitP99, some),
 				r.HandOffs, r.CrossProcess, fmtDur(r.HandOffP50, r.HandOffs > 0), fmtDur(r.HandOffP99, r.HandOffs > 0),
-				fmtDur(r.UnlockP50, some), rw, fmtFloat(r.PerAcquisition(r.RPCs)), r.FIFOViolations,
+				fmtDur(r.UnlockP50, some), fmtFloat(r.PerAcquisition(r.RPCs)), r.FIFOViolations,
 				r.Overlaps, r.Lost, r.Cancelled, r.Errors)
 		}
 	})
@@ -141,15 +137,11 @@ func yesNo(ok bool) string {
 // formatUncontended writes the uncontended cycles' table.
 func formatUncontended(b *strings.Builder, unc []Result) {
 	fmt.Fprintf(b, "\nUncontended: 1 process, 1 goroutine, Lock → Unlock with no hold, for %v:\n\n", unc[0].Duration)
-	bench.WriteTable(b, []string{"LOCK", "CYCLES", "CYCLE P50", "LOCK P50", "UNLOCK P50", "RW/CYCLE", "RPCS/CYCLE"}, func(row func(...any)) {
+	bench.WriteTable(b, []string{"LOCK", "CYCLES", "CYCLE P50", "LOCK P50", "UNLOCK P50", "RPCS/CYCLE"}, func(row func(...any)) {
 		for _, r := range unc {
 			some := r.Acquisitions > 0
-			rw := "-"
-			if r.Kind != Etcd {
-				rw = fmtFloat(r.PerAcquisition(r.RWAttempts))
-			}
 			row(r.Kind, r.Acquisitions, fmtDur(r.CycleP50, some), fmtDur(r.WaitP50, some), fmtDur(r.UnlockP50, some),
-				rw, fmtFloat(r.PerAcquisition(r.RPCs)))
+				fmtFloat(r.PerAcquisition(r.RPCs)))
 		}
 	})
 }

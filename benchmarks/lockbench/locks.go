@@ -58,38 +58,18 @@ func spannerFleet(ctx context.Context, sp spec) (*fleet, error) {
 		}
 		closeClient := f.close
 		f.close = func() { scope.Close(); closeClient() }
-		var locks []*spanmutex.Lock
 		for g := range sp.Goroutines {
 			l, err := spanmutex.NewLock(client, sp.Name, spanmutex.WithOwner(fmt.Sprintf("p%d-g%d", sp.Proc, g)), spanmutex.WithScope(scope))
 			if err != nil {
 				client.Close()
 				return nil, err
 			}
-			locks = append(locks, l)
 			f.lockers = append(f.lockers, lockOf{l})
 		}
-		f.stats = func() (rw, blind, reads int64) {
-			for _, l := range locks {
-				s := l.Stats()
-				rw, blind, reads = rw+s.ReadWriteAttempts, blind+s.BlindWrites, reads+s.Reads
-			}
-			// Blind writes are read-write transactions too: count every
-			// attempt, as internal/bench does.
-			return rw + blind, blind, reads
-		}
 	case Naive:
-		var locks []*bench.NaiveLock
 		for g := range sp.Goroutines {
 			l := bench.NewNaiveLock(client, spanmutex.DefaultTable, sp.Name, fmt.Sprintf("p%d-g%d", sp.Proc, g))
-			locks = append(locks, l)
 			f.lockers = append(f.lockers, naiveOf{l})
-		}
-		f.stats = func() (rw, blind, reads int64) {
-			for _, l := range locks {
-				s := l.Stats()
-				rw, reads = rw+s.ReadWriteAttempts, reads+s.Reads
-			}
-			return rw, 0, reads
 		}
 	}
 	return f, nil
@@ -140,7 +120,7 @@ func etcdFleet(ctx context.Context, sp spec) (*fleet, error) {
 		return nil, fmt.Errorf("etcd client of %s: %w", sp.Etcd, err)
 	}
 	var sessions []*concurrency.Session
-	f := &fleet{rpcs: rpcs.Counts, lead: func() (time.Duration, bool) { return 0, false }, stats: func() (int64, int64, int64) { return 0, 0, 0 }}
+	f := &fleet{rpcs: rpcs.Counts, lead: func() (time.Duration, bool) { return 0, false }}
 	f.close = func() {
 		for _, s := range sessions {
 			_ = s.Close()

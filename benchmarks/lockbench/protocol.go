@@ -76,9 +76,8 @@ type grant struct {
 type lockResult struct {
 	Proc  int
 	Calls []call
-	// Operations from the start of the window until the child stopped.
-	RPCs                           map[string]int64
-	RWAttempts, BlindWrites, Reads int64
+	// RPCs from the start of the window until the child stopped, by method.
+	RPCs map[string]int64
 	// CommitLead is how far the process's last commit timestamp was ahead
 	// of the local clock (Spanner only; 0 for etcd).
 	CommitLead time.Duration

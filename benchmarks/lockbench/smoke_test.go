@@ -66,8 +66,8 @@ func TestSmoke(t *testing.T) {
 			if r.Errors != 0 {
 				t.Errorf("%d errors; the first: %s", r.Errors, r.FirstError)
 			}
-			if r.Kind != Etcd && r.RWAttempts == 0 {
-				t.Errorf("no read-write attempts counted")
+			if r.Kind != Etcd && r.RPCsByMethod["Commit"] == 0 {
+				t.Errorf("no Commit RPCs counted")
 			}
 			if r.RPCs == 0 {
 				t.Errorf("no RPCs counted")
