@@ -34,14 +34,14 @@ goroutines spread over --clients Spanner clients, each acquiring one lock and
 releasing it at once, again and again, for --duration. Lock calls still waiting
 then get 5s to complete and are cancelled. Each run uses a lock name of its own
 and fresh clients. It prints a line as each run starts and ends, then a table
-per run: acquisitions and acquisitions per second; read-write transaction
-attempts (aborted ones and blind writes included), of which blind writes,
-reads and Spanner RPCs per acquisition; the p50 and p99 wait for the lock; FIFO violations (acquisitions
-made while another contender that called Lock at least 100ms earlier was still
-waiting); and the p50 and p99 hand-off latency, from the commit of a release to
-the next holder's Lock returning. A second table gives, per N, the naive lock's
-read-write attempts and RPCs per acquisition as multiples of spanmutex's, and
-spanmutex's acquisitions per second as a multiple of the naive lock's.
+per run: acquisitions and acquisitions per second; Commit RPCs, read RPCs and
+all Spanner RPCs per acquisition, counted by gRPC method on the run's clients;
+the p50 and p99 wait for the lock; FIFO violations (acquisitions made while
+another contender that called Lock at least 100ms earlier was still waiting);
+and the p50 and p99 hand-off latency, from the commit of a release to the next
+holder's Lock returning. A second table gives, per N, the naive lock's commits
+and RPCs per acquisition as multiples of spanmutex's, and spanmutex's
+acquisitions per second as a multiple of the naive lock's.
 
 It starts an embedded Cloud Spanner emulator for each run, unless --database
 (or $SPANMUTEX_DATABASE) names a database that holds the mutex table and its

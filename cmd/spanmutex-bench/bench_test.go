@@ -26,10 +26,10 @@ func TestBench(t *testing.T) {
 			"[1/2] spanmutex, 1 contender(s) on 1 client(s), for 1s ...",
 			"[2/2] naive, 1 contender(s): ",
 			"LOCK       N  CLIENTS  ACQUISITIONS  ACQ/S",
-			"RW ATTEMPTS/ACQ  OF WHICH BLIND/ACQ",
+			"COMMITS/ACQ  READS/ACQ  RPCS/ACQ",
 			"\nspanmutex  1  1 ",
 			"\nnaive      1  1 ",
-			"N  RW ATTEMPTS/ACQ NAIVE÷OURS  RPCS/ACQ NAIVE÷OURS  ACQ/S OURS÷NAIVE",
+			"N  COMMITS/ACQ NAIVE÷OURS  RPCS/ACQ NAIVE÷OURS  ACQ/S OURS÷NAIVE",
 			"Cloud Spanner emulator",
 			"Completed 2 runs",
 		} {

@@ -30,11 +30,9 @@ type acquisition struct {
 	notHandedOver bool
 }
 
-// fleet is the contenders of one run and the Spanner operations they made.
+// fleet is the contenders of one run.
 type fleet struct {
 	contenders []contender
-	// stats returns the operations of all contenders so far.
-	stats func() spanmutex.Stats
 	// warnings returns what the locks logged at warning level, by message.
 	warnings func() map[string]int
 }
@@ -56,7 +54,6 @@ func newFleet(kind Kind, n int, clients []*spanner.Client, table, name string) (
 func newLockFleet(n int, clients []*spanner.Client, table, name string) (*fleet, error) {
 	warns := &warnings{byMessage: map[string]int{}}
 	scope := spanmutex.NewScope()
-	locks := make([]*spanmutex.Lock, n)
 	f := &fleet{contenders: make([]contender, n), warnings: warns.snapshot}
 	for i := range n {
 		h := &lockLog{warnings: warns}
@@ -68,18 +65,7 @@ func newLockFleet(n int, clients []*spanner.Client, table, name string) (*fleet,
 		if err != nil {
 			return nil, err
 		}
-		locks[i] = l
 		f.contenders[i] = &lockContender{target: l}
-	}
-	f.stats = func() spanmutex.Stats {
-		var sum spanmutex.Stats
-		for _, l := range locks {
-			s := l.Stats()
-			sum.ReadWriteAttempts += s.ReadWriteAttempts
-			sum.BlindWrites += s.BlindWrites
-			sum.Reads += s.Reads
-		}
-		return sum
 	}
 	return f, nil
 }

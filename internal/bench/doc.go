@@ -15,16 +15,20 @@
 //   - Acquisitions: Lock calls that returned holding the lock, before the
 //     drain ended. Acquisitions per second counts only those that completed
 //     within the window, divided by the window.
-//   - Costs per acquisition: everything the run's contenders made Spanner do,
-//     from the start of the window until every contender stopped (the drain
-//     and clean-up of cancelled waiters included), divided by the
-//     acquisitions. Read-write attempts count every attempt, aborted ones that
-//     the client retried included: Lock.Stats().ReadWriteAttempts plus
-//     Lock.Stats().BlindWrites for spanmutex (its write-only transactions,
-//     which join and leave the queue, are read-write transactions too),
-//     every invocation of a ReadWriteTransaction closure for the naive lock. RPCs are counted by gRPC interceptors on the run's clients:
-//     every unary and streaming RPC started, background session-pool RPCs
-//     included.
+//   - Costs per acquisition: the RPCs the run's clients started, from the
+//     start of the window until every contender stopped (the drain and
+//     clean-up of cancelled waiters included), divided by the acquisitions.
+//     gRPC interceptors on the run's clients count every unary and streaming
+//     RPC by method, background session-pool RPCs included; both locks are
+//     measured the same way. Commits are Commit RPCs: one per read-write
+//     transaction attempt that got as far as committing, aborted at commit
+//     included (spanmutex's joins, renewals and leaves of the queue are
+//     read-write transactions too). An attempt that gives up before its
+//     commit, as the naive lock's does when it finds the lock held, sends a
+//     Rollback instead, so its cost shows in reads and RPCs, not in commits.
+//     Reads are StreamingRead, Read and ExecuteStreamingSql RPCs: snapshot
+//     reads and the reads inside read-write transactions alike (ExecuteSql,
+//     which Go's client uses for DML, is left out).
 //   - Wait: from calling Lock to Lock returning with the lock (local clock).
 //   - FIFO violations: an acquisition is a violation when, at the moment
 //     its Lock call returns, another contender that started its own Lock
@@ -44,7 +48,7 @@
 //
 // Figures from the Cloud Spanner emulator, which runs one read-write
 // transaction at a time and aborts the others, show more aborts (and so more
-// read-write attempts) than production Spanner would; compare the two locks
+// commits and RPCs) than production Spanner would; compare the two locks
 // measured in the same run rather than the absolute figures. The emulator
 // has a second quirk: each commit pushes its commit timestamps a few
 // microseconds further ahead of the real clock, for the life of the process,

@@ -42,13 +42,15 @@ func ExampleRun() {
 // Ratios compares the two locks at each number of contenders.
 func ExampleRatios() {
 	results := []bench.Result{
-		{Kind: bench.Spanmutex, Contenders: 10, Duration: 10 * time.Second, Acquisitions: 300, InWindow: 300, ReadWriteAttempts: 360, RPCs: 3000},
-		{Kind: bench.Naive, Contenders: 10, Duration: 10 * time.Second, Acquisitions: 1500, InWindow: 1500, ReadWriteAttempts: 5400, RPCs: 12000},
+		{Kind: bench.Spanmutex, Contenders: 10, Duration: 10 * time.Second, Acquisitions: 300, InWindow: 300, RPCs: 3000,
+			RPCsByMethod: map[string]int64{"Commit": 360, "ExecuteStreamingSql": 900}},
+		{Kind: bench.Naive, Contenders: 10, Duration: 10 * time.Second, Acquisitions: 1500, InWindow: 1500, RPCs: 12000,
+			RPCsByMethod: map[string]int64{"Commit": 5400, "StreamingRead": 4500}},
 	}
 	for _, r := range bench.Ratios(results) {
-		fmt.Printf("N=%d: the naive lock makes %.1fx the read-write attempts and %.1fx the RPCs per acquisition; spanmutex acquires %.1fx as often\n",
-			r.Contenders, r.ReadWriteAttempts, r.RPCs, r.Throughput)
+		fmt.Printf("N=%d: the naive lock makes %.1fx the commits and %.1fx the RPCs per acquisition; spanmutex acquires %.1fx as often\n",
+			r.Contenders, r.Commits, r.RPCs, r.Throughput)
 	}
 	// Output:
-	// N=10: the naive lock makes 3.0x the read-write attempts and 0.8x the RPCs per acquisition; spanmutex acquires 0.2x as often
+	// N=10: the naive lock makes 3.0x the commits and 0.8x the RPCs per acquisition; spanmutex acquires 0.2x as often
 }

@@ -3,14 +3,11 @@ package bench
 import (
 	"context"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"cloud.google.com/go/spanner"
 	"google.golang.org/api/option"
 	"google.golang.org/grpc"
-
-	"github.com/spanmutex/spanmutex"
 )
 
 // This file exports the pieces of the benchmark that a harness running its
@@ -20,17 +17,12 @@ import (
 
 // NaiveLock is one contender of the naive lock (see Naive), for one
 // goroutine at a time: Lock, then Unlock, again and again.
-type NaiveLock struct {
-	n               *naiveLock
-	attempts, reads atomic.Int64
-}
+type NaiveLock struct{ n *naiveLock }
 
 // NewNaiveLock returns a naive contender named owner on lock name of the
 // mutex table (which must exist in client's database).
 func NewNaiveLock(client *spanner.Client, table, name, owner string) *NaiveLock {
-	l := &NaiveLock{}
-	l.n = &naiveLock{client: client, table: table, name: name, owner: owner, attempts: &l.attempts, reads: &l.reads}
-	return l
+	return &NaiveLock{n: &naiveLock{client: client, table: table, name: name, owner: owner}}
 }
 
 // Lock blocks until this contender holds the lock, backing off while it is
@@ -42,12 +34,6 @@ func (l *NaiveLock) Lock(ctx context.Context) (int64, error) {
 
 // Unlock releases the lock if this contender still holds it.
 func (l *NaiveLock) Unlock(ctx context.Context) error { return l.n.unlock(ctx) }
-
-// Stats returns the read-write transaction attempts (every invocation of a
-// transaction closure) and reads this contender has made so far.
-func (l *NaiveLock) Stats() spanmutex.Stats {
-	return spanmutex.Stats{ReadWriteAttempts: l.attempts.Load(), Reads: l.reads.Load()}
-}
 
 // RPCCounter counts the gRPC calls that Spanner clients opened with its
 // ClientOptions start, by short method name ("Commit"). Safe for concurrent

@@ -36,14 +36,14 @@ func Format(w io.Writer, results []Result) error {
 // writeRuns appends the main table to b: one row per run, its costs per
 // acquisition and its latencies.
 func writeRuns(b *strings.Builder, results []Result) {
-	writeTable(b, []string{"LOCK", "N", "CLIENTS", "ACQUISITIONS", "ACQ/S", "RW ATTEMPTS/ACQ", "OF WHICH BLIND/ACQ", "READS/ACQ", "RPCS/ACQ",
+	writeTable(b, []string{"LOCK", "N", "CLIENTS", "ACQUISITIONS", "ACQ/S", "COMMITS/ACQ", "READS/ACQ", "RPCS/ACQ",
 		"WAIT P50", "WAIT P99", "FIFO VIOLATIONS", "HAND-OFFS", "HAND-OFF P50", "HAND-OFF P99", "CANCELLED", "ERRORS"},
 		func(row func(cells ...any)) {
 			for _, r := range results {
 				some := r.Acquisitions > 0
 				row(r.Kind, r.Contenders, r.Clients, r.Acquisitions, fmt.Sprintf("%.1f", r.PerSecond()),
-					formatFloat(r.PerAcquisition(r.ReadWriteAttempts)), formatFloat(r.PerAcquisition(r.BlindWrites)),
-					formatFloat(r.PerAcquisition(r.Reads)), formatFloat(r.PerAcquisition(r.RPCs)),
+					formatFloat(r.PerAcquisition(r.Commits())), formatFloat(r.PerAcquisition(r.Reads())),
+					formatFloat(r.PerAcquisition(r.RPCs)),
 					formatDuration(r.WaitP50, some), formatDuration(r.WaitP99, some), r.FIFOViolations,
 					r.HandOffs, formatDuration(r.HandOffP50, r.HandOffs > 0), formatDuration(r.HandOffP99, r.HandOffs > 0),
 					r.Cancelled, r.Errors)
@@ -59,10 +59,10 @@ func writeRatios(b *strings.Builder, results []Result) {
 		return
 	}
 	b.WriteString("\nNaive lock compared with spanmutex, measured in the same run:\n\n")
-	writeTable(b, []string{"N", "RW ATTEMPTS/ACQ NAIVE÷OURS", "RPCS/ACQ NAIVE÷OURS", "ACQ/S OURS÷NAIVE"},
+	writeTable(b, []string{"N", "COMMITS/ACQ NAIVE÷OURS", "RPCS/ACQ NAIVE÷OURS", "ACQ/S OURS÷NAIVE"},
 		func(row func(cells ...any)) {
 			for _, q := range ratios {
-				row(q.Contenders, formatRatio(q.ReadWriteAttempts), formatRatio(q.RPCs), formatRatio(q.Throughput))
+				row(q.Contenders, formatRatio(q.Commits), formatRatio(q.RPCs), formatRatio(q.Throughput))
 			}
 		})
 }
@@ -72,11 +72,11 @@ func writeRatios(b *strings.Builder, results []Result) {
 func writeTotals(b *strings.Builder, results []Result) {
 	b.WriteString("\nTotals per run; the longest head start of a contender overtaken in a FIFO violation; how far Spanner's\n" +
 		"commit timestamps ran ahead of the local clock; how long after the window every contender had stopped:\n\n")
-	writeTable(b, []string{"LOCK", "N", "RW ATTEMPTS", "OF WHICH BLIND", "READS", "RPCS", "MAX OVERTAKEN", "COMMIT TS AHEAD P50", "MAX", "STOPPED AFTER"},
+	writeTable(b, []string{"LOCK", "N", "COMMITS", "READS", "RPCS", "MAX OVERTAKEN", "COMMIT TS AHEAD P50", "MAX", "STOPPED AFTER"},
 		func(row func(cells ...any)) {
 			for _, r := range results {
-				commits := r.RPCsByMethod["Commit"] > 0
-				row(r.Kind, r.Contenders, r.ReadWriteAttempts, r.BlindWrites, r.Reads, r.RPCs,
+				commits := r.Commits() > 0
+				row(r.Kind, r.Contenders, r.Commits(), r.Reads(), r.RPCs,
 					formatDuration(r.MaxOvertaken, r.FIFOViolations > 0), formatDuration(r.CommitLeadP50, commits), formatDuration(r.CommitLeadMax, commits), formatDuration(r.Stopped, true))
 			}
 		})
@@ -112,19 +112,22 @@ func writeProblems(b *strings.Builder, results []Result) {
 const howToRead = `
 How to read this:
   - Figures are from the Cloud Spanner emulator, which runs one read-write
-    transaction at a time and aborts the others: abort rates, and so read-write
-    attempts per acquisition, exceed production Spanner's, most for the naive
+    transaction at a time and aborts the others: abort rates, and so commits
+    and RPCs per acquisition, exceed production Spanner's, most for the naive
     lock. Compare the two locks within a run rather than the absolute numbers.
   - ACQUISITIONS: Lock calls that returned holding the lock, including those
     that completed in the drain after the window; ACQ/S counts only those
     completed within the window. CANCELLED: Lock calls still waiting at the
     end of the drain.
   - Costs per acquisition cover the whole run, the drain and the clean-up of
-    cancelled waiters included. RW ATTEMPTS count every read-write transaction
-    attempt, aborted ones that were retried included, and blind writes
-    included: OF WHICH BLIND are those that only wrote (spanmutex's joins,
-    leaves and renewals of queue entries). RPCS are every gRPC call the run's
-    clients started.
+    cancelled waiters included, counted by gRPC method on the run's clients.
+    COMMITS: Commit RPCs, one per read-write transaction attempt that got as
+    far as committing (aborted at commit included; spanmutex's joins,
+    renewals and leaves of the queue included). A naive attempt that finds the
+    lock held rolls back and sends no Commit: its cost is in READS and RPCS.
+    READS: StreamingRead, Read and ExecuteStreamingSql RPCs, snapshot reads
+    and the reads inside read-write transactions alike. RPCS: every gRPC call
+    the run's clients started, background session-pool calls included.
   - WAIT: from calling Lock to holding the lock.
   - FIFO VIOLATIONS: acquisitions made while another contender that had
     called Lock at least 100ms earlier was still waiting.

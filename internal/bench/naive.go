@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"sync/atomic"
 	"time"
 
 	"cloud.google.com/go/spanner"
@@ -34,17 +33,13 @@ var errBusy = errors.New("bench: the naive lock is held")
 // columns: State STARTED is held and NEEDED free, Owner and LeaseID say by
 // whom, and Token counts acquisitions.
 func newNaiveFleet(n int, clients []*spanner.Client, table, name string) *fleet {
-	var rw, reads atomic.Int64
 	f := &fleet{
 		contenders: make([]contender, n),
-		stats: func() spanmutex.Stats {
-			return spanmutex.Stats{ReadWriteAttempts: rw.Load(), Reads: reads.Load()}
-		},
-		warnings: func() map[string]int { return nil },
+		warnings:   func() map[string]int { return nil },
 	}
 	for i := range n {
 		f.contenders[i] = &naiveLock{client: clients[i%len(clients)], table: table, name: name,
-			owner: fmt.Sprintf("bench-%d", i), attempts: &rw, reads: &reads}
+			owner: fmt.Sprintf("bench-%d", i)}
 	}
 	return f
 }
@@ -60,8 +55,6 @@ type naiveLock struct {
 	client      *spanner.Client
 	table, name string
 	owner       string
-	attempts    *atomic.Int64 // invocations of transaction closures, shared by a run's contenders
-	reads       *atomic.Int64 // snapshot reads, shared likewise
 
 	held string // the lease id while this contender holds the lock
 }
@@ -91,7 +84,6 @@ func (n *naiveLock) lock(ctx context.Context) (acquisition, error) {
 func (n *naiveLock) tryLock(ctx context.Context, id string) (int64, error) {
 	var token int64
 	_, err := n.client.ReadWriteTransaction(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
-		n.attempts.Add(1)
 		token = 0
 		r, err := tx.ReadRow(ctx, n.table, spanner.Key{n.name}, []string{"State", "Token"})
 		exists := err == nil
@@ -144,7 +136,6 @@ func (n *naiveLock) release(ctx context.Context, id string) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), naiveReleaseTimeout)
 	defer cancel()
 	_, err := n.client.ReadWriteTransaction(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
-		n.attempts.Add(1)
 		r, err := tx.ReadRow(ctx, n.table, spanner.Key{n.name}, []string{"State", "LeaseID"})
 		if errors.Is(err, spanner.ErrRowNotFound) {
 			return nil
@@ -173,7 +164,6 @@ func (n *naiveLock) release(ctx context.Context, id string) error {
 func (n *naiveLock) undo(ctx context.Context, id string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), naiveReleaseTimeout)
 	defer cancel()
-	n.reads.Add(1)
 	r, err := n.client.Single().ReadRow(ctx, n.table, spanner.Key{n.name}, []string{"LeaseID"})
 	if err != nil {
 		return

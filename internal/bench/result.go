@@ -20,18 +20,11 @@ type Result struct {
 	// Cancelled counts Lock calls still waiting when the drain ended.
 	Cancelled int
 
-	// Spanner operations of the whole run, from the start of the window
-	// until every contender stopped: read-write transaction attempts
-	// (aborted ones included, blind writes included), blind writes (the
-	// part of those attempts that only wrote: spanmutex's joins, leaves and
-	// renewals of queue entries), lock-free snapshot reads, and RPCs
-	// started by the run's clients, in total and by gRPC method ("Commit",
-	// "ExecuteStreamingSql", ...).
-	ReadWriteAttempts int64
-	BlindWrites       int64
-	Reads             int64
-	RPCs              int64
-	RPCsByMethod      map[string]int64
+	// RPCs started by the run's clients from the start of the window until
+	// every contender stopped, in total and by gRPC method ("Commit",
+	// "ExecuteStreamingSql", ...). Commits and Reads pick methods out.
+	RPCs         int64
+	RPCsByMethod map[string]int64
 
 	// WaitP50 and WaitP99: from calling Lock to holding the lock.
 	WaitP50, WaitP99 time.Duration
@@ -73,6 +66,29 @@ func (r Result) PerSecond() float64 {
 	return float64(r.InWindow) / r.Duration.Seconds()
 }
 
+// Commits returns the run's Commit RPCs: one per read-write transaction
+// attempt that got as far as committing, those Spanner aborted at commit
+// included. An attempt aborted at a read, or one that gives up (the naive
+// lock finding the lock held), sends a Rollback or nothing instead: its cost
+// shows in Reads and RPCs.
+func (r Result) Commits() int64 { return r.RPCsByMethod["Commit"] }
+
+// readMethods are the gRPC methods that read: point and key-range reads
+// and queries. ExecuteSql is not among them: Go's client sends queries
+// through ExecuteStreamingSql and DML (spanmutex's deletes of queue
+// entries) through ExecuteSql.
+var readMethods = []string{"StreamingRead", "Read", "ExecuteStreamingSql"}
+
+// Reads returns the run's read RPCs (readMethods): lock-free snapshot reads,
+// and the reads and queries inside read-write transactions.
+func (r Result) Reads() int64 {
+	var n int64
+	for _, m := range readMethods {
+		n += r.RPCsByMethod[m]
+	}
+	return n
+}
+
 // PerAcquisition returns count divided by the acquisitions, or NaN if there
 // were none.
 func (r Result) PerAcquisition(count int64) float64 {
@@ -89,8 +105,8 @@ func (r Result) PerAcquisition(count int64) float64 {
 // non-zero.
 type Ratio struct {
 	Contenders int
-	// ReadWriteAttempts is naive ÷ spanmutex, per acquisition.
-	ReadWriteAttempts float64
+	// Commits is naive ÷ spanmutex, in Commit RPCs per acquisition.
+	Commits float64
 	// RPCs is naive ÷ spanmutex, per acquisition.
 	RPCs float64
 	// Throughput is spanmutex ÷ naive, in acquisitions per second.
@@ -113,10 +129,10 @@ func Ratios(results []Result) []Ratio {
 			continue
 		}
 		out = append(out, Ratio{
-			Contenders:        ours.Contenders,
-			ReadWriteAttempts: ratio(theirs.PerAcquisition(theirs.ReadWriteAttempts), ours.PerAcquisition(ours.ReadWriteAttempts)),
-			RPCs:              ratio(theirs.PerAcquisition(theirs.RPCs), ours.PerAcquisition(ours.RPCs)),
-			Throughput:        ratio(ours.PerSecond(), theirs.PerSecond()),
+			Contenders: ours.Contenders,
+			Commits:    ratio(theirs.PerAcquisition(theirs.Commits()), ours.PerAcquisition(ours.Commits())),
+			RPCs:       ratio(theirs.PerAcquisition(theirs.RPCs), ours.PerAcquisition(ours.RPCs)),
+			Throughput: ratio(ours.PerSecond(), theirs.PerSecond()),
 		})
 	}
 	return out

@@ -9,9 +9,9 @@ import (
 // TestRatios checks the naive÷spanmutex ratios, including the undefined
 // and infinite ones, and that runs without a counterpart are left out.
 func TestRatios(t *testing.T) {
-	res := func(kind Kind, n, acqs int, rw, rpcs int64) Result {
+	res := func(kind Kind, n, acqs int, commits, rpcs int64) Result {
 		return Result{Kind: kind, Contenders: n, Duration: 10 * time.Second,
-			Acquisitions: acqs, InWindow: acqs, ReadWriteAttempts: rw, RPCs: rpcs}
+			Acquisitions: acqs, InWindow: acqs, RPCs: rpcs, RPCsByMethod: map[string]int64{"Commit": commits}}
 	}
 	results := []Result{
 		res(Spanmutex, 1, 100, 200, 1000),
@@ -24,9 +24,9 @@ func TestRatios(t *testing.T) {
 	}
 	got := Ratios(results)
 	want := []Ratio{
-		{Contenders: 1, ReadWriteAttempts: 3.0 / 2.0, RPCs: 30.0 / 10.0, Throughput: 2},
-		{Contenders: 1000, ReadWriteAttempts: math.NaN(), RPCs: math.NaN(), Throughput: math.Inf(1)},
-		{Contenders: 5, ReadWriteAttempts: math.NaN(), RPCs: math.NaN(), Throughput: math.NaN()},
+		{Contenders: 1, Commits: 3.0 / 2.0, RPCs: 30.0 / 10.0, Throughput: 2},
+		{Contenders: 1000, Commits: math.NaN(), RPCs: math.NaN(), Throughput: math.Inf(1)},
+		{Contenders: 5, Commits: math.NaN(), RPCs: math.NaN(), Throughput: math.NaN()},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("got %d ratios, want %d: %+v", len(got), len(want), got)
@@ -36,7 +36,7 @@ func TestRatios(t *testing.T) {
 	}
 	for i := range want {
 		g, w := got[i], want[i]
-		if g.Contenders != w.Contenders || !same(g.ReadWriteAttempts, w.ReadWriteAttempts) ||
+		if g.Contenders != w.Contenders || !same(g.Commits, w.Commits) ||
 			!same(g.RPCs, w.RPCs) || !same(g.Throughput, w.Throughput) {
 			t.Errorf("ratio %d = %+v, want %+v", i, g, w)
 		}
@@ -60,6 +60,22 @@ func TestRatio(t *testing.T) {
 		if !(got == tc.want || (math.IsNaN(got) && math.IsNaN(tc.want))) {
 			t.Errorf("ratio(%v, %v) = %v, want %v", tc.a, tc.b, got, tc.want)
 		}
+	}
+}
+
+// TestCommitsAndReads checks which RPCs count as commits and as reads:
+// not ExecuteSql, which carries DML, nor Rollback or BeginTransaction.
+func TestCommitsAndReads(t *testing.T) {
+	r := Result{RPCsByMethod: map[string]int64{"Commit": 5, "StreamingRead": 7, "Read": 1, "ExecuteStreamingSql": 11,
+		"ExecuteSql": 13, "Rollback": 17, "BeginTransaction": 19}}
+	if got := r.Commits(); got != 5 {
+		t.Errorf("Commits() = %d, want 5", got)
+	}
+	if got := r.Reads(); got != 7+1+11 {
+		t.Errorf("Reads() = %d, want %d (StreamingRead, Read, ExecuteStreamingSql)", got, 7+1+11)
+	}
+	if got := (Result{}).Reads(); got != 0 {
+		t.Errorf("Reads() with no RPCs = %d, want 0", got)
 	}
 }
 

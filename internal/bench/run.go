@@ -86,9 +86,9 @@ func checkSchema(ctx context.Context, open Opener, table string) error {
 
 // summaryLine is a run's result in one line, for the progress output.
 func summaryLine(r Result) string {
-	s := fmt.Sprintf("%d acquisitions (%.1f/s), wait p50 %s p99 %s, %s RW attempts/acq, %s RPCs/acq, %d FIFO violations",
+	s := fmt.Sprintf("%d acquisitions (%.1f/s), wait p50 %s p99 %s, %s commits/acq, %s RPCs/acq, %d FIFO violations",
 		r.Acquisitions, r.PerSecond(), formatDuration(r.WaitP50, r.Acquisitions > 0), formatDuration(r.WaitP99, r.Acquisitions > 0),
-		formatFloat(r.PerAcquisition(r.ReadWriteAttempts)), formatFloat(r.PerAcquisition(r.RPCs)), r.FIFOViolations)
+		formatFloat(r.PerAcquisition(r.Commits())), formatFloat(r.PerAcquisition(r.RPCs)), r.FIFOViolations)
 	if r.Cancelled > 0 {
 		s += fmt.Sprintf(", %d cancelled waiting", r.Cancelled)
 	}
@@ -210,20 +210,15 @@ func awaitStopped(stopped <-chan struct{}, running *atomic.Int64, n int, closeCl
 		running.Load(), n, stopTimeout+closeTimeout)
 }
 
-// measure sums up a run whose contenders have all stopped: the operations
-// of fleet f, the RPCs rpcs counted since before, what rec observed, and
+// measure sums up a run whose contenders have all stopped: the RPCs rpcs
+// counted since before, the warnings of fleet f, what rec observed, and
 // how long after windowEnd the run stopped. The caller fills in what the
 // run was (Kind, Contenders, Clients, Duration).
 func measure(f *fleet, rpcs *rpcCounter, before rpcCounts, rec *recorder, windowEnd time.Time) Result {
-	st := f.stats()
 	spent := rpcs.snapshot().since(before)
 	obs := rec.summary()
 	r := Result{
 		Acquisitions: obs.acquisitions, InWindow: obs.inWindow, Cancelled: obs.cancels,
-		// Every read-write transaction attempt: spanmutex's blind writes
-		// (joins, leaves, renewals of queue entries) are read-write
-		// transactions too.
-		ReadWriteAttempts: st.ReadWriteAttempts + st.BlindWrites, BlindWrites: st.BlindWrites, Reads: st.Reads,
 		RPCs: spent.total(), RPCsByMethod: spent,
 		FIFOViolations: obs.fifoViolations, MaxOvertaken: obs.maxOvertaken, HandOffs: len(obs.handOffs),
 		Errors: obs.errors, Warnings: f.warnings(), Stopped: time.Since(windowEnd),

@@ -51,11 +51,10 @@ func noLeak(t *testing.T) {
 
 // TestRun runs both locks with 1 and 10 contenders for 2s each on the
 // emulator and checks what the figures must show: both locks make
-// progress; an uncontended spanmutex lock costs exactly one read-write
-// transaction to acquire and one to release; spanmutex serves 10
+// progress; an uncontended spanmutex lock costs exactly one commit to
+// acquire and one to release; spanmutex serves 10
 // contenders in FIFO order (but for start-up slips, see below), handing the
-// lock over; the naive lock costs at least one read-write attempt per
-// acquisition.
+// lock over; the naive lock costs at least one commit per acquisition.
 //
 // Each run gets an emulator of its own through Config.PerRun, which Run
 // releases when the run ends, as the CLI does: on a shared emulator, commit
@@ -121,18 +120,16 @@ func TestRun(t *testing.T) {
 		if r.RPCs == 0 {
 			t.Errorf("%s N=%d: no RPCs counted", r.Kind, r.Contenders)
 		}
-		if r.Kind == Naive && r.PerAcquisition(r.ReadWriteAttempts) < 1 {
-			t.Errorf("naive N=%d: %.2f read-write attempts per acquisition; want at least 1",
-				r.Contenders, r.PerAcquisition(r.ReadWriteAttempts))
+		if r.Kind == Naive && r.PerAcquisition(r.Commits()) < 1 {
+			t.Errorf("naive N=%d: %.2f commits per acquisition; want at least 1",
+				r.Contenders, r.PerAcquisition(r.Commits()))
 		}
 	}
 	ours1 := get(Spanmutex, 1)
-	if ours1.ReadWriteAttempts != 2*int64(ours1.Acquisitions) {
-		t.Errorf("spanmutex N=1: %d read-write attempts for %d acquisitions; want exactly 2 each (Lock and Unlock, uncontended)",
-			ours1.ReadWriteAttempts, ours1.Acquisitions)
-	}
-	if ours1.BlindWrites != 0 {
-		t.Errorf("spanmutex N=1: %d blind writes; want none (nobody queues)", ours1.BlindWrites)
+	// A join of the queue would be a third commit: nobody queues.
+	if ours1.Commits() != 2*int64(ours1.Acquisitions) {
+		t.Errorf("spanmutex N=1: %d commits for %d acquisitions; want exactly 2 each (Lock and Unlock, uncontended)",
+			ours1.Commits(), ours1.Acquisitions)
 	}
 	// All contenders call Lock at the same moment. Spanmutex's queue is FIFO
 	// by the commit of each waiter's insert, and on the emulator, which runs
@@ -153,11 +150,10 @@ func TestRun(t *testing.T) {
 	}
 	// Contended, an acquisition costs the Unlock that hands it over and
 	// the holder's join when it comes back (a group commit shared with the
-	// other waiters of the process that join meanwhile): 2 read-write
-	// transactions, blind writes included; the first crowd's joins and the
-	// cancelled waiters' leaves add a little.
-	if got := ours10.PerAcquisition(ours10.ReadWriteAttempts); got > 2.5 {
-		t.Errorf("spanmutex N=10: %.2f read-write attempts per acquisition, blind writes included; want at most 2.5", got)
+	// other waiters of the process that join meanwhile): 2 commits; the
+	// first crowd's joins and the cancelled waiters' leaves add a little.
+	if got := ours10.PerAcquisition(ours10.Commits()); got > 2.5 {
+		t.Errorf("spanmutex N=10: %.2f commits per acquisition; want at most 2.5", got)
 	}
 	if ours10.HandOffs == 0 {
 		t.Error("spanmutex N=10: no hand-off seen (no lease reported HandedOff)")
