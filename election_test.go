@@ -201,7 +201,7 @@ func TestElectionObserveKeepsItsPaceWhenTheBackOffStops(t *testing.T) {
 	for range e.Observe(ctx) {
 		t.Fatal("a term reported from a table that does not exist")
 	}
-	reads := e.sp.stats.snapshot().Reads
+	reads := e.sp.stats.snapshot().reads
 	t.Logf("%d reads in %v at one read per %v", reads, window, e.observeEvery)
 	assert.LessOrEqual(t, reads, int64(window/e.observeEvery)+3, "failed reads retried faster than the reading pace")
 }

@@ -89,10 +89,10 @@ func (l *Lock) Name() string { return l.name }
 // Owner returns the owner identity this Lock records as holder.
 func (l *Lock) Owner() string { return l.cfg.owner }
 
-// Stats returns the Spanner operations this Lock has made so far.
-func (l *Lock) Stats() Stats {
+// ops returns the Spanner operations this Lock has made so far.
+func (l *Lock) ops() opCounts {
 	if l.sp == nil {
-		return Stats{}
+		return opCounts{}
 	}
 	return l.sp.stats.snapshot()
 }

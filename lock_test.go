@@ -60,9 +60,9 @@ func testLockUncontended(t *testing.T, db string) {
 		assert.False(t, lease.HandedOff(), "taken free, not handed over")
 		require.NoError(t, l.Unlock(ctx))
 	}
-	st := l.Stats()
-	assert.Equal(t, int64(6), st.ReadWriteAttempts, "2 read-write transactions per acquire+release")
-	assert.Zero(t, st.BlindWrites, "nobody queued")
+	st := l.ops()
+	assert.Equal(t, int64(6), st.rw, "2 read-write transactions per acquire+release")
+	assert.Zero(t, st.blind, "nobody queued")
 
 	lease, err := l.Lock(ctx)
 	require.NoError(t, err)
@@ -201,7 +201,7 @@ func TestLockFIFOAcrossProcesses(t *testing.T) {
 			mu.Unlock()
 			assert.NoError(t, l.Unlock(ctx))
 			mu.Lock()
-			reads += l.Stats().Reads
+			reads += l.ops().reads
 			mu.Unlock()
 		}()
 	}
@@ -433,15 +433,15 @@ func TestLockThousandWaiters(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	var st Stats
+	var st opCounts
 	for _, l := range locks {
-		s := l.Stats()
-		st.ReadWriteAttempts += s.ReadWriteAttempts
-		st.BlindWrites += s.BlindWrites
-		st.Reads += s.Reads
+		s := l.ops()
+		st.rw += s.rw
+		st.blind += s.blind
+		st.reads += s.reads
 	}
 	t.Logf("%d waiters acquired once each in %v; per acquisition: %.2f read-write attempts, %.2f blind writes, %.1f reads (emulator)",
-		n, time.Since(start), float64(st.ReadWriteAttempts)/float64(n), float64(st.BlindWrites)/float64(n), float64(st.Reads)/float64(n))
+		n, time.Since(start), float64(st.rw)/float64(n), float64(st.blind)/float64(n), float64(st.reads)/float64(n))
 	require.Len(t, tokens, n)
 	assert.True(t, slices.IsSorted(tokens), "tokens in the order the holders got the lock are strictly increasing")
 	assert.Equal(t, int64(1), tokens[0])

@@ -77,8 +77,8 @@ func testWakeUpConfirmed(ctx context.Context, t *testing.T, client *spanner.Clie
 	require.NoError(t, err)
 	// Once the datagram's read has begun, a wait logged afterwards comes
 	// after it: the waiter reads one thing at a time.
-	before := waiter.Stats().Reads
-	waitFor(t, time.Minute, "the waiter's read", func() bool { return waiter.Stats().Reads >= before+1 })
+	before := waiter.ops().reads
+	waitFor(t, time.Minute, "the waiter's read", func() bool { return waiter.ops().reads >= before+1 })
 	waits := strings.Count(log.String(), "lock: waiting")
 	waitFor(t, time.Minute, "the waiter to wait again", func() bool { return strings.Count(log.String(), "lock: waiting") > waits })
 	select {
@@ -135,7 +135,7 @@ func TestLockHandOffWithinScopeAfterQueuedArrivals(t *testing.T) {
 		secondGot <- err
 	}()
 	waitFor(t, time.Minute, "the second waiter to queue", func() bool { return len(queuedIDs(t, client, name)) == 2 })
-	assert.Equal(t, int64(2), first.Stats().ReadWriteAttempts+second.Stats().ReadWriteAttempts,
+	assert.Equal(t, int64(2), first.ops().rw+second.ops().rw,
 		"each waiter queued by its own arrival transaction")
 
 	require.NoError(t, other.Unlock(ctx))

@@ -66,14 +66,6 @@ func (m *Mutex) unreached(err error, began time.Time) error {
 	return err
 }
 
-// Stats returns the Spanner operations this Mutex has made so far.
-func (m *Mutex) Stats() Stats {
-	if st, ok := m.store.(*spannerStore); ok {
-		return st.stats.snapshot()
-	}
-	return Stats{}
-}
-
 // Run runs fn as the critical section at most once across every process that
 // runs the same name against the same table, and returns how it ended:
 //

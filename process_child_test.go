@@ -257,7 +257,7 @@ func (h lockHolder) acquire(ctx context.Context, try bool) (*Lease, error) {
 	return h.l.Lock(ctx)
 }
 func (h lockHolder) release(ctx context.Context) error { return h.l.Unlock(ctx) }
-func (h lockHolder) reads() int64                      { return h.l.Stats().Reads }
+func (h lockHolder) reads() int64                      { return h.l.ops().reads }
 func (h lockHolder) wakeUps() int64                    { return h.l.scope.wakeUps().received }
 
 // candidate campaigns for spec.Lock's election with value.
@@ -285,7 +285,7 @@ func (c *candidate) release(ctx context.Context) error {
 	}
 	return c.ld.Resign(ctx)
 }
-func (c *candidate) reads() int64   { return c.e.sp.stats.snapshot().Reads }
+func (c *candidate) reads() int64   { return c.e.sp.stats.snapshot().reads }
 func (c *candidate) wakeUps() int64 { return c.e.scope.wakeUps().received }
 
 // interactiveCommand runs one command of runInteractive (with its duration

@@ -2,21 +2,22 @@ package spanmutex
 
 import "sync/atomic"
 
-// Stats counts the Spanner operations a Mutex or Lock has made, for metrics
-// and for measuring the cost of contention. Counts are cumulative.
-type Stats struct {
-	// ReadWriteAttempts counts attempts of read-write transactions that read
-	// before they write (acquire, take over, renew, finish, unlock), aborted
-	// attempts that the client retried included.
-	ReadWriteAttempts int64
-	// BlindWrites counts attempts of write-only read-write transactions,
-	// which read nothing and so hold no lock before they commit: joining,
+// opCounts counts the Spanner operations a Mutex or Lock has made, for the
+// package's tests; the OpenTelemetry metrics are what users see. Counts are
+// cumulative.
+type opCounts struct {
+	// rw counts attempts of read-write transactions that read before they
+	// write (acquire, take over, renew, finish, unlock), aborted attempts
+	// that the client retried included.
+	rw int64
+	// blind counts attempts of write-only read-write transactions, which
+	// read nothing and so hold no lock before they commit: joining,
 	// renewing and leaving the waiters' queue. Aborted attempts that the
 	// client retried are included. Every read-write transaction attempt is
-	// so counted once, in ReadWriteAttempts or BlindWrites.
-	BlindWrites int64
-	// Reads counts lock-free snapshot reads.
-	Reads int64
+	// so counted once, in rw or blind.
+	blind int64
+	// reads counts lock-free snapshot reads.
+	reads int64
 }
 
 // wakeUpCounts counts a Scope's wake-ups across processes, for tests.
@@ -30,13 +31,13 @@ type wakeUpCounts struct {
 	received int64
 }
 
-// storeStats are the counters behind Stats.
+// storeStats are the counters behind opCounts.
 type storeStats struct {
 	rwAttempts  atomic.Int64
 	blindWrites atomic.Int64
 	reads       atomic.Int64
 }
 
-func (s *storeStats) snapshot() Stats {
-	return Stats{ReadWriteAttempts: s.rwAttempts.Load(), BlindWrites: s.blindWrites.Load(), Reads: s.reads.Load()}
+func (s *storeStats) snapshot() opCounts {
+	return opCounts{rw: s.rwAttempts.Load(), blind: s.blindWrites.Load(), reads: s.reads.Load()}
 }
