@@ -140,10 +140,10 @@ func (l *Lock) lock(ctx context.Context, wait bool) (*Lease, error) {
 		if l.sp != nil {
 			err = l.sp.unreached(err, began)
 		}
-		acq.acquired(nil, NoOutcome, err)
+		acq.granted(nil, err)
 		return nil, err
 	}
-	acq.acquired(lease, NoOutcome, nil)
+	acq.granted(lease, nil)
 	_, lease.hold = l.cfg.tel.start(ctx, "spanmutex.hold", lockKind(wait), attrToken.Int64(lease.token))
 	l.held, l.local = lease, ll
 	l.stopRen = keepAlive(l.store, &l.cfg, lease, lease.anchor, func(err error) {

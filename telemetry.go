@@ -163,6 +163,10 @@ func (o op) acquired(lease *Lease, out Outcome, err error) {
 	o.endSpan(err)
 }
 
+// granted ends a Lock or TryLock call's acquisition, which has no Outcome:
+// lease is nil unless it was obtained.
+func (o op) granted(lease *Lease, err error) { o.acquired(lease, NoOutcome, err) }
+
 // held ends the hold of lease, which began when lease was acquired (for
 // Run's section, when the section started), with err, how it ended.
 func (o op) held(lease *Lease, outcome string, err error) {
