@@ -89,14 +89,6 @@ func (l *Lock) Name() string { return l.name }
 // Owner returns the owner identity this Lock records as holder.
 func (l *Lock) Owner() string { return l.cfg.owner }
 
-// ops returns the Spanner operations this Lock has made so far.
-func (l *Lock) ops() opCounts {
-	if l.sp == nil {
-		return opCounts{}
-	}
-	return l.sp.stats.snapshot()
-}
-
 // Lock blocks until this contender holds the lock, and returns its lease.
 // Otherwise it returns an error matching ErrNotObtained and ctx.Err() if ctx
 // ends first; an *ExhaustedError if Spanner kept failing (MaxFailures calls

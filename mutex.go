@@ -43,7 +43,7 @@ func New(client *spanner.Client, name string, opts ...MutexOption) (*Mutex, erro
 
 // newMutex returns a Mutex named name with opts applied and no store yet
 // (New adds one on Spanner, tests their own).
-func newMutex[O MutexOption](name string, opts []O) (*Mutex, error) {
+func newMutex(name string, opts []MutexOption) (*Mutex, error) {
 	cfg, err := configure(name, opts) // configure.go
 	if err != nil {
 		return nil, err

@@ -60,11 +60,6 @@ type Scope struct {
 // tableKey names a mutex table in a database.
 type tableKey struct{ database, table string }
 
-// wakeUps returns the Scope's wake-up counts.
-func (s *Scope) wakeUps() wakeUpCounts {
-	return wakeUpCounts{sent: s.sent.Load(), received: s.received.Load()}
-}
-
 // NewScope returns a Scope for the Locks of one process. Unless made
 // WithoutWakeUps, it listens for wake-ups from other processes while its
 // waiters need them: from the first time one of them queues, on an

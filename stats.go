@@ -2,42 +2,10 @@ package spanmutex
 
 import "sync/atomic"
 
-// opCounts counts the Spanner operations a Mutex or Lock has made, for the
-// package's tests; the OpenTelemetry metrics are what users see. Counts are
-// cumulative.
-type opCounts struct {
-	// rw counts attempts of read-write transactions that read before they
-	// write (acquire, take over, renew, finish, unlock), aborted attempts
-	// that the client retried included.
-	rw int64
-	// blind counts attempts of write-only read-write transactions, which
-	// read nothing and so hold no lock before they commit: joining,
-	// renewing and leaving the waiters' queue. Aborted attempts that the
-	// client retried are included. Every read-write transaction attempt is
-	// so counted once, in rw or blind.
-	blind int64
-	// reads counts lock-free snapshot reads.
-	reads int64
-}
-
-// wakeUpCounts counts a Scope's wake-ups across processes, for tests.
-// Counts are cumulative.
-type wakeUpCounts struct {
-	// sent counts datagrams its Unlocks sent to waiters of other
-	// processes they handed the lock to.
-	sent int64
-	// received counts datagrams its listener received that named a
-	// waiter of this Scope.
-	received int64
-}
-
-// storeStats are the counters behind opCounts.
+// storeStats counts the Spanner operations of one store, cumulatively: the
+// package's tests read them (opCounts); users see the OpenTelemetry metrics.
 type storeStats struct {
 	rwAttempts  atomic.Int64
 	blindWrites atomic.Int64
 	reads       atomic.Int64
-}
-
-func (s *storeStats) snapshot() opCounts {
-	return opCounts{rw: s.rwAttempts.Load(), blind: s.blindWrites.Load(), reads: s.reads.Load()}
 }

@@ -40,8 +40,8 @@ type Option func(*config)
 type config struct {
 	table      string
 	maxPayload int
-	lockOpts   []spanmutex.LeaseOption
-	dialect    *ddl.Dialect // nil: read from the database
+	lockOpts   []spanmutex.LockOption // LeaseOptions only (WithLockOptions, WithTracerProvider, WithMeterProvider)
+	dialect    *ddl.Dialect           // nil: read from the database
 	// telemetry.go: nil for the global providers.
 	tracerProvider trace.TracerProvider
 	meterProvider  metric.MeterProvider
@@ -69,7 +69,11 @@ func WithDialect(d ddl.Dialect) Option {
 // Worker sets its locks' owner and Scope itself. New validates them as
 // spanmutex.NewLock does.
 func WithLockOptions(opts ...spanmutex.LeaseOption) Option {
-	return func(c *config) { c.lockOpts = append(c.lockOpts, opts...) }
+	return func(c *config) {
+		for _, o := range opts {
+			c.lockOpts = append(c.lockOpts, o)
+		}
+	}
 }
 
 // New returns the queue stored in client's database. Every error wraps
@@ -111,12 +115,8 @@ func New(client *spanner.Client, opts ...Option) (*Queue, error) {
 
 // checkLockOptions returns the error spanmutex.NewLock gives for opts; it
 // makes a Lock it drops, which does no I/O.
-func checkLockOptions(client *spanner.Client, opts []spanmutex.LeaseOption) error {
-	lockOpts := make([]spanmutex.LockOption, len(opts))
-	for i, o := range opts {
-		lockOpts[i] = o
-	}
-	if _, err := spanmutex.NewLock(client, "queue-lock-options", lockOpts...); err != nil {
+func checkLockOptions(client *spanner.Client, opts []spanmutex.LockOption) error {
+	if _, err := spanmutex.NewLock(client, "queue-lock-options", opts...); err != nil {
 		return fmt.Errorf("%w: WithLockOptions: %w", ErrInvalidConfig, err)
 	}
 	return nil

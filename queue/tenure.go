@@ -56,10 +56,7 @@ func (w *Worker) takeLock(ctx context.Context, log *slog.Logger, resource string
 		}
 		return nil, nil
 	}
-	opts := []spanmutex.LockOption{spanmutex.WithOwner(w.cfg.id), spanmutex.WithScope(w.scope), spanmutex.WithDialect(dialect)}
-	for _, o := range w.q.cfg.lockOpts {
-		opts = append(opts, o)
-	}
+	opts := append([]spanmutex.LockOption{spanmutex.WithOwner(w.cfg.id), spanmutex.WithScope(w.scope), spanmutex.WithDialect(dialect)}, w.q.cfg.lockOpts...)
 	lock, err := spanmutex.NewLock(w.q.client, lockName(w.q.cfg.table, resource), opts...)
 	if err != nil { // New validated the options; only a bad name gets here
 		log.Error("cannot make the resource's lock", "err", err)
