@@ -44,10 +44,10 @@
 //
 // # Leases
 //
-// A holder declares its lease, its watermark ([WithWatermark]), in the row
+// A holder declares its lease ([WithLease]) in the row
 // when it becomes holder, and renews it every third of it. Nobody takes over
 // before the row has gone that long unrenewed, by Spanner's clock, plus a
-// random jitter: processes configured with different watermarks can make a
+// random jitter: processes configured with different leases can make a
 // takeover later, never earlier than the holder promised. While its process
 // runs, a holder learns that its lease is lost no later than the earliest
 // moment another could take over. A paused process learns it only when it
@@ -84,7 +84,7 @@
 //
 // # Use
 //
-//	m, err := spanmutex.New(client, "migrations/0042", spanmutex.WithWatermark(15*time.Minute))
+//	m, err := spanmutex.New(client, "migrations/0042", spanmutex.WithLease(15*time.Minute))
 //	if err != nil { ... }          // bad input: wraps ErrInvalidConfig
 //	out, err := m.Run(ctx, func(ctx context.Context, lease *spanmutex.Lease) error {
 //		return migrate(ctx, lease.Token())

@@ -46,7 +46,7 @@ const defaultObserveEvery = 100 * time.Millisecond
 // NewElection returns a candidate of the election name, stored in client's
 // database like a Lock of that name. It takes the options of NewLock but
 // WithOwner: a candidate's owner identity is the value it campaigns with.
-// Its watermark is the lease a leader declares; pass WithScope(ListenScope(...))
+// Its lease is the lease a leader declares; pass WithScope(ListenScope(...))
 // to be woken at once when leadership is handed over to it from another
 // process. Every error wraps ErrInvalidConfig.
 func NewElection(client *spanner.Client, name string, opts ...ElectionOption) (*Election, error) {
@@ -140,7 +140,7 @@ func (e *Election) Leader(ctx context.Context) (LeaderInfo, error) {
 	if err != nil {
 		return LeaderInfo{}, err
 	}
-	if !holderLive(r, e.cfg.watermark) {
+	if !holderLive(r, e.cfg.lease) {
 		return LeaderInfo{}, fmt.Errorf("%w: election %q (state %s, last token %d)", ErrNoLeader, e.name, stateName(r), r.Token)
 	}
 	return termOf(r), nil

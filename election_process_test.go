@@ -25,7 +25,7 @@ import (
 // terms, and by commit timestamps each term begins after the previous
 // term's last write; every term is observed, in order, with its leader's value; every
 // resignation hands over within one hand-off, far below the 10 s lease a
-// watermark wait would cost.
+// lease wait would cost.
 func TestElectionProcesses(t *testing.T) {
 	db := freshDatabase(t, historyDDL)
 	check := newClient(t, db)
@@ -36,7 +36,7 @@ func TestElectionProcesses(t *testing.T) {
 	observer.await(t, time.Minute, 0, "ready", nil)
 	candidates := startContenders(t, 8, func(i int) procSpec {
 		return procSpec{Role: "candidate", ID: "candidate-" + string(rune('a'+i)), Database: db, Lock: name,
-			Watermark: wm, Count: terms, Duration: 20 * time.Millisecond, Listen: true}
+			Lease: wm, Count: terms, Duration: 20 * time.Millisecond, Listen: true}
 	})
 	evs := waitAll(t, candidates, 5*time.Minute)
 
@@ -126,7 +126,7 @@ func tokensOf(evs []procEvent) []int64 {
 // Election) of election name in db, with lease wm and default jitter.
 func startCandidate(t *testing.T, id, db, name string, wm time.Duration) *contender {
 	t.Helper()
-	c := startContender(t, procSpec{Role: "interactive", ID: id, Database: db, Lock: name, Watermark: wm,
+	c := startContender(t, procSpec{Role: "interactive", ID: id, Database: db, Lock: name, Lease: wm,
 		Jitter: DefaultJitter, Election: true})
 	c.await(t, time.Minute, 0, "ready", nil)
 	return c

@@ -29,7 +29,7 @@ func TestNewElectionRejects(t *testing.T) {
 		opts []ElectionOption
 		want string
 	}{
-		{"watermark", []ElectionOption{WithWatermark(time.Millisecond)}, "WithWatermark"},
+		{"lease", []ElectionOption{WithLease(time.Millisecond)}, "WithLease"},
 		{"nil", []ElectionOption{nil}, "option 0 is nil"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -18,14 +18,14 @@ import (
 )
 
 // TestEmulatorPause freezes Spanner itself: the emulator process is stopped
-// with SIGSTOP for three watermarks while a holder runs its section and two
+// with SIGSTOP for three leases while a holder runs its section and two
 // contenders wait, then continued.
 //
 // What can be asserted, and why:
 //
 //   - The holder's section ctx is cancelled with ErrLeaseLost during the
 //     pause. Its renewals cannot reach Spanner, and keepAlive declares the
-//     lease lost one watermark after the send time of the last acknowledged
+//     lease lost one lease after the send time of the last acknowledged
 //     renewal, measured on the local monotonic clock: a decision that needs
 //     no answer from Spanner.
 //   - The fencing holds: in commit-timestamp order, no Guard-ed write by the
@@ -36,8 +36,8 @@ import (
 //
 // What cannot be asserted: the emulator's clock is the machine's, so it
 // advanced through the pause, and when the emulator resumes the row has
-// already been silent for longer than the watermark by Spanner's clock. The
-// contenders may so take over at once, with no watermark between the old
+// already been silent for longer than the lease by Spanner's clock. The
+// contenders may so take over at once, with no lease between the old
 // holder's last write and the takeover; only the holder's own local timer
 // kept the two apart, which is why the first assertion matters. Requests
 // that were in the emulator's socket when it stopped are served when it
@@ -63,9 +63,9 @@ func TestEmulatorPause(t *testing.T) {
 	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT) })
 
 	const (
-		watermark = 2 * time.Second
-		pause     = 3 * watermark
-		name      = "paused-emulator"
+		lease = 2 * time.Second
+		pause = 3 * lease
+		name  = "paused-emulator"
 	)
 	client := func() *spanner.Client {
 		c, err := own.NewClient(ctx, own.Database())
@@ -74,7 +74,7 @@ func TestEmulatorPause(t *testing.T) {
 		return c
 	}
 	ca := client()
-	a, err := New(ca, name, WithOwner("a"), WithWatermark(watermark))
+	a, err := New(ca, name, WithOwner("a"), WithLease(lease))
 	require.NoError(t, err)
 
 	// The holder writes, fenced, every 100ms until its ctx ends.
@@ -120,7 +120,7 @@ func TestEmulatorPause(t *testing.T) {
 	)
 	for i, owner := range []string{"b", "c"} {
 		c := client()
-		m, err := New(c, name, WithOwner(owner), WithWatermark(watermark))
+		m, err := New(c, name, WithOwner(owner), WithLease(lease))
 		require.NoError(t, err)
 		wg.Add(1)
 		go func() {
@@ -147,7 +147,7 @@ func TestEmulatorPause(t *testing.T) {
 		assert.ErrorIs(t, cause, ErrLeaseLost)
 		assert.ErrorIs(t, la.Err(), ErrLeaseLost)
 	case <-resume.C:
-		t.Errorf("the holder's section ctx was not cancelled during a pause of %v (watermark %v)", pause, watermark)
+		t.Errorf("the holder's section ctx was not cancelled during a pause of %v (lease %v)", pause, lease)
 	}
 	<-resume.C
 	require.NoError(t, syscall.Kill(pid, syscall.SIGCONT))

@@ -23,7 +23,7 @@ var (
 	ErrAttemptsExhausted = errors.New("spanmutex: attempt limit reached")
 
 	// ErrLeaseLost: the row stopped being ours while we held it: taken over
-	// after our renewals failed for a watermark, recorded abandoned, or
+	// after our renewals failed for a lease, recorded abandoned, or
 	// deleted. Work done after that may be done twice; writes fenced with
 	// our token are rejected.
 	// Returned as *LeaseLostError.

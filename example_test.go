@@ -87,7 +87,7 @@ func ExampleWithNeeded() {
 	pendingMigrations := 0
 	m, err := spanmutex.New(emu.Client(), "migrations",
 		spanmutex.WithNeeded(func(ctx context.Context) (bool, error) { return pendingMigrations > 0, nil }),
-		spanmutex.WithWatermark(30*time.Minute))
+		spanmutex.WithLease(30*time.Minute))
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -211,7 +211,7 @@ func TestFaultMutexExactlyOnce(t *testing.T) {
 	clients := faultyClients(t, db, in, 4)
 	check := newClient(t, db)
 	logs := newLogCounter()
-	opts := []MutexOption{WithWatermark(2 * time.Second), WithMaxAttempts(5), WithMaxFailures(5), WithLogger(slog.New(logs))}
+	opts := []MutexOption{WithLease(2 * time.Second), WithMaxAttempts(5), WithMaxFailures(5), WithLogger(slog.New(logs))}
 	began := time.Now()
 	misses := map[string]int{}
 	tokens := map[int64]int{}
@@ -334,7 +334,7 @@ func lockRace(t *testing.T, clients []*spanner.Client, check *spanner.Client, na
 func checkLockRace(t *testing.T, res lockRaceResult, want int) {
 	t.Helper()
 	assert.Zero(t, res.overlaps, "two holders at once")
-	assert.Zero(t, res.lost, "leases lost while held (renewals failed for a whole watermark)")
+	assert.Zero(t, res.lost, "leases lost while held (renewals failed for a whole lease)")
 	assert.Empty(t, res.wrongRow, "a holder found the row not showing its lease")
 	assert.Empty(t, res.other, "Lock errors other than ErrNotObtained and ErrAttemptsExhausted")
 	assert.Empty(t, res.unlockErrs, "Unlock errors")
@@ -360,7 +360,7 @@ func TestFaultLockMutualExclusion(t *testing.T) {
 	began := time.Now()
 	logs := newLogCounter()
 	res := lockRace(t, clients, newClient(t, db), "fault-lock", contenders, times,
-		WithWatermark(2*time.Second), WithMaxFailures(20), WithLogger(slog.New(logs)))
+		WithLease(2*time.Second), WithMaxFailures(20), WithLogger(slog.New(logs)))
 	require.NotEmpty(t, res.tokens, "no Lock call got the lock: %v", res.other)
 	last := res.tokens[len(res.tokens)-1]
 	t.Logf("%d Lock calls in %v: %d leases, %d ErrNotObtained, %d ErrAttemptsExhausted, %d other errors; tokens 1..%d for %d acquisitions",
@@ -381,7 +381,7 @@ func TestFaultLockUnderEmulatorFaultInjection(t *testing.T) {
 	began := time.Now()
 	logs := newLogCounter()
 	res := lockRace(t, clients, clients[0], "emulator-faults", contenders, times,
-		WithWatermark(2*time.Second), WithMaxFailures(20), WithLogger(slog.New(logs)))
+		WithLease(2*time.Second), WithMaxFailures(20), WithLogger(slog.New(logs)))
 	t.Logf("%d Lock calls in %v: %d leases, %d ErrNotObtained, %d ErrAttemptsExhausted, %d other errors (emulator aborting commits at random)",
 		contenders*times, time.Since(began).Round(time.Millisecond), res.leases, res.notObtained, res.exhausted, len(res.other))
 	t.Logf("recoveries the library logged: %v", logs.snapshot())
@@ -471,11 +471,11 @@ func TestFaultUnlockAnswerLost(t *testing.T) {
 // A holder is cut off from Spanner (its process paused, say) while the
 // commit of one of its Guard-ed writes is in flight. Its section's ctx is
 // cancelled with ErrLeaseLost; another contender takes over after the
-// watermark and writes; when the old holder comes back, its late commit and
+// lease and writes; when the old holder comes back, its late commit and
 // every write it attempts are rejected, and it learns its lease was lost.
 func TestFaultPausedHolderWritesAreRejected(t *testing.T) {
 	db := freshDatabase(t, historyDDL)
-	const watermark = time.Second
+	const lease = time.Second
 	var cutOff atomic.Bool
 	in, err := faultinject.New(5,
 		faultinject.Rule{Name: "late write held", Methods: []string{"Commit"}, Action: faultinject.Hold,
@@ -486,9 +486,9 @@ func TestFaultPausedHolderWritesAreRejected(t *testing.T) {
 	require.NoError(t, err)
 	ca := faultyClients(t, db, in, 1)[0]
 	cb := newClient(t, db)
-	a, err := New(ca, "paused", WithOwner("a"), WithWatermark(watermark), WithJitter(0))
+	a, err := New(ca, "paused", WithOwner("a"), WithLease(lease), WithJitter(0))
 	require.NoError(t, err)
-	b, err := New(cb, "paused", WithOwner("b"), WithWatermark(watermark), WithJitter(0))
+	b, err := New(cb, "paused", WithOwner("b"), WithLease(lease), WithJitter(0))
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
 	defer cancel()
@@ -602,7 +602,7 @@ func TestFaultUnlockAnswerLostThenReadFails(t *testing.T) {
 // fails too joins again: its id is now queued twice. It is handed the lock
 // through the older entry; its own Unlock must then not hand the lock to
 // its other entry, that is to itself, leaving a holder that nobody is and
-// that blocks everyone for a watermark.
+// that blocks everyone for a lease.
 func TestFaultLostJoinAnswerThenLookUpFails(t *testing.T) {
 	db := freshDatabase(t)
 	name := "join-blip"

@@ -31,7 +31,7 @@ func (e *StaleTokenError) Is(target error) bool { return target == ErrStaleToken
 // Fence guards a resource outside the lock, such as a file in object storage
 // or a spreadsheet behind an API, with fencing tokens: it records in Spanner,
 // per resource, the highest token it has accepted, and rejects an operation
-// that carries a lower one. A holder that paused past its watermark and comes
+// that carries a lower one. A holder that paused past its lease and comes
 // back with an old token is thus refused, even though it still believes it
 // holds the lock.
 //

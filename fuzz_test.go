@@ -6,7 +6,7 @@ package spanmutex
 // targets need no emulator, and every fuzz worker would start one).
 //
 // Two seeds are the first failures these targets found, kept as
-// regressions: a watermark+jitter that overflowed int64 into an immediate
+// regressions: a lease+jitter that overflowed int64 into an immediate
 // takeover, and a lock that took a row in a state spanmutex never writes.
 
 import (
@@ -48,16 +48,16 @@ func fuzzRow(exists bool, state uint8, leaseID string, token, attempts int64, se
 }
 
 // fuzzPolicy turns fuzz input into a policy that New could produce: a
-// positive watermark, a jitter fraction in [0, 1) (jitter modulo the
-// watermark, as a fraction of it), a staleness of 0 or above the watermark,
+// positive lease, a jitter fraction in [0, 1) (jitter modulo the
+// lease, as a fraction of it), a staleness of 0 or above the lease,
 // and at least one attempt.
-func fuzzPolicy(watermark, jitter, staleness, maxAttempts int64) policy {
-	p := policy{watermark: time.Duration(watermark & math.MaxInt64)}
-	if p.watermark == 0 {
-		p.watermark = 1
+func fuzzPolicy(lease, jitter, staleness, maxAttempts int64) policy {
+	p := policy{lease: time.Duration(lease & math.MaxInt64)}
+	if p.lease == 0 {
+		p.lease = 1
 	}
-	p.jitter = float64(time.Duration(jitter&math.MaxInt64)%p.watermark) / float64(p.watermark)
-	if s := time.Duration(staleness & math.MaxInt64); s > p.watermark {
+	p.jitter = float64(time.Duration(jitter&math.MaxInt64)%p.lease) / float64(p.lease)
+	if s := time.Duration(staleness & math.MaxInt64); s > p.lease {
 		p.staleness = s
 	}
 	p.maxAttempts = 1 + (maxAttempts&math.MaxInt64)%1000
@@ -78,11 +78,11 @@ func refSilent(r row) time.Duration {
 	return max(r.Now.Sub(last), 0) // time.Time.Sub saturates
 }
 
-// refLimit is the holder's lease (r's declared one, else the watermark)
+// refLimit is the holder's lease (r's declared one, else the lease)
 // plus the jitter's share of it, without overflow: the silence after which
 // a takeover is allowed.
 func refLimit(r row, p policy) time.Duration {
-	lease := p.watermark
+	lease := p.lease
 	if r.Lease > 0 {
 		lease = r.Lease
 	}
@@ -100,16 +100,16 @@ func refStale(r row, p policy) bool {
 
 func FuzzDecide(f *testing.F) {
 	type seed struct {
-		exists                                           bool
-		state                                            uint8
-		attempts                                         int64
-		set                                              uint8
-		startedAgo, renewedAgo, updatedAgo, finishedAgo  int64
-		watermark, jitter, staleness, maxAttempts, token int64
+		exists                                          bool
+		state                                           uint8
+		attempts                                        int64
+		set                                             uint8
+		startedAgo, renewedAgo, updatedAgo, finishedAgo int64
+		lease, jitter, staleness, maxAttempts, token    int64
 	}
 	s, m, h := int64(time.Second), int64(time.Minute), int64(time.Hour)
 	for _, sd := range []seed{
-		{exists: false, watermark: m, maxAttempts: 2},
+		{exists: false, lease: m, maxAttempts: 2},
 		{true, 0, 1, 0b0100, 0, 0, s, 0, m, 10 * s, 0, 2, 1},                // NEEDED
 		{true, 0, 3, 0b0100, 0, 0, s, 0, m, 10 * s, 0, 2, 1},                // NEEDED, no attempts left
 		{true, 1, 1, 0b0111, 30 * s, 30 * s, 30 * s, 0, m, 10 * s, 0, 2, 1}, // STARTED, live
@@ -124,18 +124,18 @@ func FuzzDecide(f *testing.F) {
 		{true, 3, 3, 0b0111, h, h, h, 0, m, 0, h, 2, 1},                     // FAILED, no FinishedAt
 		{true, 6, 1, 0b0111, h, h, h, h, m, 0, 0, 2, 1},                     // unknown state
 		{true, 1, 1, 0b0000, 0, 0, 0, 0, m, 0, 0, 2, 1},                     // STARTED with no times at all
-		// A holder renewed a second ago, with a watermark of about 253 years
+		// A holder renewed a second ago, with a lease of about 253 years
 		// (someone's "never take over") and a jitter drawn from the default
-		// 0.2: watermark+jitter overflowed int64 into an immediate takeover.
+		// 0.2: lease+jitter overflowed int64 into an immediate takeover.
 		{true, 1, 1, 0b0111, s, s, s, 0, 8e18, 15e17, 0, 2, 1},
 	} {
 		f.Add(sd.exists, sd.state, sd.token, sd.attempts, sd.set, sd.startedAgo, sd.renewedAgo, sd.updatedAgo, sd.finishedAgo,
-			sd.watermark, sd.jitter, sd.staleness, sd.maxAttempts)
+			sd.lease, sd.jitter, sd.staleness, sd.maxAttempts)
 	}
 	f.Fuzz(func(t *testing.T, exists bool, state uint8, token, attempts int64, set uint8,
-		startedAgo, renewedAgo, updatedAgo, finishedAgo, watermark, jitter, staleness, maxAttempts int64) {
+		startedAgo, renewedAgo, updatedAgo, finishedAgo, lease, jitter, staleness, maxAttempts int64) {
 		r := fuzzRow(exists, state, "lease", token, attempts, set, startedAgo, renewedAgo, updatedAgo, finishedAgo)
-		p := fuzzPolicy(watermark, jitter, staleness, maxAttempts)
+		p := fuzzPolicy(lease, jitter, staleness, maxAttempts)
 		d := decide(r, p)
 		fail := func(format string, args ...any) {
 			t.Helper()
@@ -174,14 +174,14 @@ func FuzzDecide(f *testing.F) {
 			switch d.action {
 			case actWait:
 				if silent >= limit {
-					fail("waits although the holder has been silent for %v, past watermark+jitter %v", silent, limit)
+					fail("waits although the holder has been silent for %v, past lease+jitter %v", silent, limit)
 				}
 				if d.wait != limit-silent {
 					fail("waits %v; the takeover is allowed in %v", d.wait, limit-silent)
 				}
 			case actTakeOver, actAbandon:
 				if silent < limit {
-					fail("takes over a holder silent for only %v, before watermark+jitter %v", silent, limit)
+					fail("takes over a holder silent for only %v, before lease+jitter %v", silent, limit)
 				}
 				if (d.action == actAbandon) != (r.Attempts >= p.maxAttempts) {
 					fail("abandon exactly when no attempts are left (%d of %d)", r.Attempts, p.maxAttempts)
@@ -225,13 +225,13 @@ func FuzzDecide(f *testing.F) {
 func FuzzDecideLock(f *testing.F) {
 	s, m, h := int64(time.Second), int64(time.Minute), int64(time.Hour)
 	type seed struct {
-		exists                bool
-		state                 uint8
-		mine, queued          bool
-		ahead                 int
-		set                   uint8
-		renewedAgo, watermark int64
-		jitter                int64
+		exists            bool
+		state             uint8
+		mine, queued      bool
+		ahead             int
+		set               uint8
+		renewedAgo, lease int64
+		jitter            int64
 	}
 	for _, sd := range []seed{
 		{false, 0, false, false, 0, 0, 0, m, 0},
@@ -244,21 +244,21 @@ func FuzzDecideLock(f *testing.F) {
 		{true, 1, false, true, 1, 0b0111, h, m, 0},         // holder silent, others first
 		{true, 2, false, false, 0, 0b1111, s, m, 0},        // DONE
 		{true, 3, true, false, 0, 0b1111, s, m, 0},         // FAILED
-		{true, 1, false, false, 0, 0b0111, s, 8e18, 15e17}, // watermark+jitter overflows
+		{true, 1, false, false, 0, 0b0111, s, 8e18, 15e17}, // lease+jitter overflows
 		// A row in a state spanmutex never writes, silent for an hour.
 		{true, 6, false, false, 0, 0b0111, h, m, 0},
 	} {
-		f.Add(sd.exists, sd.state, sd.mine, sd.queued, sd.ahead, sd.set, sd.renewedAgo, sd.renewedAgo, sd.renewedAgo, sd.watermark, sd.jitter)
+		f.Add(sd.exists, sd.state, sd.mine, sd.queued, sd.ahead, sd.set, sd.renewedAgo, sd.renewedAgo, sd.renewedAgo, sd.lease, sd.jitter)
 	}
 	f.Fuzz(func(t *testing.T, exists bool, state uint8, mine, queued bool, ahead int, set uint8,
-		startedAgo, renewedAgo, updatedAgo, watermark, jitter int64) {
+		startedAgo, renewedAgo, updatedAgo, lease, jitter int64) {
 		leaseID := "someone-else"
 		if mine {
 			leaseID = "me"
 		}
 		r := fuzzRow(exists, state, leaseID, 7, 0, set, startedAgo, renewedAgo, updatedAgo, 0)
 		v := lockView{row: r, ahead: max(ahead, 0) % (maxAhead + 1), queued: queued}
-		p := fuzzPolicy(watermark, jitter, 0, 1)
+		p := fuzzPolicy(lease, jitter, 0, 1)
 		d := decideLock(v, "me", p)
 		fail := func(format string, args ...any) {
 			t.Helper()
@@ -294,19 +294,19 @@ func FuzzDecideLock(f *testing.F) {
 			}
 		case r.State == StateStarted:
 			if d.action == lockTakeOver && silent < limit {
-				fail("takes over a holder silent for only %v, before watermark+jitter %v", silent, limit)
+				fail("takes over a holder silent for only %v, before lease+jitter %v", silent, limit)
 			}
 			if d.action != lockTakeOver && d.action != lockWait && d.action != lockPassOn {
 				fail("a lock held by another is waited for, taken over or passed on")
 			}
 			if d.action == lockPassOn && (silent < limit || v.ahead == 0) {
-				fail("passes on a holder silent for %v (watermark+jitter %v) with %d before us: only a silent holder's lock, to waiters before us", silent, limit, v.ahead)
+				fail("passes on a holder silent for %v (lease+jitter %v) with %d before us: only a silent holder's lock, to waiters before us", silent, limit, v.ahead)
 			}
 			if d.action == lockWait && v.ahead == 0 && silent >= limit {
-				fail("waits for a holder silent for %v, past watermark+jitter %v, with nobody before us", silent, limit)
+				fail("waits for a holder silent for %v, past lease+jitter %v, with nobody before us", silent, limit)
 			}
 			if d.wait > limit {
-				fail("waits %v, longer than watermark+jitter %v", d.wait, limit)
+				fail("waits %v, longer than lease+jitter %v", d.wait, limit)
 			}
 		default:
 			if taking || d.action == lockHeld {

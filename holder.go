@@ -10,7 +10,7 @@ import (
 type holderRecord struct {
 	owner, leaseID string
 	// lease is the lease the holder declares (0: none, contenders judge it
-	// by their own watermark).
+	// by their own lease).
 	lease time.Duration
 	// attempts is the run-once section's attempt count (0 for a Lock).
 	attempts int64

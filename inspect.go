@@ -45,7 +45,7 @@ func Inspect(ctx context.Context, client *spanner.Client, name string, opts ...O
 		return nil, err
 	}
 	table := cfg.table
-	st := cfg.newStore(client) // the watermark, which Inspect does not take, is DefaultWatermark
+	st := cfg.newStore(client) // the lease, which Inspect does not take, is DefaultLease
 	if err := st.checkSchema(ctx); err != nil {
 		return nil, st.unreached(err, began)
 	}

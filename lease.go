@@ -77,7 +77,7 @@ func (l *Lease) AcquiredAt() time.Time { return l.acquiredAt }
 func (l *Lease) QueuedAt() time.Time { return l.queuedAt }
 
 // TookOver reports whether this acquisition took the section over from a
-// holder that went silent past the watermark.
+// holder that went silent past the lease.
 func (l *Lease) TookOver() bool { return l.takeover }
 
 // HandedOff reports whether a Lock acquired this lease by hand-off: the
@@ -90,7 +90,7 @@ func (l *Lease) TookOver() bool { return l.takeover }
 func (l *Lease) HandedOff() bool { return l.handedOff }
 
 // Done returns a channel that is closed when the lease is lost: a renewal
-// found the row taken over, or renewals kept failing until the watermark
+// found the row taken over, or renewals kept failing until the lease
 // could have passed. It is not closed by a normal end of the section.
 func (l *Lease) Done() <-chan struct{} { return l.done }
 
@@ -286,7 +286,7 @@ func (l *Lease) checkHeld(r *spanner.Row) error {
 		CurrentOwner: owner.StringVal, CurrentToken: token, currentLeaseID: leaseID.StringVal}
 	if token == l.token && leaseID.StringVal != l.id && State(state.StringVal) == StateFailed {
 		lost.Reason = "another contender recorded the section FAILED as abandoned: " +
-			"this holder did not renew within the watermark on the last allowed attempt"
+			"this holder did not renew within the lease on the last allowed attempt"
 	}
 	return lost
 }

@@ -11,13 +11,13 @@ import (
 )
 
 // renewEvery is how often a held lease is renewed: the configured
-// interval, or a third of the watermark, so that two renewals in a row may
+// interval, or a third of the lease, so that two renewals in a row may
 // fail before the lease is at risk.
 func (c *config) renewEvery() time.Duration {
 	if c.renewInterval > 0 {
 		return c.renewInterval
 	}
-	return c.watermark / 3
+	return c.lease / 3
 }
 
 // keepAlive renews l in the background until the returned stop is called or
@@ -27,9 +27,9 @@ func (c *config) renewEvery() time.Duration {
 // RenewedAt was sent. Spanner's commit timestamp of that request is later
 // than anchor, so the time since anchor, measured on the local monotonic
 // clock, bounds from above how long Spanner has seen the row unrenewed. A
-// contender may take over once that reaches the watermark (plus its jitter,
+// contender may take over once that reaches the lease (plus its jitter,
 // which may be zero); so when renewals have failed until the local time since
-// anchor reaches the watermark, the lease is declared lost no later than the
+// anchor reaches the lease, it is declared lost no later than the
 // earliest moment another holder could start. This measures a duration on the
 // local clock, never compares its wall time with Spanner's.
 func keepAlive(st renewer, cfg *config, l *Lease, anchor time.Time, onLost func(error)) (stop func()) {
@@ -48,14 +48,14 @@ func keepAlive(st renewer, cfg *config, l *Lease, anchor time.Time, onLost func(
 }
 
 func renewLoop(ctx context.Context, st renewer, cfg *config, l *Lease, anchor time.Time, onLost func(error)) {
-	clk, watermark, interval := cfg.clock, cfg.watermark, cfg.renewEvery()
+	clk, lease, interval := cfg.clock, cfg.lease, cfg.renewEvery()
 	log := cfg.logger.With("token", l.token)
 	expired := func() bool {
-		if clk.Now().Sub(anchor) < watermark {
+		if clk.Now().Sub(anchor) < lease {
 			return false
 		}
 		onLost(&LeaseLostError{Name: l.name, Token: l.token,
-			Reason: "renewals failed for a whole watermark (" + watermark.String() + "); another holder may take over"})
+			Reason: "renewals failed for a whole lease (" + lease.String() + "); another holder may take over"})
 		return true
 	}
 	// The first renewal is due interval after anchor, not after this loop
@@ -63,7 +63,7 @@ func renewLoop(ctx context.Context, st renewer, cfg *config, l *Lease, anchor ti
 	// learnt late) renews at once instead of letting its lease lapse.
 	next := max(interval-clk.Now().Sub(anchor), 0)
 	for {
-		left := watermark - clk.Now().Sub(anchor)
+		left := lease - clk.Now().Sub(anchor)
 		if expired() {
 			return
 		}
@@ -78,7 +78,7 @@ func renewLoop(ctx context.Context, st renewer, cfg *config, l *Lease, anchor ti
 			return
 		}
 		sent := clk.Now()
-		rctx, cancel := context.WithTimeout(ctx, watermark-sent.Sub(anchor))
+		rctx, cancel := context.WithTimeout(ctx, lease-sent.Sub(anchor))
 		err := st.renew(rctx, l)
 		cancel()
 		switch {

@@ -14,12 +14,12 @@ type renewFunc func(ctx context.Context, l *Lease) error
 func (f renewFunc) renew(ctx context.Context, l *Lease) error { return f(ctx, l) }
 
 // A lease whose acquisition was acknowledged late (its anchor 70% of a
-// watermark in the past when the Lock returns) is renewed at once: its first
+// lease in the past when the Lock returns) is renewed at once: its first
 // renewal is due a renewal interval after the anchor, not after keepAlive
 // starts. Otherwise it would lapse before its first renewal.
 func TestKeepAliveRenewsALateLeaseAtOnce(t *testing.T) {
 	cfg := defaultConfig()
-	cfg.watermark = time.Second // renewals every 333ms
+	cfg.lease = time.Second // renewals every 333ms
 	anchor := time.Now().Add(-700 * time.Millisecond)
 	renewed := make(chan time.Time, 1)
 	lost := make(chan error, 1)
@@ -33,7 +33,7 @@ func TestKeepAliveRenewsALateLeaseAtOnce(t *testing.T) {
 	defer stop()
 	select {
 	case at := <-renewed:
-		require.Less(t, at.Sub(anchor), cfg.watermark, "the first renewal came after the lease had run out")
+		require.Less(t, at.Sub(anchor), cfg.lease, "the first renewal came after the lease had run out")
 	case err := <-lost:
 		t.Fatalf("the lease lapsed before its first renewal: %v", err)
 	}

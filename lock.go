@@ -64,10 +64,10 @@ type Lock struct {
 }
 
 // NewLock returns a reusable lock named name, stored in client's database.
-// The watermark is the lease this Lock declares when it holds the
+// The lease is the lease this Lock declares when it holds the
 // lock: it renews within it, and others take over only after it has passed
-// unrenewed, by Spanner's clock, whatever their own watermark. Queued, it
-// proves it is alive about every two watermarks, and Unlock skips its entry
+// unrenewed, by Spanner's clock, whatever their own lease. Queued, it
+// proves it is alive about every two leases, and Unlock skips its entry
 // once it has not for four. Every error wraps ErrInvalidConfig.
 func NewLock(client *spanner.Client, name string, opts ...LockOption) (*Lock, error) {
 	if client == nil {
@@ -96,7 +96,7 @@ func (l *Lock) Owner() string { return l.cfg.owner }
 // the name. Whenever it returns without the lease it has left the queue and
 // handed on a lock handed to it meanwhile, in one transaction, so that it
 // delays nobody (if Spanner fails that too for the finish timeout, its entry
-// expires after four watermarks).
+// expires after four leases).
 func (l *Lock) Lock(ctx context.Context) (*Lease, error) {
 	return l.lock(ctx, true)
 }
@@ -152,7 +152,7 @@ func (l *Lock) lock(ctx context.Context, wait bool) (*Lease, error) {
 }
 
 // Unlock releases the lock, handing it to the oldest live waiter. It is
-// fenced: if the lease was lost (taken over after the watermark), it returns
+// fenced: if the lease was lost (taken over after the lease), it returns
 // a *LeaseLostError and leaves the new holder's lock alone.
 func (l *Lock) Unlock(ctx context.Context) (err error) {
 	if ctx == nil {
@@ -187,13 +187,13 @@ func (l *Lock) Unlock(ctx context.Context) (err error) {
 // row: if the lock has moved on from our lease, there is nothing left to do.
 // It keeps trying for as long as the caller's ctx allows, and for at least
 // the finish timeout even if ctx is already done: a lock left held blocks
-// every waiter until the watermark.
+// every waiter until the lease.
 func (l *Lock) release(ctx context.Context, ll *localLock, lease *Lease) error {
 	timeout := l.cfg.finishTimeout
 	if dl, ok := ctx.Deadline(); ok && time.Until(dl) > timeout {
 		timeout = time.Until(dl)
 	} else if !ok && ctx.Err() == nil {
-		timeout = max(timeout, l.cfg.watermark)
+		timeout = max(timeout, l.cfg.lease)
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
@@ -242,7 +242,7 @@ func (l *Lock) release(ctx context.Context, ll *localLock, lease *Lease) error {
 // before any takeover was allowed, by Spanner's clock. A takeover commits
 // only after our lease has gone unrenewed for the lease we declared, so it
 // is after our last acknowledged renewal's commit timestamp plus the
-// watermark (cutoff): a strong read whose clock is before cutoff, or a read
+// lease (cutoff): a strong read whose clock is before cutoff, or a read
 // as of just before cutoff that shows the row moved on, proves that the
 // move was our unlock (and hand-offs after it). Anything else, a failed
 // read included, is reported as lost.
@@ -257,10 +257,10 @@ func (l *Lock) ownUnlock(ctx context.Context, lease *Lease, lost *LeaseLostError
 	if err != nil {
 		return false
 	}
-	if lease.leftFirst(now, l.cfg.watermark) {
+	if lease.leftFirst(now, l.cfg.lease) {
 		return true
 	}
-	cutoff := lease.lastRenewedAt().Add(l.cfg.watermark)
+	cutoff := lease.lastRenewedAt().Add(l.cfg.lease)
 	then, err := l.store.readAt(ctx, l.name, cutoff.Add(-time.Microsecond))
 	return err == nil && !then.heldBy(lease.id)
 }
@@ -289,7 +289,7 @@ func (l *Lock) handedOn(ll *localLock, id string, to handOff, sent time.Time) {
 func (l *Lock) acquire(ctx context.Context, ll *localLock, wait bool) (*Lease, error) {
 	att := l.cfg.newAttempts(l.name, 2)
 	w := &waiter{lock: l, st: l.store, local: ll, id: l.scope.newWaiterID(), key: endOfQueue, born: l.cfg.clock.Now(), reads: att[0], writes: att[1],
-		pol: policy{watermark: l.cfg.watermark, jitter: l.cfg.drawFraction(l.cfg.jitter)}}
+		pol: policy{lease: l.cfg.lease, jitter: l.cfg.drawFraction(l.cfg.jitter)}}
 	wake, unregister := l.scope.wakes.register(w.id)
 	defer unregister()
 	defer ll.unqueue(w.id)
@@ -309,6 +309,6 @@ func (l *Lock) purge(ctx context.Context, ll *localLock, id string) {
 	pctx, cancel := detached(ctx, l.cfg.finishTimeout)
 	defer cancel()
 	if _, err := gated(pctx, ll, func() (struct{}, error) { return struct{}{}, l.store.purgeWaiter(pctx, l.name, id) }); err != nil {
-		l.cfg.logger.Warn("lock: deleting a stray queue entry failed; it expires after four watermarks", "err", err)
+		l.cfg.logger.Warn("lock: deleting a stray queue entry failed; it expires after four leases", "err", err)
 	}
 }

@@ -26,7 +26,7 @@ type lockAction int
 const (
 	// lockAcquire: the lock is free and nobody live waits before us.
 	lockAcquire lockAction = iota + 1
-	// lockTakeOver: the holder went silent past the watermark and nobody
+	// lockTakeOver: the holder went silent past the lease and nobody
 	// live waits before us.
 	lockTakeOver
 	// lockHeld: the lock was handed to us by the previous holder.
@@ -34,7 +34,7 @@ const (
 	// lockWait: someone holds it or waits before us; wait is, when the
 	// holder is the one to wait for, how long until a takeover is allowed.
 	lockWait
-	// lockPassOn: the holder went silent past the watermark and live
+	// lockPassOn: the holder went silent past the lease and live
 	// waiters are before us: hand the lock to the first of them, as the
 	// holder's Unlock would have, so that each dead process before us costs
 	// one lease, not its entries' time to live.

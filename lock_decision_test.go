@@ -9,7 +9,7 @@ import (
 
 func TestDecideLock(t *testing.T) {
 	now := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
-	pol := policy{watermark: time.Minute, jitter: 0}
+	pol := policy{lease: time.Minute, jitter: 0}
 	held := row{Exists: true, State: StateStarted, LeaseID: "holder", RenewedAt: now.Add(-10 * time.Second), Now: now}
 	silent := held
 	silent.RenewedAt = now.Add(-time.Hour)
@@ -24,7 +24,7 @@ func TestDecideLock(t *testing.T) {
 		{"free, live waiters before us: wait (FIFO)", lockView{row: row{Exists: true, State: StateNeeded, Now: now}, ahead: 3}, "me", lockDecision{action: lockWait}},
 		{"held by a live holder: wait for the hand-off", lockView{row: held}, "me", lockDecision{action: lockWait, wait: 50 * time.Second}},
 		{"handed to us", lockView{row: held}, "holder", lockDecision{action: lockHeld}},
-		{"holder silent past the watermark, we are first: take over", lockView{row: silent}, "me", lockDecision{action: lockTakeOver}},
+		{"holder silent past the lease, we are first: take over", lockView{row: silent}, "me", lockDecision{action: lockTakeOver}},
 		{"holder silent, others before us: pass it on to the first", lockView{row: silent, ahead: 1}, "me", lockDecision{action: lockPassOn}},
 		{"DONE row of a run-once mutex: wrong kind", lockView{row: row{Exists: true, State: StateDone, Now: now}}, "me", lockDecision{action: lockWrongKind}},
 		{"FAILED row of a run-once mutex: wrong kind", lockView{row: row{Exists: true, State: StateFailed, Now: now}}, "me", lockDecision{action: lockWrongKind}},

@@ -65,7 +65,7 @@ func (w *waiter) join(ctx context.Context) error {
 	l := w.lock
 	w.touched, w.joined = true, true
 	sent := w.now()
-	entry := queueInsert{id: w.id, owner: l.cfg.owner, lease: l.cfg.watermark, wakeAddr: l.scope.wakeAddr(l.cfg.logger)}
+	entry := queueInsert{id: w.id, owner: l.cfg.owner, lease: l.cfg.lease, wakeAddr: l.scope.wakeAddr(l.cfg.logger)}
 	res := w.local.join(ctx, w.st, l.name, entry, l.cfg.finishTimeout)
 	if res.err != nil {
 		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.finishTimeout)
@@ -100,7 +100,7 @@ func (w *waiter) joinBehindScope(ctx context.Context) error {
 	if !held || !w.joined || w.key == endOfQueue {
 		return nil
 	}
-	return w.sleepBehind(ctx, min(w.lock.cfg.watermark, w.untilRenewal(w.now())), gone)
+	return w.sleepBehind(ctx, min(w.lock.cfg.lease, w.untilRenewal(w.now())), gone)
 }
 
 // enqueued records that our entry, inserted by a commit sent at local time
@@ -114,7 +114,7 @@ func (w *waiter) enqueued(key queueKey, sent time.Time) {
 
 // entryTTL is how long our entry stays live without a renewal, by Spanner's
 // clock: waiterTTLFactor of the lease we declare.
-func (w *waiter) entryTTL() time.Duration { return waiterTTLFactor * w.lock.cfg.watermark }
+func (w *waiter) entryTTL() time.Duration { return waiterTTLFactor * w.lock.cfg.lease }
 
 // entryDue reports whether our entry should be renewed at local time now.
 // Half the TTL leaves the other half for a renewal that fails to be retried

@@ -56,7 +56,7 @@ func testWaiterPausedAcrossHandOff(t *testing.T, db string) {
 	hl := holder.do(t, "lock", time.Minute)
 	require.True(t, hl.ok(), hl.Err)
 
-	waiter := startContender(t, procSpec{Role: "interactive", ID: "waiter", Database: db, Lock: name, Watermark: wm, Listen: true})
+	waiter := startContender(t, procSpec{Role: "interactive", ID: "waiter", Database: db, Lock: name, Lease: wm, Listen: true})
 	waiter.await(t, time.Minute, 0, "ready", nil)
 	waiter.send(t, "lock")
 	waitFor(t, time.Minute, "the waiter to queue", func() bool { return slices.Equal(queued(t, check, name), []string{"waiter"}) })
@@ -104,7 +104,7 @@ func testCancelledWaiterPassesOn(t *testing.T, db string) {
 			name := fmt.Sprintf("cancelled-waiter-%v", listen)
 			wm := 10 * time.Second
 			holder := startInteractive(t, "holder", db, name, wm)
-			waiter := startContender(t, procSpec{Role: "interactive", ID: "waiter", Database: db, Lock: name, Watermark: wm, Listen: listen})
+			waiter := startContender(t, procSpec{Role: "interactive", ID: "waiter", Database: db, Lock: name, Lease: wm, Listen: listen})
 			waiter.await(t, time.Minute, 0, "ready", nil)
 			third := startInteractive(t, "third", db, name, wm)
 			for round := range rounds {
@@ -158,7 +158,7 @@ func testKilledProcessCostsOneLease(t *testing.T, db string) {
 	const name = "killed-process"
 	const wm, jitter = time.Second, 0.2
 	start := func(id string) *contender {
-		c := startContender(t, procSpec{Role: "interactive", ID: id, Database: db, Lock: name, Watermark: wm, Jitter: jitter})
+		c := startContender(t, procSpec{Role: "interactive", ID: id, Database: db, Lock: name, Lease: wm, Jitter: jitter})
 		c.await(t, time.Minute, 0, "ready", nil)
 		return c
 	}
@@ -254,9 +254,9 @@ func testCancelledJustBeforeHandOff(t *testing.T, db string) {
 				require.NoError(t, err)
 				t.Cleanup(func() { assert.NoError(t, scope.Close()) })
 			}
-			m1, err := NewLock(c1, name, WithOwner("m1"), WithScope(NewScope()), WithWatermark(10*time.Second))
+			m1, err := NewLock(c1, name, WithOwner("m1"), WithScope(NewScope()), WithLease(10*time.Second))
 			require.NoError(t, err)
-			m2, err := NewLock(c2, name, WithOwner("m2"), WithScope(scope), WithWatermark(10*time.Second))
+			m2, err := NewLock(c2, name, WithOwner("m2"), WithScope(scope), WithLease(10*time.Second))
 			require.NoError(t, err)
 			for round := range testutil.Scale(6, 10) {
 				// Even rounds cancel once m2 is queued; odd ones at once,

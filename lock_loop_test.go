@@ -23,7 +23,7 @@ import (
 // on its own clock.
 type memLockStore struct {
 	mu    sync.Mutex
-	own   time.Duration // the readers' own watermark, for entries that declare none
+	own   time.Duration // the readers' own lease, for entries that declare none
 	r     row
 	queue []memEntry
 	seq   int64 // makes enqueue times strictly increase
@@ -135,11 +135,11 @@ func (s *memLockStore) acquireLock(_ context.Context, name string, key queueKey,
 	res := acquireResult{decision: d, key: endOfQueue, sent: true}
 	switch {
 	case d.action == lockAcquire || d.action == lockTakeOver:
-		s.hold(c.owner, c.leaseID, p.watermark)
+		s.hold(c.owner, c.leaseID, p.lease)
 		s.remove(func(e memEntry) bool { return e.key == key })
 		res.lease = newLease(name, c.owner, c.leaseID, s.r.Token, d.action == lockTakeOver, "T")
 	case d.action == lockWait && join && key == endOfQueue:
-		res.key = s.insert(queueInsert{id: c.leaseID, owner: c.owner, lease: p.watermark})
+		res.key = s.insert(queueInsert{id: c.leaseID, owner: c.owner, lease: p.lease})
 	}
 	return res, err
 }
@@ -296,7 +296,7 @@ func (s *memLockStore) snapshot() (row, []memEntry) {
 // newMemLock returns a Lock on st, in a Scope of its own (another process).
 func newMemLock(t *testing.T, st *memLockStore, opts ...LockOption) *Lock {
 	t.Helper()
-	opts = append([]LockOption{WithBackOff(func() backoff.BackOff { return &backoff.ZeroBackOff{} }), WithWatermark(time.Second)}, opts...)
+	opts = append([]LockOption{WithBackOff(func() backoff.BackOff { return &backoff.ZeroBackOff{} }), WithLease(time.Second)}, opts...)
 	cfg, err := configure("lock", opts)
 	require.NoError(t, err)
 	return &Lock{name: "lock", cfg: cfg, store: st, key: localKey{database: "mem", table: "T", name: "lock"}, scope: NewScope(WithoutWakeUps())}
@@ -461,16 +461,16 @@ func TestLockPurgesAStrayEntryOnceHeld(t *testing.T) {
 	assert.Equal(t, StateNeeded, r.State, "not handed back to our own stray entry")
 }
 
-// A contender with a short watermark does not take over a holder that
+// A contender with a short lease does not take over a holder that
 // declared a longer lease and renews within it.
 func TestLockJudgesTheHolderByItsDeclaredLease(t *testing.T) {
 	st := newMemLockStore(time.Second)
 	ctx := context.Background()
-	holder := heldMemLock(t, st, WithWatermark(time.Hour), WithOwner("patient"))
+	holder := heldMemLock(t, st, WithLease(time.Hour), WithOwner("patient"))
 	st.mu.Lock()
 	st.r.RenewedAt = st.now().Add(-5 * time.Second) // silent for 5 s: past the contender's 100 ms
 	st.mu.Unlock()
-	hasty := newMemLock(t, st, WithWatermark(MinWatermark), WithJitter(0))
+	hasty := newMemLock(t, st, WithLease(MinLease), WithJitter(0))
 	_, err := hasty.TryLock(ctx)
 	var held *HeldError
 	require.ErrorAs(t, err, &held, "the holder declared an hour")
@@ -483,7 +483,7 @@ func TestLockJudgesTheHolderByItsDeclaredLease(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, lease.TookOver())
 	r, _ := st.snapshot()
-	assert.Equal(t, MinWatermark, r.Lease, "the new holder declares its own lease")
+	assert.Equal(t, MinLease, r.Lease, "the new holder declares its own lease")
 	require.NoError(t, hasty.Unlock(ctx))
 	assert.True(t, errors.Is(holder.Unlock(ctx), ErrLeaseLost))
 }

@@ -134,7 +134,7 @@ func (w *waiter) look(ctx context.Context) (lockView, error) {
 		return lockView{}, err
 	}
 	mine := r.heldBy(w.id)
-	if !mine && !holderLive(r, w.pol.watermark) {
+	if !mine && !holderLive(r, w.pol.lease) {
 		// Free, or its holder silent: whether we are first decides, and
 		// the estimate may be stale (waiters who left do not move the
 		// token). Count exactly.
@@ -170,7 +170,7 @@ func (w *waiter) fullRead(ctx context.Context) (lockView, error) {
 // between reads: a quarter of its own lease, so that it notices a hand-off
 // to it well within the lease it is handed.
 func (w *waiter) ceiling() time.Duration {
-	return min(maxLockPollInterval, max(w.lock.cfg.watermark/4, lockPollInterval))
+	return min(maxLockPollInterval, max(w.lock.cfg.lease/4, lockPollInterval))
 }
 
 // handedAnchor returns the anchor (see keepAlive) of a lease that a read

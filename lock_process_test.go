@@ -25,10 +25,10 @@ import (
 )
 
 // startInteractive starts an interactive contender (runInteractive) of lock
-// name in db, with watermark wm and no jitter, and waits until it is ready.
+// name in db, with lease wm and no jitter, and waits until it is ready.
 func startInteractive(t *testing.T, id, db, name string, wm time.Duration) *contender {
 	t.Helper()
-	c := startContender(t, procSpec{Role: "interactive", ID: id, Database: db, Lock: name, Watermark: wm})
+	c := startContender(t, procSpec{Role: "interactive", ID: id, Database: db, Lock: name, Lease: wm})
 	c.await(t, time.Minute, 0, "ready", nil)
 	return c
 }
@@ -77,7 +77,7 @@ func TestLockProcessesCounter(t *testing.T) {
 	start := time.Now()
 	cs := startContenders(t, procs, func(i int) procSpec {
 		return procSpec{Role: "counter", ID: fmt.Sprintf("p%02d", i), Database: db, Lock: "counter",
-			Watermark: 10 * time.Second, Jitter: 0.2, Count: each, Dir: dir, Listen: i%2 == 0}
+			Lease: 10 * time.Second, Jitter: 0.2, Count: each, Dir: dir, Listen: i%2 == 0}
 	})
 	evs := waitAll(t, cs, 5*time.Minute)
 	t.Logf("%d processes × %d increments in %v", procs, each, time.Since(start))
@@ -160,7 +160,7 @@ func stormErrors(calls map[string]*stormCall) (byClass, others map[string]int) {
 }
 
 // 20 processes call Lock, one call after another, each with a random
-// deadline of 5-60ms, for 3s; every other one listens for wake-ups. The watermark (5s) outlasts the storm: under
+// deadline of 5-60ms, for 3s; every other one listens for wake-ups. The lease (5s) outlasts the storm: under
 // the race detector on two cores a Spanner call can hang for the 2s a Lock
 // may outlive its deadline, and a lease that lapsed then would be lost
 // rightly, which is not what this test is about. Every call returns a lease (unlocked at once,
@@ -172,7 +172,7 @@ func TestLockProcessesImpatientStorm(t *testing.T) {
 	const name, procs = "storm", 20
 	wm := 5 * time.Second
 	cs := startContenders(t, procs, func(i int) procSpec {
-		return procSpec{Role: "storm", ID: fmt.Sprintf("s%02d", i), Database: db, Lock: name, Watermark: wm, Jitter: 0.2,
+		return procSpec{Role: "storm", ID: fmt.Sprintf("s%02d", i), Database: db, Lock: name, Lease: wm, Jitter: 0.2,
 			Duration: 3 * time.Second, MinDeadline: 5 * time.Millisecond, MaxDeadline: 60 * time.Millisecond, Listen: i%2 == 0}
 	})
 	calls := stormCalls(waitAll(t, cs, 2*time.Minute))
@@ -185,7 +185,7 @@ func TestLockProcessesImpatientStorm(t *testing.T) {
 		row = rows[0]
 	}
 
-	patient, err := NewLock(check, name, WithOwner("patient"), WithWatermark(wm))
+	patient, err := NewLock(check, name, WithOwner("patient"), WithLease(wm))
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -246,7 +246,7 @@ func staleEntries(owners []string, calls map[string]*stormCall) []string {
 
 // A waiter process queued behind a holder process is killed; when the
 // holder unlocks, a contender queued behind the dead waiter still gets the
-// lock, within the dead entry's time to live (four watermarks) plus a
+// lock, within the dead entry's time to live (four leases) plus a
 // margin, with a higher token.
 func TestLockProcessesKilledWaiter(t *testing.T) {
 	db := freshDatabase(t)
@@ -280,7 +280,7 @@ func TestLockProcessesKilledWaiter(t *testing.T) {
 	assert.True(t, third.do(t, "unlock", time.Minute).ok())
 }
 
-// A holder process is paused (SIGSTOP) past the watermark; another process
+// A holder process is paused (SIGSTOP) past the lease; another process
 // takes the lock over and writes. When the holder is continued it learns
 // that its lease was lost, and its guarded writes are rejected while the
 // new holder's land; in commit order, the written tokens never go down.
@@ -306,16 +306,16 @@ func TestLockProcessesPausedHolder(t *testing.T) {
 	assert.Equal(t, []int64{hl.Token, tl.Token, tl.Token}, historyTokens(readHistory(t, check)), "the committed writes' tokens, in commit order")
 }
 
-// Contenders configured with different watermarks: a contender with a short
-// watermark must judge a holder by the holder's own, longer watermark.
-func TestLockProcessesMismatchedWatermarks(t *testing.T) {
+// Contenders configured with different leases: a contender with a short
+// lease must judge a holder by the holder's own, longer lease.
+func TestLockProcessesMismatchedLeases(t *testing.T) {
 	db := freshDatabase(t)
 	check := newClient(t, db)
 	const short = time.Second
 
-	// The holder (watermark 6s) renews every 2s while it holds for 3s: the
-	// contender (watermark 1s) sees it silent for longer than its own
-	// watermark between renewals, and must still wait for its Unlock.
+	// The holder (lease 6s) renews every 2s while it holds for 3s: the
+	// contender (lease 1s) sees it silent for longer than its own
+	// lease between renewals, and must still wait for its Unlock.
 	t.Run("renewing holder", func(t *testing.T) {
 		const name = "renewing"
 		holder := startInteractive(t, "holder", db, name, 6*time.Second)
@@ -336,9 +336,9 @@ func TestLockProcessesMismatchedWatermarks(t *testing.T) {
 		assert.GreaterOrEqual(t, time.Duration(cl.End-hu.Start), time.Duration(0), "the contender got the lock before the holder's Unlock began")
 	})
 
-	// The holder (watermark 4s) is killed right after acquiring: the
-	// contender (watermark 1s) may take over only once the holder's
-	// watermark has passed since its last renewal, by Spanner's clock.
+	// The holder (lease 4s) is killed right after acquiring: the
+	// contender (lease 1s) may take over only once the holder's
+	// lease has passed since its last renewal, by Spanner's clock.
 	t.Run("killed holder", func(t *testing.T) {
 		const name = "killed"
 		const long = 4 * time.Second
@@ -355,7 +355,7 @@ func TestLockProcessesMismatchedWatermarks(t *testing.T) {
 		t.Logf("holder token %d acquired at %v, last renewed at %v; contender token %d took over %v after that renewal (Spanner's clock)",
 			hl.Token, hl.AcquiredAt, last, cl.Token, gap)
 		assert.True(t, cl.TookOver)
-		assert.GreaterOrEqual(t, gap, long, "the takeover came before the holder's watermark had passed")
+		assert.GreaterOrEqual(t, gap, long, "the takeover came before the holder's lease had passed")
 	})
 }
 
@@ -370,7 +370,7 @@ func TestLockProcessesWakeUpAcrossProcesses(t *testing.T) {
 	hl := holder.do(t, "lock", time.Minute)
 	require.True(t, hl.ok(), hl.Err)
 
-	waiter := startContender(t, procSpec{Role: "interactive", ID: "waiter", Database: db, Lock: name, Watermark: 40 * time.Second, Listen: true})
+	waiter := startContender(t, procSpec{Role: "interactive", ID: "waiter", Database: db, Lock: name, Lease: 40 * time.Second, Listen: true})
 	waiter.await(t, time.Minute, 0, "ready", nil)
 	waiter.send(t, "lock")
 	waitFor(t, time.Minute, "the waiter to queue", func() bool { return slices.Equal(queued(t, check, name), []string{"waiter"}) })

@@ -132,7 +132,7 @@ func sameScopeAsSilent(d ddl.Dialect) string {
 func (s *spannerStore) queryLock(ctx context.Context, q querier, d ddl.Dialect, name string, key queueKey, limit int) (lockView, error) {
 	marked := s.marked()
 	it := q.Query(ctx, sqldialect.Statement(d, s.lockSQL(d, limit, marked), map[string]any{
-		"name": name, "at": key.at, "id": key.id, "lease": s.watermark.Microseconds(),
+		"name": name, "at": key.at, "id": key.id, "lease": s.lease.Microseconds(),
 	}))
 	defer it.Stop()
 	r, err := it.Next()
@@ -292,7 +292,7 @@ func (s *spannerStore) acquireLock(ctx context.Context, name string, key queueKe
 				return acquireResult{}, s.explain(ctx, err)
 			}
 		}
-		ms = append(ms, s.holderMutation(v.row, name, holderRecord{owner: c.owner, leaseID: c.leaseID, lease: p.watermark}))
+		ms = append(ms, s.holderMutation(v.row, name, holderRecord{owner: c.owner, leaseID: c.leaseID, lease: p.lease}))
 		ms = s.markEmpty(ms, v.row, name, v.emptyRead)
 		if v.queued {
 			ms = append(ms, spanner.Delete(s.queueTable(), spanner.Key{name, key.at, key.id}))
@@ -304,7 +304,7 @@ func (s *spannerStore) acquireLock(ctx context.Context, name string, key queueKe
 			return acquireResult{}, s.explain(ctx, err)
 		}
 	case (d.action == lockWait || d.action == lockPassOn) && join && key == endOfQueue:
-		ms = append(ms, s.enqueueMutation(name, queueInsert{id: c.leaseID, owner: c.owner, lease: p.watermark, wakeAddr: c.wakeAddr}))
+		ms = append(ms, s.enqueueMutation(name, queueInsert{id: c.leaseID, owner: c.owner, lease: p.lease, wakeAddr: c.wakeAddr}))
 		if m := s.markQueuedMutation(v.row, name); m != nil {
 			ms = append(ms, m)
 		}
@@ -417,7 +417,7 @@ func (s *spannerStore) readByKey(ctx context.Context, tx *spanner.ReadWriteStmtB
 	}
 	if uncounted && r.Exists && r.State == StateStarted {
 		r.Now = r.lastWritten()
-		return lockView{row: r, ahead: 1, uncounted: true}, holderLive(r, s.watermark), nil
+		return lockView{row: r, ahead: 1, uncounted: true}, holderLive(r, s.lease), nil
 	}
 	if r.Exists && r.State != StateNeeded {
 		return lockView{}, false, nil
@@ -582,7 +582,7 @@ func (s *spannerStore) handOffMutations(v row, head []*queueEntry, complete bool
 // Scope skip (a silent holder's: passOn).
 func (s *spannerStore) takes(v row, e *queueEntry, from, skip string) bool {
 	declared := time.Duration(e.LeaseMicros.Int64) * time.Microsecond
-	ttl := waiterTTLFactor * holderLease(row{Lease: declared}, s.watermark)
+	ttl := waiterTTLFactor * holderLease(row{Lease: declared}, s.lease)
 	return v.Now.Sub(e.RenewedAt) < ttl && e.WaiterID != from && (skip == "" || scopeOf(e.WaiterID) != skip)
 }
 

@@ -275,7 +275,7 @@ func TestLockSkipsDeadWaiters(t *testing.T) { eachDialect(t, testLockSkipsDeadWa
 
 func testLockSkipsDeadWaiters(t *testing.T, db string) {
 	c := newClient(t, db)
-	opts := []LockOption{WithWatermark(time.Second), WithJitter(0)}
+	opts := []LockOption{WithLease(time.Second), WithJitter(0)}
 	holder, err := NewLock(c, "dead", append(opts, WithOwner("holder"))...)
 	require.NoError(t, err)
 	lockAndHold(t, holder)
@@ -294,7 +294,7 @@ func testLockSkipsDeadWaiters(t *testing.T, db string) {
 	go func() { l, err := live.Lock(context.Background()); assert.NoError(t, err); got <- l }()
 	waitFor(t, time.Minute, "the live waiter to queue", func() bool { return len(queued(t, c, "dead")) == 2 })
 
-	// Wait until the zombie's entry is older than the watermark by Spanner's clock.
+	// Wait until the zombie's entry is older than the lease by Spanner's clock.
 	waitFor(t, time.Minute, "the zombie's entry to expire", func() bool {
 		var stale int64
 		stmt := statementFor(t, c, func(d ddl.Dialect) string {
@@ -315,7 +315,7 @@ func testLockSkipsDeadWaiters(t *testing.T, db string) {
 	require.NoError(t, zombie.Unlock(context.Background()))
 }
 
-// A holder whose lease was lost (taken over after the watermark) cannot
+// A holder whose lease was lost (taken over after the lease) cannot
 // unlock the new holder's lock, and its fenced operations are rejected: both
 // the Guard-ed write in its own transaction and the external operation
 // through a Fence.
@@ -324,7 +324,7 @@ func TestLockUnlockAfterLossLeavesTheNewHolder(t *testing.T) {
 }
 
 func testLockUnlockAfterLossLeavesTheNewHolder(t *testing.T, db string) {
-	opts := []LockOption{WithWatermark(time.Second), WithJitter(0)}
+	opts := []LockOption{WithLease(time.Second), WithJitter(0)}
 	ca, silenceA := silenceableClient(t, db)
 	a, err := NewLock(ca, "lost", append(opts, WithOwner("a"))...)
 	require.NoError(t, err)
@@ -338,7 +338,7 @@ func testLockUnlockAfterLossLeavesTheNewHolder(t *testing.T, db string) {
 	la := lockAndHold(t, a)
 	require.NoError(t, fence.Admit(ctx, "sheets/1", "lost", la.Token()))
 	silenceA.Store(true)
-	lb := lockAndHold(t, b) // queues, then takes over after the watermark
+	lb := lockAndHold(t, b) // queues, then takes over after the lease
 	assert.True(t, lb.TookOver())
 	assert.Greater(t, lb.Token(), la.Token())
 	assert.GreaterOrEqual(t, lb.AcquiredAt().Sub(la.AcquiredAt()), time.Second)
@@ -461,7 +461,7 @@ func testDialectReadBeforeTransactions(t *testing.T, db string) {
 	require.NoError(t, newSpannerStore(c, DefaultTable, time.Second).purgeWaiter(ctx, "first", "w1"))
 	_, err := newSpannerStore(c, DefaultTable, time.Second).leave(ctx, "first", "w1")
 	require.NoError(t, err)
-	d, lease, err := newSpannerStore(c, DefaultTable, time.Second).acquire(ctx, "first", policy{watermark: time.Second, maxAttempts: 1}, claim{owner: "o", leaseID: "l1"})
+	d, lease, err := newSpannerStore(c, DefaultTable, time.Second).acquire(ctx, "first", policy{lease: time.Second, maxAttempts: 1}, claim{owner: "o", leaseID: "l1"})
 	require.NoError(t, err)
 	require.Equal(t, actAcquire, d.action)
 	require.NotNil(t, lease)

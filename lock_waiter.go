@@ -361,7 +361,7 @@ func (w *waiter) await(ctx context.Context, v lockView, d lockDecision, sent tim
 			// if the lock leaves the Scope: no need to poll. We still read
 			// by the time our entry is due for renewal, and when a takeover
 			// of a silent holder would be allowed.
-			interval, gone = max(interval, min(w.lock.cfg.watermark, d.wait, w.untilRenewal(w.now()))), ch
+			interval, gone = max(interval, min(w.lock.cfg.lease, d.wait, w.untilRenewal(w.now()))), ch
 		}
 	}
 	w.lock.cfg.logger.Debug("lock: waiting", "for", interval)

@@ -102,7 +102,7 @@ func testWakeUpConfirmed(ctx context.Context, t *testing.T, client *spanner.Clie
 // by its own arrival transaction, and wait (for a wake-up, or their fallback
 // poll a second later). The first is woken, handed the lock, and unlocks,
 // handing it to the second within their Scope, whose wake-up ends the
-// arrival's wait: the second's Lock returns at once, not after a watermark
+// arrival's wait: the second's Lock returns at once, not after a lease
 // spent waiting for the Scope's holder, itself, to leave.
 func TestLockHandOffWithinScopeAfterQueuedArrivals(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -128,7 +128,7 @@ func TestLockHandOffWithinScopeAfterQueuedArrivals(t *testing.T) {
 	}()
 	waitFor(t, time.Minute, "the first waiter to queue", func() bool { return len(queuedIDs(t, client, name)) == 1 })
 	go func() {
-		// Well under the 30s watermark such a wait would take.
+		// Well under the 30s lease such a wait would take.
 		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 		_, err := second.Lock(sctx)

@@ -79,7 +79,7 @@ func (m *Mutex) unreached(err error, began time.Time) error {
 //     NEEDED with the attempt not counted, for another contender to run.
 //   - Executed, *LeaseLostError: fn ran here and returned, but the row had
 //     been taken over meanwhile (its renewals did not reach Spanner for a
-//     watermark, or it was recorded abandoned).
+//     lease, or it was recorded abandoned).
 //   - NoOutcome, *ExhaustedError: the section failed on its last allowed
 //     attempt, or Spanner kept failing; fn did not run here.
 //   - NoOutcome, errors.Join(ErrNotObtained, ctx.Err()): ctx ended while
@@ -199,7 +199,7 @@ type obtainer struct {
 func (m *Mutex) obtain(ctx context.Context) (*Lease, Outcome, error) {
 	att := m.cfg.newAttempts(m.name, 2)
 	o := &obtainer{m: m, reads: att[0], acquires: att[1], unresolved: map[string]pendingAcquisition{},
-		pol: policy{watermark: m.cfg.watermark, staleness: m.cfg.staleness, jitter: m.cfg.drawFraction(m.cfg.jitter),
+		pol: policy{lease: m.cfg.lease, staleness: m.cfg.staleness, jitter: m.cfg.drawFraction(m.cfg.jitter),
 			maxAttempts: int64(m.cfg.maxAttempts), version: m.cfg.version}}
 	for {
 		lease, outcome, err, done := o.step(ctx)
@@ -308,7 +308,7 @@ func (o *obtainer) acquire(ctx context.Context, r row) (lease *Lease, outcome Ou
 // resolve reads the row to settle an acquisition whose commit outcome is
 // unknown. It returns the lease if the row shows that the commit happened.
 // It reads even if ctx is done, within the finish timeout: a lease we hold
-// without knowing it would block everyone until the watermark.
+// without knowing it would block everyone until the lease.
 func (m *Mutex) resolve(ctx context.Context, leaseID string, p pendingAcquisition) *Lease {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.finishTimeout)
 	defer cancel()
@@ -333,7 +333,7 @@ func (m *Mutex) adopt(r row, p pendingAcquisition) *Lease {
 }
 
 // settle reads back the acquisitions whose commit outcome is still unknown
-// and gives back any that did commit, so that nobody waits a watermark for
+// and gives back any that did commit, so that nobody waits a lease for
 // a holder that has left. It runs even if ctx is done.
 func (m *Mutex) settle(ctx context.Context, unresolved map[string]pendingAcquisition) {
 	for id, p := range unresolved {
@@ -349,7 +349,7 @@ func (m *Mutex) giveBack(ctx context.Context, l *Lease) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.finishTimeout)
 	defer cancel()
 	if err := m.store.release(rctx, l); err != nil {
-		m.cfg.logger.Warn("could not give back an unused lease; others wait for the watermark", "token", l.token, "err", err)
+		m.cfg.logger.Warn("could not give back an unused lease; others wait for the lease", "token", l.token, "err", err)
 	}
 }
 

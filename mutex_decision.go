@@ -8,7 +8,7 @@ type action int
 const (
 	// actAcquire: nobody holds the section and it is still needed: start it.
 	actAcquire action = iota + 1
-	// actTakeOver: the holder went silent past the watermark and attempts
+	// actTakeOver: the holder went silent past the lease and attempts
 	// remain: start it with the next token.
 	actTakeOver
 	// actWait: a live holder runs it; read again after decision.wait.
@@ -17,7 +17,7 @@ const (
 	actDone
 	// actExhausted: it failed on its last allowed attempt; give up.
 	actExhausted
-	// actAbandon: its holder went silent past the watermark on the last
+	// actAbandon: its holder went silent past the lease on the last
 	// allowed attempt: record FAILED, then give up.
 	actAbandon
 )

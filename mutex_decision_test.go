@@ -12,7 +12,7 @@ import (
 func TestDecide(t *testing.T) {
 	now := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
 	ago := func(d time.Duration) time.Time { return now.Add(-d) }
-	pol := policy{watermark: time.Minute, jitter: 1.0 / 6, maxAttempts: 3}
+	pol := policy{lease: time.Minute, jitter: 1.0 / 6, maxAttempts: 3}
 	stale := pol
 	stale.staleness = time.Hour
 	v2 := pol
@@ -27,10 +27,10 @@ func TestDecide(t *testing.T) {
 		{"absent row: acquire fresh", row{Now: now}, pol, decision{action: actAcquire, fresh: true}},
 		{"NEEDED (given back): acquire, same generation", row{Exists: true, State: StateNeeded, Attempts: 2, Now: now}, pol, decision{action: actAcquire}},
 		{"NEEDED with no attempts left: exhausted", row{Exists: true, State: StateNeeded, Attempts: 3, Now: now}, pol, decision{action: actExhausted}},
-		{"STARTED just now: wait the whole watermark+jitter", row{Exists: true, State: StateStarted, Attempts: 1, RenewedAt: now, Now: now}, pol, decision{action: actWait, wait: 70 * time.Second}},
-		{"STARTED within watermark: wait the rest", row{Exists: true, State: StateStarted, Attempts: 1, RenewedAt: ago(30 * time.Second), Now: now}, pol, decision{action: actWait, wait: 40 * time.Second}},
-		{"STARTED past watermark, within jitter: wait", row{Exists: true, State: StateStarted, Attempts: 1, RenewedAt: ago(65 * time.Second), Now: now}, pol, decision{action: actWait, wait: 5 * time.Second}},
-		{"STARTED exactly at watermark+jitter: take over", row{Exists: true, State: StateStarted, Attempts: 1, RenewedAt: ago(70 * time.Second), Now: now}, pol, decision{action: actTakeOver}},
+		{"STARTED just now: wait the whole lease+jitter", row{Exists: true, State: StateStarted, Attempts: 1, RenewedAt: now, Now: now}, pol, decision{action: actWait, wait: 70 * time.Second}},
+		{"STARTED within lease: wait the rest", row{Exists: true, State: StateStarted, Attempts: 1, RenewedAt: ago(30 * time.Second), Now: now}, pol, decision{action: actWait, wait: 40 * time.Second}},
+		{"STARTED past lease, within jitter: wait", row{Exists: true, State: StateStarted, Attempts: 1, RenewedAt: ago(65 * time.Second), Now: now}, pol, decision{action: actWait, wait: 5 * time.Second}},
+		{"STARTED exactly at lease+jitter: take over", row{Exists: true, State: StateStarted, Attempts: 1, RenewedAt: ago(70 * time.Second), Now: now}, pol, decision{action: actTakeOver}},
 		{"STARTED long abandoned: take over", row{Exists: true, State: StateStarted, Attempts: 2, RenewedAt: ago(time.Hour), Now: now}, pol, decision{action: actTakeOver}},
 		{"STARTED abandoned on the last attempt: abandon", row{Exists: true, State: StateStarted, Attempts: 3, RenewedAt: ago(time.Hour), Now: now}, pol, decision{action: actAbandon}},
 		{"STARTED on the last attempt but alive: wait", row{Exists: true, State: StateStarted, Attempts: 3, RenewedAt: ago(time.Second), Now: now}, pol, decision{action: actWait, wait: 69 * time.Second}},
@@ -44,8 +44,8 @@ func TestDecide(t *testing.T) {
 		{"FAILED exhausted but stale: acquire fresh", row{Exists: true, State: StateFailed, Attempts: 3, FinishedAt: ago(2 * time.Hour), Now: now}, stale, decision{action: actAcquire, fresh: true}},
 		{"FAILED past staleness, no FinishedAt: not stale", row{Exists: true, State: StateFailed, Attempts: 3, Now: now}, stale, decision{action: actExhausted}},
 		{"STARTED, holder declared 10 s, silent 11 s: wait for our jitter's share of its lease", row{Exists: true, State: StateStarted, Attempts: 1, Lease: 10 * time.Second, RenewedAt: ago(11 * time.Second), Now: now}, pol, decision{action: actWait, wait: 10*time.Second + 10*time.Second/6 - 11*time.Second}},
-		{"STARTED, holder declared 10 s, silent 12 s: take over, whatever our watermark", row{Exists: true, State: StateStarted, Attempts: 1, Lease: 10 * time.Second, RenewedAt: ago(12 * time.Second), Now: now}, pol, decision{action: actTakeOver}},
-		{"STARTED, holder declared 1 h, silent 2 min: wait out its lease, not our watermark", row{Exists: true, State: StateStarted, Attempts: 1, Lease: time.Hour, RenewedAt: ago(2 * time.Minute), Now: now}, pol, decision{action: actWait, wait: time.Hour + 10*time.Minute - 2*time.Minute}},
+		{"STARTED, holder declared 10 s, silent 12 s: take over, whatever our lease", row{Exists: true, State: StateStarted, Attempts: 1, Lease: 10 * time.Second, RenewedAt: ago(12 * time.Second), Now: now}, pol, decision{action: actTakeOver}},
+		{"STARTED, holder declared 1 h, silent 2 min: wait out its lease, not our lease", row{Exists: true, State: StateStarted, Attempts: 1, Lease: time.Hour, RenewedAt: ago(2 * time.Minute), Now: now}, pol, decision{action: actWait, wait: time.Hour + 10*time.Minute - 2*time.Minute}},
 		{"version: DONE at the same version: done", row{Exists: true, State: StateDone, Attempts: 1, Version: "v2", Now: now}, v2, decision{action: actDone}},
 		{"version: DONE at another version: acquire fresh", row{Exists: true, State: StateDone, Attempts: 1, Version: "v1", Now: now}, v2, decision{action: actAcquire, fresh: true}},
 		{"version: DONE at no version: acquire fresh", row{Exists: true, State: StateDone, Attempts: 1, Now: now}, v2, decision{action: actAcquire, fresh: true}},
@@ -68,7 +68,7 @@ func TestDecide(t *testing.T) {
 // are. Shifting every timestamp by the same amount (a different epoch)
 // changes no decision.
 func TestDecideDependsOnlyOnSpannerTimeDifferences(t *testing.T) {
-	pol := policy{watermark: time.Minute, staleness: time.Hour, maxAttempts: 3}
+	pol := policy{lease: time.Minute, staleness: time.Hour, maxAttempts: 3}
 	base := row{Exists: true, State: StateStarted, Attempts: 1,
 		RenewedAt: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
 	for _, silent := range []time.Duration{0, 59 * time.Second, time.Minute, 2 * time.Hour} {

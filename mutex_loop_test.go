@@ -230,7 +230,7 @@ func TestRunRecognisesUnresolvedAcquisitionOnALaterRead(t *testing.T) {
 }
 
 // A context cancelled while an acquisition's outcome is unknown gives the
-// acquisition back if it committed, so nobody waits a watermark for nothing.
+// acquisition back if it committed, so nobody waits a lease for nothing.
 func TestRunGivesBackAnAcquisitionItCannotUse(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	st := &memStore{now: time.Unix(1000, 0)}
@@ -327,11 +327,11 @@ func TestGivenBackAttemptKeepsTheLimit(t *testing.T) {
 	assert.Equal(t, 1, runs, "MaxAttempts(1): one start in all")
 }
 
-// A lease whose renewals fail for a whole watermark is declared lost and the
+// A lease whose renewals fail for a whole lease is declared lost and the
 // section's ctx is cancelled with that cause, before anyone could take over.
 func TestRenewalFailuresCancelTheSection(t *testing.T) {
 	st := &memStore{now: time.Unix(1000, 0), renewFault: func(int) error { return unavailable }}
-	m := newTestMutex(t, st, WithWatermark(300*time.Millisecond), WithRenewInterval(50*time.Millisecond))
+	m := newTestMutex(t, st, WithLease(300*time.Millisecond), WithRenewInterval(50*time.Millisecond))
 	var cause error
 	out, err := m.Run(context.Background(), func(ctx context.Context, l *Lease) error {
 		<-ctx.Done()
@@ -341,7 +341,7 @@ func TestRenewalFailuresCancelTheSection(t *testing.T) {
 	})
 	assert.Equal(t, Executed, out)
 	assert.ErrorIs(t, cause, ErrLeaseLost)
-	assert.ErrorContains(t, cause, "renewals failed for a whole watermark")
+	assert.ErrorContains(t, cause, "renewals failed for a whole lease")
 	assert.ErrorIs(t, err, context.Canceled, "the section's own error is returned")
 	assert.GreaterOrEqual(t, st.renewals, 2)
 }
@@ -349,7 +349,7 @@ func TestRenewalFailuresCancelTheSection(t *testing.T) {
 // A renewal that finds the row taken over cancels the section at once.
 func TestRenewalSeesTakeover(t *testing.T) {
 	st := &memStore{now: time.Unix(1000, 0)}
-	m := newTestMutex(t, st, WithWatermark(time.Minute), WithRenewInterval(10*time.Millisecond))
+	m := newTestMutex(t, st, WithLease(time.Minute), WithRenewInterval(10*time.Millisecond))
 	out, err := m.Run(context.Background(), func(ctx context.Context, l *Lease) error {
 		st.mu.Lock()
 		st.r.LeaseID, st.r.Token, st.r.Owner = "someone-else", st.r.Token+1, "thief"

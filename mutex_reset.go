@@ -34,7 +34,7 @@ func (e *ResetRefusedError) Is(target error) bool { return target == ErrResetRef
 // ResetResult is what Reset found and did.
 type ResetResult struct {
 	// Before is the state the row was in: FAILED, NEEDED, or STARTED under a
-	// holder silent past the watermark.
+	// holder silent past the lease.
 	Before State
 	// Attempts is how many attempts the row had counted; it now counts 0.
 	Attempts int64
@@ -72,7 +72,7 @@ func (m *Mutex) Reset(ctx context.Context) (ResetResult, error) {
 	if err := m.checkSchema(ctx); err != nil {
 		return ResetResult{}, m.unreached(err, began)
 	}
-	res, err := st.reset(ctx, m.name, m.cfg.watermark, uuid.NewString())
+	res, err := st.reset(ctx, m.name, m.cfg.lease, uuid.NewString())
 	if err != nil {
 		return res, m.unreached(err, began)
 	}
@@ -82,14 +82,14 @@ func (m *Mutex) Reset(ctx context.Context) (ResetResult, error) {
 
 // decideReset says whether a row read on Spanner's clock may be reset, and
 // if not, why.
-func decideReset(r row, watermark time.Duration) (ok bool, refusal string) {
+func decideReset(r row, lease time.Duration) (ok bool, refusal string) {
 	switch {
 	case !r.Exists:
 		return false, "there is no row by that name: nothing to reset"
 	case r.State == StateDone:
 		return false, "it is DONE: it completed, so there is nothing to re-arm; run it again under a new name or version"
 	case r.State == StateStarted:
-		if silent, lease := silentFor(r), holderLease(r, watermark); silent < lease {
+		if silent, lease := silentFor(r), holderLease(r, lease); silent < lease {
 			return false, fmt.Sprintf("it is STARTED by %s (token %d), a live holder that renewed its lease %v ago, within the lease of %v it declared; "+
 				"wait for it to finish, or for it to go silent past its lease",
 				r.Owner, r.Token, silent.Round(time.Millisecond), lease)
@@ -103,7 +103,7 @@ func decideReset(r row, watermark time.Duration) (ok bool, refusal string) {
 
 // reset re-arms name's row if decideReset allows it; leaseID replaces the
 // row's acquisition id so that a silent holder finds its lease gone.
-func (s *spannerStore) reset(ctx context.Context, name string, watermark time.Duration, leaseID string) (ResetResult, error) {
+func (s *spannerStore) reset(ctx context.Context, name string, lease time.Duration, leaseID string) (ResetResult, error) {
 	var res ResetResult
 	d, err := s.dialect.Get(ctx) // before the transaction: see statement
 	if err != nil {
@@ -117,13 +117,13 @@ func (s *spannerStore) reset(ctx context.Context, name string, watermark time.Du
 			return err
 		}
 		// Spanner's clock: r.Now is CURRENT_TIMESTAMP() of this transaction.
-		if ok, why := decideReset(r, watermark); !ok {
+		if ok, why := decideReset(r, lease); !ok {
 			return &ResetRefusedError{Name: name, State: r.State, Owner: r.Owner, Token: r.Token, Reason: why}
 		}
 		res = ResetResult{Before: r.State, Attempts: r.Attempts, Token: r.Token, LastError: r.LastError}
 		note := fmt.Sprintf("reset from %s after %d attempt(s)", r.State, r.Attempts)
 		if r.State == StateStarted {
-			note += fmt.Sprintf(" (holder %s, token %d, silent past the watermark)", r.Owner, r.Token)
+			note += fmt.Sprintf(" (holder %s, token %d, silent past the lease)", r.Owner, r.Token)
 		}
 		if r.LastError != "" {
 			note += "; last error: " + r.LastError

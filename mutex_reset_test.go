@@ -23,7 +23,7 @@ func TestDecideReset(t *testing.T) {
 		{"failed", row{Exists: true, State: StateFailed, Attempts: 3, Now: now}, true},
 		{"needed, exhausted", row{Exists: true, State: StateNeeded, Attempts: 3, Now: now}, true},
 		{"started, live", row{Exists: true, State: StateStarted, RenewedAt: now.Add(-wm + time.Millisecond), Now: now}, false},
-		{"started, silent past the watermark", row{Exists: true, State: StateStarted, RenewedAt: now.Add(-wm), Now: now}, true},
+		{"started, silent past the lease", row{Exists: true, State: StateStarted, RenewedAt: now.Add(-wm), Now: now}, true},
 		{"unknown state", row{Exists: true, State: "WEIRD", Now: now}, false},
 	}
 	for _, tc := range cases {
@@ -82,18 +82,18 @@ func testResetReArmsAnExhaustedSection(t *testing.T, db string) {
 }
 
 // Reset refuses a live holder and says so; once the holder has gone silent
-// past the watermark, it resets the row, and the old holder's late DONE is
+// past the lease, it resets the row, and the old holder's late DONE is
 // rejected.
 func TestResetIsFencedOnALiveHolder(t *testing.T) {
 	db := freshDatabase(t)
-	const watermark = 2 * time.Second
+	const lease = 2 * time.Second
 	ca, silence := silenceableClient(t, db)
-	holderM, err := New(ca, "held", WithOwner("holder"), WithWatermark(watermark))
+	holderM, err := New(ca, "held", WithOwner("holder"), WithLease(lease))
 	require.NoError(t, err)
 	h := startHolder(t, holderM)
 	l := h.acquired(t)
 
-	resetter, err := New(newClient(t, db), "held", WithWatermark(watermark))
+	resetter, err := New(newClient(t, db), "held", WithLease(lease))
 	require.NoError(t, err)
 	_, err = resetter.Reset(context.Background())
 	var refused *ResetRefusedError

@@ -64,14 +64,14 @@ func (s *spannerStore) acquire(ctx context.Context, name string, p policy, c cla
 				attempts = 1
 			}
 			// We declare our own lease: contenders judge our silence by it.
-			h := holderRecord{owner: c.owner, leaseID: c.leaseID, lease: p.watermark, attempts: attempts}
+			h := holderRecord{owner: c.owner, leaseID: c.leaseID, lease: p.lease, attempts: attempts}
 			if s.versioned {
 				h.version = p.version
 			}
 			return tx.BufferWrite([]*spanner.Mutation{s.holderMutation(r, name, h)})
 		case actAbandon:
 			msg := fmt.Sprintf("abandoned: holder %q (token %d) did not renew or finish within its lease of %v on attempt %d of %d",
-				r.Owner, r.Token, holderLease(r, p.watermark), r.Attempts, p.maxAttempts)
+				r.Owner, r.Token, holderLease(r, p.lease), r.Attempts, p.maxAttempts)
 			// The abandoning contender's claim id replaces the holder's, so
 			// that the holder, should it come back, finds its lease gone.
 			return tx.BufferWrite([]*spanner.Mutation{spanner.Update(s.table,

@@ -179,17 +179,17 @@ func (h *holder) result(t *testing.T) runResult {
 
 // A holder whose renewals stop reaching Spanner (a paused process, a dropped
 // network) has its section's ctx cancelled with ErrLeaseLost and is taken
-// over only after the watermark, by Spanner's clock, with a higher token;
+// over only after the lease, by Spanner's clock, with a higher token;
 // when it comes back it learns that its lease was lost instead of marking
 // the section DONE.
-func TestTakeoverOnlyAfterWatermark(t *testing.T) { eachDialect(t, testTakeoverOnlyAfterWatermark) }
+func TestTakeoverOnlyAfterLease(t *testing.T) { eachDialect(t, testTakeoverOnlyAfterLease) }
 
-func testTakeoverOnlyAfterWatermark(t *testing.T, db string) {
-	const watermark = 2 * time.Second
+func testTakeoverOnlyAfterLease(t *testing.T, db string) {
+	const lease = 2 * time.Second
 	ca, silenceA := silenceableClient(t, db)
-	a, err := New(ca, "takeover", WithOwner("a"), WithWatermark(watermark), WithJitter(0))
+	a, err := New(ca, "takeover", WithOwner("a"), WithLease(lease), WithJitter(0))
 	require.NoError(t, err)
-	b, err := New(newClient(t, db), "takeover", WithOwner("b"), WithWatermark(watermark), WithJitter(0))
+	b, err := New(newClient(t, db), "takeover", WithOwner("b"), WithLease(lease), WithJitter(0))
 	require.NoError(t, err)
 
 	ha := startHolder(t, a)
@@ -200,7 +200,7 @@ func testTakeoverOnlyAfterWatermark(t *testing.T, db string) {
 
 	assert.True(t, lb.TookOver())
 	assert.Greater(t, lb.Token(), la.Token())
-	assert.GreaterOrEqual(t, lb.AcquiredAt().Sub(la.AcquiredAt()), watermark,
+	assert.GreaterOrEqual(t, lb.AcquiredAt().Sub(la.AcquiredAt()), lease,
 		"takeover at %v, acquisition at %v (Spanner commit timestamps)", lb.AcquiredAt(), la.AcquiredAt())
 
 	select {
@@ -234,14 +234,14 @@ func testTakeoverOnlyAfterWatermark(t *testing.T, db string) {
 	assert.Equal(t, int64(2), st.Attempts)
 }
 
-// A live holder renews its lease: a section that runs five watermarks long
+// A live holder renews its lease: a section that runs five leases long
 // is not taken over, and its waiters get AlreadyDone.
 func TestRenewalKeepsALongSectionAlive(t *testing.T) {
 	db := freshDatabase(t)
-	const watermark = time.Second
-	a, err := New(newClient(t, db), "long", WithOwner("a"), WithWatermark(watermark), WithJitter(0))
+	const lease = time.Second
+	a, err := New(newClient(t, db), "long", WithOwner("a"), WithLease(lease), WithJitter(0))
 	require.NoError(t, err)
-	b, err := New(newClient(t, db), "long", WithOwner("b"), WithWatermark(watermark), WithJitter(0))
+	b, err := New(newClient(t, db), "long", WithOwner("b"), WithLease(lease), WithJitter(0))
 	require.NoError(t, err)
 	ha := startHolder(t, a)
 	la := ha.acquired(t)
@@ -255,10 +255,10 @@ func TestRenewalKeepsALongSectionAlive(t *testing.T) {
 		waiter <- runResult{out, err}
 	}()
 	c := newClient(t, db)
-	waitFor(t, time.Minute, "the section to have run for five watermarks by Spanner's clock", func() bool {
+	waitFor(t, time.Minute, "the section to have run for five leases by Spanner's clock", func() bool {
 		st := inspectOne(t, c, "long")
 		require.Equal(t, la.Token(), st.Token, "no takeover")
-		return st.RenewedAt.Sub(st.StartedAt) >= 5*watermark
+		return st.RenewedAt.Sub(st.StartedAt) >= 5*lease
 	})
 	assert.NoError(t, la.Err())
 	r := ha.result(t)
@@ -273,11 +273,11 @@ func TestRenewalKeepsALongSectionAlive(t *testing.T) {
 // holds the lease and rejects them, rolling back, once it was taken over.
 func TestGuardFencesTheHoldersOwnWrites(t *testing.T) {
 	db := freshDatabase(t, "CREATE TABLE Sheets (ID STRING(64) NOT NULL, Writer INT64) PRIMARY KEY (ID)")
-	const watermark = time.Second
+	const lease = time.Second
 	ca, silenceA := silenceableClient(t, db)
-	a, err := New(ca, "sheet-1", WithOwner("a"), WithWatermark(watermark), WithJitter(0))
+	a, err := New(ca, "sheet-1", WithOwner("a"), WithLease(lease), WithJitter(0))
 	require.NoError(t, err)
-	b, err := New(newClient(t, db), "sheet-1", WithOwner("b"), WithWatermark(watermark), WithJitter(0))
+	b, err := New(newClient(t, db), "sheet-1", WithOwner("b"), WithLease(lease), WithJitter(0))
 	require.NoError(t, err)
 	write := func(c *spanner.Client, l *Lease) error {
 		_, err := c.ReadWriteTransaction(context.Background(), func(ctx context.Context, txn *spanner.ReadWriteTransaction) error {
@@ -324,11 +324,11 @@ func TestLocalClockChangesNoDecision(t *testing.T) {
 	for _, offset := range []time.Duration{10 * time.Hour, -10 * time.Hour, 365 * 24 * time.Hour} {
 		t.Run(offset.String(), func(t *testing.T) {
 			db := freshDatabase(t)
-			const watermark = 2 * time.Second
+			const lease = 2 * time.Second
 			ca, silenceA := silenceableClient(t, db)
-			a, err := New(ca, "skew", WithOwner("a"), WithWatermark(watermark), WithJitter(0))
+			a, err := New(ca, "skew", WithOwner("a"), WithLease(lease), WithJitter(0))
 			require.NoError(t, err)
-			b, err := New(newClient(t, db), "skew", WithOwner("b"), WithWatermark(watermark), WithJitter(0),
+			b, err := New(newClient(t, db), "skew", WithOwner("b"), WithLease(lease), WithJitter(0),
 				withClock(skewedClock{offset: offset}))
 			require.NoError(t, err)
 			ha := startHolder(t, a)
@@ -337,7 +337,7 @@ func TestLocalClockChangesNoDecision(t *testing.T) {
 			hb := startHolder(t, b)
 			lb := hb.acquired(t)
 			silenceA.Store(false)
-			assert.GreaterOrEqual(t, lb.AcquiredAt().Sub(la.AcquiredAt()), watermark)
+			assert.GreaterOrEqual(t, lb.AcquiredAt().Sub(la.AcquiredAt()), lease)
 			assert.Equal(t, la.Token()+1, lb.Token())
 		})
 	}
@@ -438,7 +438,7 @@ func TestWaitersRetryAFailedSection(t *testing.T) {
 // as abandoned, and nobody runs the section again.
 func TestAbandonedLastAttemptIsRecordedFailed(t *testing.T) {
 	db := freshDatabase(t)
-	opts := []MutexOption{WithWatermark(time.Second), WithJitter(0), WithMaxAttempts(1), WithMaxFailures(1)}
+	opts := []MutexOption{WithLease(time.Second), WithJitter(0), WithMaxAttempts(1), WithMaxFailures(1)}
 	ca, silenceA := silenceableClient(t, db)
 	a, err := New(ca, "abandoned", append(opts, WithOwner("a"))...)
 	require.NoError(t, err)
@@ -470,7 +470,7 @@ func TestAbandonedLastAttemptIsRecordedFailed(t *testing.T) {
 func TestStaleDoneRunsAgain(t *testing.T) {
 	db := freshDatabase(t)
 	c := newClient(t, db)
-	m, err := New(c, "stale", WithWatermark(500*time.Millisecond), WithStaleness(time.Second))
+	m, err := New(c, "stale", WithLease(500*time.Millisecond), WithStaleness(time.Second))
 	require.NoError(t, err)
 	ran := func(ctx context.Context, l *Lease) error { return nil }
 	out, err := m.Run(context.Background(), ran)
@@ -586,7 +586,7 @@ func TestTokensStrictlyIncrease(t *testing.T) { eachDialect(t, testTokensStrictl
 
 func testTokensStrictlyIncrease(t *testing.T, db string) {
 	c := newClient(t, db)
-	opts := []MutexOption{WithWatermark(time.Second), WithStaleness(1500 * time.Millisecond), WithJitter(0), WithMaxAttempts(5), WithMaxFailures(5)}
+	opts := []MutexOption{WithLease(time.Second), WithStaleness(1500 * time.Millisecond), WithJitter(0), WithMaxAttempts(5), WithMaxFailures(5)}
 	var tokens []int64
 	record := func(err error) func(context.Context, *Lease) error {
 		return func(ctx context.Context, l *Lease) error { tokens = append(tokens, l.Token()); return err }

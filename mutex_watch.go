@@ -51,7 +51,7 @@ func (o *obtainer) watch(ctx context.Context) {
 	o.watcher = w
 	wctx, cancel := detached(ctx, m.cfg.finishTimeout)
 	defer cancel()
-	at, err := st.insertEntries(wctx, m.name, []queueInsert{{id: w.id, owner: m.cfg.owner, lease: m.cfg.watermark, wakeAddr: addr}}, false)
+	at, err := st.insertEntries(wctx, m.name, []queueInsert{{id: w.id, owner: m.cfg.owner, lease: m.cfg.lease, wakeAddr: addr}}, false)
 	if err != nil {
 		m.cfg.logger.Warn("could not register for a wake-up when the section ends; polling", "err", err)
 		return

@@ -20,19 +20,19 @@ const (
 	DefaultTable = ddl.DefaultMutexTable
 	// DefaultFenceTable is the fence table's name (see NewFence).
 	DefaultFenceTable = ddl.DefaultFenceTable
-	// DefaultWatermark is how long a STARTED row may go without its holder
+	// DefaultLease is how long a STARTED row may go without its holder
 	// renewing it before another contender may take it over. Holders renew
 	// every third of it while the section runs, so it bounds how long a
 	// crashed holder blocks others, not how long a section may take.
-	DefaultWatermark = 30 * time.Second
+	DefaultLease = 30 * time.Second
 	// DefaultMaxAttempts is how many times a section may be started (across
 	// all processes) before it is given up as FAILED.
 	DefaultMaxAttempts = 3
 	// DefaultMaxFailures is how many Spanner calls of one kind may fail in a
 	// row, each retried after a backoff, before a call gives up.
 	DefaultMaxFailures = 3
-	// DefaultJitter is the fraction of the watermark, drawn at random per
-	// Run, Lock or TryLock call, that a contender waits past the watermark
+	// DefaultJitter is the fraction of the lease, drawn at random per
+	// Run, Lock or TryLock call, that a contender waits past the lease
 	// before a takeover, so that contenders do not all take over at the same
 	// moment.
 	DefaultJitter = 0.2
@@ -47,10 +47,10 @@ const (
 	DefaultFinishTimeout = 30 * time.Second
 )
 
-// MinWatermark is the shortest watermark accepted: a lease is renewed every
+// MinLease is the shortest lease accepted: a lease is renewed every
 // third of it, and a renewal is a Spanner commit, which takes milliseconds
 // to tens of milliseconds; a shorter lease would lapse between renewals.
-const MinWatermark = 100 * time.Millisecond
+const MinLease = 100 * time.Millisecond
 
 // MaxNameLength is the longest section name, in characters (the Name column
 // is STRING(256)).
@@ -145,7 +145,7 @@ func newConfig[O MutexOption](opts []O) (config, error) {
 type config struct {
 	table         string
 	owner         string
-	watermark     time.Duration
+	lease         time.Duration
 	staleness     time.Duration
 	maxAttempts   int // a Mutex's starts per generation
 	maxFailures   int // failed Spanner calls in a row
@@ -154,7 +154,7 @@ type config struct {
 	needed        func(context.Context) (bool, error)
 	logger        *slog.Logger
 	finishTimeout time.Duration
-	renewInterval time.Duration // 0: a third of the watermark
+	renewInterval time.Duration // 0: a third of the lease
 	version       string        // "": versions are not compared
 	clock         clock
 	random        func() float64 // the jitters' source; nil: rand.Float64 (the simulation seeds its own)
@@ -173,7 +173,7 @@ type config struct {
 func defaultConfig() config {
 	return config{
 		table:         DefaultTable,
-		watermark:     DefaultWatermark,
+		lease:         DefaultLease,
 		maxAttempts:   DefaultMaxAttempts,
 		maxFailures:   DefaultMaxFailures,
 		jitter:        DefaultJitter,
@@ -208,21 +208,21 @@ func WithOwner(id string) LockOption {
 	return lockOption(func(c *config) { c.owner = id })
 }
 
-// WithWatermark sets this contender's lease (default DefaultWatermark, at
-// least MinWatermark): when it holds the section or lock it writes the
+// WithLease sets this contender's lease (default DefaultLease, at
+// least MinLease): when it holds the section or lock it writes the
 // lease into the row and renews it every third of it, and nobody takes over
 // before the row has gone that long unrenewed by Spanner's clock, whatever
-// their own watermark. Set it above the longest pause (GC, preemption,
-// network) a live holder may suffer. A contender's watermark governs only
+// their own lease. Set it above the longest pause (GC, preemption,
+// network) a live holder may suffer. A contender's lease governs only
 // its own lease, and how it judges rows written by a spanmutex too old to
 // declare one.
-func WithWatermark(d time.Duration) LeaseOption {
-	return leaseOption(func(c *config) { c.watermark = d })
+func WithLease(d time.Duration) LeaseOption {
+	return leaseOption(func(c *config) { c.lease = d })
 }
 
 // WithStaleness makes a DONE or FAILED row that finished longer ago than d, by
 // Spanner's clock, count as NEEDED again, so the section runs again (default
-// 0: never). It must be above the watermark.
+// 0: never). It must be above the lease.
 func WithStaleness(d time.Duration) MutexOption {
 	return mutexOption(func(c *config) { c.staleness = d })
 }
@@ -244,7 +244,7 @@ func WithMaxFailures(n int) LeaseOption {
 	return leaseOption(func(c *config) { c.maxFailures = n })
 }
 
-// WithJitter sets the fraction of the watermark, in [0, 1), from which each
+// WithJitter sets the fraction of the lease, in [0, 1), from which each
 // Run, Lock or TryLock call draws the extra wait it adds before taking over
 // from a silent holder (default DefaultJitter).
 func WithJitter(fraction float64) LeaseOption {
@@ -273,7 +273,7 @@ func WithNeeded(needed func(ctx context.Context) (bool, error)) MutexOption {
 // is NEEDED again for this Mutex, decided in the acquiring transaction, as a
 // new generation with MaxAttempts fresh attempts; a row DONE at the same
 // version stays DONE. A holder of another version that is still running is
-// waited for (and taken over after the watermark) as usual. Versions are
+// waited for (and taken over after the lease) as usual. Versions are
 // compared for equality only: during a rolling deploy, replicas of the old
 // and the new release alternate it, so make the section idempotent (as
 // migrate.Up is). At most MaxNameLength characters; default "" (the version
@@ -291,7 +291,7 @@ func WithLogger(l *slog.Logger) LeaseOption {
 
 // WithRenewInterval sets how often a held lease is renewed: while Run's
 // section runs, while a Lock is held, while a leader leads (default: a third
-// of the watermark). It must be at most half the watermark.
+// of the lease). It must be at most half the lease.
 func WithRenewInterval(d time.Duration) LeaseOption {
 	return leaseOption(func(c *config) { c.renewInterval = d })
 }
@@ -319,11 +319,11 @@ func (c *config) validate() error {
 			return fmt.Errorf("%w: WithVersion: %v", ErrInvalidConfig, err)
 		}
 	}
-	if c.watermark < MinWatermark {
-		return fmt.Errorf("%w: WithWatermark(%v): the watermark must be at least %v: it is the lease this holder declares and renews every third of; set it above the longest pause (GC, network) a live holder may suffer", ErrInvalidConfig, c.watermark, MinWatermark)
+	if c.lease < MinLease {
+		return fmt.Errorf("%w: WithLease(%v): the lease must be at least %v: it is the lease this holder declares and renews every third of; set it above the longest pause (GC, network) a live holder may suffer", ErrInvalidConfig, c.lease, MinLease)
 	}
-	if c.staleness < 0 || (c.staleness > 0 && c.staleness <= c.watermark) {
-		return fmt.Errorf("%w: WithStaleness(%v): staleness must be 0 (never) or above the watermark (%v), or a running section could be restarted", ErrInvalidConfig, c.staleness, c.watermark)
+	if c.staleness < 0 || (c.staleness > 0 && c.staleness <= c.lease) {
+		return fmt.Errorf("%w: WithStaleness(%v): staleness must be 0 (never) or above the lease (%v), or a running section could be restarted", ErrInvalidConfig, c.staleness, c.lease)
 	}
 	if c.maxAttempts < 1 {
 		return fmt.Errorf("%w: WithMaxAttempts(%d): at least 1 attempt is needed", ErrInvalidConfig, c.maxAttempts)
@@ -340,8 +340,8 @@ func (c *config) validate() error {
 	if c.logger == nil {
 		return fmt.Errorf("%w: WithLogger(nil): give a logger, or leave the option out to log nowhere", ErrInvalidConfig)
 	}
-	if c.renewInterval < 0 || c.renewInterval > c.watermark/2 {
-		return fmt.Errorf("%w: WithRenewInterval(%v): must be positive and at most half the watermark (%v), so that a failed renewal can be retried before the lease expires", ErrInvalidConfig, c.renewInterval, c.watermark/2)
+	if c.renewInterval < 0 || c.renewInterval > c.lease/2 {
+		return fmt.Errorf("%w: WithRenewInterval(%v): must be positive and at most half the lease (%v), so that a failed renewal can be retried before the lease expires", ErrInvalidConfig, c.renewInterval, c.lease/2)
 	}
 	if c.tracerSet && c.tracerProvider == nil {
 		return fmt.Errorf("%w: WithTracerProvider(nil): give a provider, or leave the option out for otel.GetTracerProvider()", ErrInvalidConfig)

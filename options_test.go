@@ -44,16 +44,16 @@ func TestNewRejectsBadInput(t *testing.T) {
 		{"oversized version", "s", []MutexOption{WithVersion(strings.Repeat("v", 300))}, "WithVersion: version is 300 characters"},
 		{"version with a control character", "s", []MutexOption{WithVersion("v1\n")}, "WithVersion: version"},
 		{"non-UTF-8 owner", "s", []MutexOption{WithOwner("\xfe")}, "owner"},
-		{"zero watermark", "s", []MutexOption{WithWatermark(0)}, "watermark must be at least 100ms"},
-		{"negative watermark", "s", []MutexOption{WithWatermark(-time.Second)}, "watermark must be at least 100ms"},
-		{"a watermark too short to renew in", "s", []MutexOption{WithWatermark(time.Nanosecond)}, "watermark must be at least 100ms"},
-		{"the shortest watermark", "s", []MutexOption{WithWatermark(MinWatermark)}, ""},
-		{"renewals less often than twice a lease", "s", []MutexOption{WithWatermark(time.Second), WithRenewInterval(600 * time.Millisecond)}, "at most half the watermark"},
-		{"renewals twice a lease", "s", []MutexOption{WithWatermark(time.Second), WithRenewInterval(500 * time.Millisecond)}, ""},
+		{"zero lease", "s", []MutexOption{WithLease(0)}, "lease must be at least 100ms"},
+		{"negative lease", "s", []MutexOption{WithLease(-time.Second)}, "lease must be at least 100ms"},
+		{"a lease too short to renew in", "s", []MutexOption{WithLease(time.Nanosecond)}, "lease must be at least 100ms"},
+		{"the shortest lease", "s", []MutexOption{WithLease(MinLease)}, ""},
+		{"renewals less often than twice a lease", "s", []MutexOption{WithLease(time.Second), WithRenewInterval(600 * time.Millisecond)}, "at most half the lease"},
+		{"renewals twice a lease", "s", []MutexOption{WithLease(time.Second), WithRenewInterval(500 * time.Millisecond)}, ""},
 		{"a scope on a run-once Mutex (its wake-ups)", "s", []MutexOption{WithScope(NewScope())}, ""},
-		{"staleness equal to watermark", "s", []MutexOption{WithWatermark(time.Minute), WithStaleness(time.Minute)}, "above the watermark"},
-		{"staleness below watermark", "s", []MutexOption{WithWatermark(time.Minute), WithStaleness(time.Second)}, "above the watermark"},
-		{"negative staleness", "s", []MutexOption{WithStaleness(-time.Hour)}, "above the watermark"},
+		{"staleness equal to lease", "s", []MutexOption{WithLease(time.Minute), WithStaleness(time.Minute)}, "above the lease"},
+		{"staleness below lease", "s", []MutexOption{WithLease(time.Minute), WithStaleness(time.Second)}, "above the lease"},
+		{"negative staleness", "s", []MutexOption{WithStaleness(-time.Hour)}, "above the lease"},
 		{"zero attempts", "s", []MutexOption{WithMaxAttempts(0)}, "at least 1 attempt"},
 		{"negative attempts", "s", []MutexOption{WithMaxAttempts(-3)}, "at least 1 attempt"},
 		{"zero failures", "s", []MutexOption{WithMaxFailures(0)}, "WithMaxFailures(0): at least 1"},
@@ -90,7 +90,7 @@ func TestNewRejectsNilClient(t *testing.T) {
 
 func TestNewAcceptsGoodInput(t *testing.T) {
 	m, err := New(&spanner.Client{}, "migrations/2030-01-01 add index ✓",
-		WithTable("My_Locks2"), WithOwner("svc-a"), WithWatermark(time.Second),
+		WithTable("My_Locks2"), WithOwner("svc-a"), WithLease(time.Second),
 		WithStaleness(2*time.Second), WithMaxAttempts(1), WithJitter(0.99),
 		WithBackOff(func() backoff.BackOff { return &backoff.ZeroBackOff{} }))
 	require.NoError(t, err)
@@ -173,7 +173,7 @@ func TestOptionsCompileWhereTheyApply(t *testing.T) {
 		{"WithDialect", WithDialect, all},
 		{"WithOwner", WithOwner, lockToo},
 		{"WithScope", WithScope, holders},
-		{"WithWatermark", WithWatermark, holders},
+		{"WithLease", WithLease, holders},
 		{"WithJitter", WithJitter, holders},
 		{"WithBackOff", WithBackOff, holders},
 		{"WithLogger", WithLogger, holders},
@@ -198,7 +198,7 @@ func TestOptionsCompileWhereTheyApply(t *testing.T) {
 	lease := reflect.TypeFor[LeaseOption]()
 	assert.False(t, reflect.TypeOf(WithOwner).Out(0).AssignableTo(lease))
 	assert.False(t, reflect.TypeOf(WithScope).Out(0).AssignableTo(lease))
-	assert.True(t, reflect.TypeOf(WithWatermark).Out(0).AssignableTo(lease))
+	assert.True(t, reflect.TypeOf(WithLease).Out(0).AssignableTo(lease))
 	assert.True(t, reflect.TypeOf(WithTable).Out(0).AssignableTo(lease))
 }
 
@@ -213,7 +213,7 @@ func optionParam(fn any) reflect.Type {
 func TestLockAndTableOptionsAccepted(t *testing.T) {
 	needEmulator(t)
 	client := newClient(t, freshDatabase(t)) // NewLock does no I/O, but needs a real client
-	lockOpts := []LockOption{WithTable("Locks"), WithOwner("o"), WithWatermark(time.Second), WithMaxFailures(2),
+	lockOpts := []LockOption{WithTable("Locks"), WithOwner("o"), WithLease(time.Second), WithMaxFailures(2),
 		WithJitter(0.1), WithBackOff(defaultBackOff), WithLogger(slog.Default()), WithRenewInterval(100 * time.Millisecond),
 		WithFinishTimeout(time.Second), WithScope(NewScope())}
 	l, err := NewLock(client, "l", lockOpts...)
@@ -221,8 +221,8 @@ func TestLockAndTableOptionsAccepted(t *testing.T) {
 	assert.Equal(t, "o", l.Owner())
 	assert.Equal(t, 2, l.cfg.maxFailures)
 	assert.Equal(t, "Locks", l.cfg.table)
-	_, err = NewLock(client, "l", WithWatermark(time.Millisecond))
-	assert.ErrorContains(t, err, "WithWatermark(1ms)")
+	_, err = NewLock(client, "l", WithLease(time.Millisecond))
+	assert.ErrorContains(t, err, "WithLease(1ms)")
 	_, err = NewLock(client, "l", nil)
 	assert.ErrorContains(t, err, "option 0 is nil")
 	f, err := NewFence(client)

@@ -106,8 +106,8 @@ func (s procSpec) shared() []ElectionOption {
 		f, _ := os.OpenFile(dir+"/"+owner+".log", os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 		opts = append(opts, WithLogger(slog.New(slog.NewTextHandler(f, &slog.HandlerOptions{Level: slog.LevelDebug}))))
 	}
-	if s.Watermark > 0 {
-		opts = append(opts, WithWatermark(s.Watermark))
+	if s.Lease > 0 {
+		opts = append(opts, WithLease(s.Lease))
 	}
 	return opts
 }

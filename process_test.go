@@ -32,12 +32,12 @@ const procSpecEnv = "SPANMUTEX_TEST_CONTENDER"
 
 // procSpec is what a contender process is told to do.
 type procSpec struct {
-	Role      string        // "counter", "storm", "interactive", "candidate" or "observer"
-	ID        string        // the process's name in the test, and its owner prefix
-	Database  string        // the database path
-	Lock      string        // the lock's name
-	Watermark time.Duration // WithWatermark; 0: the default
-	Jitter    float64       // WithJitter; 0: none, not the default
+	Role     string        // "counter", "storm", "interactive", "candidate" or "observer"
+	ID       string        // the process's name in the test, and its owner prefix
+	Database string        // the database path
+	Lock     string        // the lock's name
+	Lease    time.Duration // WithLease; 0: the default
+	Jitter   float64       // WithJitter; 0: none, not the default
 	// Counter: increments to make. Storm: how long to run, and the range
 	// of the random deadlines of its Lock calls.
 	Count                    int

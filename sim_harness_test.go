@@ -89,7 +89,7 @@ func (a simAction) String() string {
 // simParams are a schedule's settings, drawn from its seed.
 type simParams struct {
 	procs      int
-	watermark  time.Duration
+	lease      time.Duration
 	jitter     float64
 	faultRate  float64 // probability that a call fails somehow
 	pauses     bool
@@ -113,11 +113,11 @@ type simHarness struct {
 	par   simParams
 	rng   *rand.Rand // the schedule's own draws (the root and chaos goroutines)
 	drift *rand.Rand // the clocks' rates (nil: all true)
-	mixed *rand.Rand // the processes' watermarks (nil: all par.watermark)
+	mixed *rand.Rand // the processes' leases (nil: all par.lease)
 	parts *rand.Rand // partitions (nil: none)
 	// answerPauses: processes also pause just as a Spanner answer arrives.
 	answerPauses bool
-	maxWM        time.Duration // the longest watermark of any process
+	maxWM        time.Duration // the longest lease of any process
 	start        time.Time
 	db           *simDB
 
@@ -241,7 +241,7 @@ func (h *simHarness) grant(p *simProc, who string, l *Lock, lease *Lease, ctxEnd
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.grants++
-	hd := &simHold{p: p, who: who, lease: lease, wm: l.cfg.watermark}
+	hd := &simHold{p: p, who: who, lease: lease, wm: l.cfg.lease}
 	h.eventLocked(p.name, "%s: Lock returned token %d (anchor %v ago, id %v)", who, lease.token, p.clk.Now().Sub(lease.lastAnchor()), simID(lease.id))
 	if p.isCrashed() {
 		return nil // the return never happened: the process is gone
@@ -250,7 +250,7 @@ func (h *simHarness) grant(p *simProc, who string, l *Lock, lease *Lease, ctxEnd
 		h.violateLocked("inv3: %s's Lock returned token %d %v after its ctx ended", who, lease.token, now.Sub(ctxEnded))
 	}
 	if age := p.clk.Now().Sub(lease.lastAnchor()); age >= hd.wm {
-		h.violateLocked("inv4: %s's Lock returned token %d already lapsed on its own clock (anchor %v ago, watermark %v)", who, lease.token, age, hd.wm)
+		h.violateLocked("inv4: %s's Lock returned token %d already lapsed on its own clock (anchor %v ago, lease %v)", who, lease.token, age, hd.wm)
 	} else if age >= l.cfg.renewEvery() {
 		// Claim 11 (b): a lease older than a renewal interval is renewed
 		// before it is granted.
@@ -483,12 +483,12 @@ type simProc struct {
 	kill   context.CancelFunc
 	nextID atomic.Int64
 
-	seed      uint64
-	watermark time.Duration // its Locks'
-	waiting   int           // Lock calls under way, under h.mu
-	gone      bool          // crashed, as h knows it, under h.mu
-	mu        sync.Mutex
-	paused    bool
+	seed    uint64
+	lease   time.Duration // its Locks'
+	waiting int           // Lock calls under way, under h.mu
+	gone    bool          // crashed, as h knows it, under h.mu
+	mu      sync.Mutex
+	paused  bool
 	// cut: its Spanner calls fail before they reach Spanner until
 	// partitioned; lossy: they reach it, and their answers are lost.
 	partitioned time.Time
@@ -751,7 +751,7 @@ func (h *simHarness) send(from *simProc, addr string, msg []byte) {
 		}
 		d := 100*time.Microsecond + time.Duration(r.ExpFloat64()*float64(time.Millisecond))
 		if r.Float64() < h.par.lateRate {
-			d += time.Duration(r.Int64N(int64(2 * h.par.watermark)))
+			d += time.Duration(r.Int64N(int64(2 * h.par.lease)))
 		}
 		delays = append(delays, d)
 	}
@@ -843,10 +843,10 @@ func (h *simHarness) forge() {
 // drawParams draws a schedule's settings.
 func drawParams(r *rand.Rand) simParams {
 	p := simParams{
-		procs:     2 + r.IntN(4),
-		watermark: []time.Duration{time.Second, time.Second, 500 * time.Millisecond, 2 * time.Second}[r.IntN(4)],
-		finish:    2 * time.Second,
-		bound:     30 * time.Second,
+		procs:  2 + r.IntN(4),
+		lease:  []time.Duration{time.Second, time.Second, 500 * time.Millisecond, 2 * time.Second}[r.IntN(4)],
+		finish: 2 * time.Second,
+		bound:  30 * time.Second,
 	}
 	if r.IntN(2) == 0 {
 		p.jitter = 0.2
@@ -879,9 +879,9 @@ func (h *simHarness) newProc(slot, inc int, listening bool) *simProc {
 	if h.drift != nil { // a stream of its own: the schedules without drift stay as they were
 		p.clk.rate = []float64{1, 1, 1, 1.0001, 1.001, 1.01}[h.drift.IntN(6)]
 	}
-	p.watermark = h.par.watermark
+	p.lease = h.par.lease
 	if h.mixed != nil {
-		p.watermark = []time.Duration{h.par.watermark / 2, h.par.watermark, 2 * h.par.watermark}[h.mixed.IntN(3)]
+		p.lease = []time.Duration{h.par.lease / 2, h.par.lease, 2 * h.par.lease}[h.mixed.IntN(3)]
 	}
 	if h.rules.slowClocks && slot%2 == 1 {
 		p.clk.rate = 0.95 // breaks assumption A5
@@ -923,7 +923,7 @@ func (h *simHarness) newProc(slot, inc int, listening bool) *simProc {
 }
 
 func (h *simHarness) newLock(p *simProc, i int) *Lock {
-	opts := []LockOption{WithWatermark(p.watermark), WithJitter(h.par.jitter), WithOwner(fmt.Sprintf("%s/c%d", p.name, i)),
+	opts := []LockOption{WithLease(p.lease), WithJitter(h.par.jitter), WithOwner(fmt.Sprintf("%s/c%d", p.name, i)),
 		WithScope(p.scope), WithFinishTimeout(h.par.finish), WithMaxFailures(8),
 		WithBackOff(func() backoff.BackOff { return &simBackOff{p: p} })}
 	if h.full != nil {
@@ -982,7 +982,7 @@ func (p *simProc) contender(l *Lock, who string, cycles int, r *rand.Rand) {
 		var ended atomic.Int64
 		context.AfterFunc(ctx, func() { ended.Store(time.Now().UnixNano()) })
 		if x := r.Float64(); x < h.par.cancelRate {
-			time.AfterFunc(time.Duration(r.Int64N(int64(3*h.par.watermark))), cancel)
+			time.AfterFunc(time.Duration(r.Int64N(int64(3*h.par.lease))), cancel)
 		} else if x < h.par.cancelRate*1.1 {
 			cancel()
 		}
@@ -1014,9 +1014,9 @@ func (p *simProc) contender(l *Lock, who string, cycles int, r *rand.Rand) {
 		}
 		hd := h.grant(p, who, l, lease, endedAt)
 		cancel()
-		crit := time.Duration(r.Int64N(int64(h.par.watermark / 2)))
+		crit := time.Duration(r.Int64N(int64(h.par.lease / 2)))
 		if r.IntN(10) == 0 {
-			crit = time.Duration(r.Int64N(int64(3 * h.par.watermark)))
+			crit = time.Duration(r.Int64N(int64(3 * h.par.lease)))
 		}
 		c, stop := p.clk.NewTimer(crit)
 		select {
@@ -1070,7 +1070,7 @@ func (h *simHarness) chaos(stop <-chan struct{}) {
 		h.mu.Unlock()
 		switch x := h.rng.IntN(10); {
 		case x < 4 && h.par.pauses:
-			p.pause(time.Duration(h.rng.Int64N(int64(3 * h.par.watermark))))
+			p.pause(time.Duration(h.rng.Int64N(int64(3 * h.par.lease))))
 		case x < 5 && h.par.crashes && !p.isCrashed():
 			p.crash()
 			slot := p.slot
@@ -1107,7 +1107,7 @@ func (h *simHarness) partitions(stop <-chan struct{}) {
 		h.mu.Lock()
 		p := h.slots[r.IntN(len(h.slots))]
 		h.mu.Unlock()
-		d := time.Duration(r.Int64N(int64(2 * p.watermark)))
+		d := time.Duration(r.Int64N(int64(2 * p.lease)))
 		lossy := r.IntN(3) == 0
 		p.mu.Lock()
 		p.partitioned, p.lossy = time.Now().Add(d), lossy
@@ -1169,12 +1169,12 @@ func runScheduleTraced(t *testing.T, seed uint64, rules simRules, full *[]string
 		if a := rand.New(rand.NewPCG(seed, 0xa115)); a.IntN(3) == 0 && h.par.pauses {
 			h.answerPauses = true
 		}
-		h.maxWM = h.par.watermark
+		h.maxWM = h.par.lease
 		if h.mixed != nil {
-			h.maxWM = 2 * h.par.watermark
+			h.maxWM = 2 * h.par.lease
 		}
 		h.start = time.Now()
-		h.db = newSimDB(h, h.par.watermark)
+		h.db = newSimDB(h, h.par.lease)
 		h.db.rules = rules
 		h.event("sim", "params %+v", h.par)
 		for i := range h.par.procs {

@@ -29,7 +29,7 @@ import (
 // simMutexParams are a schedule's settings, drawn from its seed.
 type simMutexParams struct {
 	procs       int
-	watermark   time.Duration
+	lease       time.Duration
 	jitter      float64
 	maxAttempts int
 	faultRate   float64 // probability that a Spanner call fails somehow
@@ -40,7 +40,7 @@ type simMutexParams struct {
 	interRate   float64 // of sections that return an *InterruptedError
 	panicRate   float64 // of sections that panic
 	// staleness, if not 0, makes DONE and FAILED rows stale after it
-	// many longest watermarks (WithStaleness): a later Run starts a new
+	// many longest leases (WithStaleness): a later Run starts a new
 	// generation.
 	staleness time.Duration
 	stale     int
@@ -56,7 +56,7 @@ type simMutexParams struct {
 func drawMutexParams(r *rand.Rand) simMutexParams {
 	p := simMutexParams{
 		procs:       2 + r.IntN(4),
-		watermark:   []time.Duration{time.Second, time.Second, 500 * time.Millisecond, 2 * time.Second}[r.IntN(4)],
+		lease:       []time.Duration{time.Second, time.Second, 500 * time.Millisecond, 2 * time.Second}[r.IntN(4)],
 		maxAttempts: []int{1, 2, 3, 3, 4, 8}[r.IntN(6)],
 		finish:      2 * time.Second,
 		chaos:       20 * time.Second,
@@ -89,10 +89,10 @@ type simMutexHarness struct {
 	par   simMutexParams
 	rng   *rand.Rand
 	drift *rand.Rand    // the clocks' rates (nil: all true)
-	mixed *rand.Rand    // the processes' watermarks (nil: all par.watermark)
-	maxWM time.Duration // the longest watermark of any process
+	mixed *rand.Rand    // the processes' leases (nil: all par.lease)
+	maxWM time.Duration // the longest lease of any process
 	vers  *rand.Rand    // the processes' versions (nil: no version)
-	renew *rand.Rand    // the processes' renewal intervals (nil: the default, a third of the watermark)
+	renew *rand.Rand    // the processes' renewal intervals (nil: the default, a third of the lease)
 	need  bool          // the Mutexes have a Needed callback, which says false or fails at times
 	// quiet: no faults, pauses or partitions (crashes and cancellations
 	// may happen): a crashed holder costs one lease plus jitter (inv9).
@@ -145,7 +145,7 @@ func (mh *simMutexHarness) event(who, format string, args ...any) { mh.h.event(w
 // live reports whether s runs with an unlapsed lease; call with h.mu held.
 // A section found lapsed, lost or crashed stays ended.
 func (s *simSection) live() bool {
-	wm := s.run.p.watermark
+	wm := s.run.p.lease
 	if s.ended {
 		return false
 	}
@@ -264,7 +264,7 @@ func (mh *simMutexHarness) crashedHolderLocked(ts time.Time, prev row) {
 	if holder == nil || !ok {
 		return
 	}
-	lease := holderLease(prev, mh.par.watermark)
+	lease := holderLease(prev, mh.par.lease)
 	from := latest(prev.RenewedAt.Add(takeoverAfter(lease, time.Duration(mh.par.jitter*float64(lease)))), crashed)
 	late, slack := ts.Sub(from), simStallSlack
 	if prev.Attempts > 1 {
@@ -310,8 +310,8 @@ func (mh *simMutexHarness) begin(run *simMutexRun, lease *Lease) *simSection {
 	if ns := run.ctxEnded.Load(); ns != 0 && time.Unix(0, ns).Before(now) {
 		h.violateLocked("inv3: %s's section began (token %d) %v after its Run's ctx ended", run.who, lease.token, now.Sub(time.Unix(0, ns)))
 	}
-	if age >= p.watermark {
-		h.violateLocked("inv3: %s's section began with token %d already lapsed on its own clock (anchor %v ago, watermark %v)", run.who, lease.token, age, p.watermark)
+	if age >= p.lease {
+		h.violateLocked("inv3: %s's section began with token %d already lapsed on its own clock (anchor %v ago, lease %v)", run.who, lease.token, age, p.lease)
 	} else if age >= run.every {
 		// Claim 11 (freshen): nor about to lapse before its first renewal.
 		h.violateLocked("inv3: %s's section began with token %d whose anchor is %v old, past a renewal interval (%v)", run.who, lease.token, age, run.every)
@@ -470,7 +470,7 @@ func (mh *simMutexHarness) newProc(slot, inc int) *simProc {
 	if mh.vers != nil { // an upgrade under way: restarts more likely run the new version
 		version = []string{"v1", "v2"}[min(1, mh.vers.IntN(2)+inc)]
 	}
-	h.event(name, "started (clock rate %v, watermark %v, version %q)", p.clk.rate, p.watermark, version)
+	h.event(name, "started (clock rate %v, lease %v, version %q)", p.clk.rate, p.lease, version)
 	m := mh.newMutex(p, version)
 	calls := 1 + mh.rng.IntN(3)
 	for i := range calls {
@@ -489,7 +489,7 @@ func (mh *simMutexHarness) newProc(slot, inc int) *simProc {
 }
 
 // newProcess makes incarnation inc of process slot slot: its clock,
-// watermark and Scope, known to the host.
+// lease and Scope, known to the host.
 func (mh *simMutexHarness) newProcess(slot, inc int) *simProc {
 	h := mh.h
 	name := fmt.Sprintf("P%d", slot)
@@ -505,9 +505,9 @@ func (mh *simMutexHarness) newProcess(slot, inc int) *simProc {
 	if mh.db.rules.slowClocks && slot%2 == 1 {
 		p.clk.rate = 0.95 // breaks assumption A5
 	}
-	p.watermark = mh.par.watermark
+	p.lease = mh.par.lease
 	if mh.mixed != nil {
-		p.watermark = []time.Duration{mh.par.watermark / 2, mh.par.watermark, 2 * mh.par.watermark}[mh.mixed.IntN(3)]
+		p.lease = []time.Duration{mh.par.lease / 2, mh.par.lease, 2 * mh.par.lease}[mh.mixed.IntN(3)]
 	}
 	p.scope = NewScope(WithoutWakeUps())
 	p.scope.id = fmt.Sprintf("p%di%02d-%06x", slot, inc, mh.rng.IntN(1<<24))
@@ -527,7 +527,7 @@ func (mh *simMutexHarness) newProcess(slot, inc int) *simProc {
 // newMutex makes p's Mutex: the real one, on p's connection, clock and
 // seeded jitters.
 func (mh *simMutexHarness) newMutex(p *simProc, version string) *Mutex {
-	opts := []MutexOption{WithWatermark(p.watermark), WithJitter(mh.par.jitter), WithOwner(p.name),
+	opts := []MutexOption{WithLease(p.lease), WithJitter(mh.par.jitter), WithOwner(p.name),
 		WithFinishTimeout(mh.par.finish), WithMaxAttempts(mh.par.maxAttempts), WithMaxFailures(mh.par.maxAttempts),
 		WithBackOff(func() backoff.BackOff { return &simBackOff{p: p} })}
 	if mh.par.staleness > 0 {
@@ -537,7 +537,7 @@ func (mh *simMutexHarness) newMutex(p *simProc, version string) *Mutex {
 		opts = append(opts, WithVersion(version))
 	}
 	if mh.renew != nil {
-		opts = append(opts, WithRenewInterval([]time.Duration{p.watermark / 2, p.watermark / 6}[mh.renew.IntN(2)]))
+		opts = append(opts, WithRenewInterval([]time.Duration{p.lease / 2, p.lease / 6}[mh.renew.IntN(2)]))
 	}
 	if mh.need {
 		opts = append(opts, WithNeeded(func(context.Context) (bool, error) {
@@ -607,14 +607,14 @@ func (mh *simMutexHarness) runner(m *Mutex, run *simMutexRun, r *rand.Rand) {
 	defer cancel()
 	context.AfterFunc(ctx, func() { run.ctxEnded.Store(time.Now().UnixNano()) })
 	if x := r.Float64(); x < par.cancelRate {
-		time.AfterFunc(time.Duration(r.Int64N(int64(3*p.watermark))), cancel)
+		time.AfterFunc(time.Duration(r.Int64N(int64(3*p.lease))), cancel)
 	} else if x < par.cancelRate*1.1 {
 		cancel()
 	}
 	// The section's length and how it ends, drawn now.
-	crit := time.Duration(r.Int64N(int64(p.watermark)))
+	crit := time.Duration(r.Int64N(int64(p.lease)))
 	if r.IntN(10) == 0 {
-		crit = time.Duration(r.Int64N(int64(3 * p.watermark)))
+		crit = time.Duration(r.Int64N(int64(3 * p.lease)))
 	}
 	verdict, onCancel := r.Float64(), r.Float64()
 	mh.h.mu.Lock()
@@ -693,7 +693,7 @@ func (mh *simMutexHarness) chaos(stop <-chan struct{}) {
 		h.mu.Unlock()
 		switch x := mh.rng.IntN(10); {
 		case x < 4 && par.pauses:
-			p.pause(time.Duration(mh.rng.Int64N(int64(3 * p.watermark))))
+			p.pause(time.Duration(mh.rng.Int64N(int64(3 * p.lease))))
 		case x < 6 && par.crashes && !p.isCrashed():
 			p.crash()
 			h.mu.Lock()
@@ -738,11 +738,11 @@ func newMutexHarness(seed uint64) *simMutexHarness {
 // so its own checks see nothing. Call it in the bubble.
 func (mh *simMutexHarness) host(rules simMutexRules, parts *rand.Rand, full *[]string) {
 	h := &simHarness{seed: mh.seed, lastToken: map[string]int64{}, full: full, scopes: map[string]*simProc{}, stallDead: map[string]bool{}}
-	h.par = simParams{procs: mh.par.procs, watermark: mh.par.watermark, jitter: mh.par.jitter, faultRate: mh.par.faultRate,
+	h.par = simParams{procs: mh.par.procs, lease: mh.par.lease, jitter: mh.par.jitter, faultRate: mh.par.faultRate,
 		pauses: mh.par.pauses, crashes: mh.par.crashes, cancelRate: mh.par.cancelRate, finish: mh.par.finish, bound: mh.par.bound}
 	h.rng, h.parts, h.maxWM = mh.rng, parts, mh.maxWM
 	h.start = time.Now()
-	h.db = newSimDB(h, mh.par.watermark)
+	h.db = newSimDB(h, mh.par.lease)
 	mh.h = h
 	mh.db = &simMutexDB{mh: mh, rules: rules, counts: map[string]int{}, lostIDs: map[string]bool{}}
 	h.event("sim", "params %+v", mh.par)
@@ -771,9 +771,9 @@ func runMutexSchedule(t *testing.T, seed uint64, rules simMutexRules, full *[]st
 		if q := rand.New(rand.NewPCG(seed, 0xca7)); q.IntN(3) == 0 && !mh.par.calm {
 			parts = q
 		}
-		mh.maxWM = mh.par.watermark
+		mh.maxWM = mh.par.lease
 		if mh.mixed != nil {
-			mh.maxWM = 2 * mh.par.watermark
+			mh.maxWM = 2 * mh.par.lease
 		}
 		mh.par.staleness = time.Duration(mh.par.stale) * mh.maxWM
 		if v := rand.New(rand.NewPCG(seed, 0x7e5)); v.IntN(4) == 0 && !mh.par.calm {

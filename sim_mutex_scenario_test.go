@@ -61,9 +61,9 @@ func TestSimMutexScenarioStaleFinish(t *testing.T) {
 	var violations, full []string
 	synctest.Test(t, func(t *testing.T) {
 		mh := newMutexHarness(1)
-		mh.par = simMutexParams{procs: 2, watermark: 500 * time.Millisecond, maxAttempts: 3, finish: 3 * time.Second,
+		mh.par = simMutexParams{procs: 2, lease: 500 * time.Millisecond, maxAttempts: 3, finish: 3 * time.Second,
 			staleness: time.Second, chaos: 0, bound: time.Minute}
-		mh.maxWM = mh.par.watermark
+		mh.maxWM = mh.par.lease
 		mh.host(simMutexRules{}, nil, &full)
 		h := mh.h
 		p0, p1 := mh.newProcess(0, 0), mh.newProcess(1, 0)
@@ -113,9 +113,9 @@ func TestSimMutexScenarioInterruptGiveBack(t *testing.T) {
 	var violations, full []string
 	synctest.Test(t, func(t *testing.T) {
 		mh := newMutexHarness(1)
-		mh.par = simMutexParams{procs: 2, watermark: 500 * time.Millisecond, maxAttempts: 3, finish: 3 * time.Second,
+		mh.par = simMutexParams{procs: 2, lease: 500 * time.Millisecond, maxAttempts: 3, finish: 3 * time.Second,
 			bound: time.Minute}
-		mh.maxWM = mh.par.watermark
+		mh.maxWM = mh.par.lease
 		mh.host(simMutexRules{}, nil, &full)
 		h := mh.h
 		p0, p1 := mh.newProcess(0, 0), mh.newProcess(1, 0)

@@ -239,7 +239,7 @@ func (c *simMutexConn) checkSchema(ctx context.Context) error {
 func (c *simMutexConn) read(ctx context.Context, name string) (row, error) {
 	var r row
 	err := c.call(ctx, "read", false, func() error {
-		r = c.db.skew(c.db.forget(c.db.current(c.db.readTS())), c.p.watermark)
+		r = c.db.skew(c.db.forget(c.db.current(c.db.readTS())), c.p.lease)
 		c.p.h.event(c.p.name, "read: %v", mrow(r))
 		return nil
 	})
@@ -280,12 +280,12 @@ func (c *simMutexConn) acquire(ctx context.Context, name string, p policy, cl cl
 	)
 	err := c.call(ctx, "acquire", true, func() error {
 		r := d.current(d.readTS())
-		dec = decide(d.skew(d.forget(r), p.watermark), p)
+		dec = decide(d.skew(d.forget(r), p.lease), p)
 		if d.rules.abandonEarly && dec.action == actTakeOver {
 			dec = decision{action: actAbandon}
 		}
 		if d.rules.takeEarly && dec.action == actWait && r.State == StateStarted &&
-			silentFor(r) >= holderLease(r, p.watermark)/2 {
+			silentFor(r) >= holderLease(r, p.lease)/2 {
 			dec = decision{action: actTakeOver}
 			if r.Attempts >= p.maxAttempts {
 				dec = decision{action: actAbandon}
@@ -307,7 +307,7 @@ func (c *simMutexConn) acquire(ctx context.Context, name string, p policy, cl cl
 			w := r
 			w.Exists, w.State, w.Owner, w.LeaseID, w.Token, w.Attempts = true, StateStarted, cl.owner, cl.leaseID, token, attempts
 			w.StartedAt, w.RenewedAt, w.UpdatedAt, w.FinishedAt = ts, ts, ts, time.Time{}
-			w.Lease = p.watermark.Truncate(time.Microsecond)
+			w.Lease = p.lease.Truncate(time.Microsecond)
 			if p.version != "" {
 				w.Version = p.version
 			}

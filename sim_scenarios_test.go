@@ -50,15 +50,15 @@ func (e lockEnv) newScope() *Scope {
 	return NewScope()
 }
 
-// scenarioWatermark is the lease of every Lock of the scenarios.
-const scenarioWatermark = time.Second
+// scenarioLease is the lease of every Lock of the scenarios.
+const scenarioLease = time.Second
 
 // newLock makes a Lock named name with owner owner in scope on st, as
-// NewLock would, without a client: a lease of scenarioWatermark, no
+// NewLock would, without a client: a lease of scenarioLease, no
 // jitter.
 func (e lockEnv) newLock(t *testing.T, name, owner string, scope *Scope, st lockStore) *Lock {
 	t.Helper()
-	cfg, err := configure(name, []LockOption{WithWatermark(scenarioWatermark), WithJitter(0), WithOwner(owner),
+	cfg, err := configure(name, []LockOption{WithLease(scenarioLease), WithJitter(0), WithOwner(owner),
 		WithScope(scope), WithFinishTimeout(2 * time.Second)})
 	require.NoError(t, err)
 	return &Lock{name: name, cfg: cfg, store: st, key: localKey{database: e.database, table: cfg.table, name: name}, scope: scope}
@@ -234,7 +234,7 @@ func scenarioCancelledWaiterPassesOn(t *testing.T, e lockEnv, name string) {
 		require.NotNil(t, lc)
 		assert.Equal(t, la.Token()+1, lc.Token())
 		assert.True(t, lc.HandedOff())
-	case <-time.After(2 * scenarioWatermark):
+	case <-time.After(2 * scenarioLease):
 		t.Fatal("the waiter behind a cancelled one was not handed the lock")
 	}
 	require.NoError(t, c.Unlock(ctx))
@@ -280,7 +280,7 @@ func scenarioSameScopeHandOff(t *testing.T, e lockEnv, name string) {
 }
 
 // scenarioTakeOverAfterSilence: a holder whose renewals fail loses its
-// lease (Done) by the watermark; a waiter takes over after the holder's
+// lease (Done) by the lease; a waiter takes over after the holder's
 // lease has passed unrenewed; the old holder's Unlock is fenced.
 func scenarioTakeOverAfterSilence(t *testing.T, e lockEnv, name string) {
 	ctx := context.Background()
@@ -304,15 +304,15 @@ func scenarioTakeOverAfterSilence(t *testing.T, e lockEnv, name string) {
 	select {
 	case <-la.Done():
 		lostAt = time.Now()
-		assert.Less(t, lostAt.Sub(silenced), scenarioWatermark, "the holder gives up within a watermark of its last renewal")
-	case <-time.After(2 * scenarioWatermark):
+		assert.Less(t, lostAt.Sub(silenced), scenarioLease, "the holder gives up within a lease of its last renewal")
+	case <-time.After(2 * scenarioLease):
 		t.Fatal("a silenced holder's Done did not close")
 	}
 	lb := <-got
 	require.NotNil(t, lb)
 	// The last acknowledged renewal was at most a renewal interval before
 	// the silence: nobody may take over before the lease has passed since.
-	assert.GreaterOrEqual(t, tookAt.Sub(silenced), scenarioWatermark-scenarioWatermark/3, "no takeover before the lease passed unrenewed")
+	assert.GreaterOrEqual(t, tookAt.Sub(silenced), scenarioLease-scenarioLease/3, "no takeover before the lease passed unrenewed")
 	assert.False(t, tookAt.Before(lostAt), "the new holder got the lease before the old one gave it up")
 	assert.True(t, lb.TookOver())
 	assert.Equal(t, la.Token()+1, lb.Token())
@@ -325,9 +325,9 @@ func scenarioTakeOverAfterSilence(t *testing.T, e lockEnv, name string) {
 // pauses or crashes) in the current synctest bubble.
 func newSimEnv() (lockEnv, *simHarness) {
 	h := &simHarness{lastToken: map[string]int64{}, scopes: map[string]*simProc{}, stallDead: map[string]bool{}}
-	h.par = simParams{watermark: scenarioWatermark, finish: 2 * time.Second}
+	h.par = simParams{lease: scenarioLease, finish: 2 * time.Second}
 	h.start = time.Now()
-	h.db = newSimDB(h, scenarioWatermark)
+	h.db = newSimDB(h, scenarioLease)
 	n := 0
 	queued := func(_ *testing.T, name string) int {
 		h.db.mu.Lock()
@@ -352,7 +352,7 @@ func TestSimScenarios(t *testing.T) {
 				e, _ := newSimEnv()
 				sc.run(t, e, "scenario")
 				// Let every renewal loop and detached call end.
-				time.Sleep(3*scenarioWatermark + 2*time.Second)
+				time.Sleep(3*scenarioLease + 2*time.Second)
 			})
 		})
 	}

@@ -44,7 +44,7 @@ type simDB struct {
 	mu         sync.Mutex
 	h          *simHarness
 	rules      simRules
-	own        time.Duration // the readers' own watermark, for rows and entries that declare none
+	own        time.Duration // the readers' own lease, for rows and entries that declare none
 	simClockTS               // the latest commit timestamp, and the reads and commits of now
 	rows       map[string][]simVersion
 	queue      map[string][]*simEntry // sorted by key
@@ -311,7 +311,7 @@ func (c *simConn) call(ctx context.Context, op string, write, aborts bool, fn fu
 	if p.h.answerPauses && p.draw(drawAnswerPause).IntN(50) == 0 {
 		// The process stops just as the answer arrives (a GC pause, say):
 		// it acts on the answer only after it resumes.
-		p.pause(time.Duration(p.draw(drawAnswerPause + 1).Int64N(int64(3 * p.watermark))))
+		p.pause(time.Duration(p.draw(drawAnswerPause + 1).Int64N(int64(3 * p.lease))))
 	}
 	if gerr := p.gate(); gerr != nil {
 		return true, gerr
@@ -422,7 +422,7 @@ func (c *simConn) acquireLock(ctx context.Context, name string, key queueKey, p 
 					d.removeEntries(name, func(e *simEntry) bool { return scopeOf(e.key.id) == s })
 				}
 			}
-			r := d.holder(name, v.row, cl.owner, cl.leaseID, p.watermark, ts)
+			r := d.holder(name, v.row, cl.owner, cl.leaseID, p.lease, ts)
 			if v.queued {
 				d.removeEntries(name, func(e *simEntry) bool { return e.key == key })
 			}
@@ -446,7 +446,7 @@ func (c *simConn) acquireLock(ctx context.Context, name string, key queueKey, p 
 			res.decision = lockDecision{action: lockWait}
 			ts := d.commitTS()
 			d.insert(name, &simEntry{key: queueKey{at: ts, id: cl.leaseID}, owner: cl.owner, renewed: ts,
-				lease: p.watermark.Truncate(time.Microsecond), wakeAddr: cl.wakeAddr})
+				lease: p.lease.Truncate(time.Microsecond), wakeAddr: cl.wakeAddr})
 			res.key, res.view = queueKey{at: ts, id: cl.leaseID}, v
 			c.p.h.event(c.p.name, "acquireLock %s: queued at %s (ahead %d, row %s)", short(cl.leaseID), c.p.h.ts(ts), v.ahead, simRow(v.row))
 		default:

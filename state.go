@@ -5,7 +5,7 @@ package spanmutex
 //	(no row) ──acquire──▶ STARTED ──fn ok──▶ DONE
 //	NEEDED   ──acquire──▶ STARTED ──fn err─▶ FAILED ──retry──▶ STARTED
 //	STARTED ──given back unused, or interrupted (see Interrupt)──▶ NEEDED
-//	STARTED (holder silent past the watermark) ──takeover──▶ STARTED (token+1)
+//	STARTED (holder silent past the lease) ──takeover──▶ STARTED (token+1)
 //	DONE/FAILED older than the staleness threshold ──acquire──▶ STARTED
 type State string
 

@@ -31,10 +31,10 @@ type spannerStore struct {
 	// dialect is the database's SQL dialect, of the statements this store
 	// issues (dialect.go).
 	dialect *sqldialect.Of
-	// watermark is the caller's own lease, the judge of rows and queue
+	// lease is the caller's own lease, the judge of rows and queue
 	// entries written without a declared lease.
-	watermark time.Duration
-	stats     *storeStats
+	lease time.Duration
+	stats *storeStats
 	// versioned: the Mutex has a version, so rows are read and written with
 	// the Version column, which the table must then have.
 	versioned bool
@@ -77,14 +77,14 @@ func (s *spannerStore) unreached(err error, began time.Time) error {
 	return err // Spanner answered: it is reachable
 }
 
-func newSpannerStore(client *spanner.Client, table string, watermark time.Duration) *spannerStore {
-	return &spannerStore{client: client, table: table, dialect: sqldialect.For(client), watermark: watermark, stats: &storeStats{}}
+func newSpannerStore(client *spanner.Client, table string, lease time.Duration) *spannerStore {
+	return &spannerStore{client: client, table: table, dialect: sqldialect.For(client), lease: lease, stats: &storeStats{}}
 }
 
 // newStore returns the store of c's table in client's database, judging by
-// c's watermark, in the dialect WithDialect gave, if it did.
+// c's lease, in the dialect WithDialect gave, if it did.
 func (c *config) newStore(client *spanner.Client) *spannerStore {
-	s := newSpannerStore(client, c.table, c.watermark)
+	s := newSpannerStore(client, c.table, c.lease)
 	if c.dialectSet {
 		s.dialect = sqldialect.Known(c.dialect)
 	}

@@ -60,7 +60,7 @@ func scenarioCtx(t *testing.T) context.Context {
 }
 
 // scenarioPolicy is the policy of a contender declaring lease, no jitter.
-func scenarioPolicy(lease time.Duration) policy { return policy{watermark: lease} }
+func scenarioPolicy(lease time.Duration) policy { return policy{lease: lease} }
 
 // contenderIn is a contender of Scope scope: its owner name and waiter id.
 func contenderIn(scope *Scope, owner string) claim {

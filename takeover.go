@@ -8,9 +8,9 @@ import (
 
 // policy is what a decision depends on besides the row.
 type policy struct {
-	// watermark is this contender's own lease: what it declares when it
+	// lease is this contender's own lease: what it declares when it
 	// acquires, and how it judges a row whose holder declared none.
-	watermark time.Duration
+	lease     time.Duration
 	staleness time.Duration // 0: DONE and FAILED never go stale
 	// jitter is this contender's extra wait past a holder's lease before a
 	// takeover, as a fraction of that lease, drawn per call.
@@ -23,19 +23,19 @@ type policy struct {
 // without a renewal before this contender may take it over: the holder's
 // lease plus this contender's jitter.
 // The sum saturates instead of overflowing, so that an absurdly long
-// watermark means "never" rather than "at once".
-func takeoverAfter(watermark, jitter time.Duration) time.Duration {
-	if jitter > math.MaxInt64-watermark {
+// lease means "never" rather than "at once".
+func takeoverAfter(lease, jitter time.Duration) time.Duration {
+	if jitter > math.MaxInt64-lease {
 		return math.MaxInt64
 	}
-	return watermark + jitter
+	return lease + jitter
 }
 
 // holderLease returns the lease r's holder declared when it acquired: it
 // renews within it, and no contender takes over before it has passed since
 // the last renewal, by Spanner's clock. A row written without a declared
 // lease (by a spanmutex older than the LeaseMicros column) is judged by the
-// contender's own watermark, own, as it was then.
+// contender's own lease, own, as it was then.
 func holderLease(r row, own time.Duration) time.Duration {
 	if r.Lease > 0 {
 		return r.Lease
@@ -47,9 +47,9 @@ func holderLease(r row, own time.Duration) time.Duration {
 // Spanner's clock, before this contender may take over: the holder's
 // declared lease, plus this contender's jitter as a fraction of that lease.
 // Only the holder's declaration sets the bound: a contender configured with
-// a shorter watermark waits as long as one with a longer one.
+// a shorter lease waits as long as one with a longer one.
 func (p policy) takeoverAfter(r row) time.Duration {
-	lease := holderLease(r, p.watermark)
+	lease := holderLease(r, p.lease)
 	return takeoverAfter(lease, time.Duration(p.jitter*float64(lease)))
 }
 

@@ -198,7 +198,7 @@ func TestTelemetryLeaseLostAndTakeover(t *testing.T) {
 	// A lease long enough for renewals to be tried (and fail) before it
 	// runs out, even on a loaded machine: with a short one, the lease can
 	// expire before the renewal loop first wakes, and nothing fails.
-	opts := append(r.opts, WithWatermark(1500*time.Millisecond), WithJitter(0))
+	opts := append(r.opts, WithLease(1500*time.Millisecond), WithJitter(0))
 	a, err := NewLock(silenced, "tel/takeover", opts...)
 	require.NoError(t, err)
 	b, err := NewLock(c, "tel/takeover", opts...)

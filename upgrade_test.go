@@ -41,7 +41,7 @@ func applyDDL(t *testing.T, db string, stmts ...string) {
 
 // A table made by an earlier spanmutex is reported with the statement that
 // upgrades it; once upgraded, a row written without a declared lease is
-// judged by each contender's own watermark, as before.
+// judged by each contender's own lease, as before.
 func TestUpgradeFromTablesWithoutDeclaredLeases(t *testing.T) {
 	needEmulator(t)
 	ctx := context.Background()
@@ -70,11 +70,11 @@ func TestUpgradeFromTablesWithoutDeclaredLeases(t *testing.T) {
 		[]string{"Name", "State", "Owner", "LeaseID", "Token", "Attempts", "CreatedAt", "StartedAt", "RenewedAt", "UpdatedAt"},
 		[]any{"legacy", "STARTED", "old", "old-lease", int64(7), int64(0), renewed, renewed, renewed, renewed})})
 	require.NoError(t, err)
-	patient, err := NewLock(c, "legacy", WithWatermark(time.Minute))
+	patient, err := NewLock(c, "legacy", WithLease(time.Minute))
 	require.NoError(t, err)
 	_, err = patient.TryLock(ctx)
 	require.ErrorIs(t, err, ErrHeld, "5 s of silence is within a minute")
-	hasty, err := NewLock(c, "legacy", WithWatermark(time.Second), WithJitter(0))
+	hasty, err := NewLock(c, "legacy", WithLease(time.Second), WithJitter(0))
 	require.NoError(t, err)
 	lease, err := hasty.TryLock(ctx)
 	require.NoError(t, err, "5 s of silence is past a second")

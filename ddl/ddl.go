@@ -167,7 +167,7 @@ func QueueColumns() map[string]string {
 // Upgrade returns the statements that bring a mutex table named table, and
 // its queue, created by an earlier spanmutex up to this schema: the columns
 // added since, all nullable, so that rows already there keep working (a row
-// without a declared lease is judged by each contender's own watermark, as
+// without a declared lease is judged by each contender's own lease, as
 // before; an entry without a wake-up address is found by polling; a row
 // without a version is of no version). Apply those whose column the table
 // lacks (Spanner rejects adding a column twice), before or while the new

@@ -27,7 +27,7 @@ CREATE TABLE "Mutexes" (
   -- When the holder last proved it was alive; its lease is measured from here.
   "RenewedAt" spanner.commit_timestamp,
   -- The holder's declared lease, in microseconds (NULL in rows written
-  -- before leases were declared: contenders then use their own watermark).
+  -- before leases were declared: contenders then use their own lease).
   "LeaseMicros" bigint,
   -- When the section reached DONE or FAILED. Staleness is measured from here.
   "FinishedAt" spanner.commit_timestamp,

@@ -31,7 +31,7 @@ CREATE TABLE Mutexes (
   -- acquired: it renews within it, and nobody takes over before RenewedAt
   -- plus this by Spanner's clock, whatever their own configuration. NULL in
   -- rows written by spanmutex before it declared leases: contenders then use
-  -- their own watermark.
+  -- their own lease.
   LeaseMicros INT64,
   -- When the section reached DONE or FAILED. Staleness is measured from here.
   FinishedAt TIMESTAMP OPTIONS (allow_commit_timestamp = true),

@@ -17,7 +17,7 @@ CREATE TABLE MutexesQueue (
   -- The waiter's lease, in microseconds, declared by the waiter: the lease it
   -- takes if the lock is handed to it, and the entry stays live for four
   -- of these after RenewedAt (it renews every two). NULL in entries written
-  -- before leases were declared: readers then use their own watermark.
+  -- before leases were declared: readers then use their own lease.
   LeaseMicros INT64,
   -- Where the waiter's process listens for wake-ups (host:port, UDP), if it
   -- does: the Unlock that hands it the lock sends it a datagram after its

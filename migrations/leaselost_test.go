@@ -43,7 +43,7 @@ func (h *cutOnLog) WithAttrs([]slog.Attr) slog.Handler { return h }
 func (h *cutOnLog) WithGroup(string) slog.Handler      { return h }
 
 // A replica that loses its lease in the middle of the migrations (cut off
-// from Spanner past the watermark, right after migration 1) stops there:
+// from Spanner past the lease, right after migration 1) stops there:
 // Up reports the lost lease, the version stays clean at 1, and the next
 // replica applies the rest.
 func TestLostLeaseStopsTheMigrations(t *testing.T) {
@@ -53,10 +53,10 @@ func TestLostLeaseStopsTheMigrations(t *testing.T) {
 	cutClient, err := emu.NewClient(context.Background(), db, cut.ClientOptions()...)
 	require.NoError(t, err)
 	t.Cleanup(cutClient.Close)
-	const watermark = time.Second
-	h := &cutOnLog{on: "golang-migrate: 1/u", cut: cut, heal: 4 * watermark, once: make(chan struct{})}
+	const lease = time.Second
+	h := &cutOnLog{on: "golang-migrate: 1/u", cut: cut, heal: 4 * lease, once: make(chan struct{})}
 	m, err := New(cutClient, release(t, "release1"), WithAdminClient(r.admin), WithLogger(slog.New(h)),
-		WithLockOptions(spanmutex.WithWatermark(watermark)))
+		WithLockOptions(spanmutex.WithLease(lease)))
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -56,7 +56,7 @@ func New(client *spanner.Client, src source.Driver, opts ...Option) (*Migrator, 
 }
 
 func (c *config) lockOptionsWithDefaults() []spanmutex.LockOption {
-	return append([]spanmutex.LockOption{spanmutex.WithWatermark(DefaultWatermark)}, c.lockOptions...)
+	return append([]spanmutex.LockOption{spanmutex.WithLease(DefaultLease)}, c.lockOptions...)
 }
 
 // Result says what an Up call did.

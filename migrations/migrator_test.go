@@ -49,7 +49,7 @@ func raceUp(t *testing.T, replicas []replica, dir string) []upResult {
 	var wg sync.WaitGroup
 	for i, r := range replicas {
 		m, err := New(r.client, release(t, dir), WithAdminClient(r.admin),
-			WithLockOptions(spanmutex.WithOwner(fmt.Sprintf("replica-%d", i)), spanmutex.WithWatermark(10*time.Second)))
+			WithLockOptions(spanmutex.WithOwner(fmt.Sprintf("replica-%d", i)), spanmutex.WithLease(10*time.Second)))
 		require.NoError(t, err)
 		wg.Add(1)
 		go func() {

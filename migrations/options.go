@@ -23,11 +23,11 @@ const (
 	// Spanner rejects it because another schema change or read-write
 	// transaction is in progress.
 	DefaultRetryTimeout = 2 * time.Minute
-	// DefaultWatermark is the watermark of the Lock (see
-	// spanmutex.WithWatermark): a holder that stops renewing for this long
+	// DefaultLease is the lease of the Lock (see
+	// spanmutex.WithLease): a holder that stops renewing for this long
 	// is taken over. Migrations renew while they run, so this bounds how long
 	// a crashed migrator blocks the others, not how long a migration may take.
-	DefaultWatermark = 30 * time.Second
+	DefaultLease = 30 * time.Second
 )
 
 // Option configures a Migrator. Options are validated together by New.
@@ -68,7 +68,7 @@ func WithMigrationsTable(table string) Option { return func(c *config) { c.migra
 func WithRetryTimeout(d time.Duration) Option { return func(c *config) { c.retryTimeout = d } }
 
 // WithLockOptions passes options to the spanmutex Lock (spanmutex.NewLock):
-// WithTable, WithOwner, WithWatermark (default here DefaultWatermark),
+// WithTable, WithOwner, WithLease (default here DefaultLease),
 // WithLogger...
 func WithLockOptions(opts ...spanmutex.LockOption) Option {
 	return func(c *config) { c.lockOptions = append(c.lockOptions, opts...) }

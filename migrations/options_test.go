@@ -20,7 +20,7 @@ func TestNewValidatesLockOptions(t *testing.T) {
 		opt  spanmutex.LockOption
 		want string
 	}{
-		{"bad watermark", spanmutex.WithWatermark(time.Millisecond), "WithWatermark(1ms)"},
+		{"bad lease", spanmutex.WithLease(time.Millisecond), "WithLease(1ms)"},
 		{"bad owner", spanmutex.WithOwner("a\nb"), "WithOwner"},
 		{"nil", nil, "is nil"},
 	} {

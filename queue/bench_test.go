@@ -124,7 +124,7 @@ func benchWorkers(b *testing.B, workers int) {
 	var ws []*Worker
 	queues := make([]*Queue, nclients)
 	for i := range queues {
-		q, err := New(countingClient(b, e, db, &rpcs), WithLockOptions(spanmutex.WithWatermark(5*time.Second)))
+		q, err := New(countingClient(b, e, db, &rpcs), WithLockOptions(spanmutex.WithLease(5*time.Second)))
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -5,7 +5,7 @@
 //
 // Requests move new → in-progress → complete or error. A claim is a committed
 // lease, not an open transaction: a worker that crashes or pauses loses its
-// lease on the resource after the watermark (by Spanner's clock), and the
+// lease on the resource after the lease (by Spanner's clock), and the
 // next worker to take the resource claims its requests again; their writes
 // are fenced on the lease's token.
 //
@@ -36,7 +36,7 @@
 //     failed: <reason>") without reaching a handler.
 //   - Every request ends complete or error; none is lost or stuck: a claim
 //     abandoned by a worker that died is claimed again by the next worker to
-//     take the resource, after the watermark, with a higher token, and the
+//     take the resource, after the lease, with a higher token, and the
 //     dead worker's late outcome is rejected. A request claimed
 //     WithMaxAttempts times without finishing ends in error.
 //   - A request's outcome is recorded once, in a transaction fenced by the

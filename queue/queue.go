@@ -64,8 +64,8 @@ func WithDialect(d ddl.Dialect) Option {
 
 // WithLockOptions passes options to the per-resource spanmutex locks that
 // workers hold while they handle a resource: the mutex table (WithTable),
-// the watermark after which a dead worker's claim is taken over
-// (WithWatermark), the logger, and so on. They are LeaseOptions: each
+// the lease after which a dead worker's claim is taken over
+// (WithLease), the logger, and so on. They are LeaseOptions: each
 // Worker sets its locks' owner and Scope itself. New validates them as
 // spanmutex.NewLock does.
 func WithLockOptions(opts ...spanmutex.LeaseOption) Option {

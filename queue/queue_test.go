@@ -22,7 +22,7 @@ func TestNewValidatesLockOptions(t *testing.T) {
 		opt  spanmutex.LeaseOption
 		want string
 	}{
-		{"bad watermark", spanmutex.WithWatermark(time.Millisecond), "WithWatermark(1ms)"},
+		{"bad lease", spanmutex.WithLease(time.Millisecond), "WithLease(1ms)"},
 		{"bad table", spanmutex.WithTable("my-locks"), "WithTable"},
 		{"nil", nil, "option 0 is nil"},
 	} {
@@ -33,7 +33,7 @@ func TestNewValidatesLockOptions(t *testing.T) {
 			assert.Contains(t, err.Error(), tt.want)
 		})
 	}
-	q, err := New(client, WithLockOptions(spanmutex.WithTable("Locks"), spanmutex.WithWatermark(time.Second)))
+	q, err := New(client, WithLockOptions(spanmutex.WithTable("Locks"), spanmutex.WithLease(time.Second)))
 	require.NoError(t, err)
 	assert.NotNil(t, q)
 }

@@ -27,8 +27,8 @@ func silenceableClient(t *testing.T, db string) (*spanner.Client, *cutoff.Switch
 
 func TestWorkerRecoversTheClaimOfASilencedWorker(t *testing.T) {
 	db := freshDatabase(t)
-	const watermark = time.Second
-	lockOpts := WithLockOptions(spanmutex.WithWatermark(watermark))
+	const lease = time.Second
+	lockOpts := WithLockOptions(spanmutex.WithLease(lease))
 	ca, silenced := silenceableClient(t, db)
 	qa, err := New(ca, lockOpts)
 	require.NoError(t, err)
@@ -63,8 +63,8 @@ func TestWorkerRecoversTheClaimOfASilencedWorker(t *testing.T) {
 	mu.Unlock()
 	require.Equal(t, ids[0], claimA.ID)
 	silenced.Store(true)
-	// A's renewals fail; within the watermark its lease is declared lost.
-	waitChan(t, leaseA.Done(), 10*watermark, "A's lease to be lost")
+	// A's renewals fail; within the lease its lease is declared lost.
+	waitChan(t, leaseA.Done(), 10*lease, "A's lease to be lost")
 
 	var mb sync.Mutex
 	var bJobs []*Job

@@ -27,7 +27,7 @@ func TestQueueTelemetry(t *testing.T) {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	c := newClient(t, freshDatabase(t))
-	q, err := New(c, WithLockOptions(spanmutex.WithWatermark(testWatermark)), WithTracerProvider(tp), WithMeterProvider(mp))
+	q, err := New(c, WithLockOptions(spanmutex.WithLease(testLease)), WithTracerProvider(tp), WithMeterProvider(mp))
 	require.NoError(t, err)
 	failing := errors.New("the sheet service said no")
 	w, err := q.NewWorker(func(_ context.Context, j *Job) error {

@@ -133,7 +133,7 @@ func (w *Worker) unlock(ctx context.Context, log *slog.Logger, resource string, 
 	case errors.Is(err, spanmutex.ErrLeaseLost):
 		log.Warn("unlock: the lease had been lost", "err", err)
 	default:
-		log.Error("unlock failed; the resource stays locked until the watermark", "err", err)
+		log.Error("unlock failed; the resource stays locked until the lease", "err", err)
 		if ctx.Err() != nil {
 			w.shutdownErr = append(w.shutdownErr, fmt.Errorf("queue: unlock resource %q: %w", resource, err))
 		}

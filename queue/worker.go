@@ -108,7 +108,7 @@ func (w *Worker) ID() string { return w.cfg.id }
 // its context is cancelled, and if it then fails its requests are released
 // back to new for another worker. Run unlocks and returns nil; it returns an
 // error joined with ctx.Err() only if it could not record an outcome or
-// unlock (the requests are then taken over after the watermark).
+// unlock (the requests are then taken over after the lease).
 //
 // Spanner errors do not stop Run: it logs them and tries again at its next
 // poll. It returns early only for errors that retrying cannot mend, such as
@@ -160,9 +160,9 @@ func (w *Worker) Run(ctx context.Context) error {
 // passed over without trying its lock: its claim is most likely held by a
 // live worker, which claims its later requests itself before it unlocks,
 // and a claim abandoned by a dead worker cannot be taken over before the
-// watermark anyway. Run sweeps after a pass with no work and otherwise at
+// lease anyway. Run sweeps after a pass with no work and otherwise at
 // least every maximum poll interval, so that a dead worker's claim is
-// recovered within about the watermark plus that interval, while a busy
+// recovered within about the lease plus that interval, while a busy
 // queue costs no lock read per resource that others are handling.
 func (w *Worker) pass(ctx context.Context, sweep bool) (bool, error) {
 	w.stats.scans.Add(1)

@@ -27,7 +27,7 @@ type WorkerStats struct {
 	// Scans counts passes over the pending index.
 	Scans int64
 	// Recovered counts requests claimed again after the worker that had
-	// claimed them lost its lease (it died, or went silent past the watermark).
+	// claimed them lost its lease (it died, or went silent past the lease).
 	Recovered int64
 	// LeasesLost counts tenures in which this worker lost a resource's lease
 	// before it was done: whatever it had claimed and not recorded is left

@@ -18,11 +18,11 @@ import (
 	"github.com/spanmutex/spanmutex/ddl"
 )
 
-// testWatermark is the lock watermark of the worker tests: short, so that a
+// testLease is the lock lease of the worker tests: short, so that a
 // dead worker's claim is taken over within seconds.
-const testWatermark = 2 * time.Second
+const testLease = 2 * time.Second
 
-// newTestQueue opens a queue on a fresh database with a short watermark.
+// newTestQueue opens a queue on a fresh database with a short lease.
 func newTestQueue(t *testing.T) (*Queue, *spanner.Client) {
 	t.Helper()
 	return newTestQueueIn(t, ddl.GoogleSQL)
@@ -32,7 +32,7 @@ func newTestQueue(t *testing.T) (*Queue, *spanner.Client) {
 func newTestQueueIn(t *testing.T, d ddl.Dialect) (*Queue, *spanner.Client) {
 	t.Helper()
 	c := newClient(t, freshDatabaseIn(t, d))
-	q, err := New(c, WithLockOptions(spanmutex.WithWatermark(testWatermark)))
+	q, err := New(c, WithLockOptions(spanmutex.WithLease(testLease)))
 	require.NoError(t, err)
 	return q, c
 }

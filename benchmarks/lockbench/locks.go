@@ -101,7 +101,7 @@ func (c naiveOf) lock(ctx context.Context) (grant, error) {
 func (c naiveOf) unlock(ctx context.Context) error { return c.l.Unlock(ctx) }
 
 // etcdSessionTTL is each etcd session's lease, in seconds: like
-// spanmutex's default watermark, it bounds how long a dead holder blocks
+// spanmutex's default lease, it bounds how long a dead holder blocks
 // others.
 const etcdSessionTTL = 30
 

@@ -11,12 +11,12 @@ import (
 )
 
 // Queue workers are set up as queue/bench_test.go sets them up: a lock
-// watermark of 5s and polls every 20ms to 200ms, a handler that does
+// lease of 5s and polls every 20ms to 200ms, a handler that does
 // nothing.
 const (
-	queueWatermark = 5 * time.Second
-	queuePollMin   = 20 * time.Millisecond
-	queuePollMax   = 200 * time.Millisecond
+	queueLease   = 5 * time.Second
+	queuePollMin = 20 * time.Millisecond
+	queuePollMax = 200 * time.Millisecond
 )
 
 // runQueueChild runs one queue worker in this process until told to stop,
@@ -29,7 +29,7 @@ func runQueueChild(sp spec, cmds <-chan string, say func(string)) error {
 		return err
 	}
 	defer client.Close()
-	q, err := queue.New(client, queue.WithLockOptions(spanmutex.WithWatermark(queueWatermark)))
+	q, err := queue.New(client, queue.WithLockOptions(spanmutex.WithLease(queueLease)))
 	if err != nil {
 		return err
 	}

@@ -39,7 +39,7 @@ lock_process_test.go.) Each client does one thing at a time, at random:
 
   - Run a run-once section (Mutex.Run), on a name all clients share until it is
     done, then on a fresh one. The section makes a guarded write of its token
-    (Lease.Guard in the same transaction), works for up to a watermark (so that
+    (Lease.Guard in the same transaction), works for up to a lease (so that
     its lease is renewed), sometimes fails on purpose (so that others retry
     it), and writes again.
   - Lock (or TryLock) one of --locks reusable locks, waiting in its FIFO queue,
@@ -51,14 +51,14 @@ misses the news would; only the fence stops it. The faults (--faults):
   abort        the emulator aborts commits at random (--enable_fault_injection)
   unavailable  a call fails with UNAVAILABLE before it is sent (--fault-rate)
   drop-commit  a commit succeeds but its answer is lost (--fault-rate)
-  delay        a call waits up to an eighth of its client's watermark
+  delay        a call waits up to an eighth of its client's lease
                (--fault-rate)
-  pause        now and then a client freezes for 1.3 to 2.5 of its watermarks,
+  pause        now and then a client freezes for 1.3 to 2.5 of its leases,
                so that it is taken over while it believes it holds the lock
   impatient    three Lock calls in ten give up after 5 to 60 ms: they must
                return ErrNotObtained and leave no lock held behind them
   mismatched   every other client declares a lease of a third or three times
-               --watermark (at least 100ms): a takeover must wait for the
+               --lease (at least 100ms): a takeover must wait for the
                lease its holder declared, whatever the taker's own
 
 The history is then checked (see internal/history): a linearizability check of
@@ -104,7 +104,7 @@ type tortureOptions struct {
 	faultList    string
 	faults       []string
 	rate         float64
-	watermark    time.Duration
+	lease        time.Duration
 	locks        int
 	seed         uint64
 	history      string
@@ -122,7 +122,7 @@ func tortureFlags() (*flag.FlagSet, *tortureOptions) {
 	fs.IntVar(&o.clients, "clients", 8, "how many clients, 2 to 64")
 	fs.StringVar(&o.faultList, "faults", strings.Join(allFaults, ","), "the faults to inject, comma-separated, or none")
 	fs.Float64Var(&o.rate, "fault-rate", 0.02, "the chance that each call meets each of unavailable, drop-commit and delay")
-	fs.DurationVar(&o.watermark, "watermark", 2*time.Second, "the watermark (declared lease) of every mutex and lock; with --faults mismatched, of every other client")
+	fs.DurationVar(&o.lease, "lease", 2*time.Second, "the lease (declared lease) of every mutex and lock; with --faults mismatched, of every other client")
 	fs.IntVar(&o.locks, "locks", 3, "how many reusable locks the clients share, 1 to 100")
 	fs.Uint64Var(&o.seed, "seed", 0, "seed of the workload's and the faults' random choices (0: pick one)")
 	fs.StringVar(&o.history, "history", "", "also write the recorded history to this file, as JSON lines (it is written to a temporary file anyway on a violation)")
@@ -149,8 +149,8 @@ func (o *tortureOptions) validate() error {
 		return cmdline.Usagef(command, "--clients %d: want 2 to 64", o.clients)
 	case !(o.rate >= 0 && o.rate <= 1):
 		return cmdline.Usagef(command, "--fault-rate %v: want 0 to 1", o.rate)
-	case o.watermark < 100*time.Millisecond:
-		return cmdline.Usagef(command, "--watermark %v: want at least 100ms", o.watermark)
+	case o.lease < 100*time.Millisecond:
+		return cmdline.Usagef(command, "--lease %v: want at least 100ms", o.lease)
 	case o.locks < 1 || o.locks > 100:
 		return cmdline.Usagef(command, "--locks %d: want 1 to 100", o.locks)
 	case o.checkTimeout <= 0:
@@ -164,18 +164,18 @@ func (o *tortureOptions) validate() error {
 // has reports whether fault f is on.
 func (o *tortureOptions) has(f string) bool { return slices.Contains(o.faults, f) }
 
-// clientWatermark is the watermark, the lease it declares, of client i
-// (from 0): --watermark, or with the mismatched fault, for every other
-// client alternately a third of it (at least spanmutex.MinWatermark) and
+// clientLease is the lease client i (from 0) declares:
+// --lease, or with the mismatched fault, for every other
+// client alternately a third of it (at least spanmutex.MinLease) and
 // three times it.
-func (o *tortureOptions) clientWatermark(i int) time.Duration {
+func (o *tortureOptions) clientLease(i int) time.Duration {
 	switch {
 	case !o.has(faultMismatched) || i%2 == 0:
-		return o.watermark
+		return o.lease
 	case i%4 == 1:
-		return max(o.watermark/3, spanmutex.MinWatermark)
+		return max(o.lease/3, spanmutex.MinLease)
 	}
-	return 3 * o.watermark
+	return 3 * o.lease
 }
 
 // run is the whole command line of spanmutex-torture: it returns the exit status.
@@ -198,8 +198,8 @@ func run(ctx context.Context, s cmdline.Streams, args []string) int {
 	if len(o.faults) > 0 {
 		faults = strings.Join(o.faults, ",")
 	}
-	t.out.Printf("spanmutex-torture: %d clients for %v, faults %s (rate %v), watermark %v, %d locks, seed %d\n",
-		o.clients, o.duration, faults, o.rate, o.watermark, o.locks, o.seed)
+	t.out.Printf("spanmutex-torture: %d clients for %v, faults %s (rate %v), lease %v, %d locks, seed %d\n",
+		o.clients, o.duration, faults, o.rate, o.lease, o.locks, o.seed)
 	closeAll, err := t.connect(ctx)
 	if err != nil {
 		return cmdline.ReportError(s, err, cmdline.ExitError)
@@ -234,7 +234,7 @@ type torture struct {
 type tortureClient struct {
 	*history.Client
 	faults    *clientFaults
-	watermark time.Duration    // the lease its Mutexes and Locks declare
+	lease     time.Duration    // the lease its Mutexes and Locks declare
 	scope     *spanmutex.Scope // the one Scope of all its Locks
 	rng       *rand.Rand       // used by the client's goroutine only
 	locks     map[string]*spanmutex.Lock
@@ -304,7 +304,7 @@ func (t *torture) connect(ctx context.Context) (func(), error) {
 func (t *torture) newClient(ctx context.Context, i int) (*tortureClient, error) {
 	o := t.opts
 	id := fmt.Sprintf("c%d", i+1)
-	wm := o.clientWatermark(i)
+	wm := o.clientLease(i)
 	cf, err := newClientFaults(o.faults, o.rate, wm/8, o.seed+uint64(i)+1)
 	if err != nil {
 		return nil, err
@@ -314,16 +314,16 @@ func (t *torture) newClient(ctx context.Context, i int) (*tortureClient, error) 
 		return nil, err
 	}
 	c := &tortureClient{
-		Client:    &history.Client{ID: id, Spanner: sc, Rec: t.rec, Writes: tortureWrites, Lease: wm},
-		faults:    cf,
-		watermark: wm,
-		scope:     spanmutex.NewScope(),
-		rng:       rand.New(rand.NewPCG(o.seed, uint64(i))),
-		locks:     map[string]*spanmutex.Lock{},
+		Client: &history.Client{ID: id, Spanner: sc, Rec: t.rec, Writes: tortureWrites, Lease: wm},
+		faults: cf,
+		lease:  wm,
+		scope:  spanmutex.NewScope(),
+		rng:    rand.New(rand.NewPCG(o.seed, uint64(i))),
+		locks:  map[string]*spanmutex.Lock{},
 	}
 	for l := range o.locks {
 		name := lockName(l)
-		lk, err := spanmutex.NewLock(sc, name, spanmutex.WithOwner(id), spanmutex.WithWatermark(wm),
+		lk, err := spanmutex.NewLock(sc, name, spanmutex.WithOwner(id), spanmutex.WithLease(wm),
 			spanmutex.WithMaxFailures(6), spanmutex.WithScope(c.scope))
 		if err != nil {
 			return c, err
@@ -337,7 +337,7 @@ func (t *torture) newClient(ctx context.Context, i int) (*tortureClient, error) 
 func (t *torture) leases() string {
 	var parts []string
 	for _, c := range t.clients {
-		parts = append(parts, fmt.Sprintf("%s %v", c.ID, c.watermark))
+		parts = append(parts, fmt.Sprintf("%s %v", c.ID, c.lease))
 	}
 	return strings.Join(parts, ", ")
 }
@@ -443,7 +443,7 @@ func (t *torture) check(ctx context.Context, ops []history.Op) (*history.Report,
 		return nil, 0, err
 	}
 	checking := time.Now()
-	rep := history.Check(ops, history.Config{Watermark: t.opts.watermark, Timeout: t.opts.checkTimeout, Readback: rb})
+	rep := history.Check(ops, history.Config{Lease: t.opts.lease, Timeout: t.opts.checkTimeout, Readback: rb})
 	return rep, time.Since(checking), nil
 }
 
@@ -503,7 +503,7 @@ func (t *torture) writeFaults(w *strings.Builder) {
 	for _, c := range t.clients {
 		counts[faultImpatient] += c.impatient.Load()
 		gaveUp += c.gaveUp.Load()
-		if c.watermark != t.opts.watermark {
+		if c.lease != t.opts.lease {
 			counts[faultMismatched]++
 		}
 	}
@@ -516,9 +516,9 @@ func (t *torture) writeFaults(w *strings.Builder) {
 		faultUnavailable: "calls failed before they were sent",
 		faultDropCommit:  "commits whose answer was lost",
 		faultDelay:       "calls delayed",
-		faultPause:       "clients frozen past their watermark",
+		faultPause:       "clients frozen past their lease",
 		faultImpatient:   fmt.Sprintf("Lock calls with a deadline of %v to %v (%d gave up with ErrNotObtained)", impatientMin, impatientMax, gaveUp),
-		faultMismatched:  fmt.Sprintf("clients declaring a lease other than --watermark %v", t.opts.watermark),
+		faultMismatched:  fmt.Sprintf("clients declaring a lease other than --lease %v", t.opts.lease),
 	}
 	fmt.Fprintf(w, "Faults injected: %d\n", total)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -549,12 +549,12 @@ func (t *torture) reportProgress(ctx context.Context) {
 	}
 }
 
-// pauseNowAndThen freezes a client every 2 to 5 watermarks, a holder if one
-// holds, for 1.3 to 2.5 of that client's watermarks: past the lease it
+// pauseNowAndThen freezes a client every 2 to 5 leases, a holder if one
+// holds, for 1.3 to 2.5 of that client's leases: past the lease it
 // declared and any jitter, so that it is taken over while it believes it
 // still holds its lease.
 func (t *torture) pauseNowAndThen(ctx context.Context) {
-	wm := t.opts.watermark
+	wm := t.opts.lease
 	rng := rand.New(rand.NewPCG(t.opts.seed, 1<<32))
 	between := func(lo, hi float64) float64 { return lo + rng.Float64()*(hi-lo) }
 	for {
@@ -573,7 +573,7 @@ func (t *torture) pauseNowAndThen(ctx context.Context) {
 		c := holders[rng.IntN(len(holders))]
 		c.faults.freezer.freeze()
 		t.pauses.Add(1)
-		wait(ctx, time.Duration(between(1.3, 2.5)*float64(c.watermark)))
+		wait(ctx, time.Duration(between(1.3, 2.5)*float64(c.lease)))
 		c.faults.freezer.thaw()
 	}
 }
@@ -607,14 +607,14 @@ func (t *torture) work(ctx context.Context, c *tortureClient) {
 }
 
 // holdTimeout bounds how long client c waits for a section or lock.
-func (t *torture) holdTimeout(c *tortureClient) time.Duration { return 8 * c.watermark }
+func (t *torture) holdTimeout(c *tortureClient) time.Duration { return 8 * c.lease }
 
 // writeContext is the context of a holder's guarded write: not the
 // section's, which is cancelled when the lease is lost, because the holder
 // stands for one that does not notice; a frozen client's write waits for
 // the thaw and then meets the fence.
 func (t *torture) writeContext(ctx context.Context, c *tortureClient) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), 4*c.watermark)
+	return context.WithTimeout(context.WithoutCancel(ctx), 4*c.lease)
 }
 
 // errOnPurpose is what a section returns when it fails on purpose.
@@ -625,7 +625,7 @@ var errOnPurpose = errors.New("torture: the section failed on purpose")
 func (t *torture) runOnce(ctx context.Context, c *tortureClient) {
 	k := t.section.Load()
 	name := fmt.Sprintf("section-%06d", k)
-	m, err := spanmutex.New(c.Spanner, name, spanmutex.WithOwner(c.ID), spanmutex.WithWatermark(c.watermark),
+	m, err := spanmutex.New(c.Spanner, name, spanmutex.WithOwner(c.ID), spanmutex.WithLease(c.lease),
 		spanmutex.WithMaxAttempts(4), spanmutex.WithMaxFailures(4))
 	if err != nil {
 		return
@@ -638,9 +638,9 @@ func (t *torture) runOnce(ctx context.Context, c *tortureClient) {
 		if err := t.write(sctx, c, lease, name); err != nil {
 			return err
 		}
-		// Work for up to a watermark: long enough, half the time, for the
+		// Work for up to a lease: long enough, half the time, for the
 		// lease to be renewed.
-		wait(context.WithoutCancel(sctx), time.Duration(c.rng.Int64N(int64(c.watermark))))
+		wait(context.WithoutCancel(sctx), time.Duration(c.rng.Int64N(int64(c.lease))))
 		if c.rng.Float64() < 0.1 {
 			return errOnPurpose
 		}
@@ -679,14 +679,14 @@ func (t *torture) lockCycle(ctx context.Context, c *tortureClient, try bool) {
 		}
 		if try || impatient {
 			// Held: come back a little later rather than spin.
-			wait(ctx, time.Duration(c.rng.Int64N(int64(c.watermark/10))))
+			wait(ctx, time.Duration(c.rng.Int64N(int64(c.lease/10))))
 		}
 		return
 	}
 	c.holding.Store(true)
 	for i := range 1 + c.rng.IntN(3) {
 		if i > 0 {
-			wait(context.WithoutCancel(ctx), time.Duration(c.rng.Int64N(int64(c.watermark/4))))
+			wait(context.WithoutCancel(ctx), time.Duration(c.rng.Int64N(int64(c.lease/4))))
 		}
 		if err := t.write(ctx, c, lease, name); errors.Is(err, spanmutex.ErrLeaseLost) {
 			break

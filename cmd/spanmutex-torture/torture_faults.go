@@ -23,9 +23,9 @@ const (
 	faultUnavailable = "unavailable" // a call fails with UNAVAILABLE before it is sent
 	faultDropCommit  = "drop-commit" // a commit succeeds and its answer is lost: its outcome is unknown
 	faultDelay       = "delay"       // a call is held back a while before it is sent
-	faultPause       = "pause"       // a client freezes past the watermark, and is taken over
+	faultPause       = "pause"       // a client freezes past the lease, and is taken over
 	faultImpatient   = "impatient"   // some Lock calls give up after 5 to 60 ms
-	faultMismatched  = "mismatched"  // every other client declares a lease of a third or three times --watermark
+	faultMismatched  = "mismatched"  // every other client declares a lease of a third or three times --lease
 )
 
 // allFaults lists the faults in the order reports show them.

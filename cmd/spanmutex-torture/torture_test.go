@@ -80,7 +80,7 @@ func TestTortureWithoutFaults(t *testing.T) {
 // Impatient Lock calls give up with ErrNotObtained, within Lock's contract,
 // and leave no lock held; the stalls are reported. On the tests' emulator.
 func TestTortureImpatient(t *testing.T) {
-	code, stdout, stderr := tortureOnTestsEmulator(t, "--duration", "6s", "--clients", "4", "--locks", "1", "--watermark", "500ms",
+	code, stdout, stderr := tortureOnTestsEmulator(t, "--duration", "6s", "--clients", "4", "--locks", "1", "--lease", "500ms",
 		"--faults", "impatient", "--progress", "0")
 	if code != cmdline.ExitOK || stderr != "" {
 		t.Fatalf("exit %d; stdout:\n%s\nstderr:\n%s", code, stdout, stderr)
@@ -106,7 +106,7 @@ func TestTortureImpatient(t *testing.T) {
 // the holder's declared lease. Paused holders are taken over; on the
 // tests' emulator.
 func TestTortureMismatched(t *testing.T) {
-	code, stdout, stderr := tortureOnTestsEmulator(t, "--duration", "8s", "--clients", "4", "--locks", "1", "--watermark", "300ms",
+	code, stdout, stderr := tortureOnTestsEmulator(t, "--duration", "8s", "--clients", "4", "--locks", "1", "--lease", "300ms",
 		"--faults", "mismatched,pause", "--progress", "0")
 	if code != cmdline.ExitOK || stderr != "" {
 		t.Fatalf("exit %d; stdout:\n%s\nstderr:\n%s", code, stdout, stderr)
@@ -120,7 +120,7 @@ func TestTortureMismatched(t *testing.T) {
 			t.Errorf("stdout does not contain %q:\n%s", want, stdout)
 		}
 	}
-	if m := regexp.MustCompile(`takeover-after-watermark +(ok|nothing to check) +(\d+)`).FindStringSubmatch(stdout); m == nil {
+	if m := regexp.MustCompile(`takeover-after-lease +(ok|nothing to check) +(\d+)`).FindStringSubmatch(stdout); m == nil {
 		t.Errorf("no verdict on takeovers:\n%s", stdout)
 	} else {
 		t.Logf("takeovers checked against the holder's declared lease: %s", m[2])
@@ -128,24 +128,24 @@ func TestTortureMismatched(t *testing.T) {
 }
 
 // Only the mismatched fault gives clients other leases.
-func TestTortureClientWatermark(t *testing.T) {
-	o := &tortureOptions{watermark: 2 * time.Second}
+func TestTortureClientLease(t *testing.T) {
+	o := &tortureOptions{lease: 2 * time.Second}
 	for i := range 4 {
-		if got := o.clientWatermark(i); got != 2*time.Second {
+		if got := o.clientLease(i); got != 2*time.Second {
 			t.Errorf("without mismatched, client %d: %v", i, got)
 		}
 	}
 	o.faults = []string{faultMismatched}
 	var got []time.Duration
 	for i := range 4 {
-		got = append(got, o.clientWatermark(i))
+		got = append(got, o.clientLease(i))
 	}
 	if want := []time.Duration{2 * time.Second, 2 * time.Second / 3, 2 * time.Second, 6 * time.Second}; !slices.Equal(got, want) {
 		t.Errorf("mismatched: %v, want %v", got, want)
 	}
-	o.watermark = 200 * time.Millisecond
-	if got := o.clientWatermark(1); got != spanmutex.MinWatermark {
-		t.Errorf("a third of 200ms: %v, want the minimum %v", got, spanmutex.MinWatermark)
+	o.lease = 200 * time.Millisecond
+	if got := o.clientLease(1); got != spanmutex.MinLease {
+		t.Errorf("a third of 200ms: %v, want the minimum %v", got, spanmutex.MinLease)
 	}
 }
 
@@ -160,7 +160,7 @@ func TestTortureUsageErrors(t *testing.T) {
 		{[]string{"--duration", "0"}, "--duration 0s: must be positive"},
 		{[]string{"--faults", "abort,flood"}, `unknown fault "flood"`},
 		{[]string{"--fault-rate", "1.5"}, "--fault-rate 1.5"},
-		{[]string{"--watermark", "10ms"}, "--watermark 10ms"},
+		{[]string{"--lease", "10ms"}, "--lease 10ms"},
 		{[]string{"--locks", "0"}, "--locks 0"},
 		{[]string{"--check-timeout", "0"}, "--check-timeout 0s"},
 		{[]string{"--dialect", "mysql"}, `--dialect: ddl: unknown dialect "mysql"`},
@@ -186,7 +186,7 @@ func TestTortureHelp(t *testing.T) {
 		}
 		for _, want := range []string{
 			"Usage: spanmutex-torture [flags]", "--duration duration", "(default 1m0s)", "--clients int", "(default 8)",
-			"--faults string", `(default "abort,unavailable,drop-commit,delay,pause,impatient,mismatched")`, "--fault-rate float", "--watermark duration",
+			"--faults string", `(default "abort,unavailable,drop-commit,delay,pause,impatient,mismatched")`, "--fault-rate float", "--lease duration",
 			"--locks int", "--seed uint", "--history string", "--check-timeout duration", "--progress duration",
 			"drop-commit", "pause", "impatient", "mismatched", "porcupine", "Exit status:", "Examples:",
 			"spanmutex.Scope", "no mutable package-level state", "lock_process_test.go", "longest declared lease + 2s",

@@ -30,7 +30,7 @@ made by an earlier spanmutex up to date: the nullable columns added since
 (LeaseMicros of declared leases, the queue's WakeAddr of wake-ups, Version of
 'run --version', Queued of a lock's queue without a read). Apply the ones whose column the table lacks (Spanner
 refuses to add a column twice); rows already there keep working, a row
-without a declared lease judged by each reader's own watermark.`,
+without a declared lease judged by each reader's own lease.`,
 	After: `Examples:
   spanmutex ddl
   spanmutex ddl --table JobLocks > mutexes.sql

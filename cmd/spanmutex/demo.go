@@ -34,7 +34,7 @@ var demoHelp = helpText{
   2. Release 2 adds a DDL migration and a backfill; its replicas race again,
      and it too is applied exactly once.
   3. Instances race on a run-once mutex and the first holder crashes
-     mid-migration. After the watermark, by Spanner's clock, another instance
+     mid-migration. After the lease, by Spanner's clock, another instance
      takes over with a higher fencing token and completes it; when the
      crashed holder wakes up, its late result is rejected.
 
@@ -50,7 +50,7 @@ one worker is killed; see 'spanmutex demo spreadsheets --help'.`,
 
 Examples:
   spanmutex demo
-  spanmutex demo --instances 16 --watermark 3s
+  spanmutex demo --instances 16 --lease 3s
   spanmutex demo --database "$SPANMUTEX_DATABASE"   # e.g. from 'spanmutex emulator'
   spanmutex demo spreadsheets                       # the request queue under load, with a killed worker`,
 }
@@ -60,7 +60,7 @@ type demoOptions struct {
 	database  string
 	table     string
 	instances int
-	watermark time.Duration
+	lease     time.Duration
 	work      time.Duration
 	timeout   time.Duration
 	verbose   bool
@@ -74,8 +74,8 @@ func demoFlags() (*flag.FlagSet, *demoOptions) {
 		"use this database, which must hold the mutex table, instead of an embedded emulator (default $"+cmdline.DatabaseEnv+"; \"\": the embedded emulator)")
 	fs.StringVar(&o.table, "table", spanmutex.DefaultTable, "the mutex table")
 	fs.IntVar(&o.instances, "instances", 8, "how many service instances to simulate, 3 to 100")
-	fs.DurationVar(&o.watermark, "watermark", 2*time.Second, "how long a silent holder keeps the mutex before a takeover")
-	fs.DurationVar(&o.work, "work", 300*time.Millisecond, "how long the migration takes; below --watermark")
+	fs.DurationVar(&o.lease, "lease", 2*time.Second, "how long a silent holder keeps the mutex before a takeover")
+	fs.DurationVar(&o.work, "work", 300*time.Millisecond, "how long the migration takes; below --lease")
 	fs.DurationVar(&o.timeout, "timeout", time.Minute, "give up if the demo has not finished by then")
 	fs.BoolVar(&o.verbose, "verbose", false, "also show every decision the mutexes log")
 	return fs, o
@@ -86,10 +86,10 @@ func (o *demoOptions) validate() error {
 	switch {
 	case o.instances < 3 || o.instances > 100:
 		return usagef("demo", "--instances %d: want 3 to 100 (one crashes, one takes over, the rest must see AlreadyDone)", o.instances)
-	case o.watermark <= 0:
-		return usagef("demo", "--watermark %v: must be positive", o.watermark)
-	case o.work < 0 || o.work >= o.watermark:
-		return usagef("demo", "--work %v: must be at least 0 and below --watermark (%v), or the migration is taken over while it runs", o.work, o.watermark)
+	case o.lease <= 0:
+		return usagef("demo", "--lease %v: must be positive", o.lease)
+	case o.work < 0 || o.work >= o.lease:
+		return usagef("demo", "--work %v: must be at least 0 and below --lease (%v), or the migration is taken over while it runs", o.work, o.lease)
 	case o.timeout <= 0:
 		return usagef("demo", "--timeout %v: must be positive", o.timeout)
 	}
@@ -198,7 +198,7 @@ func (d *demo) mutex(i int, name string) (*spanmutex.Mutex, error) {
 	return spanmutex.New(d.clients[i-1], name,
 		spanmutex.WithTable(d.opts.table),
 		spanmutex.WithOwner(ownerOf(i)),
-		spanmutex.WithWatermark(d.opts.watermark),
+		spanmutex.WithLease(d.opts.lease),
 		spanmutex.WithJitter(0.1),
 		spanmutex.WithLogger(d.out.logger(i, d.opts.verbose)),
 	)

@@ -57,7 +57,7 @@ func cmdDemoReplica(ctx context.Context, s streams, args []string) int {
 	table := fs.String("table", spanmutex.DefaultTable, "the mutex table")
 	release := fs.String("release", "release1", "the release whose migrations to apply: a directory of demomigrations")
 	instance := fs.Int("instance", 0, "the instance number")
-	watermark := fs.Duration("watermark", 10*time.Second, "the lock's watermark")
+	lease := fs.Duration("lease", 10*time.Second, "the lock's lease")
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
 	}
@@ -80,7 +80,7 @@ func cmdDemoReplica(ctx context.Context, s streams, args []string) int {
 	m, err := migrations.New(client, src, migrations.WithLockOptions(
 		spanmutex.WithTable(*table),
 		spanmutex.WithOwner(ownerOf(*instance)),
-		spanmutex.WithWatermark(*watermark),
+		spanmutex.WithLease(*lease),
 	))
 	if err != nil {
 		return fail(err)

@@ -50,7 +50,7 @@ type sheetsDemoOptions struct {
 	workers    int
 	senders    int
 	kill       bool
-	watermark  time.Duration
+	lease      time.Duration
 	write      time.Duration
 	timeout    time.Duration
 	verbose    bool
@@ -74,7 +74,7 @@ func sheetsDemoFlags() (*flag.FlagSet, *sheetsDemoOptions) {
 	fs.IntVar(&o.workers, "workers", 4, "how many back-end workers to run, each with its own Spanner client, 2 to 64")
 	fs.IntVar(&o.senders, "senders", 32, "how many HTTP requests to have in flight at once, 1 to 256 (the front end enqueues those that arrive together in one transaction)")
 	fs.BoolVar(&o.kill, "kill", true, "kill a worker mid-run, in the middle of a job, while it holds the claim")
-	fs.DurationVar(&o.watermark, "watermark", 2*time.Second, "how long a silent worker keeps a sheet's lock before another takes over")
+	fs.DurationVar(&o.lease, "lease", 2*time.Second, "how long a silent worker keeps a sheet's lock before another takes over")
 	fs.DurationVar(&o.write, "write", 2*time.Millisecond, "how long each write to the stand-in spreadsheet store takes")
 	fs.DurationVar(&o.timeout, "timeout", 3*time.Minute, "give up if the demo has not finished by then")
 	fs.BoolVar(&o.verbose, "verbose", false, "also show the workers' logs")
@@ -95,10 +95,10 @@ func (o *sheetsDemoOptions) validate() error {
 		return usagef(cmd, "--workers %d: want 2 to 64 (one may be killed; another must recover its claim)", o.workers)
 	case o.senders < 1 || o.senders > 256:
 		return usagef(cmd, "--senders %d: want 1 to 256", o.senders)
-	case o.watermark <= 0:
-		return usagef(cmd, "--watermark %v: must be positive", o.watermark)
-	case o.write < 0 || o.write >= o.watermark:
-		return usagef(cmd, "--write %v: must be at least 0 and below --watermark (%v)", o.write, o.watermark)
+	case o.lease <= 0:
+		return usagef(cmd, "--lease %v: must be positive", o.lease)
+	case o.write < 0 || o.write >= o.lease:
+		return usagef(cmd, "--write %v: must be at least 0 and below --lease (%v)", o.write, o.lease)
 	case o.timeout <= 0:
 		return usagef(cmd, "--timeout %v: must be positive", o.timeout)
 	}

@@ -27,8 +27,8 @@ const drainPoll = 250 * time.Millisecond
 // workers before it returns.
 func (d *sheetsDemo) run(ctx context.Context) (*sheetsRun, error) {
 	o := d.opts
-	d.out.Printf("\n== %d sheets, %d update clicks and %d duplicate creates through the HTTP API; %d workers, watermark %v ==\n\n",
-		o.sheets, o.clicks, o.duplicates, o.workers, o.watermark)
+	d.out.Printf("\n== %d sheets, %d update clicks and %d duplicate creates through the HTTP API; %d workers, lease %v ==\n\n",
+		o.sheets, o.clicks, o.duplicates, o.workers, o.lease)
 	ops := sheetsPlan(rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())), o.sheets, o.clicks, o.duplicates)
 
 	wctx, stopWorkers := context.WithCancel(ctx)
@@ -113,7 +113,7 @@ func (d *sheetsDemo) progress(ctx context.Context, load *sheetsLoad) (stop func(
 			dd := sw.death
 			d.out.Printf("  -- worker %d DIED in the middle of the %s job of %s (token %d, %d request(s)): its Spanner client is cut off "+
 				"and its handler hangs; the others may take the sheet over %v after its last renewal --\n",
-				sw.n, dd.kind, dd.sheet, dd.token, len(dd.requests), d.opts.watermark)
+				sw.n, dd.kind, dd.sheet, dd.token, len(dd.requests), d.opts.lease)
 		case <-done:
 		case <-ctx.Done():
 		}

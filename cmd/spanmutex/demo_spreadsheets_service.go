@@ -176,7 +176,7 @@ func (d *sheetsDemo) newWorker(ctx context.Context, n int, svc *sheetsService,
 	sw.client = c
 	id := fmt.Sprintf("worker-%d-%s", n, d.suffix)
 	q, err := queue.New(c, queue.WithLockOptions(
-		spanmutex.WithWatermark(d.opts.watermark),
+		spanmutex.WithLease(d.opts.lease),
 		spanmutex.WithLogger(d.out.workerLogger(n, d.opts.verbose)),
 	))
 	if err == nil {

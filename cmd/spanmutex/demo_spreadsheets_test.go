@@ -14,7 +14,7 @@ import (
 )
 
 // sheetsDemoArgs are small figures for the spreadsheet demo in tests.
-var sheetsDemoArgs = []string{"--sheets", "8", "--clicks", "60", "--duplicates", "3", "--workers", "3", "--watermark", "1s", "--timeout", "3m"}
+var sheetsDemoArgs = []string{"--sheets", "8", "--clicks", "60", "--duplicates", "3", "--workers", "3", "--lease", "1s", "--timeout", "3m"}
 
 // sheetsRow matches a row of the demo's table of checks.
 var sheetsRow = regexp.MustCompile(`(?m)^  (PASS|FAIL|INFO)  +(.+?)  +(.*)$`)
@@ -152,7 +152,7 @@ func TestDemoSpreadsheetsUsage(t *testing.T) {
 		{[]string{"--clicks", "-1"}, "--clicks -1"},
 		{[]string{"--duplicates", "11", "--sheets", "1"}, "--duplicates 11"},
 		{[]string{"--senders", "0"}, "--senders 0"},
-		{[]string{"--write", "3s", "--watermark", "2s"}, "--write 3s: must be at least 0 and below --watermark (2s)"},
+		{[]string{"--write", "3s", "--lease", "2s"}, "--write 3s: must be at least 0 and below --lease (2s)"},
 		{[]string{"--timeout", "0s"}, "--timeout 0s"},
 		{[]string{"--database", "nonsense"}, `--database "nonsense" is malformed`},
 		{[]string{"extra"}, `unexpected argument "extra"`},

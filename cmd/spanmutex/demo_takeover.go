@@ -14,15 +14,15 @@ import (
 // takeoverScenario has every instance race again, on a new mutex, but the
 // first holder "crashes": its section hangs, so it neither renews nor
 // finishes. It checks that another instance takes over no earlier than the
-// watermark after the first acquisition, by Spanner's clock, with a higher
+// lease after the first acquisition, by Spanner's clock, with a higher
 // token; that the migration completes exactly once; and that the crashed
 // holder's late result is rejected when it wakes up.
 func (d *demo) takeoverScenario(outer context.Context) (bool, error) {
 	ctx := outer
 	name := "demo-takeover-" + d.suffix
 	n := len(d.clients)
-	d.out.Printf("\n== Scenario 3: the first holder crashes mid-migration; another takes over after the watermark ==\n")
-	d.out.Printf("   mutex %q, watermark %v (measured on Spanner's clock)\n\n", name, d.opts.watermark)
+	d.out.Printf("\n== Scenario 3: the first holder crashes mid-migration; another takes over after the lease ==\n")
+	d.out.Printf("   mutex %q, lease %v (measured on Spanner's clock)\n\n", name, d.opts.lease)
 
 	var (
 		crashed   atomic.Bool
@@ -123,7 +123,7 @@ func (d *demo) checkTakeover(ctx context.Context, name string, attempts []attemp
 	gap := t2.Sub(t1)
 	d.out.Printf("\n  token %d: acquired by %s at %s, which then crashed\n", first.lease.Token(), ownerOf(first.instance), stamp(t1))
 	d.out.Printf("  token %d: taken over by %s at %s\n", takeover.lease.Token(), ownerOf(takeover.instance), stamp(t2))
-	d.out.Printf("  gap:     %v by Spanner's commit timestamps (watermark %v)\n", gap.Round(time.Millisecond), d.opts.watermark)
+	d.out.Printf("  gap:     %v by Spanner's commit timestamps (lease %v)\n", gap.Round(time.Millisecond), d.opts.lease)
 	r, err := d.row(ctx, name)
 	if err != nil {
 		return false, err
@@ -132,8 +132,8 @@ func (d *demo) checkTakeover(ctx context.Context, name string, attempts []attemp
 
 	ok := d.check(takeover.lease.Token() > first.lease.Token(),
 		"the takeover got a higher fencing token (%d > %d)", takeover.lease.Token(), first.lease.Token())
-	ok = d.check(gap >= d.opts.watermark,
-		"the takeover came %v after the first acquisition: at least the %v watermark, by Spanner's clock", gap.Round(time.Millisecond), d.opts.watermark) && ok
+	ok = d.check(gap >= d.opts.lease,
+		"the takeover came %v after the first acquisition: at least the %v lease, by Spanner's clock", gap.Round(time.Millisecond), d.opts.lease) && ok
 	ok = d.check(completed == 1, "the migration completed exactly once (%d time(s))", completed) && ok
 	ok = d.check(done == len(attempts)-2, "the %d other instances saw AlreadyDone (%d did)", len(attempts)-2, done) && ok
 	ok = d.check(errors.Is(first.err, spanmutex.ErrLeaseLost),

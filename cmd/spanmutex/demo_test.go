@@ -12,7 +12,7 @@ import (
 // passes and says so.
 func TestDemo(t *testing.T) {
 	needEmulator(t)
-	runOnBothBackends(t, newDatabase(t), noLeak, []string{"demo", "--watermark", "1s", "--instances", "8"}, func(t *testing.T, stdout, _ string) {
+	runOnBothBackends(t, newDatabase(t), noLeak, []string{"demo", "--lease", "1s", "--instances", "8"}, func(t *testing.T, stdout, _ string) {
 		for _, want := range []string{
 			"release1 was applied exactly once: one replica applied migrations [1 2 3 4] (1 did)",
 			"release2 was applied exactly once: one replica applied migrations [5 6] (1 did)",

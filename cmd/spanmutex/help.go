@@ -15,7 +15,7 @@ const (
 	topHelpAbout = `spanmutex runs a command, or a block of code, at most once across every process
 that shares a Cloud Spanner database: the first process to acquire the named
 critical section runs it, the others wait and then report it done. A holder
-that goes silent past the watermark (by Spanner's clock) is taken over, with a
+that goes silent past the lease (by Spanner's clock) is taken over, with a
 higher fencing token.`
 
 	topHelpAfter = `Environment:

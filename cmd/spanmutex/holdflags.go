@@ -16,14 +16,14 @@ import (
 // holdFlags are the flags "run", "lock" and "lead" share: where the row is, who
 // holds it and for how long, how COMMAND is stopped, and how to connect.
 type holdFlags struct {
-	database  string
-	table     string
-	owner     string
-	watermark time.Duration
-	grace     time.Duration
-	verbose   bool
-	listen    listenFlags
-	connect   time.Duration
+	database string
+	table    string
+	owner    string
+	lease    time.Duration
+	grace    time.Duration
+	verbose  bool
+	listen   listenFlags
+	connect  time.Duration
 }
 
 // register defines the shared flags on fs; graceUsage and verboseUsage say
@@ -32,7 +32,7 @@ func (h *holdFlags) register(fs *flag.FlagSet, graceUsage, verboseUsage string) 
 	h.listen.register(fs)
 	fs.StringVar(&h.database, "database", "", cmdline.DatabaseFlagUsage)
 	fs.StringVar(&h.table, "table", spanmutex.DefaultTable, "the mutex table")
-	fs.DurationVar(&h.watermark, "watermark", spanmutex.DefaultWatermark,
+	fs.DurationVar(&h.lease, "lease", spanmutex.DefaultLease,
 		"the lease this process declares when it holds NAME: it renews within it, and no other process takes over before it has passed unrenewed, by Spanner's clock")
 	fs.DurationVar(&h.grace, "grace", defaultGrace, graceUsage)
 	fs.BoolVar(&h.verbose, "verbose", false, verboseUsage)
@@ -50,8 +50,8 @@ func (h *holdFlags) validate(cmd string) error {
 	if err := cmdline.ValidateTable(fullCommand(cmd), h.table); err != nil {
 		return err
 	}
-	if h.watermark <= 0 {
-		return usagef(cmd, "--watermark %v: must be positive", h.watermark)
+	if h.lease <= 0 {
+		return usagef(cmd, "--lease %v: must be positive", h.lease)
 	}
 	if err := cmdline.CheckConnectTimeout(fullCommand(cmd), h.connect); err != nil {
 		return err
@@ -110,10 +110,10 @@ func parseHoldArgs(s streams, sub string, fs *flag.FlagSet, help helpText, h *ho
 }
 
 // libraryOptions returns the options of the shared flags and of --listen
-// (scopeOpts): the table and the watermark; with --verbose the Mutex, Lock
+// (scopeOpts): the table and the lease; with --verbose the Mutex, Lock
 // or Election logs its decisions to stderr.
 func (h *holdFlags) libraryOptions(stderr io.Writer, scopeOpts []spanmutex.ElectionOption) []spanmutex.ElectionOption {
-	opts := []spanmutex.ElectionOption{spanmutex.WithTable(h.table), spanmutex.WithWatermark(h.watermark)}
+	opts := []spanmutex.ElectionOption{spanmutex.WithTable(h.table), spanmutex.WithLease(h.lease)}
 	if h.verbose {
 		opts = append(opts, spanmutex.WithLogger(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))))
 	}

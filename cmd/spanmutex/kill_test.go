@@ -18,9 +18,9 @@ import (
 	"github.com/spanmutex/spanmutex"
 )
 
-// killWatermark is the holders' watermark: a killed holder blocks its name
+// killLease is the holders' lease: a killed holder blocks its name
 // for this long (plus jitter) by Spanner's clock.
-const killWatermark = 2 * time.Second
+const killLease = 2 * time.Second
 
 // TestKillHolderAtRandomPoints kills a "spanmutex run" holder, with its
 // whole process group, at random points of its life (before its acquisition
@@ -79,7 +79,7 @@ func killOnce(t *testing.T, db string, delay time.Duration) string {
 	name, dir := uniqueName(t), t.TempDir()
 	file := filepath.Join(dir, "tokens")
 	args := func(command string) []string {
-		return []string{"run", "--database", db, "--watermark", killWatermark.String(), name, "--", "sh", "-c", command}
+		return []string{"run", "--database", db, "--lease", killLease.String(), name, "--", "sh", "-c", command}
 	}
 	holder := startProcess(t, []string{"FILE=" + file}, args(`sleep 0.3; echo "$SPANMUTEX_TOKEN" >> "$FILE"; sleep 0.7`)...)
 	timer := time.NewTimer(delay)

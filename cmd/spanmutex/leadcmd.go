@@ -22,7 +22,7 @@ the order they began to campaign; the leader's --value is what
 'spanmutex status' shows as NAME's owner and what Election.Leader returns.
 
 While COMMAND runs, leadership is renewed. A leader that stops renewing (it
-crashed, froze, or lost its connection) for --watermark, by Spanner's clock,
+crashed, froze, or lost its connection) for --lease, by Spanner's clock,
 is replaced by the next candidate, with a higher fencing token. If this
 process finds that it lost leadership while COMMAND runs, it sends COMMAND
 SIGTERM (and SIGKILL after --grace), says so, and campaigns again: when it
@@ -57,7 +57,7 @@ Environment:
 
 Examples:
   spanmutex lead --value "$(hostname):8080" scheduler -- ./scheduler
-  spanmutex lead --watermark 10s sweeper -- ./sweep.sh "$SPANMUTEX_TOKEN"`,
+  spanmutex lead --lease 10s sweeper -- ./sweep.sh "$SPANMUTEX_TOKEN"`,
 }
 
 // leadOptions are the flags of "spanmutex lead".

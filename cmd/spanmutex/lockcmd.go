@@ -27,7 +27,7 @@ come, first served; when COMMAND exits, the lock is released and handed to
 the oldest live waiter.
 
 While COMMAND runs, the lease is renewed. A holder that stops renewing (it
-crashed, froze, or lost its connection) for --watermark, by Spanner's clock,
+crashed, froze, or lost its connection) for --lease, by Spanner's clock,
 is taken over by a waiter with a higher fencing token. If this process finds
 that it lost the lock while COMMAND runs, it sends COMMAND SIGTERM (and
 SIGKILL after --grace), says so, and exits 76.
@@ -59,7 +59,7 @@ Environment:
 
 Examples:
   spanmutex lock nightly-report -- ./report.sh
-  spanmutex lock --watermark 1m deploy-prod -- ./deploy.sh "$SPANMUTEX_TOKEN"`,
+  spanmutex lock --lease 1m deploy-prod -- ./deploy.sh "$SPANMUTEX_TOKEN"`,
 }
 
 // lockOptions are the flags of "spanmutex lock".
@@ -163,7 +163,7 @@ func holdExitStatus(s streams, what string, lease *spanmutex.Lease, lost, cmdErr
 		return exitLeaseLost
 	}
 	if releaseErr != nil {
-		fmt.Fprintf(s.Stderr, "spanmutex: COMMAND ended, but releasing %s failed; waiters take it over after the watermark\n%s\n", what, cmdline.ErrorLine(releaseErr))
+		fmt.Fprintf(s.Stderr, "spanmutex: COMMAND ended, but releasing %s failed; waiters take it over after the lease\n%s\n", what, cmdline.ErrorLine(releaseErr))
 	}
 	if cmdErr == nil {
 		if releaseErr != nil {

@@ -72,7 +72,7 @@ func excludesProcesses(t *testing.T, sub string) {
 	}
 }
 
-// TestLockLostStopsCommand freezes a holder (SIGSTOP) past the watermark, so
+// TestLockLostStopsCommand freezes a holder (SIGSTOP) past the lease, so
 // that a waiter takes the lock over; when it resumes, it finds the lock
 // lost, sends COMMAND SIGTERM, says so and exits 76.
 func TestLockLostStopsCommand(t *testing.T) {
@@ -98,7 +98,7 @@ func TestLockLostStopsCommand(t *testing.T) {
 }
 
 // TestLeadCampaignsAgainAfterLosingLeadership freezes a leader past the
-// watermark, so that another candidate takes over and resigns; when it
+// lease, so that another candidate takes over and resigns; when it
 // resumes, "lead" stops its COMMAND, campaigns again, and runs COMMAND again
 // under the new term's token. A SIGTERM then ends it with COMMAND's status.
 func TestLeadCampaignsAgainAfterLosingLeadership(t *testing.T) {

@@ -111,10 +111,10 @@ func waitWhileRunning(t *testing.T, p *process, what string, timeout time.Durati
 	}
 }
 
-// loseToTakeover starts "spanmutex sub" on name with a 2 s watermark and a
+// loseToTakeover starts "spanmutex sub" on name with a 2 s lease and a
 // COMMAND that appends "got-term" to the returned file got when it receives
 // SIGTERM, then freezes that holder (SIGSTOP to spanmutex only: COMMAND runs
-// on) past the watermark, so that a second "spanmutex sub" running
+// on) past the lease, so that a second "spanmutex sub" running
 // secondScript (with secondEnv) takes over. Once the second has exited 0 (it
 // fails the test otherwise), it resumes the holder, which is to find the
 // lease lost.
@@ -132,7 +132,7 @@ func loseToTakeoverWith(t *testing.T, sub, db, name, holderScript string, second
 	dir := t.TempDir()
 	ready, got := filepath.Join(dir, "READY"), filepath.Join(dir, "got")
 	holder = startProcess(t, []string{"READY=" + ready, "FILE=" + got},
-		sub, "--database", db, "--watermark", "2s", name, "--", "sh", "-c", holderScript)
+		sub, "--database", db, "--lease", "2s", name, "--", "sh", "-c", holderScript)
 	waitForFile(t, holder, ready, 30*time.Second)
 	pid := holder.cmd.Process.Pid
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
@@ -140,7 +140,7 @@ func loseToTakeoverWith(t *testing.T, sub, db, name, holderScript string, second
 	}
 	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT) })
 
-	second = startProcess(t, secondEnv, sub, "--database", db, "--watermark", "2s", name, "--", "sh", "-c", secondScript)
+	second = startProcess(t, secondEnv, sub, "--database", db, "--lease", "2s", name, "--", "sh", "-c", secondScript)
 	if code := second.wait(t, 60*time.Second); code != 0 {
 		t.Fatalf("second process: exit %d; stderr:\n%s", code, second.stderr.String())
 	}

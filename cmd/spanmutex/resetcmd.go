@@ -19,7 +19,7 @@ The fencing token is kept, so the next run gets a higher one.
 
 It is fenced like an acquisition, in one read-write transaction on Spanner's
 clock: it refuses a row STARTED by a holder that renewed its lease within
---watermark (a live holder is never cut off) and says who holds it; a
+--lease (a live holder is never cut off) and says who holds it; a
 holder silent for longer is cut off, and its late result is rejected. It
 refuses a DONE row (nothing to re-arm: use a new NAME or 'run --version')
 and a NAME that has no row.`,
@@ -28,7 +28,7 @@ error (stderr says why), 2 on a usage error.
 
 Examples:
   spanmutex reset migrate-v42
-  spanmutex reset --watermark 30m backfill-2024`,
+  spanmutex reset --lease 30m backfill-2024`,
 }
 
 // cmdReset is "spanmutex reset [flags] NAME".
@@ -36,8 +36,8 @@ func cmdReset(ctx context.Context, s streams, args []string) int {
 	fs := newFlagSet("reset")
 	database := cmdline.AddDatabaseFlag(fs)
 	table := fs.String("table", spanmutex.DefaultTable, "the mutex table")
-	watermark := fs.Duration("watermark", spanmutex.DefaultWatermark,
-		"a STARTED holder that renewed its lease within this long, by Spanner's clock, is live and is not reset; use the --watermark NAME runs with")
+	lease := fs.Duration("lease", spanmutex.DefaultLease,
+		"a STARTED holder that renewed its lease within this long, by Spanner's clock, is live and is not reset; use the --lease NAME runs with")
 	connect := cmdline.AddConnectTimeoutFlag(fs)
 	positional, code, done := parseFlags(s, "reset", fs, resetHelp, args)
 	if done {
@@ -50,15 +50,15 @@ func cmdReset(ctx context.Context, s streams, args []string) int {
 	if err := spanmutex.ValidateName(name); err != nil {
 		return cmdline.ReportUsage(s, badName("reset", err))
 	}
-	if *watermark <= 0 {
-		return cmdline.ReportUsage(s, usage("reset", fmt.Sprintf("--watermark %v: must be positive", *watermark)))
+	if *lease <= 0 {
+		return cmdline.ReportUsage(s, usage("reset", fmt.Sprintf("--lease %v: must be positive", *lease)))
 	}
 	client, err := connectFor(ctx, "reset", fs, *database, *table, *connect)
 	if err != nil {
 		return cmdline.ReportError(s, err, exitError)
 	}
 	defer client.Close()
-	m, err := spanmutex.New(client, name, spanmutex.WithTable(*table), spanmutex.WithWatermark(*watermark))
+	m, err := spanmutex.New(client, name, spanmutex.WithTable(*table), spanmutex.WithLease(*lease))
 	if err != nil {
 		return cmdline.ReportError(s, err, exitError)
 	}

@@ -23,7 +23,7 @@ without running it. If COMMAND fails, NAME is recorded FAILED and the next
 run of NAME retries it, until --max-attempts runs have failed.
 
 While COMMAND runs, its lease is renewed. A holder that stops renewing (it
-crashed, froze, or lost its connection) for --watermark, by Spanner's clock,
+crashed, froze, or lost its connection) for --lease, by Spanner's clock,
 is taken over by another process, with a higher fencing token. If this
 process finds that it lost its lease while COMMAND runs, it sends COMMAND
 SIGTERM, since another process may now be running it.
@@ -63,7 +63,7 @@ Environment:
 
 Examples:
   spanmutex run migrate-v42 -- ./migrate --to 42
-  spanmutex run --watermark 30m --max-attempts 5 backfill-2024 -- ./backfill.sh
+  spanmutex run --lease 30m --max-attempts 5 backfill-2024 -- ./backfill.sh
   spanmutex run --version "$RELEASE" migrate -- ./migrate up     # once per release
   SPANMUTEX_DATABASE=projects/my-project/instances/my-instance/databases/my-db spanmutex run seed -- make seed`,
 }
@@ -94,7 +94,7 @@ func runFlags() (*flag.FlagSet, *runOptions) {
 		"log the mutex's decisions to stderr")
 	o.registerOwner(fs)
 	fs.DurationVar(&o.staleness, "staleness", 0,
-		"run NAME again once its DONE or FAILED row is older than this (0: never); must be above --watermark")
+		"run NAME again once its DONE or FAILED row is older than this (0: never); must be above --lease")
 	fs.IntVar(&o.maxAttempts, "max-attempts", spanmutex.DefaultMaxAttempts,
 		"give up (exit 75) once NAME has been started this many times without success")
 	fs.StringVar(&o.version, "version", "",
@@ -171,8 +171,8 @@ func shellQuote(a string) string {
 // have, after holdFlags.validate, before anything connects, so that a bad
 // command line never touches the database. New checks them again.
 func (o *runOptions) checkRunFlags() error {
-	if o.staleness < 0 || (o.staleness > 0 && o.staleness <= o.watermark) {
-		return usagef("run", "--staleness %v: must be 0 (never) or above --watermark (%v)", o.staleness, o.watermark)
+	if o.staleness < 0 || (o.staleness > 0 && o.staleness <= o.lease) {
+		return usagef("run", "--staleness %v: must be 0 (never) or above --lease (%v)", o.staleness, o.lease)
 	}
 	if o.maxAttempts < 1 {
 		return usagef("run", "--max-attempts %d: must be at least 1", o.maxAttempts)

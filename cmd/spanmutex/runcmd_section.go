@@ -99,7 +99,7 @@ func report(s streams, name string, c *child, outcome spanmutex.Outcome, err err
 			fmt.Fprintf(s.Stderr, "spanmutex: interrupted: %s; %q is given back: NEEDED, this attempt not counted, and the next run starts it again\n", ie.Reason, name)
 		} else {
 			// Giving the row back failed too: say everything.
-			fmt.Fprintf(s.Stderr, "%s\nspanmutex: interrupted, and %q could not be given back (above); if it is still STARTED, it is taken over after the watermark\n", cmdline.ErrorLine(err), name)
+			fmt.Fprintf(s.Stderr, "%s\nspanmutex: interrupted, and %q could not be given back (above); if it is still STARTED, it is taken over after the lease\n", cmdline.ErrorLine(err), name)
 		}
 		return code
 	}

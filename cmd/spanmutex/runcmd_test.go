@@ -112,24 +112,24 @@ func runLosersWoken(t *testing.T, listen []string) {
 }
 
 // TestRunTakeover kills a holder with SIGKILL mid-COMMAND: a second process,
-// started right away, takes over only after the watermark by Spanner's
+// started right away, takes over only after the lease by Spanner's
 // clock, with a higher token, and runs COMMAND.
 func TestRunTakeover(t *testing.T) {
 	needEmulator(t)
 	t.Parallel()
 	db, name, dir := newDatabase(t), uniqueName(t), t.TempDir()
 	ready, file := filepath.Join(dir, "READY"), filepath.Join(dir, "ran")
-	const watermark = 3 * time.Second
+	const lease = 3 * time.Second
 
 	holder := startProcess(t, []string{"READY=" + ready},
-		"run", "--database", db, "--watermark", watermark.String(), name, "--", "sh", "-c", `touch "$READY"; exec sleep 60`)
+		"run", "--database", db, "--lease", lease.String(), name, "--", "sh", "-c", `touch "$READY"; exec sleep 60`)
 	waitForFile(t, holder, ready, 30*time.Second)
 	holder.killGroup()
 	if code := holder.wait(t, 10*time.Second); code != -1 {
 		t.Fatalf("killed holder exited %d; want death by signal", code)
 	}
 	second := startProcess(t, []string{"FILE=" + file},
-		"run", "--database", db, "--watermark", watermark.String(), name, "--", "sh", "-c", `echo ran >> "$FILE"`)
+		"run", "--database", db, "--lease", lease.String(), name, "--", "sh", "-c", `echo ran >> "$FILE"`)
 	// The holder renewed its lease until it died: read its last renewal
 	// now that it can write no more.
 	before := inspect(t, db, name)
@@ -153,9 +153,9 @@ func TestRunTakeover(t *testing.T) {
 	// Spanner's clock: the takeover's commit timestamp against the dead
 	// holder's last renewal. The second process started right after the
 	// kill, so this also shows that it waited.
-	if gap := after.StartedAt.Sub(before.RenewedAt); gap < watermark {
-		t.Errorf("takeover at %v, %v after the holder's renewal at %v; want at least the %v watermark",
-			after.StartedAt, gap, before.RenewedAt, watermark)
+	if gap := after.StartedAt.Sub(before.RenewedAt); gap < lease {
+		t.Errorf("takeover at %v, %v after the holder's renewal at %v; want at least the %v lease",
+			after.StartedAt, gap, before.RenewedAt, lease)
 	}
 }
 
@@ -256,7 +256,7 @@ func TestRunForwardsSignals(t *testing.T) {
 	}
 }
 
-// TestRunLeaseLost freezes a holder (SIGSTOP) past the watermark, so that
+// TestRunLeaseLost freezes a holder (SIGSTOP) past the lease, so that
 // another process takes over; when it resumes, it finds its lease lost,
 // sends COMMAND SIGTERM, records nothing and exits 1.
 func TestRunLeaseLost(t *testing.T) {

@@ -32,12 +32,12 @@ import (
 
 // options are the command's flags.
 type options struct {
-	database  string
-	addr      string
-	workers   int
-	watermark time.Duration
-	write     time.Duration
-	verbose   bool
+	database string
+	addr     string
+	workers  int
+	lease    time.Duration
+	write    time.Duration
+	verbose  bool
 }
 
 func main() {
@@ -45,7 +45,7 @@ func main() {
 	flag.StringVar(&o.database, "database", "", "the database, projects/P/instances/I/databases/D (default: an embedded emulator)")
 	flag.StringVar(&o.addr, "addr", "127.0.0.1:8080", "where the HTTP front end listens")
 	flag.IntVar(&o.workers, "workers", 4, "how many back-end workers to run, each with its own Spanner client")
-	flag.DurationVar(&o.watermark, "watermark", 10*time.Second, "how long a silent worker keeps a sheet before another takes it over")
+	flag.DurationVar(&o.lease, "lease", 10*time.Second, "how long a silent worker keeps a sheet before another takes it over")
 	flag.DurationVar(&o.write, "write", 50*time.Millisecond, "how long each write to the stand-in spreadsheet store takes")
 	flag.BoolVar(&o.verbose, "verbose", false, "log every job and lock decision")
 	flag.Parse()
@@ -53,8 +53,8 @@ func main() {
 		fmt.Fprintf(os.Stderr, "spreadsheets: unexpected argument %q\n", flag.Arg(0))
 		os.Exit(2)
 	}
-	if o.workers < 1 || o.watermark <= 0 || o.write < 0 {
-		fmt.Fprintln(os.Stderr, "spreadsheets: want --workers >= 1, --watermark > 0 and --write >= 0")
+	if o.workers < 1 || o.lease <= 0 || o.write < 0 {
+		fmt.Fprintln(os.Stderr, "spreadsheets: want --workers >= 1, --lease > 0 and --write >= 0")
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -72,7 +72,7 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	logger.Info("serving", "url", url, "workers", o.workers, "watermark", o.watermark)
+	logger.Info("serving", "url", url, "workers", o.workers, "lease", o.lease)
 	stopWorkers := startWorkers(ctx, workers)
 
 	select {
@@ -114,7 +114,7 @@ func newWorkers(ctx context.Context, newClient func(context.Context) (*spanner.C
 			return nil, nil, nil, err
 		}
 		clients = append(clients, c)
-		wq, err := queue.New(c, queue.WithLockOptions(spanmutex.WithWatermark(o.watermark), spanmutex.WithLogger(logger)))
+		wq, err := queue.New(c, queue.WithLockOptions(spanmutex.WithLease(o.lease), spanmutex.WithLogger(logger)))
 		if err != nil {
 			closeClients()
 			return nil, nil, nil, err

@@ -121,7 +121,7 @@ func ParseFlags(s Streams, cmd string, fs *flag.FlagSet, h HelpText, args []stri
 			return nil, ExitOK, true
 		}
 		if err != nil {
-			return nil, ReportUsage(s, &UsageError{Cmd: cmd, Msg: err.Error()}), true
+			return nil, ReportUsage(s, &UsageError{Cmd: cmd, Msg: err.Error() + renamedHint(fs, err)}), true
 		}
 		rest := fs.Args()
 		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
@@ -135,6 +135,27 @@ func ParseFlags(s Streams, cmd string, fs *flag.FlagSet, h HelpText, args []stri
 		positional = append(positional, args[0])
 		args = args[1:]
 	}
+}
+
+// renamedHint names the new spelling of a flag that err says is not
+// defined, when fs defines it under its new name: "--watermark" is
+// "--lease" since the two names for one concept became one.
+func renamedHint(fs *flag.FlagSet, err error) string {
+	old, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: -")
+	if !ok {
+		return ""
+	}
+	var renamed string
+	switch strings.TrimPrefix(old, "-") {
+	case "watermark":
+		renamed = "lease"
+	default:
+		return ""
+	}
+	if fs.Lookup(renamed) == nil {
+		return ""
+	}
+	return fmt.Sprintf(" (--%s was renamed --%s)", strings.TrimPrefix(old, "-"), renamed)
 }
 
 // ParseOnlyFlags is ParseFlags for a command that takes no positional

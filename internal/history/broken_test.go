@@ -21,8 +21,8 @@ import (
 // writesTable is the table of guarded writes in the tests' databases.
 const writesTable = "Writes"
 
-// watermark is short, so that a silenced holder is taken over quickly.
-const watermark = time.Second
+// lease is short, so that a silenced holder is taken over quickly.
+const lease = time.Second
 
 // openClient opens a Spanner client of db for workload client id, with the
 // renewal observer and, if silenced is not nil, a fault that fails every
@@ -54,7 +54,7 @@ func unfenced(*spanmutex.Lease) history.Guard {
 func fenced(l *spanmutex.Lease) history.Guard { return l.Guard }
 
 // pausedHolder runs the scenario fencing exists for, against the emulator:
-// holder A writes, is cut off past the watermark, B takes the lock over and
+// holder A writes, is cut off past the lease, B takes the lock over and
 // writes, then A comes back and, still believing it holds the lock, writes
 // again with guard. It returns the checked history and what A's late write
 // returned.
@@ -67,7 +67,7 @@ func pausedHolder(t *testing.T, guard func(*spanmutex.Lease) history.Guard) (*hi
 	var silenced atomic.Bool
 	a, b := openClient(t, db, rec, "A", &silenced), openClient(t, db, rec, "B", nil)
 	lock := func(c *history.Client) *spanmutex.Lock {
-		l, err := spanmutex.NewLock(c.Spanner, "L", spanmutex.WithOwner(c.ID), spanmutex.WithWatermark(watermark),
+		l, err := spanmutex.NewLock(c.Spanner, "L", spanmutex.WithOwner(c.ID), spanmutex.WithLease(lease),
 			spanmutex.WithMaxFailures(1000))
 		require.NoError(t, err)
 		return l
@@ -99,7 +99,7 @@ func pausedHolder(t *testing.T, guard func(*spanmutex.Lease) history.Guard) (*hi
 	require.True(t, leaseB.TookOver())
 	require.NoError(t, b.Write(ctx, leaseB, "L", guard(leaseB)))
 	select {
-	case <-leaseA.Done(): // A's renewals failed for a watermark: it knows, and writes anyway
+	case <-leaseA.Done(): // A's renewals failed for a lease: it knows, and writes anyway
 	case <-ctx.Done():
 		t.Fatal("A's lease was never declared lost")
 	}
@@ -112,7 +112,7 @@ func pausedHolder(t *testing.T, guard func(*spanmutex.Lease) history.Guard) (*hi
 	ops := rec.Ops()
 	rb, err := history.ReadBack(ctx, b.Spanner, writesTable, "", ops)
 	require.NoError(t, err)
-	rep := history.Check(ops, history.Config{Watermark: watermark, Readback: rb, VisualizeDir: t.TempDir()})
+	rep := history.Check(ops, history.Config{Lease: lease, Readback: rb, VisualizeDir: t.TempDir()})
 	var out bytes.Buffer
 	rep.Write(&out)
 	t.Logf("the checked history:\n%s", out.String())

@@ -34,9 +34,9 @@ const (
 	// CheckRunOnce: a run-once section records DONE at most once.
 	CheckRunOnce = "run-once"
 	// CheckTakeover: a takeover commits at least the lease the previous
-	// holder declared (Op.Lease, not the taker's watermark) after the last
+	// holder declared (Op.Lease, not the taker's lease) after the last
 	// commit that proved that holder alive.
-	CheckTakeover = "takeover-after-watermark"
+	CheckTakeover = "takeover-after-lease"
 	// CheckTable: what clients were told agrees with what the table holds
 	// after the run.
 	CheckTable = "history-matches-table"
@@ -70,9 +70,9 @@ const maxSubHistory = 40
 
 // Config says how to check a history.
 type Config struct {
-	// Watermark is the lease of holders whose acquisitions were recorded
+	// Lease is the lease of holders whose acquisitions were recorded
 	// without one (Op.Lease 0); 0 skips CheckTakeover for them.
-	Watermark time.Duration
+	Lease time.Duration
 	// Timeout bounds porcupine's search on each name (default
 	// DefaultTimeout). A name whose search times out is listed in
 	// Report.TimedOut, not as a violation.
@@ -187,7 +187,7 @@ func Check(ops []Op, cfg Config) *Report {
 	names := sortedKeys(byName)
 	r.Names = len(names)
 	bounds := latestEffects(ops)
-	r.StallBound = StallBound(longestLease(ops, cfg.Watermark))
+	r.StallBound = StallBound(longestLease(ops, cfg.Lease))
 	end := historyEnd(ops)
 	for _, name := range names {
 		r.checkLinearizable(name, byName[name], bounds, cfg)
@@ -618,7 +618,7 @@ func (r *Report) checkDisjoint(name string, ops, acqs []Op, index map[int64]int)
 
 // checkTakeovers checks that each takeover in acqs (as for checkDisjoint)
 // committed only after the lease the previous holder declared had passed
-// since lastAlive, by Spanner's clock: the taker's own watermark does not
+// since lastAlive, by Spanner's clock: the taker's own lease does not
 // matter.
 func (r *Report) checkTakeovers(name string, acqs []Op, index map[int64]int, lastAlive map[int64]time.Time, cfg Config) {
 	for _, a := range acqs {
@@ -631,7 +631,7 @@ func (r *Report) checkTakeovers(name string, acqs []Op, index map[int64]int, las
 			continue
 		}
 		prev := acqs[i]
-		lease := declaredLease(prev, cfg.Watermark)
+		lease := declaredLease(prev, cfg.Lease)
 		if lease <= 0 {
 			continue
 		}
@@ -639,7 +639,7 @@ func (r *Report) checkTakeovers(name string, acqs []Op, index map[int64]int, las
 		if silent := a.Commit.Sub(lastAlive[prev.Token]); silent < lease-clockTolerance {
 			r.violate(Violation{Check: CheckTakeover, Name: name, Ops: []Op{prev, a},
 				Message: fmt.Sprintf("token %d (lease %v) took over from token %d after %v of silence by commit timestamps, less than the lease %v that token %d declared",
-					a.Token, declaredLease(a, cfg.Watermark), prev.Token, silent, lease, prev.Token)})
+					a.Token, declaredLease(a, cfg.Lease), prev.Token, silent, lease, prev.Token)})
 		}
 	}
 }

@@ -125,13 +125,13 @@ func printed(r *history.Report) string {
 func TestValidHistoriesPass(t *testing.T) {
 	for name, h := range map[string]*hist{"lock": validLock(), "run-once": validRunOnce()} {
 		t.Run(name, func(t *testing.T) {
-			r := check(t, h, history.Config{Watermark: 2 * time.Second})
+			r := check(t, h, history.Config{Lease: 2 * time.Second})
 			assert.True(t, r.OK(), printed(r))
 			assert.Equal(t, "Ok", string(r.Linearizability))
 			assert.Contains(t, printed(r), "Violations: 0")
 		})
 	}
-	r := check(t, validLock(), history.Config{Watermark: 2 * time.Second})
+	r := check(t, validLock(), history.Config{Lease: 2 * time.Second})
 	assert.Equal(t, 1, r.Takeovers)
 	assert.Equal(t, 1, r.StaleWritesRefused)
 	assert.Equal(t, 1, r.BeliefOverlaps, "c2 believed it held the lock while c3 did")
@@ -186,11 +186,11 @@ func TestViolationsAreReported(t *testing.T) {
 			want: []string{history.CheckLinearizable, history.CheckTokens},
 		},
 		{
-			name: "takeover before the watermark",
+			name: "takeover before the lease",
 			h: (&hist{}).add(acq("c1", "L", 1), 0, 1, 0).
 				add(op("c1", history.Renew, "L", 0, history.OK), 1, 1.5, 1).
 				add(takeover("c2", "L", 2), 1, 3, 2.5),
-			cfg:  history.Config{Watermark: 2 * time.Second},
+			cfg:  history.Config{Lease: 2 * time.Second},
 			want: []string{history.CheckTakeover},
 		},
 		{

@@ -46,9 +46,9 @@ type Client struct {
 	Rec     *Recorder
 	Writes  string // the table of guarded writes (see WritesDDL)
 	// Lease is the lease this client's Locks and Mutexes declare (their
-	// watermark), recorded with each of its acquisitions: the takeover
+	// lease), recorded with each of its acquisitions: the takeover
 	// and liveness checks judge a holder by its own declaration. 0 leaves
-	// it to Config.Watermark.
+	// it to Config.Lease.
 	Lease time.Duration
 
 	seq atomic.Int64

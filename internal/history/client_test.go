@@ -26,7 +26,7 @@ func TestClientRecordsRun(t *testing.T) {
 	rec := history.NewRecorder()
 	a, b := openClient(t, db, rec, "A", nil), openClient(t, db, rec, "B", nil)
 	mutex := func(c *history.Client) *spanmutex.Mutex {
-		m, err := spanmutex.New(c.Spanner, "S", spanmutex.WithOwner(c.ID), spanmutex.WithWatermark(watermark))
+		m, err := spanmutex.New(c.Spanner, "S", spanmutex.WithOwner(c.ID), spanmutex.WithLease(lease))
 		require.NoError(t, err)
 		return m
 	}
@@ -72,7 +72,7 @@ func TestClientRecordsRun(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, history.FinalRow{State: "DONE", Token: 2, Owner: "B"}, rb.Rows["S"])
 	assert.Len(t, rb.Writes, 2)
-	rep := history.Check(ops, history.Config{Watermark: watermark, Readback: rb, VisualizeDir: t.TempDir()})
+	rep := history.Check(ops, history.Config{Lease: lease, Readback: rb, VisualizeDir: t.TempDir()})
 	assert.True(t, rep.OK())
 	assert.Equal(t, 1, rep.RanTwice)
 }
@@ -89,9 +89,9 @@ func TestClientRecordsLock(t *testing.T) {
 	require.NoError(t, err)
 	rec := history.NewRecorder()
 	a, b := openClient(t, db, rec, "A", nil), openClient(t, db, rec, "B", nil)
-	a.Lease, b.Lease = watermark, 3*watermark
+	a.Lease, b.Lease = lease, 3*lease
 	lock := func(c *history.Client) *spanmutex.Lock {
-		l, err := spanmutex.NewLock(c.Spanner, "L", spanmutex.WithOwner(c.ID), spanmutex.WithWatermark(c.Lease),
+		l, err := spanmutex.NewLock(c.Spanner, "L", spanmutex.WithOwner(c.ID), spanmutex.WithLease(c.Lease),
 			spanmutex.WithScope(spanmutex.NewScope()))
 		require.NoError(t, err)
 		return l
@@ -123,15 +123,15 @@ func TestClientRecordsLock(t *testing.T) {
 			refusals = append(refusals, o.Refusal)
 		}
 	}
-	assert.Equal(t, []time.Duration{watermark, 3 * watermark}, leases)
+	assert.Equal(t, []time.Duration{lease, 3 * lease}, leases)
 	assert.Equal(t, []history.Refusal{history.RefusedNotObtained, history.RefusedHeld}, refusals)
 	rb, err := history.ReadBack(ctx, a.Spanner, writesTable, "", ops)
 	require.NoError(t, err)
 	assert.Equal(t, history.FinalRow{State: "NEEDED", Token: 2, Owner: "B"}, rb.Locks["L"])
-	rep := history.Check(ops, history.Config{Watermark: watermark, Readback: rb, VisualizeDir: t.TempDir()})
+	rep := history.Check(ops, history.Config{Lease: lease, Readback: rb, VisualizeDir: t.TempDir()})
 	assert.True(t, rep.OK())
 	assert.Equal(t, 1, rep.GaveUp)
 	assert.Equal(t, 2, rep.Checked[history.CheckLockErrors])
 	assert.Equal(t, 1, rep.Checked[history.CheckLeftHeld])
-	assert.Equal(t, history.StallBound(3*watermark), rep.StallBound)
+	assert.Equal(t, history.StallBound(3*lease), rep.StallBound)
 }

@@ -15,7 +15,7 @@
 //
 // # What is checked, and what is not
 //
-// A holder that lost its lease (it paused past the watermark and was taken
+// A holder that lost its lease (it paused past the lease and was taken
 // over) still believes it holds the lock: the library cancels its context
 // but cannot stop it. So "at most one holder at a time" is checked on what
 // Spanner committed, never on local beliefs; overlapping beliefs are only
@@ -34,7 +34,7 @@
 //     committed between its acquisition and the next one; the tokens of a
 //     resource's writes never decrease in commit order; a takeover came
 //     the lease the previous holder declared (Op.Lease) after its last
-//     sign of life, whatever the taker's own watermark;
+//     sign of life, whatever the taker's own lease;
 //   - the history against the table read back after the run: what clients
 //     were told committed is there, what they were told was refused is not,
 //     and no lock is left held by a token no Lock call returned;

@@ -132,7 +132,7 @@ func (r *Report) checkLiveness(name string, ops []Op, cfg Config, end time.Durat
 	if len(waits) == 0 {
 		return
 	}
-	holds := newHolds(ops, cfg.Watermark)
+	holds := newHolds(ops, cfg.Lease)
 	for i := 0; i <= len(holds.acqs); i++ {
 		gap, ok := holds.gap(i, end)
 		if !ok {

@@ -30,7 +30,7 @@ func refused(client string, refusal history.Refusal) history.Op {
 }
 
 // Takeovers are judged by the lease the holder being taken over declared,
-// not by the taker's watermark nor Config.Watermark.
+// not by the taker's lease nor Config.Lease.
 func TestTakeoverJudgedByTheHoldersLease(t *testing.T) {
 	cases := []struct {
 		name      string
@@ -47,7 +47,7 @@ func TestTakeoverJudgedByTheHoldersLease(t *testing.T) {
 			h := (&hist{}).add(withLease(acq("c1", "L", 1), tc.holder), 0, 1, 0).
 				add(op("c1", history.Renew, "L", 0, history.OK), 1, 1.2, 1).
 				add(withLease(takeover("c2", "L", 2), 700*time.Millisecond), 1, 2+tc.silence, 1+tc.silence)
-			r := check(t, h, history.Config{Watermark: 2 * time.Second})
+			r := check(t, h, history.Config{Lease: 2 * time.Second})
 			assert.Equal(t, 1, r.Checked[history.CheckTakeover])
 			if !tc.violation {
 				assert.True(t, r.OK(), printed(r))
@@ -65,13 +65,13 @@ func TestLockErrorsOutsideTheContract(t *testing.T) {
 	h := validLock().
 		add(refused("c4", history.RefusedNotObtained), 20, 20.05, -1).
 		add(refused("c4", history.RefusedExhausted), 21, 22, -1)
-	r := check(t, h, history.Config{Watermark: 2 * time.Second})
+	r := check(t, h, history.Config{Lease: 2 * time.Second})
 	assert.True(t, r.OK(), printed(r))
 	assert.Equal(t, 2, r.Checked[history.CheckLockErrors])
 	assert.Equal(t, 1, r.GaveUp)
 
 	h.add(refused("c4", history.RefusedUnexpected), 23, 24, -1)
-	r = check(t, h, history.Config{Watermark: 2 * time.Second})
+	r = check(t, h, history.Config{Lease: 2 * time.Second})
 	assert.Equal(t, []string{history.CheckLockErrors}, r.ChecksViolated(), printed(r))
 }
 
@@ -128,7 +128,7 @@ func TestStalls(t *testing.T) {
 		add(withLease(takeover("c4", "L", 4), 2*time.Second), 3.5, 7, 6.9).
 		add(op("c4", history.Release, "L", 4, history.OK), 7.5, 8, -1)
 	h.ops[4].Lease = time.Second
-	r := check(t, h, history.Config{Watermark: 2 * time.Second})
+	r := check(t, h, history.Config{Lease: 2 * time.Second})
 	require.True(t, r.OK(), printed(r))
 	s := r.Stalls["L"]
 	assert.Equal(t, sec(4.4), s.From)
@@ -143,7 +143,7 @@ func TestStalls(t *testing.T) {
 
 	// The same, with the lock free and a waiter stuck for 12 s: a violation.
 	h.add(op("c5", history.Acquire, "L", 0, history.NoEffect), 8.5, 20.5, -1)
-	r = check(t, h, history.Config{Watermark: 2 * time.Second})
+	r = check(t, h, history.Config{Lease: 2 * time.Second})
 	assert.Equal(t, []string{history.CheckLiveness}, r.ChecksViolated(), printed(r))
 	assert.Equal(t, sec(12), r.Stalls["L"].Length())
 	assert.Contains(t, printed(r), "the lock stayed free for 12s [8.500s, 20.500s] while a Lock call waited, longer than the bound 10s")
@@ -159,7 +159,7 @@ func TestTryLockMakesNoStall(t *testing.T) {
 	h := (&hist{}).add(first, 0, 1, 0.5).
 		add(op("c1", history.Release, "L", 1, history.OK), 2, 2.1, -1).
 		add(try, 3, 20, -1)
-	r := check(t, h, history.Config{Watermark: 2 * time.Second})
+	r := check(t, h, history.Config{Lease: 2 * time.Second})
 	assert.True(t, r.OK(), printed(r))
 	assert.Empty(t, r.Stalls)
 	assert.Contains(t, printed(r), "Liveness: no lock stayed free while a Lock call waited")

@@ -17,7 +17,7 @@ import (
 // holder at any time by construction; what "at most one holder" means for a
 // history is that nothing a displaced holder does commits after it was
 // displaced: no guarded write, renewal, release or completion. Whether the
-// displaced holder had really been silent for the watermark is a matter of
+// displaced holder had really been silent for the lease is a matter of
 // Spanner's timestamps, which the timeline checks look at.
 type lockState struct {
 	holder  int64 // the token the row is held under; 0 if free

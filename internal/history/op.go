@@ -89,9 +89,9 @@ type Op struct {
 	// effect after it returned.
 	Settled bool `json:"settled,omitempty"`
 	// Lease is, for an acquisition, the lease its holder declared in the
-	// row (its watermark): no takeover may come before the holder has gone
-	// that long without a renewal, whatever the taker's own watermark.
-	// 0 in histories recorded without it: Config.Watermark stands in.
+	// row (its lease): no takeover may come before the holder has gone
+	// that long without a renewal, whatever the taker's own lease.
+	// 0 in histories recorded without it: Config.Lease stands in.
 	Lease time.Duration `json:"lease,omitempty"`
 	// HandedOff is, for a Lock acquisition, Lease.HandedOff: the previous
 	// holder's Unlock made this caller the holder, so the lock was never

@@ -32,7 +32,7 @@ func TestBackendEndToEnd(t *testing.T) {
 		c, err := emu.NewClient(ctx, db)
 		require.NoError(t, err)
 		t.Cleanup(c.Close)
-		wq, err := queue.New(c, queue.WithLockOptions(spanmutex.WithWatermark(2*time.Second)))
+		wq, err := queue.New(c, queue.WithLockOptions(spanmutex.WithLease(2*time.Second)))
 		require.NoError(t, err)
 		w, err := wq.NewWorker(backend.Handle, queue.WithWorkerID(fmt.Sprintf("w%d", n)), queue.WithPollInterval(20*time.Millisecond, 200*time.Millisecond))
 		require.NoError(t, err)
