@@ -1,9 +1,10 @@
 package spanmutex
 
 import (
-	"math"
 	"math/rand/v2"
 	"time"
+
+	"github.com/spanmutex/spanmutex/internal/leaserule"
 )
 
 // policy is what a decision depends on besides the row.
@@ -21,14 +22,9 @@ type policy struct {
 
 // takeoverAfter is how long, by Spanner's clock, a STARTED row must have gone
 // without a renewal before this contender may take it over: the holder's
-// lease plus this contender's jitter.
-// The sum saturates instead of overflowing, so that an absurdly long
-// lease means "never" rather than "at once".
+// lease plus this contender's jitter (leaserule.After, which saturates).
 func takeoverAfter(lease, jitter time.Duration) time.Duration {
-	if jitter > math.MaxInt64-lease {
-		return math.MaxInt64
-	}
-	return lease + jitter
+	return leaserule.After(lease, jitter)
 }
 
 // holderLease returns the lease r's holder declared when it acquired: it
@@ -37,10 +33,7 @@ func takeoverAfter(lease, jitter time.Duration) time.Duration {
 // lease (by a spanmutex older than the LeaseMicros column) is judged by the
 // contender's own lease, own, as it was then.
 func holderLease(r row, own time.Duration) time.Duration {
-	if r.Lease > 0 {
-		return r.Lease
-	}
-	return own
+	return leaserule.Declared(r.Lease, own)
 }
 
 // takeoverAfter returns how long r's holder must have gone silent, by
@@ -85,11 +78,7 @@ func silentFor(r row) time.Duration {
 	if last.IsZero() {
 		last = r.UpdatedAt
 	}
-	d := r.Now.Sub(last)
-	if d < 0 {
-		return 0
-	}
-	return d
+	return leaserule.Silent(r.Now, last)
 }
 
 // holderLive reports whether r shows the lock held by a holder that renewed

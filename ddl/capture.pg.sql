@@ -20,6 +20,8 @@ CREATE TABLE "CaptureCheckpoints" (
   "Owner" varchar(64),
   -- When Owner last claimed or checkpointed it (Spanner commit timestamp).
   "LeasedAt" spanner.commit_timestamp,
+  -- The lease Owner declared, in microseconds (NULL: not declared).
+  "LeaseMicros" bigint,
   -- Data change records read from the partition, and requests enqueued.
   "Records" bigint NOT NULL,
   "Requests" bigint NOT NULL,

@@ -25,9 +25,12 @@ CREATE TABLE CaptureCheckpoints (
   ResumeTimestamp TIMESTAMP NOT NULL,
   -- The capture instance reading the partition, NULL when none is.
   Owner STRING(64),
-  -- When Owner last claimed or checkpointed it (Spanner commit timestamp):
-  -- after the capture's lease without a write, another instance takes over.
+  -- When Owner last claimed or checkpointed it (Spanner commit timestamp).
   LeasedAt TIMESTAMP OPTIONS (allow_commit_timestamp = true),
+  -- The lease Owner declared, in microseconds: nobody takes the partition
+  -- over before it has passed since LeasedAt, by Spanner's clock. NULL in
+  -- rows written before leases were declared: claimants then use their own.
+  LeaseMicros INT64,
   -- Data change records read from the partition (a record read again
   -- after a restart counts again) and requests enqueued from them (a
   -- request found already enqueued is not counted again).

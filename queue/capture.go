@@ -107,9 +107,11 @@ func WithHeartbeat(d time.Duration) CaptureOption {
 	return func(c *captureConfig) { c.heartbeat = d }
 }
 
-// WithPartitionLease sets how long an instance keeps a partition without
-// writing a checkpoint (default DefaultCaptureLease; at least twice the
-// query window plus the heartbeat).
+// WithPartitionLease sets the lease this instance declares on the
+// partitions it claims (default DefaultCaptureLease; at least twice the
+// query window plus the heartbeat): no other instance takes one over
+// before it has passed without a checkpoint, by Spanner's clock, whatever
+// that instance's own lease. It judges only rows that declare none.
 func WithPartitionLease(d time.Duration) CaptureOption {
 	return func(c *captureConfig) { c.lease = d }
 }

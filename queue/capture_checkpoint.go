@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"cloud.google.com/go/spanner"
+
+	"github.com/spanmutex/spanmutex/internal/leaserule"
 )
 
 // The states of a partition's checkpoint row.
@@ -45,6 +47,9 @@ type captureCheckpoint struct {
 // transaction with the root row. When several instances start at once, the
 // first to commit wins and the others' results are discarded.
 func (c *Capture) ensureRoot(ctx context.Context) error {
+	if err := c.checkTable(ctx); err != nil {
+		return err
+	}
 	_, err := c.client.Single().ReadRow(ctx, c.cfg.table, spanner.Key{c.stream, rootToken}, []string{"State"})
 	if err == nil {
 		return nil
@@ -136,7 +141,7 @@ func normalizeParents(p []string) []string {
 // finished, every parent finished, and owned by nobody, by this instance, or
 // by an instance whose lease has expired by Spanner's clock.
 func (c *Capture) runnable(ctx context.Context) ([]capturePartition, error) {
-	stmt, err := c.q.statement(ctx, fmt.Sprintf("SELECT c.`PartitionToken`, c.`ParentTokens`, c.`StartTimestamp`, c.`ResumeTimestamp`, c.`Owner`, c.`LeasedAt`,\n"+
+	stmt, err := c.q.statement(ctx, fmt.Sprintf("SELECT c.`PartitionToken`, c.`ParentTokens`, c.`StartTimestamp`, c.`ResumeTimestamp`, c.`Owner`, c.`LeasedAt`, c.`LeaseMicros`,\n"+
 		"  (SELECT COUNT(*) FROM `%[1]s` p WHERE p.`Stream` = c.`Stream` AND p.`PartitionToken` IN UNNEST(c.`ParentTokens`) AND p.`State` = 'finished'),\n"+
 		"  CURRENT_TIMESTAMP()\n"+
 		"FROM `%[1]s` c WHERE c.`Stream` = @stream AND c.`State` != 'finished'\n"+
@@ -149,15 +154,13 @@ func (c *Capture) runnable(ctx context.Context) ([]capturePartition, error) {
 	err = c.client.Single().Query(ctx, stmt).Do(func(row *spanner.Row) error {
 		var (
 			p        capturePartition
-			owner    spanner.NullString
-			leasedAt spanner.NullTime
+			h        partitionHolder
 			finished int64
-			now      time.Time
 		)
-		if err := row.Columns(&p.token, &p.parents, &p.start, &p.resume, &owner, &leasedAt, &finished, &now); err != nil {
+		if err := row.Columns(&p.token, &p.parents, &p.start, &p.resume, &h.owner, &h.leasedAt, &h.declared, &finished, &h.now); err != nil {
 			return err
 		}
-		if int(finished) == len(p.parents) && c.mayClaim(owner, leasedAt, now) {
+		if int(finished) == len(p.parents) && c.mayClaim(h) {
 			out = append(out, p)
 		}
 		return nil
@@ -168,10 +171,29 @@ func (c *Capture) runnable(ctx context.Context) ([]capturePartition, error) {
 	return out, nil
 }
 
-// mayClaim decides ownership with Spanner's clock: now is CURRENT_TIMESTAMP()
-// and leasedAt a commit timestamp.
-func (c *Capture) mayClaim(owner spanner.NullString, leasedAt spanner.NullTime, now time.Time) bool {
-	return !owner.Valid || owner.StringVal == c.cfg.owner || !leasedAt.Valid || now.Sub(leasedAt.Time) >= c.cfg.lease
+// partitionHolder is what a claim is decided on: the row's owner, its
+// last claim or checkpoint (a commit timestamp), the lease it declared
+// then, and Spanner's clock read with them.
+type partitionHolder struct {
+	owner    spanner.NullString
+	leasedAt spanner.NullTime
+	declared spanner.NullInt64 // LeaseMicros; NULL in rows of older captures
+	now      time.Time         // CURRENT_TIMESTAMP(), read with the row
+}
+
+// mayClaim decides ownership by the rule every primitive uses
+// (leaserule): a partition without an owner, or owned by this instance,
+// may be claimed; another owner's only once the lease it declared (this
+// instance's own, for a row that declares none) has passed since its last
+// claim or checkpoint, by Spanner's clock. A claimant's shorter lease does
+// not shorten the owner's. There is no jitter: claimants race in
+// read-write transactions and one wins.
+func (c *Capture) mayClaim(h partitionHolder) bool {
+	if !h.owner.Valid || h.owner.StringVal == c.cfg.owner || !h.leasedAt.Valid {
+		return true
+	}
+	declared := time.Duration(h.declared.Int64) * time.Microsecond // 0 when NULL
+	return leaserule.Lapsed(h.now, h.leasedAt.Time, declared, c.cfg.lease, 0)
 }
 
 // claim makes this instance the partition's owner, if it still may be, and
@@ -183,7 +205,7 @@ func (c *Capture) claim(ctx context.Context, token string) (capturePartition, bo
 	)
 	// Made before the transaction: the dialect may have to be read (see
 	// Queue.statement).
-	stmt, err := c.q.statement(ctx, fmt.Sprintf("SELECT `ParentTokens`, `StartTimestamp`, `ResumeTimestamp`, `State`, `Owner`, `LeasedAt`, CURRENT_TIMESTAMP()\n"+
+	stmt, err := c.q.statement(ctx, fmt.Sprintf("SELECT `ParentTokens`, `StartTimestamp`, `ResumeTimestamp`, `State`, `Owner`, `LeasedAt`, `LeaseMicros`, CURRENT_TIMESTAMP()\n"+
 		"FROM `%s` WHERE `Stream` = @stream AND `PartitionToken` = @token", c.cfg.table),
 		map[string]any{"stream": c.stream, "token": token})
 	if err != nil {
@@ -196,22 +218,20 @@ func (c *Capture) claim(ctx context.Context, token string) (capturePartition, bo
 			return err
 		}
 		var (
-			state    string
-			owner    spanner.NullString
-			leasedAt spanner.NullTime
-			now      time.Time
+			state string
+			h     partitionHolder
 		)
 		p = capturePartition{token: token}
-		if err := row.Columns(&p.parents, &p.start, &p.resume, &state, &owner, &leasedAt, &now); err != nil {
+		if err := row.Columns(&p.parents, &p.start, &p.resume, &state, &h.owner, &h.leasedAt, &h.declared, &h.now); err != nil {
 			return err
 		}
-		if state == partitionFinished || !c.mayClaim(owner, leasedAt, now) {
+		if state == partitionFinished || !c.mayClaim(h) {
 			return nil
 		}
 		claimed = true
 		return txn.BufferWrite([]*spanner.Mutation{spanner.UpdateMap(c.cfg.table, map[string]any{
 			"Stream": c.stream, "PartitionToken": token, "State": partitionRunning, "Owner": c.cfg.owner,
-			"LeasedAt": spanner.CommitTimestamp, "UpdatedAt": spanner.CommitTimestamp,
+			"LeasedAt": spanner.CommitTimestamp, "LeaseMicros": c.cfg.lease.Microseconds(), "UpdatedAt": spanner.CommitTimestamp,
 		})})
 	})
 	if err != nil {
@@ -252,7 +272,7 @@ func (c *Capture) commit(ctx context.Context, cp captureCheckpoint) (int, error)
 		update := map[string]any{
 			"Stream": c.stream, "PartitionToken": cp.token, "ResumeTimestamp": resume,
 			"Records": records + cp.records, "Requests": enqueue + int64(added),
-			"LeasedAt": spanner.CommitTimestamp, "UpdatedAt": spanner.CommitTimestamp,
+			"LeasedAt": spanner.CommitTimestamp, "LeaseMicros": c.cfg.lease.Microseconds(), "UpdatedAt": spanner.CommitTimestamp,
 		}
 		ms := []*spanner.Mutation{}
 		if cp.finish != nil {

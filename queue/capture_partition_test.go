@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -126,5 +127,112 @@ func TestCaptureOwnerFencesCheckpointsUntilItsLeaseExpires(t *testing.T) {
 			require.Equal(t, start.Add(time.Second), p.Resume)
 			require.Equal(t, int64(1), p.Requests)
 		}
+	}
+}
+
+// partitionLease reads who owns partition token, when it last claimed or
+// checkpointed it, and the lease it declared then.
+func partitionLease(t *testing.T, c *spanner.Client, token string) (owner string, leasedAt time.Time, declared spanner.NullInt64) {
+	t.Helper()
+	row, err := c.Single().ReadRow(context.Background(), ddl.DefaultCaptureTable, spanner.Key{ordersStream, token},
+		[]string{"Owner", "LeasedAt", "LeaseMicros"})
+	require.NoError(t, err)
+	var o spanner.NullString
+	require.NoError(t, row.Columns(&o, &leasedAt, &declared))
+	return o.StringVal, leasedAt, declared
+}
+
+// A partition is taken over by the rule of every primitive: only after the
+// lease its owner declared, by Spanner's clock, however short the
+// claimant's own; a row that declares none (written by an older capture)
+// is judged by the claimant's own lease.
+func TestCaptureTakesOverOnlyAfterTheOwnersDeclaredLease(t *testing.T) {
+	c, start := captureDatabase(t)
+	q, err := New(c)
+	require.NoError(t, err)
+	ctx := context.Background()
+	window := WithQueryWindow(100 * time.Millisecond)
+	a := fastCapture(t, q, c, start, WithCaptureID("A"), window, WithPartitionLease(4*time.Second))
+	old := fastCapture(t, q, c, start, WithCaptureID("OLD"), window, WithPartitionLease(time.Hour))
+	b := fastCapture(t, q, c, start, WithCaptureID("B"), window, WithPartitionLease(1500*time.Millisecond))
+	_, err = c.Apply(ctx, []*spanner.Mutation{a.newRow(rootToken, partitionFinished, nil, start),
+		a.newRow("P", partitionCreated, nil, start), a.newRow("Q", partitionCreated, nil, start)})
+	require.NoError(t, err)
+	claimBy := func(cp *Capture, token string) bool {
+		_, claimed, err := cp.claim(ctx, token)
+		require.NoError(t, err)
+		return claimed
+	}
+	require.True(t, claimBy(a, "P"))
+	require.True(t, claimBy(old, "Q"))
+	_, aAt, declared := partitionLease(t, c, "P")
+	require.Equal(t, spanner.NullInt64{Int64: (4 * time.Second).Microseconds(), Valid: true}, declared, "A declares its lease")
+	// OLD's row as a capture older than LeaseMicros wrote it: no declaration.
+	_, err = c.Apply(ctx, []*spanner.Mutation{spanner.UpdateMap(ddl.DefaultCaptureTable, map[string]any{
+		"Stream": ordersStream, "PartitionToken": "Q", "LeaseMicros": nil})})
+	require.NoError(t, err)
+	_, oldAt, _ := partitionLease(t, c, "Q")
+
+	waitFor(t, 30*time.Second, "B to take P over", func() bool { return claimBy(b, "P") })
+	owner, bAt, declared := partitionLease(t, c, "P")
+	require.Equal(t, "B", owner)
+	require.GreaterOrEqual(t, bAt.Sub(aAt), 4*time.Second,
+		"B, whose own lease is 1.5s, took P over %v after A's claim, by Spanner's clock; A declared 4s", bAt.Sub(aAt))
+	require.Equal(t, (1500 * time.Millisecond).Microseconds(), declared.Int64, "B declares its own lease")
+
+	waitFor(t, 30*time.Second, "B to take Q over", func() bool { return claimBy(b, "Q") })
+	owner, bAt, _ = partitionLease(t, c, "Q")
+	require.Equal(t, "B", owner)
+	gap := bAt.Sub(oldAt)
+	require.GreaterOrEqual(t, gap, 1500*time.Millisecond, "an undeclared lease is judged by the claimant's own")
+	require.Less(t, gap, time.Hour, "not by the hour the old owner was configured with but never declared")
+}
+
+// A checkpoint table made before LeaseMicros is refused when Run starts,
+// with the statement that adds the column, and nothing is written; once
+// it is added, Run reads the stream.
+func TestCaptureRefusesATableWithoutLeaseMicros(t *testing.T) {
+	for _, d := range []ddl.Dialect{ddl.GoogleSQL, ddl.PostgreSQL} {
+		t.Run(d.String(), func(t *testing.T) {
+			stream, err := d.ChangeStream(ordersStream, ordersTable)
+			require.NoError(t, err)
+			ckpt, err := d.CaptureStatements(ddl.DefaultCaptureTable)
+			require.NoError(t, err)
+			require.Contains(t, strings.Join(ckpt, "\n"), "LeaseMicros")
+			for i, s := range ckpt {
+				ckpt[i] = strings.NewReplacer("LeaseMicros INT64,", "", `"LeaseMicros" bigint,`, "").Replace(s)
+			}
+			require.NotContains(t, strings.Join(ckpt, "\n"), "LeaseMicros", "the table as an earlier spanmutex made it")
+			orders := "CREATE TABLE " + ordersTable + " (OrderID STRING(64) NOT NULL) PRIMARY KEY (OrderID)"
+			if d == ddl.PostgreSQL {
+				orders = `CREATE TABLE "` + ordersTable + `" ("OrderID" varchar(64) NOT NULL, PRIMARY KEY ("OrderID"))`
+			}
+			db := freshDatabaseIn(t, d, append([]string{orders, stream}, ckpt...)...)
+			c := newClient(t, db)
+			q, err := New(c)
+			require.NoError(t, err)
+			capt, err := q.NewCapture(c, ordersStream, testMapper)
+			require.NoError(t, err)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			err = capt.Run(ctx)
+			add := "ALTER TABLE CaptureCheckpoints ADD COLUMN LeaseMicros INT64"
+			if d == ddl.PostgreSQL {
+				add = `ALTER TABLE "CaptureCheckpoints" ADD COLUMN "LeaseMicros" bigint`
+			}
+			require.ErrorContains(t, err, "has no LeaseMicros column")
+			require.ErrorContains(t, err, "add it with: "+add)
+			require.Empty(t, checkpointRows(t, c, ddl.DefaultCaptureTable, ordersStream), "nothing written")
+
+			applyDDL(t, db, add)
+			runCtx, stop := context.WithCancel(ctx)
+			done := make(chan error, 1)
+			go func() { done <- capt.Run(runCtx) }()
+			waitFor(t, 30*time.Second, "the upgraded table's root row", func() bool {
+				return len(checkpointRows(t, c, ddl.DefaultCaptureTable, ordersStream)) > 0
+			})
+			stop()
+			require.ErrorIs(t, <-done, context.Canceled)
+		})
 	}
 }

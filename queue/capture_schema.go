@@ -1,0 +1,51 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+
+	"cloud.google.com/go/spanner"
+
+	"github.com/spanmutex/spanmutex/ddl"
+	"github.com/spanmutex/spanmutex/internal/sqldialect"
+)
+
+// checkTable reads INFORMATION_SCHEMA once, when Run starts, and says what
+// to do when the checkpoint table is missing or lacks a column this
+// capture writes: LeaseMicros, added so that a partition's owner declares
+// its lease, is the one a table made by an earlier spanmutex lacks.
+func (c *Capture) checkTable(ctx context.Context) error {
+	d, err := c.q.dialect.Get(ctx)
+	if err != nil {
+		return fmt.Errorf("queue: capture %s: %w", c.stream, err)
+	}
+	stmt := sqldialect.Statement(d, "SELECT column_name FROM information_schema.columns WHERE table_schema = @schema AND table_name = @t",
+		map[string]any{"schema": sqldialect.Schema(d), "t": c.cfg.table})
+	have := map[string]bool{}
+	err = c.client.Single().Query(ctx, stmt).Do(func(r *spanner.Row) error {
+		var name string
+		if err := r.Columns(&name); err != nil {
+			return err
+		}
+		have[name] = true
+		return nil
+	})
+	switch {
+	case err != nil:
+		return fmt.Errorf("queue: capture %s: read the columns of %s: %w", c.stream, c.cfg.table, err)
+	case len(have) == 0:
+		return fmt.Errorf("queue: capture %s: the checkpoint table %s does not exist: create it with ddl.CaptureStatements (or spanmutex ddl --change-stream)", c.stream, c.cfg.table)
+	case !have["LeaseMicros"]:
+		return fmt.Errorf("queue: capture %s: the checkpoint table %s has no LeaseMicros column, where a partition's owner declares its lease: add it with: %s", c.stream, c.cfg.table, leaseColumnDDL(d, c.cfg.table))
+	}
+	return nil
+}
+
+// leaseColumnDDL is the statement that adds LeaseMicros to a checkpoint
+// table made by an earlier spanmutex.
+func leaseColumnDDL(d ddl.Dialect, table string) string {
+	if d == ddl.PostgreSQL {
+		return fmt.Sprintf(`ALTER TABLE "%s" ADD COLUMN "LeaseMicros" bigint`, table)
+	}
+	return fmt.Sprintf("ALTER TABLE %s ADD COLUMN LeaseMicros INT64", table)
+}
