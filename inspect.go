@@ -8,8 +8,8 @@ import (
 	"cloud.google.com/go/spanner"
 )
 
-// Status is one row of the mutex table, as Inspect reports it.
-type Status struct {
+// Record is one row of the mutex table, as Inspect reports it.
+type Record struct {
 	Name       string
 	State      State
 	Owner      string
@@ -32,7 +32,7 @@ type Status struct {
 // DefaultTable) from one strong snapshot, ordered by name: all of them if
 // name is empty, else that one (none if it does not exist). It is read-only
 // and takes no locks. It takes WithTable and WithDialect.
-func Inspect(ctx context.Context, client *spanner.Client, name string, opts ...Option) ([]Status, error) {
+func Inspect(ctx context.Context, client *spanner.Client, name string, opts ...Option) ([]Record, error) {
 	if ctx == nil {
 		return nil, errNilContext
 	}
@@ -64,11 +64,11 @@ func Inspect(ctx context.Context, client *spanner.Client, name string, opts ...O
 	if err != nil {
 		return nil, err
 	}
-	var out []Status
+	var out []Record
 	err = client.Single().Query(ctx, stmt).Do(func(r *spanner.Row) error {
 		var (
 			now                                 time.Time
-			s                                   Status
+			s                                   Record
 			state, owner, lastErr, ver          spanner.NullString
 			started, renewed, finished, updated spanner.NullTime
 		)

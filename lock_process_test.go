@@ -180,7 +180,7 @@ func TestLockProcessesImpatientStorm(t *testing.T) {
 	stale := queued(t, check, name) // every call has returned: any entry is stale
 	rows, err := Inspect(context.Background(), check, name)
 	require.NoError(t, err)
-	var row Status // zero if no call ever took the lock
+	var row Record // zero if no call ever took the lock
 	if len(rows) == 1 {
 		row = rows[0]
 	}

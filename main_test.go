@@ -120,7 +120,7 @@ func silenceableClient(t *testing.T, db string) (*spanner.Client, *cutoff.Switch
 }
 
 // inspectOne reads one row; it fails the test if the row is absent.
-func inspectOne(t *testing.T, c *spanner.Client, name string) Status {
+func inspectOne(t *testing.T, c *spanner.Client, name string) Record {
 	t.Helper()
 	rows, err := Inspect(context.Background(), c, name)
 	require.NoError(t, err)

@@ -124,13 +124,13 @@ func (d *demo) writeAttempts(attempts []attempt, note func(attempt) string) {
 }
 
 // row reads name's row, for the checks.
-func (d *demo) row(ctx context.Context, name string) (spanmutex.Status, error) {
+func (d *demo) row(ctx context.Context, name string) (spanmutex.Record, error) {
 	rows, err := spanmutex.Inspect(ctx, d.clients[0], name, spanmutex.WithTable(d.opts.table))
 	if err != nil {
-		return spanmutex.Status{}, err
+		return spanmutex.Record{}, err
 	}
 	if len(rows) != 1 {
-		return spanmutex.Status{}, fmt.Errorf("mutex %q has no row in table %s", name, d.opts.table)
+		return spanmutex.Record{}, fmt.Errorf("mutex %q has no row in table %s", name, d.opts.table)
 	}
 	return rows[0], nil
 }

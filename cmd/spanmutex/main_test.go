@@ -124,7 +124,7 @@ func commandTests() *cmdlinetest.Command {
 }
 
 // inspect returns name's row in db, or fails the test if there is none.
-func inspect(t *testing.T, db, name string) spanmutex.Status {
+func inspect(t *testing.T, db, name string) spanmutex.Record {
 	t.Helper()
 	rows := inspectAll(t, db, name)
 	if len(rows) != 1 {
@@ -134,7 +134,7 @@ func inspect(t *testing.T, db, name string) spanmutex.Status {
 }
 
 // inspectAll returns the rows of db's mutex table for name ("" for all).
-func inspectAll(t *testing.T, db, name string) []spanmutex.Status {
+func inspectAll(t *testing.T, db, name string) []spanmutex.Record {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -83,7 +83,7 @@ func cmdStatus(ctx context.Context, s streams, args []string) int {
 
 // writeStatus writes rows as an aligned table; unless wide, names and
 // owners are cut to maxColumn characters.
-func writeStatus(w io.Writer, rows []spanmutex.Status, wide bool) {
+func writeStatus(w io.Writer, rows []spanmutex.Record, wide bool) {
 	cell := func(s string) string {
 		if wide {
 			return s
@@ -91,7 +91,7 @@ func writeStatus(w io.Writer, rows []spanmutex.Status, wide bool) {
 		return cut(s, maxColumn)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	versions := slices.ContainsFunc(rows, func(r spanmutex.Status) bool { return r.Version != "" })
+	versions := slices.ContainsFunc(rows, func(r spanmutex.Record) bool { return r.Version != "" })
 	if versions {
 		fmt.Fprintln(tw, "NAME\tSTATE\tVERSION\tOWNER\tTOKEN\tATTEMPTS\tAGE\tLAST ERROR")
 	} else {

@@ -15,7 +15,7 @@ import (
 // (or asking for the one NAME) shows them in full.
 func TestStatusColumnWidth(t *testing.T) {
 	long := strings.Repeat("n", spanmutex.MaxNameLength)
-	rows := []spanmutex.Status{
+	rows := []spanmutex.Record{
 		{Name: long, State: spanmutex.StateDone, Owner: strings.Repeat("o", 200), Token: 1},
 		{Name: "short", State: spanmutex.StateNeeded},
 	}
