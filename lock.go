@@ -47,7 +47,7 @@ func (e *HeldError) Is(target error) bool { return target == ErrHeld }
 //
 // A Lock uses the run-once Mutex's table and row (NEEDED or no row is free,
 // STARTED is held), and refuses a name that a Mutex has completed. How it
-// queues, hands off and wakes waiters is in doc/design.md, section 12.
+// queues, hands off and wakes waiters is in doc/design.md, section 4.
 type Lock struct {
 	name  string
 	cfg   config

@@ -17,7 +17,7 @@ import (
 // decision on ownership is still taken in a read-write transaction on
 // Spanner's clock. What is shared (a gate, group commits of joins, the
 // process's view of who holds a lock, wake-ups) is in doc/design.md,
-// section 12.11.
+// section 5.1.
 //
 // Give every Lock of a process the same Scope (one per process is the usual
 // choice: NewScope in main, passed with WithScope). A Lock made without
