@@ -17,10 +17,10 @@ import (
 // the lock without reading it. It also carries the local time just before
 // the Unlock's transaction was sent: the commit that handed the lock over,
 // and set RenewedAt, came later, so that time anchors the new holder's lease
-// (see keepAlive). A wake-up from another process (ListenScope) carries only
-// the hand-off's commit timestamp, as the sender says: the waiter reads the
-// row as of it and decides on what it reads. Its methods are safe for
-// concurrent use.
+// (see keepAlive). A wake-up from another process (ListenScope) only says
+// when to read: the waiter reads the row's present in a read-write
+// transaction (waiter.confirmRemote) and decides on what it reads, never
+// on the datagram. Its methods are safe for concurrent use.
 type wakeBoard struct {
 	mu      sync.Mutex
 	waiting map[string]chan wakeUp
