@@ -208,14 +208,14 @@ func WithOwner(id string) LockOption {
 	return lockOption(func(c *config) { c.owner = id })
 }
 
-// WithLease sets this contender's lease (default DefaultLease, at
-// least MinLease): when it holds the section or lock it writes the
-// lease into the row and renews it every third of it, and nobody takes over
-// before the row has gone that long unrenewed by Spanner's clock, whatever
-// their own lease. Set it above the longest pause (GC, preemption,
-// network) a live holder may suffer. A contender's lease governs only
-// its own lease, and how it judges rows written by a spanmutex too old to
-// declare one.
+// WithLease sets the lease this contender declares (default DefaultLease,
+// at least MinLease): when it holds the section or lock it writes the
+// lease into the row (LeaseMicros) and renews it every third of it, and
+// nobody takes over before the row has gone that long unrenewed by
+// Spanner's clock, whatever their own lease. Set it above the longest
+// pause (GC, preemption, network) a live holder may suffer. Besides what
+// it declares, a contender's lease only judges rows written by a spanmutex
+// too old to declare one.
 func WithLease(d time.Duration) LeaseOption {
 	return leaseOption(func(c *config) { c.lease = d })
 }
@@ -320,7 +320,7 @@ func (c *config) validate() error {
 		}
 	}
 	if c.lease < MinLease {
-		return fmt.Errorf("%w: WithLease(%v): the lease must be at least %v: it is the lease this holder declares and renews every third of; set it above the longest pause (GC, network) a live holder may suffer", ErrInvalidConfig, c.lease, MinLease)
+		return fmt.Errorf("%w: WithLease(%v): the lease must be at least %v: it is what this holder declares and renews every third of; set it above the longest pause (GC, network) a live holder may suffer", ErrInvalidConfig, c.lease, MinLease)
 	}
 	if c.staleness < 0 || (c.staleness > 0 && c.staleness <= c.lease) {
 		return fmt.Errorf("%w: WithStaleness(%v): staleness must be 0 (never) or above the lease (%v), or a running section could be restarted", ErrInvalidConfig, c.staleness, c.lease)
