@@ -168,6 +168,7 @@ type Capture struct {
 	stream string
 	mapper Mapper
 	cfg    captureConfig
+	store  captureStore // spannerCapture{c}, but in the simulation
 
 	running atomic.Bool
 }
@@ -207,7 +208,9 @@ func (q *Queue) NewCapture(client *spanner.Client, stream string, mapper Mapper,
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("%w: NewCapture: %v", ErrInvalidConfig, err)
 	}
-	return &Capture{q: q, client: client, stream: stream, mapper: mapper, cfg: cfg}, nil
+	c := &Capture{q: q, client: client, stream: stream, mapper: mapper, cfg: cfg}
+	c.store = spannerCapture{c}
+	return c, nil
 }
 
 func (c captureConfig) validate() error {
@@ -260,20 +263,13 @@ func (c *Capture) Run(ctx context.Context) error {
 	}
 	defer c.running.Store(false)
 
-	if err := c.ensureRoot(ctx); err != nil {
-		return ctxErrOr(ctx, err)
-	}
-	// How far the local clock is behind Spanner's, measured once, so that a
-	// query's end_timestamp is about one window after Spanner's now even
-	// when the local clock is off. It only paces queries.
-	local := time.Now()
-	spannerNow, err := c.spannerNow(ctx)
+	skew, err := c.begin(ctx)
 	if err != nil {
 		return ctxErrOr(ctx, err)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	r := &captureRun{c: c, ctx: ctx, cancel: cancel, skew: spannerNow.Sub(local), active: map[string]bool{},
+	r := &captureRun{c: c, ctx: ctx, cancel: cancel, skew: skew, active: map[string]bool{},
 		done: make(chan partitionResult), log: c.cfg.logger.With("stream", c.stream, "capture", c.cfg.owner)}
 	tick := time.NewTicker(c.cfg.poll)
 	defer tick.Stop()
@@ -293,6 +289,32 @@ func (c *Capture) Run(ctx context.Context) error {
 				return err
 			}
 			return ctx.Err()
+		}
+	}
+}
+
+// begin checks the table, records the stream's first partitions if it has
+// none, and returns how far the local clock is behind Spanner's, measured
+// once, so that a query's end_timestamp is about one window after
+// Spanner's now even when the local clock is off (it only paces queries).
+// A transient error is retried every poll interval until ctx ends.
+func (c *Capture) begin(ctx context.Context) (skew time.Duration, err error) {
+	for {
+		if err = c.store.ensureRoot(ctx); err == nil {
+			local := time.Now()
+			var now time.Time
+			if now, err = c.store.spannerNow(ctx); err == nil {
+				return now.Sub(local), nil
+			}
+		}
+		if !captureRetryable(ctx, err) || ctx.Err() != nil {
+			return 0, err
+		}
+		c.cfg.logger.Warn("capture: starting failed; retrying", "stream", c.stream, "capture", c.cfg.owner, "err", err)
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(c.cfg.poll):
 		}
 	}
 }
@@ -319,7 +341,7 @@ type partitionResult struct {
 // limit, and starts reading each; it returns an error Run must end with.
 func (r *captureRun) startRunnable() error {
 	c := r.c
-	runnable, err := c.runnable(r.ctx)
+	runnable, err := c.store.runnable(r.ctx)
 	if err != nil && !captureRetryable(r.ctx, err) {
 		return err
 	}
@@ -333,7 +355,7 @@ func (r *captureRun) startRunnable() error {
 		if c.cfg.maxParts > 0 && len(r.active) >= c.cfg.maxParts {
 			break
 		}
-		p, claimed, err := c.claim(r.ctx, p.token)
+		p, claimed, err := c.store.claim(r.ctx, p.token)
 		if err != nil && !captureRetryable(r.ctx, err) {
 			return err
 		}
@@ -379,7 +401,7 @@ func (r *captureRun) stop(err error) error {
 	go func() { r.wg.Wait(); close(r.done) }()
 	for range r.done {
 	}
-	r.c.release(context.WithoutCancel(r.ctx))
+	r.c.store.release(context.WithoutCancel(r.ctx))
 	return err
 }
 
@@ -406,7 +428,8 @@ func captureRetryable(ctx context.Context, err error) bool {
 	if err == nil || ctx.Err() != nil {
 		return true // nil, or Run is stopping anyway
 	}
-	if errors.Is(err, ErrMapper) || errors.Is(err, ErrUnsupportedRecord) {
+	var table *captureTableError
+	if errors.Is(err, ErrMapper) || errors.Is(err, ErrUnsupportedRecord) || errors.As(err, &table) {
 		return false
 	}
 	switch spanner.ErrCode(err) {

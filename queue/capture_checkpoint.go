@@ -46,7 +46,7 @@ type captureCheckpoint struct {
 // has no checkpoints yet, and records the partitions it returns, in one
 // transaction with the root row. When several instances start at once, the
 // first to commit wins and the others' results are discarded.
-func (c *Capture) ensureRoot(ctx context.Context) error {
+func (c spannerCapture) ensureRoot(ctx context.Context) error {
 	if err := c.checkTable(ctx); err != nil {
 		return err
 	}
@@ -98,7 +98,7 @@ func (c *Capture) ensureRoot(ctx context.Context) error {
 }
 
 // spannerNow reads Spanner's clock (CURRENT_TIMESTAMP()).
-func (c *Capture) spannerNow(ctx context.Context) (time.Time, error) {
+func (c spannerCapture) spannerNow(ctx context.Context) (time.Time, error) {
 	var now time.Time
 	stmt, err := c.q.statement(ctx, "SELECT CURRENT_TIMESTAMP()", nil)
 	if err == nil {
@@ -140,7 +140,7 @@ func normalizeParents(p []string) []string {
 // runnable returns the partitions this instance may read now: not
 // finished, every parent finished, and owned by nobody, by this instance, or
 // by an instance whose lease has expired by Spanner's clock.
-func (c *Capture) runnable(ctx context.Context) ([]capturePartition, error) {
+func (c spannerCapture) runnable(ctx context.Context) ([]capturePartition, error) {
 	stmt, err := c.q.statement(ctx, fmt.Sprintf("SELECT c.`PartitionToken`, c.`ParentTokens`, c.`StartTimestamp`, c.`ResumeTimestamp`, c.`Owner`, c.`LeasedAt`, c.`LeaseMicros`,\n"+
 		"  (SELECT COUNT(*) FROM `%[1]s` p WHERE p.`Stream` = c.`Stream` AND p.`PartitionToken` IN UNNEST(c.`ParentTokens`) AND p.`State` = 'finished'),\n"+
 		"  CURRENT_TIMESTAMP()\n"+
@@ -196,9 +196,16 @@ func (c *Capture) mayClaim(h partitionHolder) bool {
 	return leaserule.Lapsed(h.now, h.leasedAt.Time, declared, c.cfg.lease, 0)
 }
 
+// owns reports whether a checkpoint row in state, owned by owner, is still
+// this instance's to write: every checkpoint transaction checks it, and
+// writes nothing otherwise (errPartitionLost).
+func (c *Capture) owns(state string, owner spanner.NullString) bool {
+	return state != partitionFinished && owner.Valid && owner.StringVal == c.cfg.owner
+}
+
 // claim makes this instance the partition's owner, if it still may be, and
 // returns the partition as the claiming transaction read it.
-func (c *Capture) claim(ctx context.Context, token string) (capturePartition, bool, error) {
+func (c spannerCapture) claim(ctx context.Context, token string) (capturePartition, bool, error) {
 	var (
 		p       capturePartition
 		claimed bool
@@ -244,7 +251,7 @@ func (c *Capture) claim(ctx context.Context, token string) (capturePartition, bo
 // transaction, if this instance still owns the partition; otherwise it
 // writes nothing and returns errPartitionLost. It returns how many requests
 // were new.
-func (c *Capture) commit(ctx context.Context, cp captureCheckpoint) (int, error) {
+func (c spannerCapture) commit(ctx context.Context, cp captureCheckpoint) (int, error) {
 	var added int
 	_, err := c.client.ReadWriteTransaction(ctx, func(ctx context.Context, txn *spanner.ReadWriteTransaction) error {
 		row, err := txn.ReadRow(ctx, c.cfg.table, spanner.Key{c.stream, cp.token}, []string{"State", "Owner", "ResumeTimestamp", "Records", "Requests"})
@@ -260,15 +267,13 @@ func (c *Capture) commit(ctx context.Context, cp captureCheckpoint) (int, error)
 		if err := row.Columns(&state, &owner, &resume, &records, &enqueue); err != nil {
 			return err
 		}
-		if state == partitionFinished || owner.StringVal != c.cfg.owner {
+		if !c.owns(state, owner) {
 			return errPartitionLost
 		}
 		if added, err = c.enqueueCaptured(ctx, txn, cp.reqs); err != nil {
 			return err
 		}
-		if cp.resume.After(resume) {
-			resume = cp.resume // never backwards
-		}
+		resume = csMaxTime(resume, cp.resume) // never backwards
 		update := map[string]any{
 			"Stream": c.stream, "PartitionToken": cp.token, "ResumeTimestamp": resume,
 			"Records": records + cp.records, "Requests": enqueue + int64(added),
@@ -297,7 +302,7 @@ func (c *Capture) commit(ctx context.Context, cp captureCheckpoint) (int, error)
 // childMutations records the children of a finishing partition: a child of
 // several parents (a merge) is named by each of them, and is recorded once,
 // by the first, with the union of the parents named.
-func (c *Capture) childMutations(ctx context.Context, txn *spanner.ReadWriteTransaction, rec *childPartitionsRecord) ([]*spanner.Mutation, error) {
+func (c spannerCapture) childMutations(ctx context.Context, txn *spanner.ReadWriteTransaction, rec *childPartitionsRecord) ([]*spanner.Mutation, error) {
 	var ms []*spanner.Mutation
 	for _, ch := range rec.Children {
 		row, err := txn.ReadRow(ctx, c.cfg.table, spanner.Key{c.stream, ch.Token}, []string{"State", "ParentTokens"})
@@ -328,7 +333,7 @@ func (c *Capture) childMutations(ctx context.Context, txn *spanner.ReadWriteTran
 // release gives up the partitions this instance holds, so that another
 // instance (or this one, restarted) takes them at once rather than after
 // the lease. A failure only delays that.
-func (c *Capture) release(ctx context.Context) {
+func (c spannerCapture) release(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	stmt, err := c.q.statement(ctx, fmt.Sprintf("UPDATE `%s` SET `Owner` = NULL, `UpdatedAt` = PENDING_COMMIT_TIMESTAMP() WHERE `Stream` = @stream AND `Owner` = @owner AND `State` != 'finished'",

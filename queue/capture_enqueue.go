@@ -14,7 +14,7 @@ import (
 // would refuse (a second create, an update with no create) is adapted or
 // recorded as an error, as the ConflictPolicy says, so that a change never
 // blocks the capture.
-func (c *Capture) enqueueCaptured(ctx context.Context, txn *spanner.ReadWriteTransaction, reqs []Request) (int, error) {
+func (c spannerCapture) enqueueCaptured(ctx context.Context, txn *spanner.ReadWriteTransaction, reqs []Request) (int, error) {
 	if len(reqs) == 0 {
 		return 0, nil
 	}
@@ -83,7 +83,7 @@ func (c *Capture) enqueueCaptured(ctx context.Context, txn *spanner.ReadWriteTra
 // errorRow is a refused request, kept in status error with the reason, never
 // pending. It is stored as an update: the queue allows one create per
 // resource, and this one was refused.
-func (c *Capture) errorRow(r Request, reason string) *spanner.Mutation {
+func (c spannerCapture) errorRow(r Request, reason string) *spanner.Mutation {
 	return spanner.InsertMap(c.q.cfg.table, map[string]any{
 		"RequestID":   r.ID,
 		"Status":      string(StatusError),

@@ -33,7 +33,7 @@ func readStreamSQL(d ddl.Dialect, stream string) string {
 // heartbeat) and hands each record to fn, in the order Spanner returns them
 // (commit order within a partition). A nil end reads until the partition
 // ends; a nil token is the initial query.
-func (c *Capture) query(ctx context.Context, start time.Time, end *time.Time, token *string, fn func(csRecord) error) error {
+func (c spannerCapture) query(ctx context.Context, start time.Time, end *time.Time, token *string, fn func(csRecord) error) error {
 	d, err := c.q.dialect.Get(ctx)
 	if err != nil {
 		return fmt.Errorf("queue: capture %s: %w", c.stream, err)
@@ -92,7 +92,7 @@ func (c *Capture) readPartition(ctx context.Context, p capturePartition, skew ti
 
 		cp := captureCheckpoint{token: p.token, resume: resume}
 		flush := func() error {
-			if _, err := c.commit(ctx, cp); err != nil {
+			if _, err := c.store.commit(ctx, cp); err != nil {
 				return err
 			}
 			lastWrite = time.Now()
@@ -100,7 +100,7 @@ func (c *Capture) readPartition(ctx context.Context, p capturePartition, skew ti
 			cp = captureCheckpoint{token: p.token, resume: cp.resume}
 			return nil
 		}
-		err := c.query(ctx, resume, &end, &p.token, func(r csRecord) error {
+		err := c.store.query(ctx, resume, &end, &p.token, func(r csRecord) error {
 			switch {
 			case r.Data != nil:
 				reqs, err := c.mapRecord(r.Data)

@@ -19,7 +19,7 @@ import (
 
 func runnableTokens(t *testing.T, c *Capture) []string {
 	t.Helper()
-	ps, err := c.runnable(context.Background())
+	ps, err := c.store.runnable(context.Background())
 	require.NoError(t, err)
 	var out []string
 	for _, p := range ps {
@@ -44,7 +44,7 @@ func TestCaptureStartsAMergedChildOnceAfterAllItsParents(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{"P1", "P2", "P3"}, runnableTokens(t, a))
 	for _, tok := range []string{"P1", "P2", "P3"} {
-		_, claimed, err := a.claim(ctx, tok)
+		_, claimed, err := a.store.claim(ctx, tok)
 		require.NoError(t, err)
 		require.True(t, claimed)
 	}
@@ -52,17 +52,17 @@ func TestCaptureStartsAMergedChildOnceAfterAllItsParents(t *testing.T) {
 	// P1 and P2 merge into M: each names M, with both parents.
 	end := start.Add(time.Second)
 	merge := &childPartitionsRecord{StartTimestamp: end, Children: []childPartition{{Token: "M", Parents: []string{"P2", "P1"}}}}
-	_, err = a.commit(ctx, captureCheckpoint{token: "P1", resume: end, finish: merge})
+	_, err = a.store.commit(ctx, captureCheckpoint{token: "P1", resume: end, finish: merge})
 	require.NoError(t, err)
 	require.Equal(t, []string{"P2", "P3"}, runnableTokens(t, a), "M waits for P2")
-	_, err = a.commit(ctx, captureCheckpoint{token: "P2", resume: end, finish: merge})
+	_, err = a.store.commit(ctx, captureCheckpoint{token: "P2", resume: end, finish: merge})
 	require.NoError(t, err, "the second parent's record of M is not a second insert")
 	require.Equal(t, []string{"M", "P3"}, runnableTokens(t, a))
 
 	// P3 splits into S1 and S2, runnable at once.
 	split := &childPartitionsRecord{StartTimestamp: end, Children: []childPartition{
 		{Token: "S1", Parents: []string{"P3"}}, {Token: "S2", Parents: []string{"P3"}}}}
-	_, err = a.commit(ctx, captureCheckpoint{token: "P3", resume: end, finish: split})
+	_, err = a.store.commit(ctx, captureCheckpoint{token: "P3", resume: end, finish: split})
 	require.NoError(t, err)
 	require.Equal(t, []string{"M", "S1", "S2"}, runnableTokens(t, a))
 
@@ -77,7 +77,7 @@ func TestCaptureStartsAMergedChildOnceAfterAllItsParents(t *testing.T) {
 		require.Equal(t, partitionFinished, rows[tok].State)
 		require.Empty(t, rows[tok].Owner)
 	}
-	_, err = a.commit(ctx, captureCheckpoint{token: "P1", resume: end.Add(time.Second)})
+	_, err = a.store.commit(ctx, captureCheckpoint{token: "P1", resume: end.Add(time.Second)})
 	require.ErrorIs(t, err, errPartitionLost, "a finished partition takes no more checkpoints")
 }
 
@@ -92,15 +92,15 @@ func TestCaptureOwnerFencesCheckpointsUntilItsLeaseExpires(t *testing.T) {
 	_, err = c.Apply(ctx, []*spanner.Mutation{a.newRow(rootToken, partitionFinished, nil, start), a.newRow("P", partitionCreated, nil, start)})
 	require.NoError(t, err)
 
-	_, claimed, err := a.claim(ctx, "P")
+	_, claimed, err := a.store.claim(ctx, "P")
 	require.NoError(t, err)
 	require.True(t, claimed)
 	require.Empty(t, runnableTokens(t, b), "B does not see A's partition as runnable")
-	_, claimed, err = b.claim(ctx, "P")
+	_, claimed, err = b.store.claim(ctx, "P")
 	require.NoError(t, err)
 	require.False(t, claimed, "nor can it claim it while A's lease lasts")
 	req := Request{ID: "cs-from-b", Kind: KindCreate, Resource: "r"}
-	_, err = b.commit(ctx, captureCheckpoint{token: "P", resume: start, records: 1, reqs: []Request{req}})
+	_, err = b.store.commit(ctx, captureCheckpoint{token: "P", resume: start, records: 1, reqs: []Request{req}})
 	require.ErrorIs(t, err, errPartitionLost)
 	_, err = q.Get(ctx, req.ID)
 	require.ErrorIs(t, err, ErrNotFound, "B's checkpoint transaction wrote nothing")
@@ -108,14 +108,14 @@ func TestCaptureOwnerFencesCheckpointsUntilItsLeaseExpires(t *testing.T) {
 	// A stops writing checkpoints (paused, crashed): once its lease has
 	// expired by Spanner's clock, B takes over and A is fenced off.
 	waitFor(t, 30*time.Second, "B to take the partition over", func() bool {
-		_, claimed, err := b.claim(ctx, "P")
+		_, claimed, err := b.store.claim(ctx, "P")
 		require.NoError(t, err)
 		return claimed
 	})
-	added, err := b.commit(ctx, captureCheckpoint{token: "P", resume: start.Add(time.Second), records: 1, reqs: []Request{req}})
+	added, err := b.store.commit(ctx, captureCheckpoint{token: "P", resume: start.Add(time.Second), records: 1, reqs: []Request{req}})
 	require.NoError(t, err)
 	require.Equal(t, 1, added)
-	_, err = a.commit(ctx, captureCheckpoint{token: "P", resume: start.Add(2 * time.Second), records: 1,
+	_, err = a.store.commit(ctx, captureCheckpoint{token: "P", resume: start.Add(2 * time.Second), records: 1,
 		reqs: []Request{{ID: "cs-from-a", Kind: KindUpdate, Resource: "r"}}})
 	require.ErrorIs(t, err, errPartitionLost)
 	_, err = q.Get(ctx, "cs-from-a")
@@ -159,7 +159,7 @@ func TestCaptureTakesOverOnlyAfterTheOwnersDeclaredLease(t *testing.T) {
 		a.newRow("P", partitionCreated, nil, start), a.newRow("Q", partitionCreated, nil, start)})
 	require.NoError(t, err)
 	claimBy := func(cp *Capture, token string) bool {
-		_, claimed, err := cp.claim(ctx, token)
+		_, claimed, err := cp.store.claim(ctx, token)
 		require.NoError(t, err)
 		return claimed
 	}
