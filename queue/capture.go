@@ -294,17 +294,14 @@ func (c *Capture) Run(ctx context.Context) error {
 }
 
 // begin checks the table, records the stream's first partitions if it has
-// none, and returns how far the local clock is behind Spanner's, measured
-// once, so that a query's end_timestamp is about one window after
-// Spanner's now even when the local clock is off (it only paces queries).
-// A transient error is retried every poll interval until ctx ends.
+// none, and returns how far the local clock is behind Spanner's
+// (skewOnce). A transient error is retried every poll interval until ctx
+// ends.
 func (c *Capture) begin(ctx context.Context) (skew time.Duration, err error) {
 	for {
 		if err = c.store.ensureRoot(ctx); err == nil {
-			local := time.Now()
-			var now time.Time
-			if now, err = c.store.spannerNow(ctx); err == nil {
-				return now.Sub(local), nil
+			if skew, err = c.skewOnce(ctx); err == nil {
+				return skew, nil
 			}
 		}
 		if !captureRetryable(ctx, err) || ctx.Err() != nil {
@@ -315,6 +312,29 @@ func (c *Capture) begin(ctx context.Context) (skew time.Duration, err error) {
 		case <-ctx.Done():
 			return 0, ctx.Err()
 		case <-time.After(c.cfg.poll):
+		}
+	}
+}
+
+// skewOnce measures, once per Run, how far the local clock is behind
+// Spanner's, so that a query's end_timestamp is about one window after
+// Spanner's now even when the local clock is off (it only paces queries).
+// Spanner read its clock between the call and its answer, so the clock
+// less the local time of the answer never makes a query run longer than
+// its window: an overestimate would, and a query longer than the lease
+// loses its partition before its first checkpoint. A round trip longer
+// than a window (a pause, a slow network) is measured again, up to three
+// times; the last is taken as it is.
+func (c *Capture) skewOnce(ctx context.Context) (time.Duration, error) {
+	for try := 1; ; try++ {
+		sent := time.Now()
+		now, err := c.store.spannerNow(ctx)
+		if err != nil {
+			return 0, err
+		}
+		answered := time.Now()
+		if answered.Sub(sent) <= c.cfg.window || try == 3 {
+			return now.Sub(answered), nil
 		}
 	}
 }
