@@ -465,19 +465,29 @@ type simCapInstance struct {
 }
 
 func (w *simCapWorld) startInstance(in *simCapInstance) {
+	in.store = w.newStore(in)
+	ctx, cancel := context.WithCancel(context.Background())
+	in.cancel, in.done = cancel, make(chan error, 1)
+	go func() { in.done <- in.store.c.Run(ctx) }()
+}
+
+// newStore makes the next life of instance in: a Capture whose store is
+// the world's.
+func (w *simCapWorld) newStore(in *simCapInstance) *simCapStore {
 	w.mu.Lock()
-	batch := 1 + w.rng.IntN(8)
+	defer w.mu.Unlock()
+	batch := 1
+	if w.rng != nil {
+		batch += w.rng.IntN(8)
+	}
 	w.logf("%s starts (lease %v, batch %d)", in.id, in.lease, batch)
-	w.mu.Unlock()
 	c := &Capture{q: &Queue{cfg: config{maxPayload: DefaultMaxPayload}}, stream: simCapStream, mapper: simCapMapper,
 		cfg: captureConfig{table: "SimCheckpoints", window: 100 * time.Millisecond, heartbeat: time.Second, lease: in.lease,
 			poll: 100 * time.Millisecond, batch: batch, owner: in.id, logger: slog.New(slog.NewTextHandler(io.Discard, nil))}}
 	in.lives++
-	in.store = &simCapStore{w: w, c: c, life: in.lives, rngs: map[string]*rand.Rand{}}
-	c.store = in.store
-	ctx, cancel := context.WithCancel(context.Background())
-	in.cancel, in.done = cancel, make(chan error, 1)
-	go func() { in.done <- c.Run(ctx) }()
+	st := &simCapStore{w: w, c: c, life: in.lives, rngs: map[string]*rand.Rand{}}
+	c.store = st
+	return st
 }
 
 // stopInstance ends the instance's Run: crashed, it gives nothing back.
