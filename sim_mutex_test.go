@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/spanmutex/spanmutex/internal/testutil"
 )
 
 // simMutexRegressionSeeds are Mutex schedules that once broke an invariant
@@ -59,7 +61,7 @@ var simMutexRegressionSeeds = []struct {
 // SPANMUTEX_SIM_MUTEX_SEEDS=A-B, or SPANMUTEX_SIM_MUTEX_SCHEDULES from 1
 // (default 2,000, or 100,000 with SPANMUTEX_SOAK=1).
 func simMutexSeedRange(t *testing.T) (first, last uint64) {
-	return seedRange(t, "SPANMUTEX_SIM_MUTEX", 2_000, 100_000)
+	return testutil.SeedRange(t, "SPANMUTEX_SIM_MUTEX", 2_000, 100_000)
 }
 
 // simMutexRunStats is what a batch of schedules found.

@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/spanmutex/spanmutex/internal/testutil"
 )
 
 // simRegressionSeeds are schedules that once broke an invariant; they run
@@ -76,37 +78,7 @@ var simRegressionSeeds = []struct {
 // or SPANMUTEX_SIM_SCHEDULES from 1 (default 10,000, or 1,000,000 with
 // SPANMUTEX_SOAK=1).
 func simSeedRange(t *testing.T) (first, last uint64) {
-	return seedRange(t, "SPANMUTEX_SIM", 10_000, 1_000_000)
-}
-
-// seedRange returns the seeds a simulation runs: env_SEEDS=A-B, or from 1
-// as many as env_SCHEDULES says (quick by default, soak with
-// SPANMUTEX_SOAK=1).
-func seedRange(t *testing.T, env string, quick, soak uint64) (first, last uint64) {
-	if r := os.Getenv(env + "_SEEDS"); r != "" {
-		a, b, ok := strings.Cut(r, "-")
-		if !ok {
-			b = a
-		}
-		x, err1 := strconv.ParseUint(a, 10, 64)
-		y, err2 := strconv.ParseUint(b, 10, 64)
-		if err1 != nil || err2 != nil || y < x {
-			t.Fatalf("%s_SEEDS=%q: want A-B", env, r)
-		}
-		return x, y
-	}
-	n := quick
-	if os.Getenv("SPANMUTEX_SOAK") == "1" {
-		n = soak
-	}
-	if s := os.Getenv(env + "_SCHEDULES"); s != "" {
-		v, err := strconv.ParseUint(s, 10, 64)
-		if err != nil || v == 0 {
-			t.Fatalf("%s_SCHEDULES=%q: want a positive count", env, s)
-		}
-		n = v
-	}
-	return 1, n
+	return testutil.SeedRange(t, "SPANMUTEX_SIM", 10_000, 1_000_000)
 }
 
 // simRun runs the schedules of seeds first..last on workers goroutines and

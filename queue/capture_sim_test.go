@@ -28,7 +28,6 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -42,6 +41,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/spanmutex/spanmutex/internal/testutil"
 )
 
 const simCapStream = "SimStream"
@@ -601,22 +602,11 @@ func (w *simCapWorld) checkEnd() {
 	}
 }
 
-// capSimSchedules is how many schedules TestCaptureSimulation runs
-// (SPANMUTEX_SIM_CAPTURE_SCHEDULES, default 2,000; CI's soak runs 200,000
-// without -race) and from which seed (SPANMUTEX_SIM_CAPTURE_FIRST, default
-// 1).
-func capSimSchedules(t *testing.T) (first, n uint64) {
-	first, n = 1, 2000
-	for name, v := range map[string]*uint64{"SPANMUTEX_SIM_CAPTURE_SCHEDULES": &n, "SPANMUTEX_SIM_CAPTURE_FIRST": &first} {
-		if s := os.Getenv(name); s != "" {
-			x, err := strconv.ParseUint(s, 10, 64)
-			if err != nil {
-				t.Fatalf("%s=%q: want a number", name, s)
-			}
-			*v = x
-		}
-	}
-	return first, n
+// capSimSeeds returns the seeds TestCaptureSimulation runs:
+// SPANMUTEX_SIM_CAPTURE_SEEDS=A-B, or SPANMUTEX_SIM_CAPTURE_SCHEDULES from 1
+// (default 2,000, or 200,000 with SPANMUTEX_SOAK=1).
+func capSimSeeds(t *testing.T) (first, last uint64) {
+	return testutil.SeedRange(t, "SPANMUTEX_SIM_CAPTURE", 2_000, 200_000)
 }
 
 // capSimRegressions returns the seeds that once found a violation. 3, 4
@@ -657,9 +647,9 @@ func TestCaptureSkewIgnoresAPausedClockRead(t *testing.T) {
 }
 
 func TestCaptureSimulation(t *testing.T) {
-	first, n := capSimSchedules(t)
+	first, last := capSimSeeds(t)
 	seeds := capSimRegressions()
-	for s := first; s < first+n; s++ {
+	for s := first; s <= last; s++ {
 		seeds = append(seeds, s)
 	}
 	failed, ran := 0, 0
@@ -684,7 +674,7 @@ func TestCaptureSimulation(t *testing.T) {
 		}
 	}
 	t.Logf("capture simulation: %d schedules, %d with violations (seeds %d-%d and %d regression seeds); %+v",
-		ran, failed, first, first+n-1, len(capSimRegressions()), total)
+		ran, failed, first, last, len(capSimRegressions()), total)
 	require.Positive(t, total.takeovers, "no schedule took a partition over")
 	require.Positive(t, total.lostPartitions, "no schedule fenced a checkpoint off")
 }

@@ -4,6 +4,7 @@ package testutil
 import (
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -80,4 +81,34 @@ func Scale(quick, soak int) int {
 		return soak
 	}
 	return quick
+}
+
+// SeedRange returns the seeds a simulation runs: env_SEEDS=A-B, or from 1
+// as many as env_SCHEDULES says (quick by default, soak with
+// SPANMUTEX_SOAK=1).
+func SeedRange(t testing.TB, env string, quick, soak uint64) (first, last uint64) {
+	if r := os.Getenv(env + "_SEEDS"); r != "" {
+		a, b, ok := strings.Cut(r, "-")
+		if !ok {
+			b = a
+		}
+		x, err1 := strconv.ParseUint(a, 10, 64)
+		y, err2 := strconv.ParseUint(b, 10, 64)
+		if err1 != nil || err2 != nil || y < x {
+			t.Fatalf("%s_SEEDS=%q: want A-B", env, r)
+		}
+		return x, y
+	}
+	n := quick
+	if os.Getenv("SPANMUTEX_SOAK") == "1" {
+		n = soak
+	}
+	if s := os.Getenv(env + "_SCHEDULES"); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil || v == 0 {
+			t.Fatalf("%s_SCHEDULES=%q: want a positive count", env, s)
+		}
+		n = v
+	}
+	return 1, n
 }
