@@ -34,6 +34,18 @@ func CaptureStatements(table string) ([]string, error) {
 	return GoogleSQL.CaptureStatements(table)
 }
 
+// CaptureUpgrade returns the statements that bring a checkpoint table named
+// table, made by an earlier spanmutex, up to this schema: LeaseMicros, where
+// a partition's owner declares its lease. Capture.Run refuses a table
+// without it. Rows already there keep working: one without a declaration is
+// judged by each claimant's own lease.
+func CaptureUpgrade(table string) ([]string, error) {
+	if err := ValidateTableName(table); err != nil {
+		return nil, err
+	}
+	return []string{"ALTER TABLE " + table + " ADD COLUMN LeaseMicros INT64"}, nil
+}
+
 // ChangeStream returns the statement that creates the change stream named
 // stream over tables (all their columns), for the capture to read:
 //

@@ -45,3 +45,14 @@ func TestChangeStream(t *testing.T) {
 		})
 	}
 }
+
+func TestCaptureUpgradeAddsTheDeclaredLease(t *testing.T) {
+	stmts, err := CaptureUpgrade("Ckpt")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"ALTER TABLE Ckpt ADD COLUMN LeaseMicros INT64"}, stmts)
+	stmts, err = PostgreSQL.CaptureUpgrade("Ckpt")
+	require.NoError(t, err)
+	assert.Equal(t, []string{`ALTER TABLE "Ckpt" ADD COLUMN "LeaseMicros" bigint`}, stmts)
+	_, err = GoogleSQL.CaptureUpgrade("bad-name")
+	assert.Error(t, err)
+}

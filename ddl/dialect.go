@@ -237,6 +237,17 @@ func (d Dialect) CaptureTable(table string) (string, error) {
 	return pgTable(capturePG, DefaultCaptureTable, table, "")
 }
 
+// CaptureUpgrade is the package-level CaptureUpgrade, in d.
+func (d Dialect) CaptureUpgrade(table string) ([]string, error) {
+	if d != PostgreSQL {
+		return CaptureUpgrade(table)
+	}
+	if err := ValidateTableName(table); err != nil {
+		return nil, err
+	}
+	return []string{`ALTER TABLE "` + table + `" ADD COLUMN "LeaseMicros" bigint`}, nil
+}
+
 // CaptureStatements is the package-level CaptureStatements, in d.
 func (d Dialect) CaptureStatements(table string) ([]string, error) {
 	stmt, err := d.CaptureTable(table)

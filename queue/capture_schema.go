@@ -6,7 +6,6 @@ import (
 
 	"cloud.google.com/go/spanner"
 
-	"github.com/spanmutex/spanmutex/ddl"
 	"github.com/spanmutex/spanmutex/internal/sqldialect"
 )
 
@@ -42,16 +41,12 @@ func (c spannerCapture) checkTable(ctx context.Context) error {
 	case len(have) == 0:
 		return &captureTableError{fmt.Sprintf("queue: capture %s: the checkpoint table %s does not exist: create it with ddl.CaptureStatements (or spanmutex ddl --change-stream)", c.stream, c.cfg.table)}
 	case !have["LeaseMicros"]:
-		return &captureTableError{fmt.Sprintf("queue: capture %s: the checkpoint table %s has no LeaseMicros column, where a partition's owner declares its lease: add it with: %s", c.stream, c.cfg.table, leaseColumnDDL(d, c.cfg.table))}
+		add, err := d.CaptureUpgrade(c.cfg.table)
+		if err != nil {
+			return err
+		}
+		return &captureTableError{fmt.Sprintf("queue: capture %s: the checkpoint table %s has no LeaseMicros column, where a partition's owner declares its lease: add it with: %s",
+			c.stream, c.cfg.table, add[0])}
 	}
 	return nil
-}
-
-// leaseColumnDDL is the statement that adds LeaseMicros to a checkpoint
-// table made by an earlier spanmutex.
-func leaseColumnDDL(d ddl.Dialect, table string) string {
-	if d == ddl.PostgreSQL {
-		return fmt.Sprintf(`ALTER TABLE "%s" ADD COLUMN "LeaseMicros" bigint`, table)
-	}
-	return fmt.Sprintf("ALTER TABLE %s ADD COLUMN LeaseMicros INT64", table)
 }

@@ -12,7 +12,7 @@ import (
 
 // ddlHelp is the help of "spanmutex ddl".
 var ddlHelp = helpText{
-	Usage: "spanmutex ddl [--table TABLE] [--dialect D] [--requests TABLE] [--change-stream NAME --watch T1,T2]\n       spanmutex ddl --upgrade [--table TABLE] [--dialect D]",
+	Usage: "spanmutex ddl [--table TABLE] [--dialect D] [--requests TABLE] [--change-stream NAME --watch T1,T2]\n       spanmutex ddl --upgrade [--table TABLE] [--dialect D] [--change-stream NAME]",
 	About: `Prints the schema spanmutex needs, with comments that explain each column:
 the mutex table (run-once sections and reusable locks), its waiters' queue
 (TABLE followed by "Queue") and the fence table (Fences). With --requests,
@@ -30,11 +30,15 @@ made by an earlier spanmutex up to date: the nullable columns added since
 (LeaseMicros of declared leases, the queue's WakeAddr of wake-ups, Version of
 'run --version', Queued of a lock's queue without a read). Apply the ones whose column the table lacks (Spanner
 refuses to add a column twice); rows already there keep working, a row
-without a declared lease judged by each reader's own lease.`,
+without a declared lease judged by each reader's own lease. With
+--change-stream, also the checkpoint table's (LeaseMicros, where a
+partition's owner declares its lease; the capture refuses a table without
+it).`,
 	After: `Examples:
   spanmutex ddl
   spanmutex ddl --table JobLocks > mutexes.sql
   spanmutex ddl --upgrade --table JobLocks
+  spanmutex ddl --upgrade --change-stream OrdersStream
   spanmutex ddl --dialect postgresql --requests Requests
   spanmutex ddl --requests Requests
   spanmutex ddl --requests Requests --change-stream OrdersStream --watch Orders,OrderItems
@@ -65,11 +69,11 @@ func cmdDDL(_ context.Context, s streams, args []string) int {
 	if err != nil {
 		return cmdline.ReportError(s, err, exitUsage)
 	}
-	if (*stream == "") != (*watch == "") {
+	switch {
+	case *upgrade && (*requests != "" || *watch != ""):
+		return cmdline.ReportUsage(s, usage("ddl", "--upgrade prints the ALTER statements of the mutex tables, and with --change-stream of the capture's checkpoint table: leave out --requests and --watch"))
+	case !*upgrade && (*stream == "") != (*watch == ""):
 		return cmdline.ReportUsage(s, usage("ddl", "--change-stream and --watch go together: name the stream and the tables it watches"))
-	}
-	if *upgrade && (*requests != "" || *stream != "") {
-		return cmdline.ReportUsage(s, usage("ddl", "--upgrade prints only the mutex table's ALTER statements: leave out --requests and --change-stream"))
 	}
 	schema := func(table string) ([]string, error) { return d.Schema(table, ddl.DefaultFenceTable) }
 	if *upgrade {
@@ -86,7 +90,13 @@ func cmdDDL(_ context.Context, s streams, args []string) int {
 		}
 		stmts = append(stmts, more...)
 	}
-	if *stream != "" {
+	if *upgrade && *stream != "" {
+		more, err := d.CaptureUpgrade(ddl.DefaultCaptureTable)
+		if err != nil {
+			return cmdline.ReportError(s, err, exitError)
+		}
+		stmts = append(stmts, more...)
+	} else if *stream != "" {
 		cs, err := d.ChangeStream(*stream, strings.Split(*watch, ",")...)
 		if err != nil {
 			return cmdline.ReportUsage(s, usage("ddl", "--change-stream: "+err.Error()))

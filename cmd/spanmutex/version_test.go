@@ -50,4 +50,12 @@ func TestDDLUpgrade(t *testing.T) {
 	if code != exitOK || stdout != want {
 		t.Errorf("ddl --upgrade: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
+	code, stdout, stderr = cli(t, "ddl", "--upgrade", "--table", "Locks", "--change-stream", "OrdersStream")
+	if want += "\nALTER TABLE CaptureCheckpoints ADD COLUMN LeaseMicros INT64;\n"; code != exitOK || stdout != want {
+		t.Errorf("ddl --upgrade --change-stream: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	code, _, stderr = cli(t, "ddl", "--upgrade", "--change-stream", "S", "--watch", "T")
+	if code != exitUsage || !strings.Contains(stderr, "leave out --requests and --watch") {
+		t.Errorf("ddl --upgrade --watch: exit %d, stderr %q", code, stderr)
+	}
 }
