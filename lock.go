@@ -64,7 +64,7 @@ type Lock struct {
 }
 
 // NewLock returns a reusable lock named name, stored in client's database.
-// The lease is the lease this Lock declares when it holds the
+// WithLease sets the lease this Lock declares when it holds the
 // lock: it renews within it, and others take over only after it has passed
 // unrenewed, by Spanner's clock, whatever their own lease. Queued, it
 // proves it is alive about every two leases, and Unlock skips its entry
@@ -152,7 +152,7 @@ func (l *Lock) lock(ctx context.Context, wait bool) (*Lease, error) {
 }
 
 // Unlock releases the lock, handing it to the oldest live waiter. It is
-// fenced: if the lease was lost (taken over after the lease), it returns
+// fenced: if the lease was lost (taken over once it lapsed), it returns
 // a *LeaseLostError and leaves the new holder's lock alone.
 func (l *Lock) Unlock(ctx context.Context) (err error) {
 	if ctx == nil {
@@ -187,7 +187,7 @@ func (l *Lock) Unlock(ctx context.Context) (err error) {
 // row: if the lock has moved on from our lease, there is nothing left to do.
 // It keeps trying for as long as the caller's ctx allows, and for at least
 // the finish timeout even if ctx is already done: a lock left held blocks
-// every waiter until the lease.
+// every waiter until its lease runs out.
 func (l *Lock) release(ctx context.Context, ll *localLock, lease *Lease) error {
 	timeout := l.cfg.finishTimeout
 	if dl, ok := ctx.Deadline(); ok && time.Until(dl) > timeout {

@@ -315,7 +315,7 @@ func testLockSkipsDeadWaiters(t *testing.T, db string) {
 	require.NoError(t, zombie.Unlock(context.Background()))
 }
 
-// A holder whose lease was lost (taken over after the lease) cannot
+// A holder whose lease was lost (taken over once it lapsed) cannot
 // unlock the new holder's lock, and its fenced operations are rejected: both
 // the Guard-ed write in its own transaction and the external operation
 // through a Fence.

@@ -308,7 +308,7 @@ func (o *obtainer) acquire(ctx context.Context, r row) (lease *Lease, outcome Ou
 // resolve reads the row to settle an acquisition whose commit outcome is
 // unknown. It returns the lease if the row shows that the commit happened.
 // It reads even if ctx is done, within the finish timeout: a lease we hold
-// without knowing it would block everyone until the lease.
+// without knowing it would block everyone until its lease runs out.
 func (m *Mutex) resolve(ctx context.Context, leaseID string, p pendingAcquisition) *Lease {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.finishTimeout)
 	defer cancel()
@@ -349,7 +349,7 @@ func (m *Mutex) giveBack(ctx context.Context, l *Lease) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.finishTimeout)
 	defer cancel()
 	if err := m.store.release(rctx, l); err != nil {
-		m.cfg.logger.Warn("could not give back an unused lease; others wait for the lease", "token", l.token, "err", err)
+		m.cfg.logger.Warn("could not give back an unused lease; others wait until it runs out", "token", l.token, "err", err)
 	}
 }
 

@@ -1,7 +1,6 @@
 package spanmutex
 
 import (
-	"math"
 	"testing"
 	"time"
 
@@ -81,12 +80,6 @@ func TestDecideDependsOnlyOnSpannerTimeDifferences(t *testing.T) {
 			assert.Equal(t, decide(ref, pol), decide(r, pol), "silent %v shift %v", silent, shift)
 		}
 	}
-}
-
-func TestTakeoverAfterSaturates(t *testing.T) {
-	assert.Equal(t, 3*time.Second, takeoverAfter(time.Second, 2*time.Second))
-	huge := time.Duration(math.MaxInt64 - 10)
-	assert.Equal(t, time.Duration(math.MaxInt64), takeoverAfter(huge, time.Hour), "no overflow into the past")
 }
 
 func TestDrawFractionStaysInRange(t *testing.T) {

@@ -273,7 +273,7 @@ func WithNeeded(needed func(ctx context.Context) (bool, error)) MutexOption {
 // is NEEDED again for this Mutex, decided in the acquiring transaction, as a
 // new generation with MaxAttempts fresh attempts; a row DONE at the same
 // version stays DONE. A holder of another version that is still running is
-// waited for (and taken over after the lease) as usual. Versions are
+// waited for (and taken over once its lease lapses) as usual. Versions are
 // compared for equality only: during a rolling deploy, replicas of the old
 // and the new release alternate it, so make the section idempotent (as
 // migrate.Up is). At most MaxNameLength characters; default "" (the version

@@ -24,6 +24,8 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+
+	"github.com/spanmutex/spanmutex/internal/leaserule"
 )
 
 // simMutexParams are a schedule's settings, drawn from its seed.
@@ -265,7 +267,7 @@ func (mh *simMutexHarness) crashedHolderLocked(ts time.Time, prev row) {
 		return
 	}
 	lease := holderLease(prev, mh.par.lease)
-	from := latest(prev.RenewedAt.Add(takeoverAfter(lease, time.Duration(mh.par.jitter*float64(lease)))), crashed)
+	from := latest(prev.RenewedAt.Add(leaserule.After(lease, time.Duration(mh.par.jitter*float64(lease)))), crashed)
 	late, slack := ts.Sub(from), simStallSlack
 	if prev.Attempts > 1 {
 		// A retry of a failed section: a waiter may be backing off before

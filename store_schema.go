@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"slices"
 
-	"cloud.google.com/go/spanner"
-
 	"github.com/spanmutex/spanmutex/ddl"
 	"github.com/spanmutex/spanmutex/internal/sqldialect"
 )
@@ -59,27 +57,12 @@ func (s *spannerStore) checkSchema(ctx context.Context) error {
 // table with their Spanner types, as dialect d spells them, from one query;
 // none for a table that does not exist.
 func (s *spannerStore) columns(ctx context.Context, d ddl.Dialect) (mutex, queue map[string]string, err error) {
-	stmt := sqldialect.Statement(d, "SELECT table_name, column_name, spanner_type FROM information_schema.columns "+
-		"WHERE table_schema = @schema AND (table_name = @t OR table_name = @q)",
-		map[string]any{"schema": sqldialect.Schema(d), "t": s.table, "q": s.queueTable()})
-	mutex, queue = map[string]string{}, map[string]string{}
-	err = s.client.Single().Query(ctx, stmt).Do(func(r *spanner.Row) error {
-		var table, name, typ string
-		if err := r.Columns(&table, &name, &typ); err != nil {
-			return err
-		}
-		if table == s.table {
-			mutex[name] = typ
-		} else {
-			queue[name] = typ
-		}
-		return nil
-	})
+	cols, err := sqldialect.Columns(ctx, s.client, d, s.table, s.queueTable())
 	if err != nil {
 		return nil, nil, s.explainOther(err)
 	}
 	s.reached.Store(true)
-	return mutex, queue, nil
+	return cols[s.table], cols[s.queueTable()], nil
 }
 
 // neededColumns returns the mutex table's columns this store uses, typed

@@ -20,13 +20,6 @@ type policy struct {
 	version     string // "": versions are not compared
 }
 
-// takeoverAfter is how long, by Spanner's clock, a STARTED row must have gone
-// without a renewal before this contender may take it over: the holder's
-// lease plus this contender's jitter (leaserule.After, which saturates).
-func takeoverAfter(lease, jitter time.Duration) time.Duration {
-	return leaserule.After(lease, jitter)
-}
-
 // holderLease returns the lease r's holder declared when it acquired: it
 // renews within it, and no contender takes over before it has passed since
 // the last renewal, by Spanner's clock. A row written without a declared
@@ -40,10 +33,11 @@ func holderLease(r row, own time.Duration) time.Duration {
 // Spanner's clock, before this contender may take over: the holder's
 // declared lease, plus this contender's jitter as a fraction of that lease.
 // Only the holder's declaration sets the bound: a contender configured with
-// a shorter lease waits as long as one with a longer one.
+// a shorter lease waits as long as one with a longer one. The sum saturates
+// (leaserule.After): an absurdly long lease means "never", not "at once".
 func (p policy) takeoverAfter(r row) time.Duration {
 	lease := holderLease(r, p.lease)
-	return takeoverAfter(lease, time.Duration(p.jitter*float64(lease)))
+	return leaserule.After(lease, time.Duration(p.jitter*float64(lease)))
 }
 
 // drawFraction draws a contender's jitter, uniformly from [0, fraction),

@@ -184,9 +184,7 @@ func TestCaptureScenariosOnTheSimulation(t *testing.T) {
 	for _, sc := range capScenarios {
 		t.Run(sc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				w := &simCapWorld{seed: 1, parts: map[string]*simCapPart{}, rows: map[string]*simCapRow{},
-					changes: map[string]simCapChange{}, enqueued: map[string]int{}, lastAt: map[string]time.Time{},
-					leases: map[string]time.Duration{}, start: time.Now()}
+				w := emptySimCapWorld(1)
 				env := capScenarioEnv{start: w.start}
 				env.instance = func(t *testing.T, id string, lease time.Duration) captureStore {
 					in := &simCapInstance{id: id, lease: lease}

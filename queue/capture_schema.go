@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"cloud.google.com/go/spanner"
-
 	"github.com/spanmutex/spanmutex/internal/sqldialect"
 )
 
@@ -24,23 +22,14 @@ func (c spannerCapture) checkTable(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("queue: capture %s: %w", c.stream, err)
 	}
-	stmt := sqldialect.Statement(d, "SELECT column_name FROM information_schema.columns WHERE table_schema = @schema AND table_name = @t",
-		map[string]any{"schema": sqldialect.Schema(d), "t": c.cfg.table})
-	have := map[string]bool{}
-	err = c.client.Single().Query(ctx, stmt).Do(func(r *spanner.Row) error {
-		var name string
-		if err := r.Columns(&name); err != nil {
-			return err
-		}
-		have[name] = true
-		return nil
-	})
+	cols, err := sqldialect.Columns(ctx, c.client, d, c.cfg.table)
+	have := cols[c.cfg.table]
 	switch {
 	case err != nil:
 		return fmt.Errorf("queue: capture %s: read the columns of %s: %w", c.stream, c.cfg.table, err)
 	case len(have) == 0:
 		return &captureTableError{fmt.Sprintf("queue: capture %s: the checkpoint table %s does not exist: create it with ddl.CaptureStatements (or spanmutex ddl --change-stream)", c.stream, c.cfg.table)}
-	case !have["LeaseMicros"]:
+	case have["LeaseMicros"] == "":
 		add, err := d.CaptureUpgrade(c.cfg.table)
 		if err != nil {
 			return err

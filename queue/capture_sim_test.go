@@ -49,7 +49,6 @@ const simCapStream = "SimStream"
 
 // simCapPart is a partition of the simulated stream.
 type simCapPart struct {
-	token    string
 	end      time.Time              // zero: it does not end within the schedule
 	children *childPartitionsRecord // at end
 	records  []*dataChangeRecord    // in commit order
@@ -124,22 +123,27 @@ func (w *simCapWorld) between(lo, hi time.Duration) time.Duration {
 	return lo + time.Duration(w.rng.Int64N(int64(hi-lo)))
 }
 
+// emptySimCapWorld returns a world with no stream and no checkpoints,
+// starting now, drawing from seed.
+func emptySimCapWorld(seed uint64) *simCapWorld {
+	return &simCapWorld{seed: seed, rng: rand.New(rand.NewPCG(seed, seed^0x5eed)), start: time.Now(),
+		parts: map[string]*simCapPart{}, rows: map[string]*simCapRow{}, changes: map[string]simCapChange{},
+		enqueued: map[string]int{}, lastAt: map[string]time.Time{}, leases: map[string]time.Duration{}}
+}
+
 // newSimCapWorld draws a schedule's stream: root partitions A and B; A
 // splits into C and D; D and B merge into F. Keys of class 0 move A→C, of
 // class 1 A→D→F, of class 2 B→F, so that commit order per key crosses
 // splits and merges.
 func newSimCapWorld(seed uint64) *simCapWorld {
-	w := &simCapWorld{seed: seed, rng: rand.New(rand.NewPCG(seed, seed^0x5eed)), parts: map[string]*simCapPart{},
-		rows: map[string]*simCapRow{}, changes: map[string]simCapChange{}, enqueued: map[string]int{},
-		lastAt: map[string]time.Time{}, leases: map[string]time.Duration{}}
-	w.start = time.Now()
+	w := emptySimCapWorld(seed)
 	s := w.start.Add(time.Second)
 	split := s.Add(w.between(time.Second, 4*time.Second))
 	merge := split.Add(w.between(time.Second, 4*time.Second))
 	w.horizon = merge.Add(w.between(2*time.Second, 5*time.Second))
 	w.roots = []string{"A", "B"}
 	for _, tok := range []string{"A", "B", "C", "D", "F"} {
-		w.parts[tok] = &simCapPart{token: tok}
+		w.parts[tok] = &simCapPart{}
 	}
 	w.parts["A"].end = split
 	w.parts["A"].children = &childPartitionsRecord{StartTimestamp: split, Children: []childPartition{{"C", []string{"A"}}, {"D", []string{"A"}}}}
@@ -477,10 +481,7 @@ func (w *simCapWorld) startInstance(in *simCapInstance) {
 func (w *simCapWorld) newStore(in *simCapInstance) *simCapStore {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	batch := 1
-	if w.rng != nil {
-		batch += w.rng.IntN(8)
-	}
+	batch := 1 + w.rng.IntN(8)
 	w.logf("%s starts (lease %v, batch %d)", in.id, in.lease, batch)
 	c := &Capture{q: &Queue{cfg: config{maxPayload: DefaultMaxPayload}}, stream: simCapStream, mapper: simCapMapper,
 		cfg: captureConfig{table: "SimCheckpoints", window: 100 * time.Millisecond, heartbeat: time.Second, lease: in.lease,
@@ -548,7 +549,7 @@ func runCapSchedule(seed uint64) (bad, trace []string, counts simCapCounts) {
 	w.logf("faults end")
 	w.mu.Unlock()
 	for _, in := range ins {
-		if in.done == nil || in.store.crashed.Load() {
+		if in.done == nil { // stopped or crashed
 			w.startInstance(in)
 		}
 	}
@@ -565,40 +566,40 @@ func runCapSchedule(seed uint64) (bad, trace []string, counts simCapCounts) {
 	return w.bad, w.trace, w.counts
 }
 
-// caughtUp reports whether every change has been enqueued and every
-// partition that ended is finished.
-func (w *simCapWorld) caughtUp() bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for id := range w.changes {
-		if w.enqueued[id] == 0 {
-			return false
-		}
-	}
-	for tok, p := range w.parts {
-		if r := w.rows[tok]; !p.end.IsZero() && (r == nil || r.state != partitionFinished) {
-			return false
-		}
-	}
-	return true
-}
-
-// checkEnd checks that every change was enqueued once and every partition
-// that ended is finished (w.mu held).
-func (w *simCapWorld) checkEnd() {
-	lost := 0
+// outstanding returns how many changes were never enqueued and which
+// partitions ended but are not finished (w.mu held).
+func (w *simCapWorld) outstanding() (lost int, open []string) {
 	for id := range w.changes {
 		if w.enqueued[id] == 0 {
 			lost++
 		}
 	}
+	for tok, p := range w.parts {
+		if r := w.rows[tok]; !p.end.IsZero() && (r == nil || r.state != partitionFinished) {
+			open = append(open, tok)
+		}
+	}
+	return lost, open
+}
+
+// caughtUp reports whether every change has been enqueued and every
+// partition that ended is finished.
+func (w *simCapWorld) caughtUp() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	lost, open := w.outstanding()
+	return lost == 0 && len(open) == 0
+}
+
+// checkEnd checks that every change was enqueued and every partition that
+// ended is finished (w.mu held).
+func (w *simCapWorld) checkEnd() {
+	lost, open := w.outstanding()
 	if lost > 0 {
 		w.violate("%d of %d changes never enqueued, 30s after the last commit", lost, len(w.changes))
 	}
-	for tok, p := range w.parts {
-		if r := w.rows[tok]; !p.end.IsZero() && (r == nil || r.state != partitionFinished) {
-			w.violate("partition %s ended at %v but is not finished", tok, p.end.Sub(w.start))
-		}
+	for _, tok := range open {
+		w.violate("partition %s ended at %v but is not finished", tok, w.parts[tok].end.Sub(w.start))
 	}
 }
 

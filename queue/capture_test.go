@@ -38,8 +38,9 @@ func captureDatabase(t *testing.T) (*spanner.Client, time.Time) {
 	return captureDatabaseIn(t, ddl.GoogleSQL)
 }
 
-// captureDatabaseIn is captureDatabase in dialect d.
-func captureDatabaseIn(t *testing.T, d ddl.Dialect) (*spanner.Client, time.Time) {
+// captureSchema returns the statements of captureDatabaseIn's schema in
+// dialect d: the orders table, the stream over it, the checkpoint table.
+func captureSchema(t *testing.T, d ddl.Dialect) []string {
 	t.Helper()
 	stream, err := d.ChangeStream(ordersStream, ordersTable)
 	require.NoError(t, err)
@@ -49,8 +50,13 @@ func captureDatabaseIn(t *testing.T, d ddl.Dialect) (*spanner.Client, time.Time)
 	if d == ddl.PostgreSQL {
 		orders = `CREATE TABLE "` + ordersTable + `" ("OrderID" varchar(64) NOT NULL, "Status" varchar(32), "Amount" bigint, PRIMARY KEY ("OrderID"))`
 	}
-	extra := append([]string{orders, stream}, ckpt...)
-	c := newClient(t, freshDatabaseIn(t, d, extra...))
+	return append([]string{orders, stream}, ckpt...)
+}
+
+// captureDatabaseIn is captureDatabase in dialect d.
+func captureDatabaseIn(t *testing.T, d ddl.Dialect) (*spanner.Client, time.Time) {
+	t.Helper()
+	c := newClient(t, freshDatabaseIn(t, d, captureSchema(t, d)...))
 	row, err := c.Single().Query(context.Background(), sqldialect.Statement(d, "SELECT CURRENT_TIMESTAMP()", nil)).Next()
 	require.NoError(t, err)
 	var start time.Time

@@ -108,7 +108,7 @@ func (w *Worker) ID() string { return w.cfg.id }
 // its context is cancelled, and if it then fails its requests are released
 // back to new for another worker. Run unlocks and returns nil; it returns an
 // error joined with ctx.Err() only if it could not record an outcome or
-// unlock (the requests are then taken over after the lease).
+// unlock (the requests are then taken over once the lease lapses).
 //
 // Spanner errors do not stop Run: it logs them and tries again at its next
 // poll. It returns early only for errors that retrying cannot mend, such as

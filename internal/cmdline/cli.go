@@ -138,24 +138,15 @@ func ParseFlags(s Streams, cmd string, fs *flag.FlagSet, h HelpText, args []stri
 }
 
 // renamedHint names the new spelling of a flag that err says is not
-// defined, when fs defines it under its new name: "--watermark" is
-// "--lease" since the two names for one concept became one.
+// defined, when fs defines it under that name: "--watermark" is "--lease"
+// since the two names for one concept became one. (The flag package names
+// an undefined flag with one dash, however many were typed.)
 func renamedHint(fs *flag.FlagSet, err error) string {
 	old, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: -")
-	if !ok {
+	if !ok || old != "watermark" || fs.Lookup("lease") == nil {
 		return ""
 	}
-	var renamed string
-	switch strings.TrimPrefix(old, "-") {
-	case "watermark":
-		renamed = "lease"
-	default:
-		return ""
-	}
-	if fs.Lookup(renamed) == nil {
-		return ""
-	}
-	return fmt.Sprintf(" (--%s was renamed --%s)", strings.TrimPrefix(old, "-"), renamed)
+	return " (--watermark was renamed --lease)"
 }
 
 // ParseOnlyFlags is ParseFlags for a command that takes no positional

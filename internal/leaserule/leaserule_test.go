@@ -14,7 +14,7 @@ func TestDeclaredLeaseJudgesNotTheContendersOwn(t *testing.T) {
 	assert.Equal(t, time.Minute, Declared(0, time.Minute), "a holder that declared none is judged by the contender's own")
 }
 
-func TestAfterSaturates(t *testing.T) {
+func TestTakeoverAfterSaturates(t *testing.T) {
 	assert.Equal(t, 3*time.Second, After(time.Second, 2*time.Second))
 	huge := time.Duration(math.MaxInt64 - 10)
 	assert.Equal(t, time.Duration(math.MaxInt64), After(huge, time.Hour), "no overflow into the past")

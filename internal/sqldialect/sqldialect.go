@@ -23,6 +23,33 @@ import (
 // lower-case INFORMATION_SCHEMA names and a string literal.
 const detectSQL = "SELECT option_value FROM information_schema.database_options WHERE option_name = 'database_dialect'"
 
+// Columns returns the columns of each of tables with their Spanner types,
+// as INFORMATION_SCHEMA.COLUMNS.SPANNER_TYPE spells them in d, from one
+// strong read: an empty map for a table that does not exist.
+func Columns(ctx context.Context, client *spanner.Client, d ddl.Dialect, tables ...string) (map[string]map[string]string, error) {
+	out := make(map[string]map[string]string, len(tables))
+	for _, t := range tables {
+		out[t] = map[string]string{}
+	}
+	stmt := Statement(d, "SELECT table_name, column_name, spanner_type FROM information_schema.columns "+
+		"WHERE table_schema = @schema AND table_name IN UNNEST(@tables)",
+		map[string]any{"schema": Schema(d), "tables": tables})
+	err := client.Single().Query(ctx, stmt).Do(func(r *spanner.Row) error {
+		var table, name, typ string
+		if err := r.Columns(&table, &name, &typ); err != nil {
+			return err
+		}
+		if cols, ok := out[table]; ok {
+			cols[name] = typ
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // Detect reads the dialect of client's database from its
 // INFORMATION_SCHEMA.DATABASE_OPTIONS (option database_dialect), by a
 // strong single-use read. It returns an error, not a guess, if the option
