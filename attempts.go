@@ -22,6 +22,10 @@ type attempts struct {
 	bo   backoff.BackOff // shared by the kinds of one call
 	log  *slog.Logger
 	n    int
+	// sleep, if set, waits out a pause in place of the clock alone: a
+	// Lock's waiter ends it early when the lock is handed to it, so that
+	// it never backs off holding a lease.
+	sleep func(ctx context.Context, d time.Duration) error
 }
 
 // newAttempts returns counters for the calls of one Run, Lock or TryLock
@@ -61,7 +65,7 @@ func (a *attempts) failed(ctx context.Context, err error, limit time.Duration) e
 // pause waits for the backoff's next interval (at most limit, when limit >
 // 0). It returns nil to go on, or the error the caller ends with, as failed.
 func (a *attempts) pause(ctx context.Context, limit time.Duration) error {
-	err := pauseWith(ctx, a.clk, a.bo, limit)
+	err := pauseWith(ctx, a.clk, a.bo, limit, a.sleep)
 	switch {
 	case err == nil:
 		return nil

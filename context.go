@@ -34,15 +34,19 @@ const detachGrace = 2 * time.Second
 var errBackOffStopped = errors.New("spanmutex: the backoff policy stopped")
 
 // pauseWith waits on clk for bo's next interval, capped at limit when limit >
-// 0, or until ctx ends. It uses the local clock only to pace reads; it
-// decides nothing.
-func pauseWith(ctx context.Context, clk clock, bo backoff.BackOff, limit time.Duration) error {
+// 0, or until ctx ends; with wait (not nil), wait does the waiting, and may
+// end it early. It uses the local clock only to pace reads; it decides
+// nothing.
+func pauseWith(ctx context.Context, clk clock, bo backoff.BackOff, limit time.Duration, wait func(context.Context, time.Duration) error) error {
 	d := bo.NextBackOff()
 	if d == backoff.Stop {
 		return errBackOffStopped
 	}
 	if limit > 0 && d > limit {
 		d = limit
+	}
+	if wait != nil {
+		return wait(ctx, d)
 	}
 	return sleep(ctx, clk, d)
 }

@@ -230,7 +230,7 @@ func (l *Lock) release(ctx context.Context, ll *localLock, lease *Lease) error {
 		if !spanerr.Retryable(err) {
 			return fmt.Errorf("spanmutex: unlock %q (token %d): %w", l.name, lease.token, err)
 		}
-		if perr := pauseWith(ctx, l.cfg.clock, bo, 0); perr != nil {
+		if perr := pauseWith(ctx, l.cfg.clock, bo, 0, nil); perr != nil {
 			return fmt.Errorf("spanmutex: unlock %q (token %d): %w", l.name, lease.token, err)
 		}
 	}
@@ -269,6 +269,19 @@ func (l *Lock) ownUnlock(ctx context.Context, lease *Lease, lost *LeaseLostError
 // unlock or a leave whose transaction was sent at local time sent) to the
 // waiter to says, and wakes that waiter if it waits in this Lock's Scope.
 func (l *Lock) handedOn(ll *localLock, id string, to handOff, sent time.Time) {
+	for range maxOrphans {
+		if to.waiterID == "" || scopeOf(to.waiterID) != l.scope.id || l.scope.wakes.waits(to.waiterID) {
+			break
+		}
+		// A waiter of our Scope whose call has returned: its leave failed
+		// and left its entry behind, and nobody will take the lock handed
+		// to it. Hand it on for it at once.
+		next, ok := l.handOnFor(ll, to.waiterID)
+		if !ok {
+			break
+		}
+		id, to, sent = to.waiterID, next, l.cfg.clock.Now()
+	}
 	switch {
 	case to.waiterID != "" && l.scope.wakes.wake(to.waiterID, wakeUp{sent: sent, token: to.token, at: to.at, owner: to.owner}):
 		ll.release(id, to.waiterID)
@@ -279,6 +292,31 @@ func (l *Lock) handedOn(ll *localLock, id string, to handOff, sent time.Time) {
 		ll.handAway(id)
 	default:
 		ll.release(id, "")
+	}
+}
+
+// maxOrphans bounds the hand-offs handedOn makes for waiters of its Scope
+// whose calls have returned.
+const maxOrphans = 4
+
+// handOnFor deletes the entries of waiter id, a waiter of our Scope whose
+// call has returned, and hands on the lock handed to it, trying for the
+// finish timeout. It reports whom it handed the lock to, and whether it
+// did; it logs if it could not.
+func (l *Lock) handOnFor(ll *localLock, id string) (handOff, bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.finishTimeout)
+	defer cancel()
+	bo := l.cfg.newBackOff()
+	for {
+		to, err := gated(ctx, ll, func() (handOff, error) { return l.store.leave(ctx, l.name, id) })
+		if err == nil {
+			l.cfg.logger.Warn("lock: handed on a lock handed to a waiter of this process whose call had returned", "waiter", id, "handed_to", to.owner)
+			return to, true
+		}
+		if !spanerr.Retryable(err) || pauseWith(ctx, l.cfg.clock, bo, 0, nil) != nil {
+			l.cfg.logger.Warn("lock: could not hand on a lock handed to a waiter of this process whose call had returned; it passes on after that waiter's lease", "waiter", id, "err", err)
+			return handOff{}, false
+		}
 	}
 }
 
@@ -294,6 +332,7 @@ func (l *Lock) acquire(ctx context.Context, ll *localLock, wait bool) (*Lease, e
 	defer unregister()
 	defer ll.unqueue(w.id)
 	w.wake = wake
+	w.reads.sleep, w.writes.sleep = w.backOff, w.backOff
 	lease, err := w.run(ctx, wait)
 	if err != nil {
 		w.abandon(ctx)

@@ -85,6 +85,11 @@ func (w *waiter) join(ctx context.Context) error {
 	w.enqueued(res.key, sent)
 	if res.placed {
 		w.poll.place(res.ahead, res.token)
+		if res.row.heldBy(w.id) {
+			// An entry of ours of unknown outcome was handed the lock: act
+			// on the read that shows it, at once (step).
+			w.seen = &seenRead{v: lockView{row: res.row, queued: true}, sent: sent}
+		}
 	}
 	return nil
 }
@@ -97,7 +102,7 @@ func (w *waiter) joinBehindScope(ctx context.Context) error {
 		return err
 	}
 	held, gone := w.local.anyHeld()
-	if !held || !w.joined || w.key == endOfQueue {
+	if !held || !w.joined || w.key == endOfQueue || w.seen != nil {
 		return nil
 	}
 	return w.sleepBehind(ctx, min(w.lock.cfg.lease, w.untilRenewal(w.now())), gone)
@@ -153,23 +158,30 @@ func (w *waiter) renewEntry(ctx context.Context) {
 // (or an acquisition of unknown outcome committed), hands it on, so that
 // nobody waits for a caller that has gone. It runs even if ctx is done, and
 // keeps trying for the finish timeout; if that fails too, our entries
-// expire after their TTL and a lock handed to us after our lease.
-func (w *waiter) abandon(ctx context.Context) {
+// expire after their TTL and a lock handed to us after our lease. It
+// reports whether it left.
+func (w *waiter) abandon(ctx context.Context) bool {
 	if !w.touched {
-		return
+		return true
 	}
+	return w.retryLeave(ctx, w.leave)
+}
+
+// retryLeave makes tries at leaving (one is try) until one succeeds, for
+// the finish timeout even if ctx is done, and reports whether one did.
+func (w *waiter) retryLeave(ctx context.Context, try func(context.Context) error) bool {
 	l := w.lock
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.finishTimeout)
 	defer cancel()
 	bo := l.cfg.newBackOff()
 	for {
-		err := w.leave(ctx)
+		err := try(ctx)
 		if err == nil {
-			return
+			return true
 		}
-		if !spanerr.Retryable(err) || pauseWith(ctx, l.cfg.clock, bo, 0) != nil {
+		if !spanerr.Retryable(err) || pauseWith(ctx, l.cfg.clock, bo, 0, nil) != nil {
 			l.cfg.logger.Warn("lock: leaving the queue failed; our entry expires after four leases, and a lock handed to us after one", "err", err)
-			return
+			return false
 		}
 	}
 }
@@ -192,6 +204,13 @@ func (w *waiter) leave(ctx context.Context) error {
 			return err
 		}
 	}
+	return w.handOn(ctx)
+}
+
+// handOn deletes our entries and, if the lock is ours, hands it on, in one
+// transaction.
+func (w *waiter) handOn(ctx context.Context) error {
+	l := w.lock
 	sent := w.now()
 	to, err := gated(ctx, w.local, func() (handOff, error) { return w.st.leave(ctx, l.name, w.id) })
 	if err == nil {

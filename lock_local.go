@@ -89,6 +89,7 @@ type joinResult struct {
 	placed bool
 	ahead  int
 	token  int64
+	row    row // when placed: the lock's row as the placing read saw it
 }
 
 // lockGate waits for the gate, or until ctx ends; unlock with unlockGate.
@@ -298,7 +299,7 @@ func (ll *localLock) commitJoins(ctx context.Context, st lockStore, name string,
 		first, placed = v, rerr == nil
 	}
 	for i, r := range batch {
-		r.done <- joinResult{key: queueKey{at: ts, id: r.entry.id}, err: err, placed: placed, ahead: first.ahead + i, token: first.Token}
+		r.done <- joinResult{key: queueKey{at: ts, id: r.entry.id}, err: err, placed: placed, ahead: first.ahead + i, token: first.Token, row: first.row}
 	}
 
 	ll.mu.Lock()

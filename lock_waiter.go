@@ -57,6 +57,16 @@ type waiter struct {
 	// reads and writes count failed Spanner calls in a row.
 	reads, writes *attempts
 	poll          pollPlan
+	// seen is a read, made by another step (join's placing read), that
+	// showed the lock ours: the next step acts on it without reading again.
+	seen *seenRead
+}
+
+// seenRead is a read of the lock and the local time just before it was
+// sent (or earlier).
+type seenRead struct {
+	v    lockView
+	sent time.Time
 }
 
 // run takes the lock or waits for it; with wait false it never queues.
@@ -93,6 +103,10 @@ func (w *waiter) step(ctx context.Context, wait bool) (*Lease, error) {
 	}
 	if lease := w.confirmRemote(ctx); lease != nil {
 		return lease, nil
+	}
+	if s := w.seen; s != nil {
+		w.seen = nil
+		return w.act(ctx, s.v, s.sent, wait)
 	}
 	if ctx.Err() != nil {
 		return nil, errNotObtained(ctx)
@@ -156,7 +170,22 @@ func (w *waiter) grant(ctx context.Context, lease *Lease) (*Lease, error) {
 		w.lock.cfg.logger.Debug("lock: a lease found ours was lost before it could be granted; waiting again", "token", lease.token, "err", err)
 		return nil, nil
 	}
+	w.giveBack(ctx, lease, err)
 	return nil, w.writes.failed(ctx, err, 0)
+}
+
+// giveBack hands on at once a lease found ours that grant could not grant
+// (its renewal failed, or came back too late), so that the lock never
+// stalls behind a lease that nobody holds while we back off: a lease the
+// library acquired for a call reaches the caller or is given back at once.
+// Once it is given back we wait again from the back of the queue; if
+// Spanner fails the give-back for the finish timeout too (logged), the
+// next read finds the lease still ours and grant tries again.
+func (w *waiter) giveBack(ctx context.Context, lease *Lease, why error) {
+	w.lock.cfg.logger.Warn("lock: a lease handed to us could not be renewed before the grant; handing it on and waiting again", "token", lease.token, "err", why)
+	if w.retryLeave(ctx, w.handOn) {
+		w.joined, w.key, w.touched = false, endOfQueue, false
+	}
 }
 
 // act does what the lock read as v at local time sent calls for: it returns
@@ -393,6 +422,12 @@ func (w *waiter) sleepBehind(ctx context.Context, d time.Duration, gone *departu
 		return errNotObtained(ctx)
 	}
 	return nil
+}
+
+// backOff waits d between failed calls, as sleep does: a hand-off to us
+// ends it early, so that we never back off while the lock is ours.
+func (w *waiter) backOff(ctx context.Context, d time.Duration) error {
+	return w.sleep(ctx, d, nil)
 }
 
 // sleep waits for d, or until an Unlock of our Scope says it handed us the

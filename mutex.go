@@ -436,7 +436,7 @@ func (m *Mutex) finish(ctx context.Context, lease *Lease, to State, lastError st
 			return lease.lostTo(r)
 		}
 		m.cfg.logger.Warn("recording the end of the section failed; retrying", "state", to, "err", err)
-		if perr := pauseWith(ctx, m.cfg.clock, bo, 0); perr != nil {
+		if perr := pauseWith(ctx, m.cfg.clock, bo, 0, nil); perr != nil {
 			// Whether a try landed is still unknown: say so, not that the
 			// lease was lost.
 			return fmt.Errorf("spanmutex: section %q (token %d): could not record %s: %w", m.name, lease.token, to, unknown)

@@ -87,7 +87,7 @@ func (m *Mutex) interrupted(ctx context.Context, lease *Lease, ie *InterruptedEr
 			unknown = err
 		}
 		m.cfg.logger.Warn("giving back the interrupted section failed; retrying", "err", err)
-		if perr := pauseWith(fctx, m.cfg.clock, bo, 0); perr != nil {
+		if perr := pauseWith(fctx, m.cfg.clock, bo, 0, nil); perr != nil {
 			return errors.Join(out, fmt.Errorf("spanmutex: section %q (token %d): could not give the row back: %w", m.name, lease.token, unknown))
 		}
 	}

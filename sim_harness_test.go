@@ -142,9 +142,11 @@ type simHarness struct {
 	waiting    int
 	idleSince  time.Time // stalled with a Lock call waiting since (zero: not)
 	scopes     map[string]*simProc
-	stallDead  map[string]bool // the Scopes of the crashed processes in the way of the current stall
-	stallTTL   time.Time       // when the dead entries at a free lock in the way expire
-	excused    int             // stalls past the bound within stallTTL
+	stallDead  map[string]bool        // the Scopes of the crashed processes in the way of the current stall
+	stallTTL   time.Time              // when the dead entries at a free lock in the way expire
+	excused    int                    // stalls past the bound within stallTTL
+	limbo      map[limboKey]*simLimbo // inv10: the leases not yet granted or ended
+	givingBack map[string]string      // inv10: the waiters a give-back of which failed
 }
 
 // simHold is a lease a contender holds, from its Lock's return until its
@@ -241,6 +243,7 @@ func (h *simHarness) grant(p *simProc, who string, l *Lock, lease *Lease, ctxEnd
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.grants++
+	h.grantedLimboLocked(lease)
 	hd := &simHold{p: p, who: who, lease: lease, wm: l.cfg.lease}
 	h.eventLocked(p.name, "%s: Lock returned token %d (anchor %v ago, id %v)", who, lease.token, p.clk.Now().Sub(lease.lastAnchor()), simID(lease.id))
 	if p.isCrashed() {
@@ -345,9 +348,10 @@ func (h *simHarness) stallBound() time.Duration {
 
 // rowWritten notes a new version of the lock's row, committed at ts; call
 // with the database's lock held.
-func (h *simHarness) rowWritten(ts time.Time, r row) {
+func (h *simHarness) rowWritten(ts time.Time, prev, r row) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.limboWrittenLocked(prev, r, ts)
 	h.endIdleLocked(ts)
 	h.holderProc = nil
 	if r.State == StateStarted {
@@ -497,6 +501,10 @@ type simProc struct {
 	crashed     bool
 	dead        chan struct{}
 	deferred    []func()
+	// inflight counts its Spanner calls under way, and idleSince is when
+	// the last one ended (inv10), under h.mu.
+	inflight  int
+	idleSince time.Time
 }
 
 // draw returns a source for the draws of one event of kind salt at the
@@ -616,6 +624,7 @@ func (p *simProc) pause(d time.Duration) {
 	}
 	p.paused, p.resume = true, make(chan struct{})
 	p.mu.Unlock()
+	p.h.excuseLimbo(p, "", "paused")
 	p.h.event(p.name, "PAUSED for %v", d)
 	time.AfterFunc(d, p.unpause)
 }
@@ -665,6 +674,7 @@ func (p *simProc) crash() {
 		}
 	}
 	h.crashedLocked(p, time.Now())
+	h.excuseLimboLocked(p, "", "crashed")
 	h.eventLocked(p.name, "CRASHED")
 	h.mu.Unlock()
 	h.db.mu.Unlock()
@@ -978,7 +988,7 @@ func (p *simProc) contender(l *Lock, who string, cycles int, r *rand.Rand) {
 		if err := sleep(p.ctx, p.clk, time.Duration(r.Int64N(int64(time.Second)))); err != nil {
 			return
 		}
-		ctx, cancel := context.WithCancel(p.ctx)
+		ctx, cancel := context.WithCancel(withSimCall(p.ctx))
 		var ended atomic.Int64
 		context.AfterFunc(ctx, func() { ended.Store(time.Now().UnixNano()) })
 		if x := r.Float64(); x < h.par.cancelRate {
@@ -1152,7 +1162,8 @@ func runScheduleTraced(t *testing.T, seed uint64, rules simRules, full *[]string
 		}
 	}()
 	synctest.Test(t, func(t *testing.T) {
-		h := &simHarness{seed: seed, rules: rules, lastToken: map[string]int64{}, full: full, scopes: map[string]*simProc{}, stallDead: map[string]bool{}}
+		h := &simHarness{seed: seed, rules: rules, lastToken: map[string]int64{}, full: full, scopes: map[string]*simProc{}, stallDead: map[string]bool{},
+			limbo: map[limboKey]*simLimbo{}, givingBack: map[string]string{}}
 		h.rng = rand.New(rand.NewPCG(seed, 0x5eed))
 		h.par = drawParams(h.rng)
 		// Streams of their own, each on in some schedules: the others stay
@@ -1204,6 +1215,7 @@ func runScheduleTraced(t *testing.T, seed uint64, rules simRules, full *[]string
 		select {
 		case <-done:
 			h.settled()
+			h.limboAtEnd()
 		case <-bound.C:
 		}
 		// Whatever still runs is ended as a crash would end it.

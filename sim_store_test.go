@@ -128,8 +128,9 @@ func (d *simDB) at(name string, t time.Time) row {
 
 func (d *simDB) write(name string, ts time.Time, r row) {
 	r.Now = time.Time{}
+	prev := d.current(name, time.Time{})
 	d.rows[name] = append(d.rows[name], simVersion{ts: ts, r: r})
-	d.h.rowWritten(ts, r)
+	d.h.rowWritten(ts, prev, r)
 }
 
 func keyLess(a, b queueKey) bool {
@@ -273,6 +274,8 @@ func ctxError(ctx context.Context) error { return spanner.ToSpannerError(ctx.Err
 // the client does not retry itself).
 func (c *simConn) call(ctx context.Context, op string, write, aborts bool, fn func() error) (sent bool, err error) {
 	p := c.p
+	p.h.busy(p, +1)
+	defer p.h.busy(p, -1)
 	if err := p.gate(); err != nil {
 		return false, err
 	}
@@ -333,6 +336,7 @@ func (c *simConn) read(ctx context.Context, name string) (row, error) {
 		c.p.h.event(c.p.name, "read: %s", simRow(r))
 		return nil
 	})
+	c.sawRow(ctx, r, err)
 	return r, err
 }
 
@@ -350,6 +354,7 @@ func (c *simConn) glance(ctx context.Context, name string) (row, error) {
 		c.p.h.event(c.p.name, "glance: %s queued %d", simRow(r), r.Queued)
 		return nil
 	})
+	c.sawRow(ctx, r, err)
 	return r, err
 }
 
@@ -361,6 +366,7 @@ func (c *simConn) readLatest(ctx context.Context, name string) (row, error) {
 		c.p.h.event(c.p.name, "readLatest: %s", simRow(r))
 		return nil
 	})
+	c.sawRow(ctx, r, err)
 	return r, err
 }
 
@@ -387,12 +393,15 @@ func (c *simConn) readLock(ctx context.Context, name string, key queueKey) (lock
 		c.p.h.event(c.p.name, "readLock %s: %s ahead %d queued %v", short(key.id), simRow(v.row), v.ahead, v.queued)
 		return nil
 	})
+	callOf(ctx, key.id)
+	c.sawRow(ctx, v.row, err)
 	return v, err
 }
 
 func (c *simConn) acquireLock(ctx context.Context, name string, key queueKey, p policy, cl claim, join bool) (acquireResult, error) {
 	d := c.db
 	var res acquireResult
+	callOf(ctx, cl.leaseID)
 	sent, err := c.call(ctx, "acquireLock", true, true, func() error {
 		now := d.readTS()
 		v := d.view(name, key, cl.leaseID, now)
@@ -457,6 +466,10 @@ func (c *simConn) acquireLock(ctx context.Context, name string, key queueKey, p 
 	if err != nil {
 		return acquireResult{sent: sent}, err
 	}
+	if res.lease != nil {
+		c.p.h.saw(ctx, c.p, res.lease.id, res.lease.token, true)
+	}
+	c.p.h.saw(ctx, c.p, res.handed.waiterID, res.handed.token, false)
 	return res, nil
 }
 
@@ -526,8 +539,10 @@ func (c *simConn) leave(ctx context.Context, name, waiterID string) (handOff, er
 		return nil
 	})
 	if err != nil {
+		c.p.h.givingBackFailed(c.p, waiterID)
 		return handOff{}, err
 	}
+	c.p.h.saw(ctx, c.p, to.waiterID, to.token, false)
 	return to, nil
 }
 
@@ -540,6 +555,9 @@ func (c *simConn) dequeue(ctx context.Context, name string, key queueKey) error 
 		c.p.h.event(c.p.name, "dequeue %s", short(key.id))
 		return nil
 	})
+	if err != nil {
+		c.p.h.givingBackFailed(c.p, key.id)
+	}
 	return err
 }
 
@@ -575,7 +593,15 @@ func (c *simConn) unlock(ctx context.Context, l *Lease) (handOff, error) {
 	if err != nil {
 		return handOff{}, err
 	}
+	c.p.h.saw(ctx, c.p, to.waiterID, to.token, false)
 	return to, nil
+}
+
+// sawRow notes a row that an answer showed to c's process.
+func (c *simConn) sawRow(ctx context.Context, r row, err error) {
+	if err == nil && r.State == StateStarted {
+		c.p.h.saw(ctx, c.p, r.LeaseID, r.Token, true)
+	}
 }
 
 func (c *simConn) renew(ctx context.Context, l *Lease) error {

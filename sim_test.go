@@ -72,6 +72,18 @@ var simRegressionSeeds = []struct {
 	{15179, "two holders: a waiter paused across its hand-off confirmed a wake-up by reading as of the datagram's past timestamp and anchored the lease at its last quiet read (inv1)"},
 	// Found by the simulation before 205342f.
 	{9303, "a Lock whose ctx ended during grant's purge of a stray entry returned the lease"},
+	// The torture's lease limbo (issue 34, ../shared/evidence): a lease
+	// handed to a waiter, whose renewal before the grant (freshen) failed;
+	// the waiter backed off holding it, unrenewed, and the lock stalled
+	// until it lapsed into a takeover or the call's ctx ended (inv10).
+	// Fixed: grant gives such a lease back at once (giveBack).
+	{24, "freshen's renewal failed (unavailable); the waiter backed off 60ms holding the lease (inv10)"},
+	{14, "freshen's renewal failed; the waiter backed off 553ms holding the lease until it was taken over (inv10)"},
+	{67, "freshen's renewal failed; the waiter backed off 625ms holding the lease (inv10)"},
+	// Found with inv10, and fixed with it.
+	{35, "a give-back's read failed and it backed off: grant gives back in one transaction (handOn) (inv10)"},
+	{163, "join's placing read showed an entry of unknown outcome handed the lock; the waiter ignored it and backed off after a failed read (inv10)"},
+	{762, "an Unlock handed the lock to a waiter of its own Scope whose call had returned (its leave had failed): nobody took it until it lapsed (inv10)"},
 }
 
 // simSeedRange returns the seeds TestSimulation runs: SPANMUTEX_SIM_SEEDS=A-B,
@@ -259,7 +271,7 @@ func summarise(t *testing.T, failed []simResult) {
 		for _, v := range r.violations {
 			kind := "other"
 			if i := strings.Index(v, ": inv"); i >= 0 {
-				kind = v[i+2 : i+6]
+				kind, _, _ = strings.Cut(v[i+2:], ":")
 			}
 			if !seen[kind] {
 				seen[kind] = true

@@ -63,6 +63,13 @@ func (b *wakeBoard) registered() int {
 	return len(b.waiting)
 }
 
+// waits reports whether waiter id is registered: its call is under way.
+func (b *wakeBoard) waits(id string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.waiting[id] != nil
+}
+
 // wake wakes waiter id if it waits in this Scope, telling it w, and reports
 // whether it does; it never blocks.
 func (b *wakeBoard) wake(id string, w wakeUp) bool {
