@@ -24,16 +24,19 @@ import (
 // signalDialects are the dialects the signal tests run on.
 var signalDialects = []ddl.Dialect{ddl.GoogleSQL, ddl.PostgreSQL}
 
-// TestRunSignalNeverTwoCommands sends a "spanmutex run" holding NAME
-// SIGHUP (what a closed terminal or a supervisor's reload sends) or SIGKILL
-// (what nothing can catch) while COMMAND runs. COMMAND must be dead soon
+// TestRunSignalNeverTwoCommands sends a "spanmutex run" holding NAME a
+// terminating signal (SIGHUP: a closed terminal or a supervisor's reload;
+// SIGINT, SIGTERM, SIGQUIT) or SIGKILL (what nothing can catch) while
+// COMMAND runs. COMMAND must be dead soon
 // after, so that a second run, which may start it again once the row is
 // given back or the lease has passed, never runs beside it. The time from
 // the signal to COMMAND's death is logged.
 func TestRunSignalNeverTwoCommands(t *testing.T) {
 	needEmulator(t)
 	for _, d := range signalDialects {
-		for sig, sigName := range map[syscall.Signal]string{syscall.SIGHUP: "SIGHUP", syscall.SIGKILL: "SIGKILL"} {
+		for sig, sigName := range map[syscall.Signal]string{
+			syscall.SIGHUP: "SIGHUP", syscall.SIGINT: "SIGINT", syscall.SIGTERM: "SIGTERM", syscall.SIGQUIT: "SIGQUIT", syscall.SIGKILL: "SIGKILL",
+		} {
 			t.Run(d.String()+"/"+sigName, func(t *testing.T) {
 				t.Parallel()
 				runSignalled(t, d, sig, sigName)
