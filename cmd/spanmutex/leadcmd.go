@@ -113,7 +113,7 @@ func lead(ctx context.Context, s streams, o *leadOptions, name string, command [
 	defer closeAll()
 	e, err := spanmutex.NewElection(client, name, o.libraryOptions(s.Stderr, scopeOpts)...)
 	if errors.Is(err, spanmutex.ErrInvalidConfig) {
-		return cmdline.ReportUsage(s, usage("lead", err.Error()))
+		return cmdline.ReportUsage(s, configUsage("lead", err))
 	}
 	if err != nil {
 		return cmdline.ReportError(s, err, exitError)

@@ -99,7 +99,7 @@ func holdLock(ctx context.Context, s streams, o *lockOptions, name string, comma
 	defer closeAll()
 	l, err := spanmutex.NewLock(client, name, o.lockOptions(s.Stderr, scopeOpts)...)
 	if errors.Is(err, spanmutex.ErrInvalidConfig) {
-		return cmdline.ReportUsage(s, usage("lock", err.Error()))
+		return cmdline.ReportUsage(s, configUsage("lock", err))
 	}
 	if err != nil {
 		return cmdline.ReportError(s, err, exitError)
