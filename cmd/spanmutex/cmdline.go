@@ -111,7 +111,7 @@ func checkLease(sub string, lease time.Duration) error {
 	case lease <= 0:
 		return usagef(sub, "--lease %v: must be positive", lease)
 	case lease < spanmutex.MinLease:
-		return usagef(sub, "--lease %v: must be at least %v (the holder renews it every third of it)", lease, spanmutex.MinLease)
+		return usagef(sub, "--lease %v: must be at least %v: the holder renews it every third of it", lease, spanmutex.MinLease)
 	}
 	return nil
 }
