@@ -15,9 +15,10 @@ import (
 	"github.com/spanmutex/spanmutex/internal/cmdline"
 )
 
-// child runs COMMAND as the body of the critical section and routes SIGINT
-// and SIGTERM: to COMMAND while it runs, and to the wait for the lease before
-// it starts. Its methods are safe for concurrent use.
+// child runs COMMAND as the body of the critical section and routes the
+// terminating signals (SIGHUP, SIGINT, SIGTERM, SIGQUIT): to COMMAND while
+// it runs, and to the wait for the lease before it starts. Its methods are
+// safe for concurrent use.
 type child struct {
 	argv     []string
 	s        streams
@@ -37,12 +38,12 @@ type child struct {
 // section is the critical section handed to Mutex.Run: it runs COMMAND with
 // the lease in its environment and returns how COMMAND ended.
 func (c *child) section(ctx context.Context, lease *spanmutex.Lease) error {
-	cmd, err := c.start(ctx, lease)
+	proc, wait, err := c.start(ctx, lease)
 	if err != nil {
 		return err
 	}
-	stopWatch := c.terminateOnCancel(ctx, cmd.Process)
-	err = cmd.Wait()
+	stopWatch := c.terminateOnCancel(ctx, proc)
+	err = wait()
 	if cause := stopWatch(); cause != nil {
 		fmt.Fprintln(c.s.Stderr, sigtermNote(cause))
 	}
@@ -90,17 +91,20 @@ func whoRuns(lease *spanmutex.Lease) string {
 }
 
 // start starts COMMAND under the lock, so that a signal is either seen here
-// (and COMMAND never starts) or forwarded to the started COMMAND.
-func (c *child) start(ctx context.Context, lease *spanmutex.Lease) (*exec.Cmd, error) {
+// (and COMMAND never starts) or forwarded to the started COMMAND. It
+// returns COMMAND's process and the function that waits for it to exit.
+// Where the OS allows, COMMAND is killed if this process dies
+// (startCommand).
+func (c *child) start(ctx context.Context, lease *spanmutex.Lease) (proc *os.Process, wait func() error, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.lease = lease
 	if c.interrupt != nil {
-		return nil, spanmutex.Interrupt(fmt.Sprintf("%s was sent to spanmutex run (%s) before COMMAND started",
+		return nil, nil, spanmutex.Interrupt(fmt.Sprintf("%s was sent to spanmutex run (%s) before COMMAND started",
 			signalName(c.interrupt), whoRuns(lease)), nil)
 	}
 	if ctx.Err() != nil {
-		return nil, fmt.Errorf("interrupted before COMMAND started: %w", context.Cause(ctx))
+		return nil, nil, fmt.Errorf("interrupted before COMMAND started: %w", context.Cause(ctx))
 	}
 	cmd := exec.Command(c.argv[0], c.argv[1:]...)
 	cmd.Env = append(os.Environ(),
@@ -109,11 +113,12 @@ func (c *child) start(ctx context.Context, lease *spanmutex.Lease) (*exec.Cmd, e
 		"SPANMUTEX_OWNER="+lease.Owner(),
 	)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, c.s.Stdout, c.s.Stderr
-	if err := cmd.Start(); err != nil {
-		return nil, &startError{argv0: c.argv[0], err: err}
+	wait, err = startCommand(cmd)
+	if err != nil {
+		return nil, nil, &startError{argv0: c.argv[0], err: err}
 	}
 	c.proc = cmd.Process
-	return cmd, nil
+	return cmd.Process, wait, nil
 }
 
 // terminateOnCancel sends proc SIGTERM if ctx ends while it runs: Run
@@ -162,8 +167,8 @@ func (c *child) interruptedBy() os.Signal {
 	return c.interrupt
 }
 
-// signalled reports whether SIGINT or SIGTERM reached this process, while
-// it waited for the lease or while COMMAND ran.
+// signalled reports whether a terminating signal reached this process,
+// while it waited for the lease or while COMMAND ran.
 func (c *child) signalled() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"flag"
+	"regexp"
 	"strings"
 	"time"
 
@@ -71,6 +72,48 @@ func parseOnlyFlags(s streams, sub string, fs *flag.FlagSet, h helpText, args []
 // refused with err.
 func badName(sub string, err error) *usageError {
 	return usage(sub, "bad NAME: "+strings.TrimPrefix(err.Error(), spanmutex.ErrInvalidConfig.Error()+": "))
+}
+
+// libraryOption matches a library option as the library's errors name it,
+// with its value: "WithLease(1ns)".
+var libraryOption = regexp.MustCompile(`\bWith([A-Za-z]+)\(([^()]*)\)`)
+
+// optionFlags are the flags that set library options, by option name.
+var optionFlags = map[string]string{
+	"Lease":       "--lease",
+	"Staleness":   "--staleness",
+	"MaxAttempts": "--max-attempts",
+	"Owner":       "--owner",
+	"Version":     "--version",
+	"Table":       "--table",
+}
+
+// configUsage is the usage error of sub for options that the library
+// refused with err (spanmutex.ErrInvalidConfig): without the library's
+// prefix, and naming the flag ("--lease 1ns") where the library names its
+// option ("WithLease(1ns)").
+func configUsage(sub string, err error) *usageError {
+	msg := strings.TrimPrefix(err.Error(), spanmutex.ErrInvalidConfig.Error()+": ")
+	msg = libraryOption.ReplaceAllStringFunc(msg, func(opt string) string {
+		m := libraryOption.FindStringSubmatch(opt)
+		if flag, ok := optionFlags[m[1]]; ok {
+			return flag + " " + m[2]
+		}
+		return opt
+	})
+	return usage(sub, msg)
+}
+
+// checkLease checks the --lease of sub against the library's bound before
+// anything connects, naming the flag.
+func checkLease(sub string, lease time.Duration) error {
+	switch {
+	case lease <= 0:
+		return usagef(sub, "--lease %v: must be positive", lease)
+	case lease < spanmutex.MinLease:
+		return usagef(sub, "--lease %v: must be at least %v: the holder renews it every third of it", lease, spanmutex.MinLease)
+	}
+	return nil
 }
 
 // connectFor resolves the database of sub (from --database or

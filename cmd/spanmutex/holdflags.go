@@ -50,8 +50,8 @@ func (h *holdFlags) validate(cmd string) error {
 	if err := cmdline.ValidateTable(fullCommand(cmd), h.table); err != nil {
 		return err
 	}
-	if h.lease <= 0 {
-		return usagef(cmd, "--lease %v: must be positive", h.lease)
+	if err := checkLease(cmd, h.lease); err != nil {
+		return err
 	}
 	if err := cmdline.CheckConnectTimeout(fullCommand(cmd), h.connect); err != nil {
 		return err

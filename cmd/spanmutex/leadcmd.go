@@ -37,16 +37,18 @@ environment variables added:
                    COMMAND makes, so that writes of a replaced leader can be
                    rejected
   SPANMUTEX_OWNER  this leader's --value
-SIGINT and SIGTERM received while COMMAND runs are forwarded to it (and
-COMMAND is killed if it has not exited --grace later); received while
-campaigning, they stop the campaign.
+SIGHUP, SIGINT, SIGTERM and SIGQUIT received while COMMAND runs are
+forwarded to it (and COMMAND is killed if it has not exited --grace later);
+received while campaigning, they stop the campaign. On Linux, COMMAND is
+killed (SIGKILL) if this process dies first, even of SIGKILL.
 
 Flags go before NAME or between NAME and "--".`,
 	After: `Exit status:
   N    COMMAND's own exit status (0 when it succeeded; 128+signal if a signal
        killed it; 127 if it was not found, 126 if it could not be started)
   76   leadership was lost while COMMAND ran and this process received
-       SIGINT or SIGTERM meanwhile, so it did not campaign again
+       SIGHUP, SIGINT, SIGTERM or SIGQUIT meanwhile, so it did not campaign
+       again
   2    usage error
   1    any other error, stated on stderr; among them: interrupted while
        campaigning (COMMAND did not run)
@@ -111,7 +113,7 @@ func lead(ctx context.Context, s streams, o *leadOptions, name string, command [
 	defer closeAll()
 	e, err := spanmutex.NewElection(client, name, o.libraryOptions(s.Stderr, scopeOpts)...)
 	if errors.Is(err, spanmutex.ErrInvalidConfig) {
-		return cmdline.ReportUsage(s, usage("lead", err.Error()))
+		return cmdline.ReportUsage(s, configUsage("lead", err))
 	}
 	if err != nil {
 		return cmdline.ReportError(s, err, exitError)

@@ -39,9 +39,10 @@ environment variables added:
                    COMMAND makes, so that writes of a taken-over holder can
                    be rejected
   SPANMUTEX_OWNER  the owner identity recorded in the row
-SIGINT and SIGTERM received while COMMAND runs are forwarded to it (and
-COMMAND is killed if it has not exited --grace later); received while
-waiting, they stop the wait.
+SIGHUP, SIGINT, SIGTERM and SIGQUIT received while COMMAND runs are
+forwarded to it (and COMMAND is killed if it has not exited --grace later);
+received while waiting, they stop the wait. On Linux, COMMAND is
+killed (SIGKILL) if this process dies first, even of SIGKILL.
 
 Flags go before NAME or between NAME and "--".`,
 	After: `Exit status:
@@ -98,7 +99,7 @@ func holdLock(ctx context.Context, s streams, o *lockOptions, name string, comma
 	defer closeAll()
 	l, err := spanmutex.NewLock(client, name, o.lockOptions(s.Stderr, scopeOpts)...)
 	if errors.Is(err, spanmutex.ErrInvalidConfig) {
-		return cmdline.ReportUsage(s, usage("lock", err.Error()))
+		return cmdline.ReportUsage(s, configUsage("lock", err))
 	}
 	if err != nil {
 		return cmdline.ReportError(s, err, exitError)

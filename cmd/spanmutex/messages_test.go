@@ -10,17 +10,18 @@ import (
 )
 
 // TestMissingDashKeepsEveryArgument: the suggested command line keeps all
-// of COMMAND's arguments, quoted where a shell needs it.
+// of COMMAND's arguments, quoted where a shell needs it, and ends where the
+// pointer to the help begins.
 func TestMissingDashKeepsEveryArgument(t *testing.T) {
 	t.Setenv(cmdline.DatabaseEnv, "projects/test-project/instances/i1/databases/d1")
 	for _, tc := range []struct {
 		args []string
 		want string
 	}{
-		{[]string{"run", "nosep", "echo", "RAN"}, "want: spanmutex run [flags] nosep -- echo RAN\n"},
-		{[]string{"run", "nosep", "echo", "RAN", "a b", "it's"}, `want: spanmutex run [flags] nosep -- echo RAN 'a b' 'it'\''s'` + "\n"},
-		{[]string{"lock", "nosep", "printf", "%s x"}, "want: spanmutex lock [flags] nosep -- printf '%s x'\n"},
-		{[]string{"lead", "nosep", "./scheduler"}, "want: spanmutex lead [flags] nosep -- ./scheduler\n"},
+		{[]string{"run", "nosep", "echo", "RAN"}, "want: spanmutex run [flags] nosep -- echo RAN (Run '"},
+		{[]string{"run", "nosep", "echo", "RAN", "a b", "it's"}, `want: spanmutex run [flags] nosep -- echo RAN 'a b' 'it'\''s' (Run '`},
+		{[]string{"lock", "nosep", "printf", "%s x"}, "want: spanmutex lock [flags] nosep -- printf '%s x' (Run '"},
+		{[]string{"lead", "nosep", "./scheduler"}, "want: spanmutex lead [flags] nosep -- ./scheduler (Run '"},
 	} {
 		code, _, stderr := cli(t, tc.args...)
 		if code != exitUsage || !strings.Contains(stderr, tc.want) {

@@ -50,8 +50,8 @@ func cmdReset(ctx context.Context, s streams, args []string) int {
 	if err := spanmutex.ValidateName(name); err != nil {
 		return cmdline.ReportUsage(s, badName("reset", err))
 	}
-	if *lease <= 0 {
-		return cmdline.ReportUsage(s, usage("reset", fmt.Sprintf("--lease %v: must be positive", *lease)))
+	if err := checkLease("reset", *lease); err != nil {
+		return cmdline.ReportError(s, err, exitError)
 	}
 	client, err := connectFor(ctx, "reset", fs, *database, *table, *connect)
 	if err != nil {
@@ -59,6 +59,9 @@ func cmdReset(ctx context.Context, s streams, args []string) int {
 	}
 	defer client.Close()
 	m, err := spanmutex.New(client, name, spanmutex.WithTable(*table), spanmutex.WithLease(*lease))
+	if errors.Is(err, spanmutex.ErrInvalidConfig) {
+		return cmdline.ReportUsage(s, configUsage("reset", err))
+	}
 	if err != nil {
 		return cmdline.ReportError(s, err, exitError)
 	}

@@ -35,12 +35,14 @@ environment variables added:
                    COMMAND makes, so that writes of a taken-over holder can
                    be rejected
   SPANMUTEX_OWNER  the owner identity recorded in the row
-SIGINT and SIGTERM received while COMMAND runs are forwarded to it. If
-COMMAND then fails (or does not exit within --grace and is killed), the run
-was interrupted, not failed: NAME is given back (NEEDED, this attempt not
-counted, the signal recorded as its last error) for the next run to start
-again. If COMMAND exits 0 anyway, NAME is DONE. Received while waiting, the
-signals stop the wait.
+SIGHUP, SIGINT, SIGTERM and SIGQUIT received while COMMAND runs are
+forwarded to it. If COMMAND then fails (or does not exit within --grace and
+is killed), the run was interrupted, not failed: NAME is given back (NEEDED,
+this attempt not counted, the signal recorded as its last error) for the
+next run to start again. If COMMAND exits 0 anyway, NAME is DONE. Received
+while waiting, the signals stop the wait. On Linux, COMMAND is killed
+(SIGKILL) if this process dies first, even of SIGKILL; elsewhere it runs
+on, and only its fenced writes protect the data (see doc/cli.md).
 
 Flags go before NAME or between NAME and "--".`,
 	After: `Exit status:
@@ -48,7 +50,8 @@ Flags go before NAME or between NAME and "--".`,
        (stderr says which)
   N    COMMAND failed with exit status N (128+signal if a signal killed it;
        127 if it was not found, 126 if it could not be started); NAME is FAILED
-  N    interrupted: SIGINT or SIGTERM was forwarded to COMMAND, which then
+  N    interrupted: SIGHUP, SIGINT, SIGTERM or SIGQUIT was forwarded to
+       COMMAND, which then
        exited with status N (128+signal if it died of it); NAME is NEEDED again
   75   gave up: NAME failed on its last allowed attempt (--max-attempts);
        'spanmutex reset NAME' re-arms it
@@ -90,7 +93,7 @@ func runFlags() (*flag.FlagSet, *runOptions) {
 	o := &runOptions{}
 	fs := newFlagSet("run")
 	o.register(fs,
-		"after forwarding SIGINT or SIGTERM to COMMAND, wait this long for it to exit, then kill it (SIGKILL) and give NAME back; 0: wait for ever",
+		"after forwarding SIGHUP, SIGINT, SIGTERM or SIGQUIT to COMMAND, wait this long for it to exit, then kill it (SIGKILL) and give NAME back; 0: wait for ever",
 		"log the mutex's decisions to stderr")
 	o.registerOwner(fs)
 	fs.DurationVar(&o.staleness, "staleness", 0,

@@ -19,7 +19,7 @@ func runSection(ctx context.Context, s streams, o *runOptions, name string, comm
 	defer closeAll()
 	m, err := spanmutex.New(client, name, o.mutexOptions(s, scopeOpts)...)
 	if errors.Is(err, spanmutex.ErrInvalidConfig) {
-		return cmdline.ReportUsage(s, usage("run", err.Error()))
+		return cmdline.ReportUsage(s, configUsage("run", err))
 	}
 	if err != nil {
 		return cmdline.ReportError(s, err, exitError)

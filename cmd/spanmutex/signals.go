@@ -9,11 +9,24 @@ import (
 	"time"
 )
 
-// forwardSignals routes SIGINT and SIGTERM to deliver until the returned stop
-// function is called; stop returns once the routing goroutine has ended.
+// terminating lists the signals with which a shell, a terminal or a
+// supervisor ends a process: each is handled as SIGTERM always was. Left to
+// their default action, they would kill this process and leave COMMAND
+// running, or a waiter's queue entry behind.
+var terminating = []os.Signal{syscall.SIGHUP, os.Interrupt, syscall.SIGTERM, syscall.SIGQUIT}
+
+// forwardSignals routes the terminating signals to deliver until the
+// returned stop function is called; stop returns once the routing goroutine
+// has ended. A signal this process was started with ignored (nohup ignores
+// SIGHUP; a shell without job control starts "cmd &" with SIGINT and
+// SIGQUIT ignored) stays ignored, for COMMAND too.
 func (c *child) forwardSignals() (stop func()) {
 	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	for _, sig := range terminating {
+		if !signal.Ignored(sig) {
+			signal.Notify(sigs, sig)
+		}
+	}
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -63,6 +76,10 @@ func signalName(sig os.Signal) string {
 		return "SIGINT"
 	case syscall.SIGTERM:
 		return "SIGTERM"
+	case syscall.SIGHUP:
+		return "SIGHUP"
+	case syscall.SIGQUIT:
+		return "SIGQUIT"
 	}
 	return sig.String()
 }

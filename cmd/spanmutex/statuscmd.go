@@ -23,7 +23,11 @@ DONE, FAILED), the owner that holds or last held it, the fencing token,
 how many attempts were made since the row was last reset, how long ago the row
 last changed (by Spanner's clock), and the last error, truncated. Names and
 owners longer than 48 characters are cut with "…" unless --wide is given or
-NAME is. It reads one consistent snapshot and takes no locks.`,
+NAME is. Names, owners, versions and errors holding characters that do not
+show as themselves (control characters, bidirectional overrides such as
+U+202E, zero-width characters such as U+200B, invalid UTF-8) are shown
+quoted and escaped, as Go writes strings ("a\u202eb"). It reads one
+consistent snapshot and takes no locks.`,
 	After: `Exit status: 0 on success (also when there are no rows), 2 on a usage error,
 1 on any other error.
 
@@ -82,13 +86,14 @@ func cmdStatus(ctx context.Context, s streams, args []string) int {
 }
 
 // writeStatus writes rows as an aligned table; unless wide, names and
-// owners are cut to maxColumn characters.
+// owners are cut to maxColumn characters. Text that would not show as
+// itself is quoted (shown).
 func writeStatus(w io.Writer, rows []spanmutex.Record, wide bool) {
 	cell := func(s string) string {
 		if wide {
-			return s
+			return shown(s)
 		}
-		return cut(s, maxColumn)
+		return shown(cut(s, maxColumn))
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	versions := slices.ContainsFunc(rows, func(r spanmutex.Record) bool { return r.Version != "" })
@@ -103,7 +108,7 @@ func writeStatus(w io.Writer, rows []spanmutex.Record, wide bool) {
 			version = dash(cell(r.Version)) + "\t"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s%s\t%d\t%d\t%s\t%s\n",
-			cell(r.Name), r.State, version, dash(cell(r.Owner)), r.Token, r.Attempts, formatAge(r.Age), dash(oneLine(r.LastError, maxLastError)))
+			cell(r.Name), r.State, version, dash(cell(r.Owner)), r.Token, r.Attempts, formatAge(r.Age), dash(shown(oneLine(r.LastError, maxLastError))))
 	}
 	_ = tw.Flush()
 }
@@ -132,6 +137,19 @@ func cut(s string, n int) string {
 		return s
 	}
 	return string([]rune(s)[:n-1]) + "…"
+}
+
+// shown returns s as it is if every character of it shows as itself on a
+// terminal, and else quoted and escaped as a Go string ("\u202e"): a
+// right-to-left override (U+202E) would make a name read backwards, a
+// zero-width space (U+200B) make two names read alike, a control character
+// rewrite the screen, and invalid UTF-8 show as something else. Text that
+// starts with a quote is quoted too, so that no cell reads as another.
+func shown(s string) string {
+	if strings.HasPrefix(s, `"`) || !utf8.ValidString(s) || strings.ContainsFunc(s, func(r rune) bool { return !strconv.IsPrint(r) }) {
+		return strconv.Quote(s)
+	}
+	return s
 }
 
 // dash stands in for an empty cell.

@@ -78,6 +78,9 @@ func TestUsageErrors(t *testing.T) {
 			if !strings.Contains(stderr, "--help' for usage") {
 				t.Errorf("stderr does not point at the help:\n%s", stderr)
 			}
+			if strings.Count(stderr, "\n") != 1 {
+				t.Errorf("stderr is not one line:\n%s", stderr)
+			}
 			if stdout != "" {
 				t.Errorf("stdout is not empty:\n%s", stdout)
 			}

@@ -46,14 +46,24 @@ func Usagef(cmd, format string, args ...any) error {
 	return &UsageError{Cmd: cmd, Msg: fmt.Sprintf(format, args...)}
 }
 
-// ReportUsage writes a usage error to stderr and returns ExitUsage.
+// ReportUsage writes a usage error to stderr, on one line that names the
+// command and points at its help, and returns ExitUsage.
 func ReportUsage(s Streams, err *UsageError) int {
+	fmt.Fprintln(s.Stderr, UsageLine(err))
+	return ExitUsage
+}
+
+// UsageLine is the line ReportUsage writes for err: one line, however many
+// lines the message had, so that a log keeps it whole.
+func UsageLine(err *UsageError) string {
 	help := err.Help
 	if help == "" {
 		help = err.Cmd
 	}
-	fmt.Fprintf(s.Stderr, "%s: %s\nRun '%s --help' for usage.\n", err.Cmd, err.Msg, help)
-	return ExitUsage
+	msg := strings.Join(strings.FieldsFunc(err.Msg, func(r rune) bool { return r == '\n' || r == '\r' }), " ")
+	// The pointer to the help is in parentheses, apart from the message, so
+	// that a command line the message suggests can be copied as it is.
+	return fmt.Sprintf("%s: %s (Run '%s --help' for usage.)", err.Cmd, msg, help)
 }
 
 // ReportError writes err to stderr and returns code, or ExitUsage if err is
