@@ -2,10 +2,13 @@ module github.com/spanmutex/spanmutex
 
 go 1.24
 
-// cloud.google.com/go/spanner is pinned at v1.84.1: newer clients use
-// multiplexed sessions for read-write transactions, which the Cloud Spanner
-// emulator build used by our tests mishandles (v1.85-v1.87 hang, v1.88+ fail
-// concurrent commits with "Transaction not found"). See README.md.
+// cloud.google.com/go/spanner: v1.84.1 is the minimum, and what the tests run
+// on: newer clients use multiplexed sessions for read-write transactions,
+// which the Cloud Spanner emulator build used by our tests mishandles
+// (v1.85-v1.87 hang, v1.88+ fail concurrent commits on one client with
+// "Transaction not found"). CI also runs the library on the newest client
+// (.ci/newest-client): build, vet, unit tests, the simulation and the
+// emulator tests whose contenders have a client each. doc/development.md.
 require (
 	cloud.google.com/go/spanner v1.84.1
 	// porcupine checks recorded histories for linearizability (internal/history).

@@ -182,10 +182,9 @@ func (e *Emulator) ClientOptions() []option.ClientOption {
 // own connections, as a separate service instance would. The caller closes it.
 // Extra options are appended, so a test can add gRPC interceptors.
 func (e *Emulator) NewClient(ctx context.Context, database string, opts ...option.ClientOption) (*spanner.Client, error) {
-	cfg := spanner.ClientConfig{
-		SessionPoolConfig:    spanner.DefaultSessionPoolConfig,
-		DisableNativeMetrics: true,
-	}
+	// No SessionPoolConfig: its fields are deprecated no-ops on the newest
+	// clients (multiplexed sessions only).
+	cfg := spanner.ClientConfig{DisableNativeMetrics: true}
 	c, err := spanner.NewClientWithConfig(ctx, database, cfg, append(e.ClientOptions(), opts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("emulator: open client of %s: %w", database, err)

@@ -117,13 +117,12 @@ func OpenClient(ctx context.Context, db string, opts ...option.ClientOption) (*s
 // OpenClientWithin is OpenClient with the time allowed for the first answer
 // from Spanner (--connect-timeout).
 func OpenClientWithin(ctx context.Context, db string, connect time.Duration, opts ...option.ClientOption) (*spanner.Client, error) {
+	// No SessionPoolConfig: clients from v1.88 have no session pool (its
+	// fields are deprecated no-ops), and on older ones the zero value opens
+	// sessions as they are needed, which suits a command's few transactions.
 	cfg := spanner.ClientConfig{
-		SessionPoolConfig:    spanner.DefaultSessionPoolConfig,
 		DisableNativeMetrics: true, // a short-lived command has no use for exported client metrics
 	}
-	// A command runs a handful of transactions: do not open 100 sessions
-	// up front.
-	cfg.SessionPoolConfig.MinOpened = 1
 	c, err := spanner.NewClientWithConfig(ctx, db, cfg, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("open a Spanner client of %s: %w (%s)", db, err, ConnectionHint())
