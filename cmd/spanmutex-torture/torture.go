@@ -71,8 +71,9 @@ ErrNotObtained, an *ExhaustedError or (TryLock) a *HeldError, and after the
 run no lock is held by a token no Lock call returned. Renewals, seen on the
 wire, are attributed to the lease that held the row when they committed; a
 lease a call was handed and renewed but did not return (a lease in limbo) is
-listed, and is a violation if it lapsed into a takeover while the call still
-waited and no pause of its client explains it (pauses are recorded).
+listed, and is a violation if it lapsed (taken over, or handed on only past
+its lease) while the call still waited and no pause of its client explains it
+(pauses are recorded).
 
 It also reports liveness: per lock, the longest stall, a stretch during which
 the lock was free (or held by a token no Lock call returned) while a Lock call

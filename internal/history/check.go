@@ -52,8 +52,9 @@ const (
 	// received) for longer than StallBound while a Lock call waits for it.
 	CheckLiveness = "stall-bounded"
 	// CheckLimbo: a lease that a call was handed and its client renewed,
-	// but that no call returned, was not left to lapse into a takeover
-	// while the call waited (limbo.go).
+	// but that no call returned, was neither left to lapse into a takeover
+	// nor held past its lease before it was handed on, while the call
+	// waited (limbo.go).
 	CheckLimbo = "no-lease-limbo"
 )
 

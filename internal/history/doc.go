@@ -45,8 +45,9 @@
 //     and a violation only past StallBound (liveness.go);
 //   - lease limbo: a lease that a call was handed and its client renewed,
 //     but that no call returned, is listed, and is a violation if it
-//     lapsed into a takeover while the call still waited and no recorded
-//     pause of its client explains it (limbo.go).
+//     lapsed (taken over, or handed on only past its lease) while the call
+//     still waited and no recorded pause of its client explains it
+//     (limbo.go).
 //
 // Renewals are seen on the wire without a token. Each is attributed to the
 // lease that held the row when it committed, a lease of its own client

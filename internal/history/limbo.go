@@ -28,12 +28,17 @@ import (
 //     torture's pause fault) overlaps the stretch from its last renewal to
 //     the takeover: a frozen process can neither grant nor give back, and
 //     its lease lapses through no fault of the library;
-//   - a lease in limbo given back (the next token followed without a
-//     takeover), or taken over only after its call had returned (a call
-//     whose ctx ended gives the lease back on its way out, and a give-back
-//     may be late or fail under faults), or whose end the history does not
-//     show (the next token is not in it), is listed in Report.Limbo, not a
-//     violation.
+//   - so is a lease in limbo held past its lease and then handed on: the
+//     next token is a hand-off (its commit is the one that ended the
+//     lease), committed more than the lease its client declared after its
+//     last renewal, while the call it was handed to went on to return a
+//     lease or never returned, with no recorded pause of the client;
+//   - a lease in limbo given back in time, or late by a call that returned
+//     no lease (its ctx ended, or Spanner kept failing: it gives back on
+//     its way out, late if it must), or taken over only after its call had
+//     returned, or whose end the history does not show (the next token is
+//     not in it, or followed a release of unknown time), is listed in
+//     Report.Limbo, not a violation.
 //
 // What the history cannot show: a give-back that Spanner refused again and
 // again for a whole lease, while the call went on waiting, looks like a
@@ -61,14 +66,16 @@ func (r *Report) checkLimbo(ops []Op, limbo []*limboLease, cfg Config) {
 		r.Checked[CheckLimbo]++
 		call := limboCall(ops, l)
 		last := l.renewals[len(l.renewals)-1]
+		lease := clientLease(ops, l.client, cfg.Lease)
 		ll := LimboLease{Name: l.name, Token: l.token, Client: l.client, Renewals: len(l.renewals), LastRenewal: last.Commit}
-		ll.End = "the history does not show its end (the next token is not in it)"
-		if l.next != nil && !l.next.Takeover {
-			ll.End = fmt.Sprintf("given back: token %d followed at %s (%s)", l.next.Token, ts(l.next.Commit), acquisitionNote(*l.next))
-		}
-		if l.next != nil && l.next.Takeover {
-			r.checkLimboTakeover(l, last, clientLease(ops, l.client, cfg.Lease))
+		switch {
+		case l.next == nil:
+			ll.End = "the history does not show its end (the next token is not in it)"
+		case l.next.Takeover:
+			r.checkLimboTakeover(l, last, lease)
 			ll.End, ll.Violation = r.judgeLapse(ops, l, call, last)
+		default:
+			ll.End, ll.Violation = r.judgeGiveBack(ops, l, call, last, lease)
 		}
 		if call != nil {
 			ll.End += "; " + describeCall(*call)
@@ -83,8 +90,8 @@ func (r *Report) checkLimbo(ops []Op, limbo []*limboLease, cfg Config) {
 // ended and whether it was a violation.
 func (r *Report) judgeLapse(ops []Op, l *limboLease, call *Op, last Op) (string, bool) {
 	next := *l.next
-	silence := next.Commit.Sub(last.Commit)
-	end := fmt.Sprintf("lapsed: token %d took it over at %s, after %v of silence", next.Token, ts(next.Commit), silence.Round(time.Millisecond))
+	silence := next.Commit.Sub(last.Commit).Round(time.Millisecond)
+	end := fmt.Sprintf("lapsed: token %d took it over at %s, after %v of silence", next.Token, ts(next.Commit), silence)
 	underWay := call == nil || call.Return == Never || next.Return < call.Return
 	if call != nil && call.Return != Never && call.Return < next.Call {
 		return end + ", after its call had returned", false
@@ -95,16 +102,48 @@ func (r *Report) judgeLapse(ops []Op, l *limboLease, call *Op, last Op) (string,
 	if p := pauseOf(ops, l.client, last.Call, next.Return); p != nil {
 		return end + fmt.Sprintf(", while its call waited, excused: %s was paused [%s, %s]", l.client, fmtDur(p.Call), fmtDur(retOrEnd(p))), false
 	}
+	r.violateLimbo(ops, l, call, fmt.Sprintf("neither returned nor given back, it was taken over by token %d at %s after %v of silence, while the call was still under way",
+		next.Token, ts(next.Commit), silence))
+	return end + ", while its call waited", true
+}
+
+// judgeGiveBack judges lease l in limbo, followed by l.next without a
+// takeover: given back. Handed on (l.next is a hand-off, whose commit
+// ended l) more than the lease its client declared after its last
+// renewal last, it sat in limbo past its lease: a violation, unless the
+// call it was handed to returned no lease (its ctx ended, or Spanner kept
+// failing: it gives back on its way out, late if it must) or a pause of
+// its client was recorded meanwhile.
+func (r *Report) judgeGiveBack(ops []Op, l *limboLease, call *Op, last Op, lease time.Duration) (string, bool) {
+	next := *l.next
+	silence := next.Commit.Sub(last.Commit)
+	end := fmt.Sprintf("given back: token %d followed at %s (%s), %v after its last renewal", next.Token, ts(next.Commit), acquisitionNote(next), silence.Round(time.Millisecond))
+	switch {
+	case !next.HandedOff || lease <= 0 || silence <= lease+clockTolerance:
+		return end, false
+	case call != nil && call.Return != Never && call.Outcome != OK:
+		return end + ", past its lease, by a call that returned no lease", false
+	}
+	if p := pauseOf(ops, l.client, last.Call, next.Return); p != nil {
+		return end + fmt.Sprintf(", past its lease, excused: %s was paused [%s, %s]", l.client, fmtDur(p.Call), fmtDur(retOrEnd(p))), false
+	}
+	r.violateLimbo(ops, l, call, fmt.Sprintf("neither returned nor given back for %v, past the lease %v %s declared, it was handed on to token %d only at %s, while the call went on waiting",
+		silence.Round(time.Millisecond), lease, l.client, next.Token, ts(next.Commit)))
+	return end + ", past its lease, while its call waited", true
+}
+
+// violateLimbo reports lease l in limbo, handed to call (nil if the
+// history shows none under way), as a violation; what says how it ended.
+func (r *Report) violateLimbo(ops []Op, l *limboLease, call *Op, what string) {
+	last := l.renewals[len(l.renewals)-1]
 	callText := "no call of " + l.client + " on it was under way"
 	if call != nil {
 		callText = fmt.Sprintf("%s's %s call #%d [%s, %s] (%s)", l.client, callNote(*call), call.ID, fmtDur(call.Call), fmtRet(call.Return), describeCall(*call))
 	}
-	v := Violation{Check: CheckLimbo, Name: l.name, Ops: limboOps(ops, l, call),
-		Message: fmt.Sprintf("lease limbo: token %d, which no call returned, was handed to %s; %s renewed it (%s, the last at %s); neither returned nor given back, it was taken over by token %d at %s after %v of silence, while the call was still under way",
-			l.token, callText, l.client, count(len(l.renewals), "renewal"), ts(last.Commit), next.Token, ts(next.Commit), silence.Round(time.Millisecond)),
-		Detail: []string{fmt.Sprintf("no pause of %s was recorded from its last renewal to the takeover; a lease the library acquired for a call must reach the caller or be given back at once, never left to lapse", l.client)}}
-	r.violate(v)
-	return end + ", while its call waited", true
+	r.violate(Violation{Check: CheckLimbo, Name: l.name, Ops: limboOps(ops, l, call),
+		Message: fmt.Sprintf("lease limbo: token %d, which no call returned, was handed to %s; %s renewed it (%s, the last at %s); %s",
+			l.token, callText, l.client, count(len(l.renewals), "renewal"), ts(last.Commit), what),
+		Detail: []string{fmt.Sprintf("no pause of %s was recorded from its last renewal to the end of the lease; a lease the library acquired for a call must reach the caller or be given back at once, never left to lapse", l.client)}})
 }
 
 // checkLimboTakeover holds the takeover of lease l in limbo to the lease

@@ -54,6 +54,8 @@ func TestTortureHistoriesOfLeaseLimbo(t *testing.T) {
 		assert.Equal(t, history.LimboLease{Name: "lock-1", Token: 36, Client: "c2", Renewals: 2,
 			LastRenewal: r.Limbo[0].LastRenewal, End: r.Limbo[0].End, Violation: true}, r.Limbo[0])
 		assert.Equal(t, 3, r.Checked[history.CheckTakeover], "37's takeover of 36 is held to c2's lease")
+		assert.Regexp(t, `no-lease-limbo +VIOLATED \(1\) +1 leases a call was handed`, out)
+		assert.Contains(t, out, "Leases in limbo: 1 (a call was handed them and their client renewed them, but no call returned them); 1 violations of no-lease-limbo")
 	})
 	t.Run("postgresql: token 44 given back as c3's Lock gave up", func(t *testing.T) {
 		ops := readHistory(t, "testdata/torture-postgresql-limbo-token-44.jsonl")
@@ -75,7 +77,9 @@ func TestTortureHistoriesOfLeaseLimbo(t *testing.T) {
 		assert.Equal(t, "c3", l.Client)
 		assert.False(t, l.Violation)
 		assert.Contains(t, l.End, "the call returned no lease (not-obtained) at 30.868s")
+		assert.Regexp(t, `no-lease-limbo +ok +1 leases a call was handed`, out)
 		assert.Contains(t, out, "Leases in limbo: 1 (")
+		assert.Contains(t, out, "lock-1  token 44  c3  1 renewal, the last at 19:44:55.553481: the history does not show its end")
 	})
 }
 
@@ -132,6 +136,20 @@ func limboCases() []attributionCase {
 			add(handedOff(acq("c3", "L", 3)), 0.1, 3, 2.5),
 		limbo: []int64{2},
 		text:  "given back: token 3 followed at 12:00:02.500000 (hand-off)",
+	}, {
+		name: "unreturned token, handed on past its lease while the call waited: limbo",
+		h: laterLease().
+			add(handedOff(acq("c3", "L", 3)), 0.1, 4, 3.5).
+			add(op("c3", history.Release, "L", 3, history.OK), 4.5, 5, -1),
+		want:  []string{history.CheckLimbo},
+		limbo: []int64{2},
+		text:  "neither returned nor given back for 2.35s, past the lease 1s c2 declared, it was handed on to token 3 only at 12:00:03.500000",
+	}, {
+		name: "unreturned token, handed on past its lease by a call that gave up: listed",
+		h: gaveUp(4).
+			add(handedOff(acq("c3", "L", 3)), 0.1, 4.5, 3.5),
+		limbo: []int64{2},
+		text:  "past its lease, by a call that returned no lease",
 	}, {
 		name: "unreturned token, taken over while its client was paused: excused",
 		h: laterLease().

@@ -51,7 +51,7 @@ var checkDescriptions = map[string]string{
 	CheckLockErrors:     "Lock calls that returned no lease, against Lock's contract",
 	CheckLeftHeld:       "locks, read back after the run",
 	CheckLiveness:       "free stretches of locks while a Lock call waited, against the stall bound",
-	CheckLimbo:          "leases a call was handed and renewed but no call returned, against lapsing while the call waited",
+	CheckLimbo:          "leases a call was handed and renewed but no call returned, against lapsing, or being held past their lease, while the call waited",
 }
 
 // WriteChecks writes each check's verdict, what the run went through, and
@@ -98,7 +98,7 @@ func (r *Report) writeLimbo(w io.Writer) {
 			lapsed++
 		}
 	}
-	fmt.Fprintf(w, "Leases in limbo: %d (a call was handed them and their client renewed them, but no call returned them); %d left to lapse while the call waited (check %s)\n",
+	fmt.Fprintf(w, "Leases in limbo: %d (a call was handed them and their client renewed them, but no call returned them); %d violations of %s (left to lapse, or held past their lease, while the call waited)\n",
 		len(r.Limbo), lapsed, CheckLimbo)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	for _, l := range r.Limbo {
