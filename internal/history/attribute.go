@@ -37,10 +37,12 @@ import (
 //     knows no acquisition of their token) and are judged by CheckLimbo
 //     (limbo.go);
 //   - else the renewal fits no lease of its client that the history allows,
-//     and it keeps the old attribution, to its client's latest acquisition
-//     committed before it, so that the model and CheckDisjoint report it: a
-//     renewal of a lease its client did not hold is a violation, and
-//     attributing it to a gap must never hide one.
+//     and it is attributed to its client's latest acquisition committed
+//     before it (as Check did before gaps were considered), so that the
+//     model and CheckDisjoint report it: a renewal of a lease its client
+//     did not hold is a violation, and attributing it to a gap must never
+//     hide one. A renewal whose client has no acquisition before it is
+//     counted in Report.UnattributedRenewals, as before.
 //
 // A gap is not taken when the history proves the previous lease still held
 // when the renewal committed: a guarded write of it committed later, or an
