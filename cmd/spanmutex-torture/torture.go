@@ -68,7 +68,12 @@ resource's tokens never decrease, a run-once section is done at most once,
 takeovers wait for the lease the previous holder declared, and the table
 agrees with what clients were told; a Lock call that returns no lease returns
 ErrNotObtained, an *ExhaustedError or (TryLock) a *HeldError, and after the
-run no lock is held by a token no Lock call returned.
+run no lock is held by a token no Lock call returned. Renewals, seen on the
+wire, are attributed to the lease that held the row when they committed; a
+lease a call was handed and renewed but did not return (a lease in limbo) is
+listed, and is a violation if it lapsed (taken over, or handed on only past
+its lease) while the call still waited and no pause of its client explains it
+(pauses are recorded).
 
 It also reports liveness: per lock, the longest stall, a stretch during which
 the lock was free (or held by a token no Lock call returned) while a Lock call
@@ -552,7 +557,8 @@ func (t *torture) reportProgress(ctx context.Context) {
 // pauseNowAndThen freezes a client every 2 to 5 leases, a holder if one
 // holds, for 1.3 to 2.5 of that client's leases: past the lease it
 // declared and any jitter, so that it is taken over while it believes it
-// still holds its lease.
+// still holds its lease. Each pause is recorded in the history (Pause),
+// from just before the freeze to just after the thaw.
 func (t *torture) pauseNowAndThen(ctx context.Context) {
 	wm := t.opts.lease
 	rng := rand.New(rand.NewPCG(t.opts.seed, 1<<32))
@@ -571,10 +577,14 @@ func (t *torture) pauseNowAndThen(ctx context.Context) {
 			holders = t.clients
 		}
 		c := holders[rng.IntN(len(holders))]
+		// Recorded, so that the checker can tell a lease that lapsed
+		// because its process was frozen (history.CheckLimbo).
+		paused := t.rec.Begin(history.Op{Client: c.ID, Kind: history.Pause})
 		c.faults.freezer.freeze()
 		t.pauses.Add(1)
 		wait(ctx, time.Duration(between(1.3, 2.5)*float64(c.lease)))
 		c.faults.freezer.thaw()
+		paused.End(history.Result{Outcome: history.OK})
 	}
 }
 

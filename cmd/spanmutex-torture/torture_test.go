@@ -51,6 +51,7 @@ func tortureAllFaults(t *testing.T, dialect string) {
 		"  lock-errors-expected ",
 		"  no-lock-left-held ",
 		"  stall-bounded ",
+		"  no-lease-limbo ",
 		"Violations: 0\n",
 		"Liveness: ",
 		"Elapsed: ",

@@ -51,11 +51,16 @@ const (
 	// CheckLiveness: no lock stays free (or held by a token no caller
 	// received) for longer than StallBound while a Lock call waits for it.
 	CheckLiveness = "stall-bounded"
+	// CheckLimbo: a lease that a call was handed and its client renewed,
+	// but that no call returned, was neither left to lapse into a takeover
+	// nor held past its lease before it was handed on, while the call
+	// waited (limbo.go).
+	CheckLimbo = "no-lease-limbo"
 )
 
 // checkOrder is the order in which the report lists the checks.
 var checkOrder = []string{CheckLinearizable, CheckTokens, CheckDisjoint, CheckResourceTokens, CheckRunOnce, CheckTakeover,
-	CheckTable, CheckLockErrors, CheckLeftHeld, CheckLiveness}
+	CheckTable, CheckLockErrors, CheckLeftHeld, CheckLiveness, CheckLimbo}
 
 // DefaultTimeout bounds porcupine's search on each name.
 const DefaultTimeout = 2 * time.Minute
@@ -146,6 +151,13 @@ type Report struct {
 	// CheckLiveness holds them to (see liveness.go).
 	Stalls     map[string]Stall
 	StallBound time.Duration
+
+	// Limbo lists the leases that a call was handed and its client renewed,
+	// but that no call returned, in order of name and token; those that
+	// CheckLimbo found left to lapse are marked (see limbo.go).
+	Limbo []LimboLease
+
+	unreturned map[int]bool // IDs of renewals attributed to a token no call returned
 }
 
 // OK reports whether no check found a violation.
@@ -159,11 +171,12 @@ func Check(ops []Op, cfg Config) *Report {
 		cfg.Timeout = DefaultTimeout
 	}
 	ops = slices.Clone(ops)
-	r := &Report{Ops: len(ops), Kinds: map[Kind]map[Outcome]int{}, Checked: map[string]int{}, Linearizability: porcupine.Ok}
+	r := &Report{Ops: len(ops), Kinds: map[Kind]map[Outcome]int{}, Checked: map[string]int{}, Linearizability: porcupine.Ok,
+		unreturned: map[int]bool{}}
 	if cfg.Readback != nil {
 		r.settle(ops, cfg.Readback)
 	}
-	r.attributeRenewals(ops)
+	limbo := r.attributeRenewals(ops, finalTokens(cfg.Readback))
 	for _, o := range ops {
 		if r.Kinds[o.Kind] == nil {
 			r.Kinds[o.Kind] = map[Outcome]int{}
@@ -200,7 +213,23 @@ func Check(ops []Op, cfg Config) *Report {
 		r.checkLeftHeld(byName, cfg.Readback.Locks)
 	}
 	r.checkResources(ops)
+	r.checkLimbo(ops, limbo, cfg)
 	return r
+}
+
+// finalTokens returns the tokens the rows held after the run, by name, as
+// rb read them back; nil if the history was not read back.
+func finalTokens(rb *Readback) map[string]int64 {
+	if rb == nil {
+		return nil
+	}
+	out := map[string]int64{}
+	for _, rows := range []map[string]FinalRow{rb.Rows, rb.Locks} {
+		for name, fr := range rows {
+			out[name] = fr.Token
+		}
+	}
+	return out
 }
 
 // declaredLease is the lease the holder of acquisition a declared, or
@@ -320,38 +349,6 @@ func joinNote(a, b string) string {
 	return a + "; " + b
 }
 
-// attributeRenewals gives each committed renewal the token of the lease it
-// renewed: its client's latest acquisition of the name that committed
-// before it (a client holds one lease of a name at a time, and stops
-// renewing it before it releases it). Spanner's timestamps only.
-func (r *Report) attributeRenewals(ops []Op) {
-	type key struct{ client, name string }
-	acqs := map[key][]Op{}
-	for _, o := range ops {
-		if o.Kind == Acquire && o.Outcome == OK && !o.Commit.IsZero() {
-			k := key{o.Client, o.Name}
-			acqs[k] = append(acqs[k], o)
-		}
-	}
-	for _, as := range acqs {
-		slices.SortFunc(as, func(a, b Op) int { return a.Commit.Compare(b.Commit) })
-	}
-	for i := range ops {
-		o := &ops[i]
-		if o.Kind != Renew || o.Outcome != OK || o.Commit.IsZero() {
-			continue
-		}
-		as := acqs[key{o.Client, o.Name}]
-		j, _ := slices.BinarySearchFunc(as, o.Commit, func(a Op, t time.Time) int { return a.Commit.Compare(t) })
-		if j == 0 {
-			r.UnattributedRenewals++
-			o.Note = joinNote(o.Note, "no acquisition of this client to attribute it to")
-			continue
-		}
-		o.Token = as[j-1].Token
-	}
-}
-
 // latestEffects bounds when operations whose outcome the client did not
 // learn (settled by the read-back, or never returned) can have taken
 // effect, by local time, from their commit timestamps: by the return of
@@ -418,7 +415,9 @@ func (r *Report) checkLinearizable(name string, ops []Op, bounds map[int]time.Du
 	clients := map[string]int{}
 	for i := range ops {
 		o := &ops[i]
-		if !inModel(o) {
+		if !inModel(o) || r.unreturned[o.ID] {
+			// A renewal of a token no call returned: the model knows no
+			// acquisition of it, and CheckLimbo judges it.
 			continue
 		}
 		// An operation of unknown outcome, even one settled later, may

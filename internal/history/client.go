@@ -39,7 +39,9 @@ type Guard func(ctx context.Context, txn *spanner.ReadWriteTransaction) error
 // Client is one client of a workload: it calls spanmutex and records each
 // call, with its outcome, in Rec. Its methods are safe for concurrent use,
 // but a workload client is meant to do one thing at a time, as a process
-// would (renewals are attributed to its latest acquisition of a name).
+// would (renewals are attributed to a lease of their client that held the
+// row when they committed, which is ambiguous if one client holds or waits
+// for a name twice at once).
 type Client struct {
 	ID      string          // the client's id in the history
 	Spanner *spanner.Client // its own Spanner client, with Rec.RenewalObserver(ID, ...) installed

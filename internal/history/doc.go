@@ -42,7 +42,19 @@
 //     contract (ErrNotObtained, *ExhaustedError, *HeldError from TryLock);
 //   - liveness: the longest stall of each lock, a stretch of the local
 //     clock during which it was free while a Lock call waited, reported,
-//     and a violation only past StallBound (liveness.go).
+//     and a violation only past StallBound (liveness.go);
+//   - lease limbo: a lease that a call was handed and its client renewed,
+//     but that no call returned, is listed, and is a violation if it
+//     lapsed (taken over, or handed on only past its lease) while the call
+//     still waited and no recorded pause of its client explains it
+//     (limbo.go).
+//
+// Renewals are seen on the wire without a token. Each is attributed to the
+// lease that held the row when it committed, a lease of its own client
+// since renewals are fenced: the client's latest acquisition, or a token
+// that no call returned in a gap between two acquisitions; a renewal that
+// fits neither keeps its client's latest acquisition, so that the checks
+// report it (attribute.go).
 //
 // A violation comes with the offending sub-history and, for the
 // linearizability check, porcupine's HTML visualization in a temporary

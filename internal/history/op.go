@@ -21,7 +21,8 @@ const (
 	Acquire Kind = "acquire"
 	// Renew is a renewal of a held lease, seen on the wire by
 	// Recorder.RenewalObserver, with its commit timestamp. Its Token is
-	// filled in by Check, from the client's acquisitions.
+	// filled in by Check, from the row's history: the lease of its client
+	// that held the row when it committed (attribute.go).
 	Renew Kind = "renew"
 	// Release is Lock.Unlock: OK, LeaseLost, or Unknown (it gave up).
 	Release Kind = "release"
@@ -43,6 +44,11 @@ const (
 	// still believe it holds it, which is what fencing is for.
 	SectionStart Kind = "section-start"
 	SectionEnd   Kind = "section-end"
+	// Pause is a stretch [Call, Return] of the local clock during which
+	// the client's process was frozen (the torture's pause fault); it has
+	// no Name. It is not checked: it excuses a lease in limbo that lapsed
+	// meanwhile (CheckLimbo).
+	Pause Kind = "pause"
 )
 
 // Outcome is how an operation ended.

@@ -11,7 +11,7 @@ import (
 )
 
 // kindOrder is the order in which operations are listed by kind.
-var kindOrder = []Kind{Acquire, Renew, Write, Release, SectionStart, SectionEnd, Complete, Fail, SeeDone}
+var kindOrder = []Kind{Acquire, Renew, Write, Release, SectionStart, SectionEnd, Complete, Fail, SeeDone, Pause}
 
 // outcomeOrder is the order in which outcomes are listed.
 var outcomeOrder = []Outcome{OK, LeaseLost, NoEffect, Unknown}
@@ -51,6 +51,7 @@ var checkDescriptions = map[string]string{
 	CheckLockErrors:     "Lock calls that returned no lease, against Lock's contract",
 	CheckLeftHeld:       "locks, read back after the run",
 	CheckLiveness:       "free stretches of locks while a Lock call waited, against the stall bound",
+	CheckLimbo:          "leases a call was handed and renewed but no call returned, against lapsing, or being held past their lease, while the call waited",
 }
 
 // WriteChecks writes each check's verdict, what the run went through, and
@@ -82,7 +83,28 @@ func (r *Report) WriteChecks(w io.Writer) {
 		fmt.Fprintf(w, ", %d renewals not attributed", r.UnattributedRenewals)
 	}
 	fmt.Fprintln(w)
+	r.writeLimbo(w)
 	fmt.Fprintf(w, "Violations: %d\n", len(r.Violations))
+}
+
+// writeLimbo lists the leases in limbo, if any.
+func (r *Report) writeLimbo(w io.Writer) {
+	if len(r.Limbo) == 0 {
+		return
+	}
+	lapsed := 0
+	for _, l := range r.Limbo {
+		if l.Violation {
+			lapsed++
+		}
+	}
+	fmt.Fprintf(w, "Leases in limbo: %d (a call was handed them and their client renewed them, but no call returned them); %d violations of %s (left to lapse, or held past their lease, while the call waited)\n",
+		len(r.Limbo), lapsed, CheckLimbo)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, l := range r.Limbo {
+		fmt.Fprintf(tw, "  %s\ttoken %d\t%s\t%s, the last at %s: %s\n", l.Name, l.Token, l.Client, count(l.Renewals, "renewal"), ts(l.LastRenewal), l.End)
+	}
+	_ = tw.Flush()
 }
 
 // WriteViolations writes each violation with its offending sub-history.
