@@ -58,14 +58,23 @@ func (f *outageFlags) outageOptions() []spanmutex.LeaseOption {
 	return []spanmutex.LeaseOption{spanmutex.WithMaxFailures(f.maxFailures), spanmutex.WithFinishTimeout(f.callTimeout)}
 }
 
+// maxBackOffWait is the longest wait of the library's default backoff
+// between two calls: spanmutex.DefaultMaxBackOff, randomised by half.
+const maxBackOffWait = spanmutex.DefaultMaxBackOff * 3 / 2
+
 // outageBound is how long after Spanner stops answering a wait gives up:
-// until its next call (poll, at most spanmutex.DefaultMaxBackOff for
-// "run", at most a quarter lease and 10 s for "lock"), then maxFailures
-// calls that each time out, each followed by a backoff of at most
-// spanmutex.DefaultMaxBackOff, then one more call timeout to leave the
-// queue. doc/cli.md states it; the outage tests check it.
+// until its next call (poll: at most maxBackOffWait for "run", lockPoll
+// for "lock"), then --max-failures calls that each time out after
+// --call-timeout, with a backoff after each, then one more --call-timeout
+// to leave the queue. doc/cli.md states it; the outage tests check it.
 func (f *outageFlags) outageBound(poll time.Duration) time.Duration {
-	return poll + time.Duration(f.maxFailures+1)*(f.callTimeout+spanmutex.DefaultMaxBackOff)
+	return poll + time.Duration(f.maxFailures+1)*(f.callTimeout+maxBackOffWait)
+}
+
+// lockPoll is the longest a waiting "lock" with --lease lease goes between
+// two reads: a quarter lease, at most 10 s.
+func lockPoll(lease time.Duration) time.Duration {
+	return min(lease/4, 10*time.Second)
 }
 
 // reportOutage says on stderr that the wait for what ended because Spanner
