@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spanmutex/spanmutex"
 	"github.com/spanmutex/spanmutex/ddl"
 	"github.com/spanmutex/spanmutex/emulator"
 )
@@ -50,6 +51,49 @@ func TestOutageWhileRunHolds(t *testing.T) {
 		}
 		checkBound(t, took, outageLease+outageCallTimeout)
 	})
+}
+
+// TestOutagePausedWhileRunHolds: the emulator is paused (SIGSTOP) past
+// the lease, so the lease is lost and COMMAND sent SIGTERM, then resumed:
+// FAILED is recorded after all, and "run" says so, exiting 1.
+func TestOutagePausedWhileRunHolds(t *testing.T) {
+	onBothDialects(t, func(t *testing.T, e *emulator.Emulator) {
+		ready := filepath.Join(t.TempDir(), "READY")
+		p := startFileProcess(t, e, []string{"READY=" + ready}, "run", "--database", e.Database(),
+			"--lease", outageLease.String(), "--call-timeout", "5s",
+			"held", "--", "sh", "-c", `touch "$READY"; while :; do sleep 0.1; done`)
+		p.waitFor(t, 30*time.Second, func() bool { _, err := os.Stat(ready); return err == nil }, "COMMAND to start")
+		if err := syscall.Kill(e.PID(), syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = syscall.Kill(e.PID(), syscall.SIGCONT) })
+		p.waitFor(t, 30*time.Second, func() bool { return strings.Contains(p.stderrText(t), "sent COMMAND SIGTERM") }, "the lease to be lost")
+		if err := syscall.Kill(e.PID(), syscall.SIGCONT); err != nil {
+			t.Fatal(err)
+		}
+		code := p.wait(t, time.Minute)
+		stderr := p.stderrText(t)
+		if code != 1 {
+			t.Errorf("exit %d, want 1 (a lease lost while COMMAND ran); stderr:\n%s", code, stderr)
+		}
+		wantLines(t, stderr,
+			`spanmutex: COMMAND failed (exit status 143) after it was sent SIGTERM for the lost lease; "held" is recorded FAILED; a later run retries it (1 of 3 attempts used)`)
+		if r := inspectOn(t, e, "held"); r.State != spanmutex.StateFailed || r.Token != 1 {
+			t.Errorf("row %+v, want FAILED under token 1", r)
+		}
+	})
+}
+
+// inspectOn returns name's row in e's default database.
+func inspectOn(t *testing.T, e *emulator.Emulator, name string) spanmutex.Record {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rows, err := spanmutex.Inspect(ctx, e.Client(), name)
+	if err != nil || len(rows) != 1 {
+		t.Fatalf("Inspect %q: %d rows, %v", name, len(rows), err)
+	}
+	return rows[0]
 }
 
 // TestOutageWhileLockHolds: the lock is lost the same way; "lock" exits 76
