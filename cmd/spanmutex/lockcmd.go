@@ -115,7 +115,9 @@ func holdLock(ctx context.Context, s streams, o *lockOptions, name string, comma
 	take := func(ctx context.Context) (*spanmutex.Lease, func(context.Context) error, error) {
 		lease, err := l.Lock(ctx)
 		unlock := func(ctx context.Context) error {
-			// At least --call-timeout, as the library allows; not the lease.
+			// With this deadline Unlock keeps trying for --call-timeout;
+			// without one it would keep trying for the lease, past the
+			// bound doc/cli.md states for an outage.
 			ctx, cancel := context.WithTimeout(ctx, o.callTimeout)
 			defer cancel()
 			return l.Unlock(ctx)
