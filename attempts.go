@@ -46,8 +46,8 @@ func (a *attempts) ok() { a.n = 0 }
 // it, waits before it (at most limit, when limit > 0). It returns nil to go
 // on, or the error the caller ends with: errors.Join(ErrNotObtained,
 // ctx.Err()) once ctx has ended; err itself when it is not worth another
-// try (see spanerr.Retryable); an *ExhaustedError once max calls in a row failed or
-// the backoff policy stopped.
+// try (see spanerr.Retryable); an *OutageError once max calls in a row
+// failed or the backoff policy stopped their retries.
 func (a *attempts) failed(ctx context.Context, err error, limit time.Duration) error {
 	if ctx.Err() != nil {
 		return notObtained(ctx, err)
@@ -56,21 +56,32 @@ func (a *attempts) failed(ctx context.Context, err error, limit time.Duration) e
 		return err
 	}
 	if a.n++; a.n >= a.max {
-		return &ExhaustedError{Name: a.name, Attempts: int64(a.n), MaxAttempts: a.max, LastError: err.Error(), Err: err}
+		return &OutageError{Name: a.name, Failures: a.n, MaxFailures: a.max, Err: err}
 	}
 	a.log.Warn("Spanner call failed; backing off", "err", err, "failures", a.n)
-	return a.pause(ctx, limit)
+	perr := pauseWith(ctx, a.clk, a.bo, limit, a.sleep)
+	if errors.Is(perr, errBackOffStopped) {
+		return &OutageError{Name: a.name, Failures: a.n, MaxFailures: a.max, BackOffStopped: true, Err: err}
+	}
+	return a.settled(ctx, perr)
 }
 
 // pause waits for the backoff's next interval (at most limit, when limit >
-// 0). It returns nil to go on, or the error the caller ends with, as failed.
+// 0), between reads of a section or lock held elsewhere. It returns nil to
+// go on, errors.Join(ErrNotObtained, ctx.Err()) once ctx has ended, or an
+// *ExhaustedError if the backoff policy stopped.
 func (a *attempts) pause(ctx context.Context, limit time.Duration) error {
 	err := pauseWith(ctx, a.clk, a.bo, limit, a.sleep)
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, errBackOffStopped):
+	if errors.Is(err, errBackOffStopped) {
 		return &ExhaustedError{Name: a.name, Attempts: int64(a.n), MaxAttempts: a.max, LastError: "the backoff policy stopped", Err: err}
+	}
+	return a.settled(ctx, err)
+}
+
+// settled turns the error of a wait into the one the caller ends with.
+func (a *attempts) settled(ctx context.Context, err error) error {
+	if err == nil {
+		return nil
 	}
 	return notObtained(ctx, err)
 }

@@ -18,9 +18,17 @@ var (
 	ErrInvalidConfig = errors.New("spanmutex: invalid configuration")
 
 	// ErrAttemptsExhausted: the section was started MaxAttempts times in this
-	// generation of the row and never completed, or Spanner kept failing
-	// for MaxFailures calls in a row. Returned as *ExhaustedError.
+	// generation of the row and never completed. Returned as
+	// *ExhaustedError. An *OutageError (Spanner kept failing) matches it
+	// too, as every give-up did before OutageError existed: test
+	// ErrOutage first to tell an outage from used-up attempts.
 	ErrAttemptsExhausted = errors.New("spanmutex: attempt limit reached")
+
+	// ErrOutage: Spanner kept failing: MaxFailures calls of one kind in a
+	// row failed (WithMaxFailures), so Run, Lock or TryLock gave up
+	// waiting. Nothing about the section's attempts is implied: the row
+	// was not changed by the calls that failed. Returned as *OutageError.
+	ErrOutage = errors.New("spanmutex: Spanner kept failing")
 
 	// ErrLeaseLost: the row stopped being ours while we held it: taken over
 	// after our renewals failed for a lease, recorded abandoned, or
@@ -76,14 +84,17 @@ func (e *joinedError) Error() string {
 // Unwrap returns the joined errors.
 func (e *joinedError) Unwrap() []error { return e.errs }
 
-// ExhaustedError is returned by Run, Lock or TryLock when it gives up. It
-// matches ErrAttemptsExhausted.
+// ExhaustedError is returned by Run when it gives up on the section's
+// attempts: the section was started MaxAttempts times and never completed,
+// or (LastError says so) the backoff policy of WithBackOff stopped a wait.
+// It matches ErrAttemptsExhausted. Failed Spanner calls end in an
+// *OutageError instead.
 type ExhaustedError struct {
 	Name        string // the section
-	Attempts    int64  // starts recorded in the row, or failed calls in a row
-	MaxAttempts int    // the limit: WithMaxAttempts, or WithMaxFailures for failed calls
+	Attempts    int64  // starts recorded in the row
+	MaxAttempts int    // the limit: WithMaxAttempts
 	LastError   string // the last attempt's error text, if any
-	Err         error  // the Spanner error that made Run give up, if any
+	Err         error  // the error that made Run give up, if any
 }
 
 func (e *ExhaustedError) Error() string {
@@ -99,6 +110,42 @@ func (e *ExhaustedError) Is(target error) bool { return target == ErrAttemptsExh
 
 // Unwrap returns the Spanner error that made Run give up, if any.
 func (e *ExhaustedError) Unwrap() error { return e.Err }
+
+// OutageError is returned by Run, Lock or TryLock when Spanner kept
+// failing: MaxFailures calls of one kind (reads, or writes) in a row failed
+// with errors worth another try (unavailable, deadline exceeded), or the
+// backoff policy stopped their retries. The section did not run in that
+// call, and its attempts were not touched. It matches ErrOutage and, for
+// callers written before it existed, ErrAttemptsExhausted; errors.As does
+// not find an *ExhaustedError in it. Unwrap returns the last call's error.
+type OutageError struct {
+	Name        string // the section or lock
+	Failures    int    // calls that failed in a row
+	MaxFailures int    // the limit: WithMaxFailures
+	// BackOffStopped is set when the backoff policy (WithBackOff) stopped
+	// the retries before MaxFailures was reached.
+	BackOffStopped bool
+	Err            error // the last failed call's error
+}
+
+func (e *OutageError) Error() string {
+	msg := fmt.Sprintf("spanmutex: %q: Spanner kept failing: %d calls in a row failed (at most %d allowed)", e.Name, e.Failures, e.MaxFailures)
+	if e.BackOffStopped {
+		msg = fmt.Sprintf("spanmutex: %q: Spanner kept failing: the backoff policy stopped the retries after %d failed calls in a row", e.Name, e.Failures)
+	}
+	if e.Err != nil {
+		msg += ": last error: " + e.Err.Error()
+	}
+	return msg
+}
+
+// Is reports whether target is ErrOutage or ErrAttemptsExhausted.
+func (e *OutageError) Is(target error) bool {
+	return target == ErrOutage || target == ErrAttemptsExhausted
+}
+
+// Unwrap returns the last failed call's error.
+func (e *OutageError) Unwrap() error { return e.Err }
 
 // LeaseLostError is returned when a holder finds that the row is no longer
 // its own. It matches ErrLeaseLost.

@@ -91,7 +91,7 @@ func (l *Lock) Owner() string { return l.cfg.owner }
 
 // Lock blocks until this contender holds the lock, and returns its lease.
 // Otherwise it returns an error matching ErrNotObtained and ctx.Err() if ctx
-// ends first; an *ExhaustedError if Spanner kept failing (MaxFailures calls
+// ends first; an *OutageError if Spanner kept failing (MaxFailures calls
 // in a row); a *SchemaError; or an error naming the run-once Mutex that owns
 // the name. Whenever it returns without the lease it has left the queue and
 // handed on a lock handed to it meanwhile, in one transaction, so that it

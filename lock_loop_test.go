@@ -337,6 +337,22 @@ func TestLockRetriesLostTransactions(t *testing.T) {
 	require.NoError(t, l.Unlock(context.Background()))
 }
 
+// A Lock call whose Spanner calls keep failing gives up with an
+// *OutageError after MaxFailures, not an *ExhaustedError.
+func TestLockGivesUpWithOutageError(t *testing.T) {
+	st := newMemLockStore(time.Second)
+	st.setFault(func(op string) (bool, error) {
+		if op == "leave" {
+			return true, nil
+		}
+		return false, unavailable
+	})
+	l := newMemLock(t, st, WithMaxFailures(2),
+		WithBackOff(func() backoff.BackOff { return backoff.NewConstantBackOff(time.Millisecond) }))
+	_, err := l.Lock(context.Background())
+	assertOutage(t, err, 2)
+}
+
 // A Lock call whose ctx ends returns an error matching ErrNotObtained and
 // the ctx's error, whatever Spanner answered meanwhile.
 func TestLockGivesUpWithErrNotObtained(t *testing.T) {

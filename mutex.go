@@ -81,7 +81,9 @@ func (m *Mutex) unreached(err error, began time.Time) error {
 //     been taken over meanwhile (its renewals did not reach Spanner for a
 //     lease, or it was recorded abandoned).
 //   - NoOutcome, *ExhaustedError: the section failed on its last allowed
-//     attempt, or Spanner kept failing; fn did not run here.
+//     attempt; fn did not run here.
+//   - NoOutcome, *OutageError: Spanner kept failing (MaxFailures calls in
+//     a row); fn did not run here, and its attempts were not touched.
 //   - NoOutcome, errors.Join(ErrNotObtained, ctx.Err()): ctx ended while
 //     waiting; fn did not run here.
 //

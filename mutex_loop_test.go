@@ -270,14 +270,33 @@ func TestFinishRetriesWhenNotCommitted(t *testing.T) {
 	assert.Equal(t, StateDone, st.r.State)
 }
 
-// Reads that keep failing end in ErrAttemptsExhausted after MaxFailures.
+// Reads that keep failing end in an *OutageError after MaxFailures: it
+// matches ErrOutage, and ErrAttemptsExhausted as before it existed, but
+// errors.As finds no *ExhaustedError (used-up attempts) in it.
 func TestRunGivesUpAfterFailedReads(t *testing.T) {
 	st := &memStore{now: time.Unix(1000, 0), readFault: func(int) error { return unavailable }}
 	m := newTestMutex(t, st, WithMaxFailures(4))
 	out, err := m.Run(context.Background(), func(ctx context.Context, l *Lease) error { return nil })
 	assert.Equal(t, NoOutcome, out)
 	assert.ErrorIs(t, err, ErrAttemptsExhausted)
+	assertOutage(t, err, 4)
 	assert.Equal(t, 4, st.reads)
+}
+
+// assertOutage checks that err is an outage after failures failed calls,
+// told apart from used-up attempts.
+func assertOutage(t *testing.T, err error, failures int) {
+	t.Helper()
+	assert.ErrorIs(t, err, ErrOutage)
+	assert.ErrorIs(t, err, unavailable, "the last failed call's error")
+	var outage *OutageError
+	if assert.ErrorAs(t, err, &outage) {
+		assert.Equal(t, failures, outage.Failures)
+		assert.Equal(t, failures, outage.MaxFailures)
+	}
+	var ex *ExhaustedError
+	assert.False(t, errors.As(err, &ex), "an outage is no *ExhaustedError: %v", err)
+	assert.Contains(t, err.Error(), "Spanner kept failing")
 }
 
 // A backoff policy that says Stop ends the wait.
@@ -298,6 +317,7 @@ func TestRunGivesUpAfterFailedAcquisitions(t *testing.T) {
 	out, err := m.Run(context.Background(), func(ctx context.Context, l *Lease) error { t.Error("ran"); return nil })
 	assert.Equal(t, NoOutcome, out)
 	assert.ErrorIs(t, err, ErrAttemptsExhausted)
+	assertOutage(t, err, 3)
 	assert.Equal(t, 3, st.acquires)
 }
 
@@ -324,6 +344,7 @@ func TestGivenBackAttemptKeepsTheLimit(t *testing.T) {
 	assert.ErrorContains(t, err, "boom")
 	_, err = m.Run(context.Background(), fail)
 	assert.ErrorIs(t, err, ErrAttemptsExhausted)
+	assert.NotErrorIs(t, err, ErrOutage, "used-up attempts are no outage")
 	assert.Equal(t, 1, runs, "MaxAttempts(1): one start in all")
 }
 

@@ -237,8 +237,11 @@ func WithMaxAttempts(n int) MutexOption {
 
 // WithMaxFailures sets how many Spanner calls of one kind (reads, or
 // writes) may fail in a row, each retried after a backoff (WithBackOff),
-// before Run, Lock or TryLock gives up with an *ExhaustedError (default
-// DefaultMaxFailures, at least 1). Errors that another try cannot mend,
+// before Run, Lock or TryLock gives up with an *OutageError (default
+// DefaultMaxFailures, at least 1). Each failed call takes up to its
+// timeout (WithFinishTimeout) when Spanner does not answer, and each retry
+// waits up to the backoff's maximum (WithBackOff), so a wait notices an
+// outage within about MaxFailures times their sum. Errors that another try cannot mend,
 // such as a missing table, end the call at once.
 func WithMaxFailures(n int) LeaseOption {
 	return leaseOption(func(c *config) { c.maxFailures = n })

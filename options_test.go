@@ -130,6 +130,13 @@ func TestErrorsMatchTheirSentinels(t *testing.T) {
 	assert.ErrorIs(t, &SectionError{Name: "n", Err: cause}, cause)
 	assert.Contains(t, (&SchemaError{Table: "T", Problem: "does not exist"}).Error(), "spanmutex ddl --table T")
 	assert.Contains(t, (&ExhaustedError{Name: "n", Attempts: 3, MaxAttempts: 3, LastError: "boom"}).Error(), "gave up after 3 of 3 attempts: last error: boom")
+	assert.NotErrorIs(t, &ExhaustedError{Name: "n"}, ErrOutage)
+	outage := &OutageError{Name: "n", Failures: 3, MaxFailures: 3, Err: cause}
+	assert.ErrorIs(t, outage, ErrOutage)
+	assert.ErrorIs(t, outage, ErrAttemptsExhausted, "as before OutageError existed")
+	assert.ErrorIs(t, outage, cause)
+	assert.Equal(t, `spanmutex: "n": Spanner kept failing: 3 calls in a row failed (at most 3 allowed): last error: disk full`, outage.Error())
+	assert.Contains(t, (&OutageError{Name: "n", Failures: 1, MaxFailures: 3, BackOffStopped: true}).Error(), "the backoff policy stopped the retries after 1 failed calls in a row")
 }
 
 func TestOutcomeStrings(t *testing.T) {

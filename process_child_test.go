@@ -165,13 +165,13 @@ func withErr(e procEvent, err error) procEvent {
 // anything else (such as a raw Spanner error).
 func errClass(err error) string {
 	var (
-		ex   *ExhaustedError
-		held *HeldError
+		outage *OutageError
+		held   *HeldError
 	)
 	switch {
 	case errors.Is(err, ErrNotObtained):
 		return "not-obtained"
-	case errors.As(err, &ex):
+	case errors.As(err, &outage):
 		return "exhausted"
 	case errors.As(err, &held):
 		return "held"

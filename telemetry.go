@@ -130,6 +130,8 @@ func outcomeOf(err error, out Outcome) string {
 		return "unreachable"
 	case errors.Is(err, ErrNotObtained):
 		return "not_obtained"
+	case errors.Is(err, ErrOutage):
+		return "outage"
 	case errors.Is(err, ErrAttemptsExhausted):
 		return "exhausted"
 	case errors.Is(err, ErrSchema), errors.Is(err, ErrNotFound):

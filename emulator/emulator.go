@@ -167,6 +167,33 @@ func (e *Emulator) PID() int {
 	return e.proc.cmd.Process.Pid
 }
 
+// Exited returns a channel that is closed when the emulator process this
+// Emulator started exits for any reason but Close: killed, crashed, or
+// exited by itself. It is nil, and never ready, when the Emulator attached
+// to one it did not start. ExitError then says how it ended.
+func (e *Emulator) Exited() <-chan struct{} {
+	if e.proc == nil {
+		return nil
+	}
+	return e.proc.died
+}
+
+// ExitError says, on one line, how the emulator process this Emulator
+// started ended, once Exited is closed; nil while it runs, or if it was
+// not started here.
+func (e *Emulator) ExitError() error {
+	if e.proc == nil {
+		return nil
+	}
+	select {
+	case <-e.proc.exited:
+	default:
+		return nil
+	}
+	return fmt.Errorf("emulator: %s (pid %d, %s) exited unexpectedly: %v",
+		e.proc.cmd.Path, e.proc.cmd.Process.Pid, e.host, e.proc.cmd.ProcessState)
+}
+
 // ClientOptions returns the options that point a Spanner client (data or
 // admin) at this emulator without touching the environment.
 func (e *Emulator) ClientOptions() []option.ClientOption {

@@ -94,3 +94,38 @@ func TestStartAndAttach(t *testing.T) {
 	assert.NoError(t, e.Close())
 	assert.NoError(t, e.Close(), "Close twice is fine")
 }
+
+// Exited is closed when the emulator dies by itself (here: SIGKILL), and
+// ExitError says how; it stays open when Close stops it, and is nil for an
+// attached emulator.
+func TestExitedTellsADeathFromAClose(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: starts the emulator (skipped with -short)")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	bin, err := FindBinary()
+	require.NoError(t, err, InstallHint)
+	killed, err := Start(ctx, WithBinary(bin))
+	require.NoError(t, err)
+	defer killed.Close()
+	assert.NoError(t, killed.ExitError(), "running")
+	require.NoError(t, killed.proc.cmd.Process.Kill())
+	select {
+	case <-killed.Exited():
+	case <-time.After(10 * time.Second):
+		t.Fatal("Exited not closed 10s after SIGKILL")
+	}
+	assert.ErrorContains(t, killed.ExitError(), "exited unexpectedly: signal: killed")
+
+	closed, err := Start(ctx, WithBinary(bin))
+	require.NoError(t, err)
+	exited := closed.Exited()
+	require.NoError(t, closed.Close())
+	select {
+	case <-exited:
+		t.Fatal("Exited closed by Close")
+	default:
+	}
+	assert.Nil(t, (&Emulator{}).Exited(), "not started here")
+}

@@ -15,8 +15,12 @@ import (
 type process struct {
 	cmd    *exec.Cmd
 	host   string
-	exited chan struct{}
+	exited chan struct{} // closed once cmd.Wait has returned
 	log    *tailBuffer
+	// stopping is closed by stop, before it signals the process.
+	stopping chan struct{}
+	// died is closed once the process has exited without stop asking.
+	died chan struct{}
 }
 
 // startProcess starts bin on a free loopback port and waits until it accepts
@@ -46,7 +50,7 @@ func startOnce(ctx context.Context, bin string, cfg config) (*process, error) {
 	if cfg.faultInjection {
 		args = append(args, "--enable_fault_injection")
 	}
-	p := &process{host: host, exited: make(chan struct{}), log: &tailBuffer{max: 8 << 10}}
+	p := &process{host: host, exited: make(chan struct{}), stopping: make(chan struct{}), died: make(chan struct{}), log: &tailBuffer{max: 8 << 10}}
 	var out io.Writer = p.log
 	if cfg.log != nil {
 		out = io.MultiWriter(p.log, cfg.log)
@@ -61,6 +65,11 @@ func startOnce(ctx context.Context, bin string, cfg config) (*process, error) {
 	go func() {
 		_ = p.cmd.Wait()
 		close(p.exited)
+		select {
+		case <-p.stopping:
+		default:
+			close(p.died)
+		}
 	}()
 	if err := waitForPort(ctx, host, p.exited, cfg.startTimeout); err != nil {
 		_ = p.stop()
@@ -77,6 +86,7 @@ func (p *process) stop() error {
 		return nil
 	default:
 	}
+	close(p.stopping) // stop runs once: Emulator.Close guards it
 	_ = p.cmd.Process.Signal(syscall.SIGCONT)
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	select {

@@ -25,10 +25,12 @@ spanmutex (and any Spanner client) at it:
 
 It always starts an emulator of its own, even when SPANNER_EMULATOR_HOST is
 set. It runs until SIGINT (Ctrl-C) or SIGTERM, then stops the emulator; all
-data is lost. The emulator binary (emulator_main) is looked up in
+data is lost. If the emulator process dies (killed, crashed), it says so
+on stderr at once and exits 1. The emulator binary (emulator_main) is looked up in
 $SPANNER_EMULATOR_BIN, $PATH and the gcloud SDK.`,
 	After: `Exit status: 0 after a clean stop, 2 on a usage error, 1 if the emulator could
-not be started (stderr says how to install it).
+not be started (stderr says how to install it) or died while running
+(stderr says how it ended).
 
 Examples:
   spanmutex emulator
@@ -87,7 +89,12 @@ func cmdEmulator(ctx context.Context, s streams, args []string) int {
 	fmt.Fprintf(s.Stderr, "spanmutex: emulator %s running (pid %d, fault injection %v, %s database); press Ctrl-C to stop it\n",
 		emu.Host(), emu.PID(), *faults, d)
 
-	<-ctx.Done()
+	select {
+	case <-ctx.Done():
+	case <-emu.Exited():
+		_ = emu.Close()
+		return cmdline.ReportError(s, fmt.Errorf("%w; its databases are lost: start it again", emu.ExitError()), exitError)
+	}
 	if err := emu.Close(); err != nil {
 		return cmdline.ReportError(s, fmt.Errorf("stop the emulator: %w", err), exitError)
 	}

@@ -5,8 +5,10 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -106,5 +108,78 @@ func emulatorCommand(t *testing.T, dialect string) {
 		if !strings.Contains(stderr.String(), want) {
 			t.Errorf("stderr does not say %q:\n%s", want, stderr.String())
 		}
+	}
+}
+
+// TestEmulatorCommandNoticesItsEmulatorDying kills (SIGKILL) the emulator
+// process that "spanmutex emulator" started, once per --dialect: the
+// command must say so in one line and exit 1 at once, not wait for a
+// signal that never comes.
+func TestEmulatorCommandNoticesItsEmulatorDying(t *testing.T) {
+	needBinary(t)
+	t.Parallel()
+	for _, dialect := range []string{"googlesql", "postgresql"} {
+		t.Run(dialect, func(t *testing.T) {
+			t.Parallel()
+			cmd := exec.Command(binary, "emulator", "--dialect", dialect)
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+			stderr, err := cmd.StderrPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
+			sc := bufio.NewScanner(stderr)
+			var pid int
+			for pid == 0 && sc.Scan() {
+				if _, after, ok := strings.Cut(sc.Text(), " running (pid "); ok {
+					pid, _ = strconv.Atoi(strings.SplitN(after, ",", 2)[0])
+				}
+			}
+			if pid == 0 {
+				t.Fatalf("no line naming the emulator's pid: %v", sc.Err())
+			}
+			killed := time.Now()
+			if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			last := lastLine(t, sc, 10*time.Second)
+			err = cmd.Wait()
+			took := time.Since(killed)
+			t.Logf("%v, %v after the emulator (pid %d) was killed: %s", err, took, pid, last)
+			if code := cmd.ProcessState.ExitCode(); code != 1 {
+				t.Errorf("exit %d, want 1", code)
+			}
+			if !strings.HasPrefix(last, "spanmutex: emulator: ") || !strings.Contains(last, fmt.Sprintf("(pid %d, ", pid)) ||
+				!strings.Contains(last, "exited unexpectedly: signal: killed") {
+				t.Errorf("last stderr line %q: want one saying the emulator (pid %d) was killed", last, pid)
+			}
+			if took > 5*time.Second {
+				t.Errorf("took %v to notice; want within 5s", took)
+			}
+		})
+	}
+}
+
+// lastLine returns the last line sc reads before its end, failing the test
+// (the clean-up kills the process) if that takes longer than timeout.
+func lastLine(t *testing.T, sc *bufio.Scanner, timeout time.Duration) string {
+	t.Helper()
+	done := make(chan string, 1)
+	go func() {
+		var last string
+		for sc.Scan() {
+			last = sc.Text()
+		}
+		done <- last
+	}()
+	select {
+	case last := <-done:
+		return last
+	case <-time.After(timeout):
+		t.Fatalf("stderr still open %v after the emulator was killed", timeout)
+		return ""
 	}
 }

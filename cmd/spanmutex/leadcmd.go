@@ -49,6 +49,9 @@ Flags go before NAME or between NAME and "--".`,
   76   leadership was lost while COMMAND ran and this process received
        SIGHUP, SIGINT, SIGTERM or SIGQUIT meanwhile, so it did not campaign
        again
+  69   gave up campaigning because Spanner kept failing (--max-failures
+       calls in a row, each given --call-timeout); stderr names the host and
+       the last error
   2    usage error
   1    any other error, stated on stderr; among them: interrupted while
        campaigning (COMMAND did not run)
@@ -65,6 +68,7 @@ Examples:
 // leadOptions are the flags of "spanmutex lead".
 type leadOptions struct {
 	holdFlags
+	outageFlags
 	value string
 }
 
@@ -76,6 +80,7 @@ func leadFlags() (*flag.FlagSet, *leadOptions) {
 		"after forwarding a signal to COMMAND, or sending it SIGTERM because leadership was lost, kill it (SIGKILL) if it has not exited this long later; 0: never",
 		"log the election's decisions to stderr")
 	fs.StringVar(&o.value, "value", "", "what this process publishes while it leads, e.g. its address (default host:pid)")
+	o.registerOutage(fs)
 	return fs, o
 }
 
@@ -93,8 +98,11 @@ func cmdLead(ctx context.Context, s streams, args []string) int {
 	return lead(ctx, s, o, name, command)
 }
 
-// checkValue checks --value.
+// checkValue checks --value, and --max-failures and --call-timeout.
 func (o *leadOptions) checkValue() error {
+	if err := o.checkOutage("lead"); err != nil {
+		return err
+	}
 	if o.value != "" {
 		if err := validateOwner(o.value); err != nil {
 			return usagef("lead", "--value: %v", err)
@@ -111,7 +119,11 @@ func lead(ctx context.Context, s streams, o *leadOptions, name string, command [
 		return cmdline.ReportError(s, err, exitError)
 	}
 	defer closeAll()
-	e, err := spanmutex.NewElection(client, name, o.libraryOptions(s.Stderr, scopeOpts)...)
+	opts := o.libraryOptions(s.Stderr, scopeOpts)
+	for _, lo := range o.outageOptions() {
+		opts = append(opts, lo)
+	}
+	e, err := spanmutex.NewElection(client, name, opts...)
 	if errors.Is(err, spanmutex.ErrInvalidConfig) {
 		return cmdline.ReportUsage(s, configUsage("lead", err))
 	}

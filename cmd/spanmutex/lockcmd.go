@@ -50,6 +50,9 @@ Flags go before NAME or between NAME and "--".`,
        killed it; 127 if it was not found, 126 if it could not be started)
   76   the lock was lost while COMMAND ran: COMMAND was sent SIGTERM, and
        another holder may have run meanwhile
+  69   gave up waiting because Spanner kept failing (--max-failures calls in
+       a row, each given --call-timeout): COMMAND did not run; stderr names
+       the host and the last error
   2    usage error
   1    any other error, stated on stderr; among them: interrupted while
        waiting (COMMAND did not run)
@@ -66,6 +69,7 @@ Examples:
 // lockOptions are the flags of "spanmutex lock".
 type lockOptions struct {
 	holdFlags
+	outageFlags
 }
 
 // lockFlags defines the flags of "spanmutex lock" on a new flag set.
@@ -76,13 +80,14 @@ func lockFlags() (*flag.FlagSet, *lockOptions) {
 		"after forwarding a signal to COMMAND, or sending it SIGTERM because the lock was lost, kill it (SIGKILL) if it has not exited this long later; 0: never",
 		"log the lock's decisions to stderr")
 	o.registerOwner(fs)
+	o.registerOutage(fs)
 	return fs, o
 }
 
 // cmdLock is "spanmutex lock [flags] NAME -- COMMAND [ARGS...]".
 func cmdLock(ctx context.Context, s streams, args []string) int {
 	fs, o := lockFlags()
-	name, command, code, done := parseHoldArgs(s, "lock", fs, lockHelp, &o.holdFlags, args, nil)
+	name, command, code, done := parseHoldArgs(s, "lock", fs, lockHelp, &o.holdFlags, args, func() error { return o.checkOutage("lock") })
 	if done {
 		return code
 	}
@@ -97,7 +102,11 @@ func holdLock(ctx context.Context, s streams, o *lockOptions, name string, comma
 		return cmdline.ReportError(s, err, exitError)
 	}
 	defer closeAll()
-	l, err := spanmutex.NewLock(client, name, o.lockOptions(s.Stderr, scopeOpts)...)
+	opts := o.lockOptions(s.Stderr, scopeOpts)
+	for _, lo := range o.outageOptions() {
+		opts = append(opts, lo)
+	}
+	l, err := spanmutex.NewLock(client, name, opts...)
 	if errors.Is(err, spanmutex.ErrInvalidConfig) {
 		return cmdline.ReportUsage(s, configUsage("lock", err))
 	}
@@ -106,7 +115,15 @@ func holdLock(ctx context.Context, s streams, o *lockOptions, name string, comma
 	}
 	take := func(ctx context.Context) (*spanmutex.Lease, func(context.Context) error, error) {
 		lease, err := l.Lock(ctx)
-		return lease, l.Unlock, err
+		unlock := func(ctx context.Context) error {
+			// With this deadline Unlock keeps trying for --call-timeout;
+			// without one it would keep trying for the lease, past the
+			// bound doc/cli.md states for an outage.
+			ctx, cancel := context.WithTimeout(ctx, o.callTimeout)
+			defer cancel()
+			return l.Unlock(ctx)
+		}
+		return lease, unlock, err
 	}
 	code, _ := holdWhile(ctx, s, o.grace, command, take, "the lock "+strconv.Quote(name))
 	return code
@@ -130,6 +147,9 @@ func holdWhile(ctx context.Context, s streams, grace time.Duration, command []st
 			fmt.Fprintf(s.Stderr, "spanmutex: interrupted by %s while waiting for %s; COMMAND did not run\n", signalName(sig), what)
 			return exitError, true
 		}
+		if code, outage := reportOutage(s, what, "", err); outage {
+			return code, false
+		}
 		return cmdline.ReportError(s, cmdline.ExplainConnection(err), exitError), false
 	}
 
@@ -144,6 +164,9 @@ func holdWhile(ctx context.Context, s streams, grace time.Duration, command []st
 		}
 	}()
 	cmdErr := c.section(runCtx, lease)
+	// A lease lost before COMMAND ended made the child send it SIGTERM and
+	// say why.
+	told := context.Cause(runCtx) != nil
 	stopRun(nil)
 	stopSignals()
 	lost := lease.Err()
@@ -151,15 +174,21 @@ func holdWhile(ctx context.Context, s streams, grace time.Duration, command []st
 	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
 	defer cancel()
 	releaseErr := release(uctx)
-	return holdExitStatus(s, what, lease, lost, cmdErr, releaseErr), c.signalled()
+	return holdExitStatus(s, what, lease, lost, told, cmdErr, releaseErr), c.signalled()
 }
 
 // holdExitStatus says how the hold of what ended, on stderr, and returns
-// the exit status: whether the lease was lost while COMMAND ran, how
-// COMMAND ended, and whether releasing failed.
-func holdExitStatus(s streams, what string, lease *spanmutex.Lease, lost, cmdErr, releaseErr error) int {
-	if lost != nil {
-		fmt.Fprintf(s.Stderr, "spanmutex: %s (token %d) was lost while COMMAND ran, so another holder may have run meanwhile; COMMAND was sent SIGTERM\n%s\n",
+// the exit status: whether the lease was lost while COMMAND ran (told: and
+// COMMAND was sent SIGTERM, saying why), how COMMAND ended, and whether
+// releasing failed.
+func holdExitStatus(s streams, what string, lease *spanmutex.Lease, lost error, told bool, cmdErr, releaseErr error) int {
+	switch {
+	case lost != nil && told:
+		fmt.Fprintf(s.Stderr, "spanmutex: %s (token %d) was lost while COMMAND ran (above), so another holder may have run meanwhile\n",
+			what, lease.Token())
+		return exitLeaseLost
+	case lost != nil:
+		fmt.Fprintf(s.Stderr, "spanmutex: %s (token %d) was lost as COMMAND ended, so another holder may have run meanwhile\n%s\n",
 			what, lease.Token(), cmdline.ErrorLine(lost))
 		return exitLeaseLost
 	}

@@ -55,10 +55,14 @@ Flags go before NAME or between NAME and "--".`,
        exited with status N (128+signal if it died of it); NAME is NEEDED again
   75   gave up: NAME failed on its last allowed attempt (--max-attempts);
        'spanmutex reset NAME' re-arms it
+  69   gave up waiting because Spanner kept failing (--max-failures calls in
+       a row, each given --call-timeout): COMMAND did not run, NAME's
+       attempts are untouched; stderr names the host and the last error
   2    usage error
   1    any other error, stated on stderr; among them: interrupted while
        waiting (COMMAND did not run), and a lease lost while COMMAND ran
-       (COMMAND was sent SIGTERM; nothing was recorded)
+       (COMMAND was sent SIGTERM; stderr says whether FAILED was recorded
+       or NAME stays STARTED until a later run takes it over)
 
 Environment:
   SPANMUTEX_DATABASE     default for --database
@@ -83,6 +87,7 @@ const (
 // runOptions are the flags of "spanmutex run".
 type runOptions struct {
 	holdFlags
+	outageFlags
 	staleness   time.Duration
 	maxAttempts int
 	version     string
@@ -96,6 +101,7 @@ func runFlags() (*flag.FlagSet, *runOptions) {
 		"after forwarding SIGHUP, SIGINT, SIGTERM or SIGQUIT to COMMAND, wait this long for it to exit, then kill it (SIGKILL) and give NAME back; 0: wait for ever",
 		"log the mutex's decisions to stderr")
 	o.registerOwner(fs)
+	o.registerOutage(fs)
 	fs.DurationVar(&o.staleness, "staleness", 0,
 		"run NAME again once its DONE or FAILED row is older than this (0: never); must be above --lease")
 	fs.IntVar(&o.maxAttempts, "max-attempts", spanmutex.DefaultMaxAttempts,
@@ -180,6 +186,9 @@ func (o *runOptions) checkRunFlags() error {
 	if o.maxAttempts < 1 {
 		return usagef("run", "--max-attempts %d: must be at least 1", o.maxAttempts)
 	}
+	if err := o.checkOutage("run"); err != nil {
+		return err
+	}
 	if o.version != "" {
 		if err := validateOwner(o.version); err != nil {
 			return usagef("run", "--version: %v", err)
@@ -210,10 +219,12 @@ func (o *runOptions) mutexOptions(s streams, scopeOpts []spanmutex.ElectionOptio
 	for _, lo := range o.lockOptions(s.Stderr, scopeOpts) {
 		opts = append(opts, lo)
 	}
+	for _, lo := range o.outageOptions() {
+		opts = append(opts, lo)
+	}
 	opts = append(opts,
 		spanmutex.WithStaleness(o.staleness),
 		spanmutex.WithMaxAttempts(o.maxAttempts),
-		spanmutex.WithFinishTimeout(recordTimeout),
 	)
 	if o.version != "" {
 		opts = append(opts, spanmutex.WithVersion(o.version))

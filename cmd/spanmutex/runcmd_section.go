@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/spanmutex/spanmutex"
 	"github.com/spanmutex/spanmutex/internal/cmdline"
@@ -33,7 +34,7 @@ func runSection(ctx context.Context, s streams, o *runOptions, name string, comm
 	stop()
 	attempts := func() attemptsLeft {
 		// Read the row once to say whether a later run will retry.
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), o.callTimeout)
 		defer cancel()
 		rows, rerr := spanmutex.Inspect(rctx, client, name, spanmutex.WithTable(o.table))
 		if rerr != nil || len(rows) != 1 {
@@ -41,7 +42,7 @@ func runSection(ctx context.Context, s streams, o *runOptions, name string, comm
 		}
 		return attemptsLeft{used: rows[0].Attempts, max: o.maxAttempts, known: true}
 	}
-	return report(s, name, c, outcome, err, attempts)
+	return report(s, o, name, c, outcome, err, attempts)
 }
 
 // attemptsLeft is how many of its attempts a FAILED section has used, as
@@ -66,7 +67,7 @@ func (a attemptsLeft) retryNote(name string) string {
 // report tells on stderr how the run ended and returns the exit status.
 // attempts is called only when COMMAND failed, to say whether a later run
 // retries it.
-func report(s streams, name string, c *child, outcome spanmutex.Outcome, err error, attempts func() attemptsLeft) int {
+func report(s streams, o *runOptions, name string, c *child, outcome spanmutex.Outcome, err error, attempts func() attemptsLeft) int {
 	if err == nil {
 		switch outcome {
 		case spanmutex.Executed:
@@ -103,6 +104,9 @@ func report(s streams, name string, c *child, outcome spanmutex.Outcome, err err
 		}
 		return code
 	}
+	if lostWhileRunning(c) != nil {
+		return reportLostRun(s, name, o, err, attempts)
+	}
 	if code, failed := commandStatus(err); failed {
 		how := fmt.Sprintf("COMMAND failed (exit status %d)", code)
 		var se *startError
@@ -114,6 +118,9 @@ func report(s streams, name string, c *child, outcome spanmutex.Outcome, err err
 			// More went wrong than COMMAND's failure, such as recording it.
 			fmt.Fprintln(s.Stderr, cmdline.ErrorLine(err))
 		}
+		return code
+	}
+	if code, outage := reportOutage(s, strconv.Quote(name), "and its attempts are untouched (no 'spanmutex reset' needed)", err); outage {
 		return code
 	}
 	switch {

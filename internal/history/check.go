@@ -41,7 +41,7 @@ const (
 	// after the run.
 	CheckTable = "history-matches-table"
 	// CheckLockErrors: every Lock call that returned no lease returned an
-	// error of its contract: ErrNotObtained, an *ExhaustedError, or (from
+	// error of its contract: ErrNotObtained, an *OutageError, or (from
 	// TryLock) a *HeldError.
 	CheckLockErrors = "lock-errors-expected"
 	// CheckLeftHeld: once every client has stopped, no lock is held by a

@@ -85,16 +85,16 @@ func (c *Client) Lock(ctx context.Context, l *spanmutex.Lock, try bool) (*spanmu
 
 // classifyRefusal says what the error of a Lock (or, if try, TryLock) call
 // that returned no lease matched. Lock's contract allows ErrNotObtained and
-// *ExhaustedError; TryLock's adds *HeldError.
+// *OutageError; TryLock's adds *HeldError.
 func classifyRefusal(err error, try bool) Refusal {
 	var (
-		exhausted *spanmutex.ExhaustedError
-		held      *spanmutex.HeldError
+		outage *spanmutex.OutageError
+		held   *spanmutex.HeldError
 	)
 	switch {
 	case errors.Is(err, spanmutex.ErrNotObtained):
 		return RefusedNotObtained
-	case errors.As(err, &exhausted):
+	case errors.As(err, &outage):
 		return RefusedExhausted
 	case try && errors.As(err, &held):
 		return RefusedHeld

@@ -39,7 +39,7 @@
 //     were told committed is there, what they were told was refused is not,
 //     and no lock is left held by a token no Lock call returned;
 //   - Lock calls that returned no lease returned an error of Lock's
-//     contract (ErrNotObtained, *ExhaustedError, *HeldError from TryLock);
+//     contract (ErrNotObtained, *OutageError, *HeldError from TryLock);
 //   - liveness: the longest stall of each lock, a stretch of the local
 //     clock during which it was free while a Lock call waited, reported,
 //     and a violation only past StallBound (liveness.go);

@@ -73,7 +73,7 @@ func (r *Report) checkLockErrors(name string, ops []Op) {
 		r.Checked[CheckLockErrors]++
 		if o.Refusal == RefusedUnexpected {
 			r.violate(Violation{Check: CheckLockErrors, Name: name, Ops: []Op{o},
-				Message: "a Lock call returned no lease and an error that is neither ErrNotObtained, an *ExhaustedError, nor (TryLock) a *HeldError"})
+				Message: "a Lock call returned no lease and an error that is neither ErrNotObtained, an *OutageError, nor (TryLock) a *HeldError"})
 		}
 	}
 }
