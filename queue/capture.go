@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/spanmutex/spanmutex/ddl"
+	"github.com/spanmutex/spanmutex/internal/spanerr"
 )
 
 // Mapper turns one changed row into the requests to enqueue for it: none,
@@ -451,6 +452,12 @@ func captureRetryable(ctx context.Context, err error) bool {
 	var table *captureTableError
 	if errors.Is(err, ErrMapper) || errors.Is(err, ErrUnsupportedRecord) || errors.As(err, &table) {
 		return false
+	}
+	if spanerr.TransactionLost(err) {
+		// Spanner ended the transaction behind the client's back (the
+		// emulator, on one multiplexed session, does it often): a step
+		// reads its checkpoint again, so a retry is harmless.
+		return true
 	}
 	switch spanner.ErrCode(err) {
 	case codes.Unavailable, codes.Aborted, codes.DeadlineExceeded, codes.ResourceExhausted, codes.Internal, codes.Unknown:
