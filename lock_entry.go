@@ -187,14 +187,15 @@ func (w *waiter) retryLeave(ctx context.Context, try func(context.Context) error
 }
 
 // leave makes one try at what abandon does. When our only entry is one we
-// know, a blind delete and a strong read do: a hand-off to us that
-// committed before the delete shows in the read, and none can commit after
-// it (an Unlock that read our entry conflicts with the delete). Otherwise,
-// and when the read shows the lock handed to us, one read-write transaction
-// deletes our entries by id and hands the lock on.
+// know and no lease was found ours, a blind delete and a strong read do: a
+// hand-off to us that committed before the delete shows in the read, and
+// none can commit after it (an Unlock that read our entry conflicts with
+// the delete). Otherwise, and when the read shows the lock handed to us,
+// one read-write transaction deletes our entries by id and hands the lock
+// on.
 func (w *waiter) leave(ctx context.Context) error {
 	l := w.lock
-	if w.joined && w.key != endOfQueue && !w.strays && !w.ownAttempt {
+	if w.joined && w.key != endOfQueue && !w.strays && !w.ownAttempt && !w.foundOurs {
 		if _, err := gated(ctx, w.local, func() (struct{}, error) { return struct{}{}, w.st.dequeue(ctx, l.name, w.key) }); err != nil {
 			return err
 		}

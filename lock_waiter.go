@@ -57,6 +57,9 @@ type waiter struct {
 	// reads and writes count failed Spanner calls in a row.
 	reads, writes *attempts
 	poll          pollPlan
+	// foundOurs reports that the call ends holding a lease it found ours
+	// and did not grant.
+	foundOurs bool
 	// seen is a read, made by another step (join's placing read), that
 	// showed the lock ours: the next step acts on it without reading again.
 	seen *seenRead
@@ -84,6 +87,9 @@ func (w *waiter) run(ctx context.Context, wait bool) (*Lease, error) {
 	for {
 		if lease != nil {
 			granted, err := w.grant(ctx, lease)
+			// Ending without granting a lease found ours: leaving hands it
+			// on in one transaction (leave), with no read that can fail.
+			w.foundOurs = err != nil
 			if granted != nil || err != nil {
 				return granted, err
 			}

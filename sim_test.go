@@ -84,6 +84,9 @@ var simRegressionSeeds = []struct {
 	{35, "a give-back's read failed and it backed off: grant gives back in one transaction (handOn) (inv10)"},
 	{163, "join's placing read showed an entry of unknown outcome handed the lock; the waiter ignored it and backed off after a failed read (inv10)"},
 	{762, "an Unlock handed the lock to a waiter of its own Scope whose call had returned (its leave had failed): nobody took it until it lapsed (inv10)"},
+	{24888, "a call whose ctx ended holding a lease found ours left by a blind delete and a read; the read failed and it backed off holding it (inv10)"},
+	{46837, "the same: a leave's read failed while the call held a lease found ours (inv10)"},
+	{97635, "the same (inv10)"},
 }
 
 // simSeedRange returns the seeds TestSimulation runs: SPANMUTEX_SIM_SEEDS=A-B,
