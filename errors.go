@@ -29,6 +29,12 @@ var (
 	// Returned as *LeaseLostError.
 	ErrLeaseLost = errors.New("spanmutex: lease lost")
 
+	// ErrReleased is matched by a Lease's Err, and by its Guard's error,
+	// once its holder released it: Lock.Unlock returned, or Run's section
+	// returned and Run recorded its end. It does not match ErrLeaseLost:
+	// nobody took the lease over; the holder let go of it.
+	ErrReleased = errors.New("spanmutex: lease released")
+
 	// ErrSchema: the mutex table is missing or does not have the columns
 	// spanmutex needs. Returned as *SchemaError, whose message shows how to
 	// create the schema.

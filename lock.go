@@ -153,7 +153,9 @@ func (l *Lock) lock(ctx context.Context, wait bool) (*Lease, error) {
 
 // Unlock releases the lock, handing it to the oldest live waiter. It is
 // fenced: if the lease was lost (taken over once it lapsed), it returns
-// a *LeaseLostError and leaves the new holder's lock alone.
+// a *LeaseLostError and leaves the new holder's lock alone. When it
+// returns, the lease has ended: its Done is closed, and its Err matches
+// ErrReleased (or ErrLeaseLost, if it was lost).
 func (l *Lock) Unlock(ctx context.Context) (err error) {
 	if ctx == nil {
 		return errNilContext
@@ -180,7 +182,9 @@ func (l *Lock) Unlock(ctx context.Context) (err error) {
 	lease.unlocking.Store(true)
 	defer stop()
 	defer func() { lease.hold.held(lease, unlockOutcome(err), err) }() // telemetry.go
-	return l.release(ctx, ll, lease)
+	err = l.release(ctx, ll, lease)
+	lease.end(err) // Done closes: released, or lost
+	return err
 }
 
 // release unlocks lease, settling a commit of unknown outcome by reading the

@@ -85,6 +85,9 @@ func (m *Mutex) unreached(err error, began time.Time) error {
 //   - NoOutcome, errors.Join(ErrNotObtained, ctx.Err()): ctx ended while
 //     waiting; fn did not run here.
 //
+// When Run returns, the lease given to fn has ended: its Done is closed and
+// its Err matches ErrReleased (or ErrLeaseLost, if it was lost).
+//
 // fn runs only after the commit that made this call the holder was
 // acknowledged by Spanner (or, if its outcome was unknown, read back). fn's
 // ctx is cancelled when Run's ctx is. While another holder runs the section,
@@ -355,6 +358,7 @@ func (m *Mutex) giveBack(ctx context.Context, l *Lease) {
 
 // runHeld runs fn as the holder of lease and records how it ended.
 func (m *Mutex) runHeld(ctx context.Context, lease *Lease, fn func(context.Context, *Lease) error) (_ Outcome, err error) {
+	defer func() { lease.end(err) }() // Done closes: released, or lost
 	if ctx.Err() != nil {
 		m.giveBack(ctx, lease)
 		return NoOutcome, errNotObtained(ctx)
