@@ -102,6 +102,10 @@ func (e *NotFoundError) Unwrap() error { return e.Err }
 // its instance does not exist), an *UnreachableError that names the host
 // and the cause (connection refused, DNS, TLS, credentials) when Spanner
 // could not be reached, or Spanner's error wrapped with the database name.
+// If ctx ended first, the error matches ctx.Err() (context.Canceled or
+// context.DeadlineExceeded); it is an *UnreachableError only if a direct
+// connection attempt found the endpoint out of reach (or credentials were
+// rejected): a cancelled ctx is never reported as an unreachable Spanner.
 //
 // Ping waits as long as ctx allows: the Spanner client keeps retrying an
 // endpoint that does not answer, so give ctx a deadline of a few seconds.
@@ -123,7 +127,7 @@ func Ping(ctx context.Context, client *spanner.Client) error {
 	if nf := notFound(db, err); nf != nil {
 		return nf
 	}
-	if ue := diagnose(db, err); ue != nil {
+	if ue := unanswered(ctx, db, fmt.Errorf("spanmutex: ping %s: %w", db, err)); ue != nil {
 		return ue
 	}
 	return fmt.Errorf("spanmutex: ping %s: %w", db, err)
@@ -165,14 +169,46 @@ func answered(err error) bool {
 	return true
 }
 
-// diagnose explains err, the error of a call to database db that may never
-// have reached Spanner, as an *UnreachableError naming the endpoint and the
-// cause; it returns nil if err is an answer from Spanner. It tries one
-// connection to the endpoint, for at most probeDialTimeout.
-func diagnose(db string, err error) *UnreachableError {
+// unanswered explains err, the error of a call to database db made with
+// ctx, or returns nil if err is an answer from Spanner:
+//
+//   - the caller cancelled ctx: err, made to match ctx.Err(), with no
+//     probe of the endpoint (the caller stopped waiting; Spanner may be
+//     fine);
+//   - a direct connection attempt, or the credentials, show why Spanner
+//     cannot be reached: an *UnreachableError (matching ctx.Err() too, if
+//     ctx's deadline passed);
+//   - ctx's deadline passed, and the endpoint accepts connections: err,
+//     made to match context.DeadlineExceeded: nothing shows Spanner out of
+//     reach, only a deadline that came first;
+//   - otherwise an *UnreachableError saying that the endpoint accepts
+//     connections but Spanner did not answer.
+func unanswered(ctx context.Context, db string, err error) error {
 	if answered(err) {
 		return nil
 	}
+	if ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
+		err = fmt.Errorf("%w: %w", err, ctx.Err())
+	}
+	if errors.Is(ctx.Err(), context.Canceled) {
+		return err
+	}
+	ue := diagnose(db, err)
+	if ctx.Err() != nil && ue.Cause == causeSilent {
+		return err
+	}
+	return ue
+}
+
+// causeSilent is the Cause of an UnreachableError whose endpoint accepts
+// connections.
+const causeSilent = "the endpoint accepts connections but Spanner did not answer before the deadline"
+
+// diagnose explains err, the error of a call to database db that got no
+// answer from Spanner, as an *UnreachableError naming the endpoint and the
+// cause. It tries one connection to the endpoint, for at most
+// probeDialTimeout.
+func diagnose(db string, err error) *UnreachableError {
 	host := os.Getenv(emulatorHostEnv)
 	tlsToo := false
 	if host == "" {
@@ -186,7 +222,7 @@ func diagnose(db string, err error) *UnreachableError {
 	}
 	ue.Cause = dialCause(host, tlsToo)
 	if ue.Cause == "" {
-		ue.Cause = "the endpoint accepts connections but Spanner did not answer before the deadline"
+		ue.Cause = causeSilent
 		if strings.Contains(err.Error(), "credentials") {
 			ue.Cause = "no usable credentials: " + err.Error()
 		}

@@ -130,7 +130,7 @@ func (l *Lock) lock(ctx context.Context, wait bool) (*Lease, error) {
 		l.scope.put(ll)
 		l.busy = false
 		if l.sp != nil {
-			err = l.sp.unreached(err, began)
+			err = l.sp.unreached(ctx, err, began)
 		}
 		acq.granted(nil, err)
 		return nil, err

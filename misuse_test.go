@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"cloud.google.com/go/spanner"
 	"github.com/stretchr/testify/assert"
@@ -80,4 +81,83 @@ func runAndKeep(t *testing.T, c *spanner.Client, name string, fnErr error) *Leas
 		require.ErrorIs(t, err, fnErr)
 	}
 	return kept
+}
+
+// A call whose own ctx ended returns an error matching ctx.Err(), not an
+// *UnreachableError: Spanner was reachable (the emulator), or the caller
+// cancelled before anything could be said about it.
+func TestEndedContextIsNotUnreachable(t *testing.T) {
+	needEmulator(t)
+	calls := []struct {
+		name string
+		call func(ctx context.Context, c *spanner.Client) error
+	}{
+		{"Ping", Ping},
+		{"Inspect", func(ctx context.Context, c *spanner.Client) error { _, err := Inspect(ctx, c, ""); return err }},
+		{"Reset", func(ctx context.Context, c *spanner.Client) error {
+			m, err := New(c, "ended-reset")
+			if err != nil {
+				return err
+			}
+			_, err = m.Reset(ctx)
+			return err
+		}},
+		{"Run", func(ctx context.Context, c *spanner.Client) error {
+			m, err := New(c, "ended-run")
+			if err != nil {
+				return err
+			}
+			_, err = m.Run(ctx, func(context.Context, *Lease) error { return nil })
+			return err
+		}},
+		{"Lock", func(ctx context.Context, c *spanner.Client) error {
+			l, err := NewLock(c, "ended-lock")
+			if err != nil {
+				return err
+			}
+			_, err = l.Lock(ctx)
+			return err
+		}},
+	}
+	ends := []struct {
+		name string
+		ctx  func() context.Context
+		want error
+	}{
+		{"cancelled", func() context.Context {
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			return ctx
+		}, context.Canceled},
+		{"deadline passed", func() context.Context {
+			ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+			t.Cleanup(cancel)
+			return ctx
+		}, context.DeadlineExceeded},
+	}
+	db := freshDatabase(t)
+	for _, call := range calls {
+		for _, end := range ends {
+			t.Run(call.name+"/"+end.name, func(t *testing.T) {
+				err := call.call(end.ctx(), newClient(t, db)) // a new client: no call of it has succeeded yet
+				require.ErrorIs(t, err, end.want)
+				require.NotErrorIs(t, err, ErrUnreachable)
+				requireOneLine(t, err)
+			})
+		}
+	}
+}
+
+// A cancelled ctx is not reported as unreachable even where nothing
+// listens: the caller stopped waiting.
+func TestCancelledContextOnUnreachableEndpoint(t *testing.T) {
+	c := unreachableClient(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	err := Ping(ctx, c)
+	require.ErrorIs(t, err, context.Canceled)
+	require.NotErrorIs(t, err, ErrUnreachable)
+	_, err = Inspect(ctx, c, "")
+	require.ErrorIs(t, err, context.Canceled)
+	require.NotErrorIs(t, err, ErrUnreachable)
 }

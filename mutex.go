@@ -59,9 +59,9 @@ func (m *Mutex) Owner() string { return m.cfg.owner }
 
 // unreached adds to err, if no Spanner call has succeeded yet, that Spanner
 // may be unreachable.
-func (m *Mutex) unreached(err error, began time.Time) error {
+func (m *Mutex) unreached(ctx context.Context, err error, began time.Time) error {
 	if st, ok := m.store.(*spannerStore); ok {
-		return st.unreached(err, began)
+		return st.unreached(ctx, err, began)
 	}
 	return err
 }
@@ -116,13 +116,13 @@ func (m *Mutex) Run(ctx context.Context, fn func(ctx context.Context, lease *Lea
 	}
 	actx, acq := m.cfg.tel.start(ctx, "spanmutex.acquire", "run") // telemetry.go
 	if err := m.checkSchema(actx); err != nil {
-		err = m.unreached(notObtained(ctx, err), began)
+		err = m.unreached(ctx, notObtained(ctx, err), began)
 		acq.acquired(nil, NoOutcome, err)
 		return NoOutcome, err
 	}
 	lease, outcome, err := m.grant(actx)
 	if lease == nil {
-		err = m.unreached(notObtained(ctx, err), began)
+		err = m.unreached(ctx, notObtained(ctx, err), began)
 		acq.acquired(nil, outcome, err)
 		return outcome, err
 	}

@@ -70,11 +70,11 @@ func (m *Mutex) Reset(ctx context.Context) (ResetResult, error) {
 	}
 	began := time.Now()
 	if err := m.checkSchema(ctx); err != nil {
-		return ResetResult{}, m.unreached(err, began)
+		return ResetResult{}, m.unreached(ctx, err, began)
 	}
 	res, err := st.reset(ctx, m.name, m.cfg.lease, uuid.NewString())
 	if err != nil {
-		return res, m.unreached(err, began)
+		return res, m.unreached(ctx, err, began)
 	}
 	m.cfg.logger.Info("reset: the row is NEEDED with no attempt counted", "was", res.Before, "attempts", res.Attempts, "token", res.Token)
 	return res, nil

@@ -62,16 +62,22 @@ type spannerStore struct {
 
 // unreached adds, to an error that ends a call before any Spanner call has
 // succeeded, that Spanner may not be reachable: otherwise an unreachable
-// endpoint shows only as a deadline.
+// endpoint shows only as a deadline. An error of a call whose ctx ended
+// is made to match ctx.Err(), whatever Spanner did.
 //
 // A call that began at local time began and was cut short by its ctx within
 // a second says only that: so short a wait is no sign that Spanner is out of
-// reach (an impatient caller on a busy database).
-func (s *spannerStore) unreached(err error, began time.Time) error {
+// reach (an impatient caller on a busy database). Nor is a ctx the caller
+// cancelled, or whose deadline passed while the endpoint accepts
+// connections: the error then matches ctx.Err() (see unanswered).
+func (s *spannerStore) unreached(ctx context.Context, err error, began time.Time) error {
+	if err != nil && ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
+		err = fmt.Errorf("%w: %w", err, ctx.Err())
+	}
 	if err == nil || s.reached.Load() || (errors.Is(err, ErrNotObtained) && time.Since(began) < time.Second) {
 		return err
 	}
-	if ue := diagnose(s.client.DatabaseName(), err); ue != nil { // connect.go
+	if ue := unanswered(ctx, s.client.DatabaseName(), err); ue != nil { // connect.go
 		return ue
 	}
 	return err // Spanner answered: it is reachable
