@@ -158,7 +158,7 @@ func notFound(db string, err error) *NotFoundError {
 func answered(err error) bool {
 	var se *SchemaError
 	var nf *NotFoundError
-	if errors.As(err, &se) || errors.As(err, &nf) {
+	if errors.As(err, &se) || errors.As(err, &nf) || errors.Is(err, ErrInvalidConfig) {
 		return true
 	}
 	switch spanner.ErrCode(err) {

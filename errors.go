@@ -51,6 +51,12 @@ var (
 	ErrResigned = errors.New("spanmutex: leadership resigned")
 )
 
+// errNotMade is the error of a method called on a typ that ctor did not
+// make: its zero value, or a nil pointer. It wraps ErrInvalidConfig.
+func errNotMade(typ, ctor string) error {
+	return fmt.Errorf("%w: %s used without %s", ErrInvalidConfig, typ, ctor)
+}
+
 // joinedError is errors.Join on one line: its message is its errors'
 // messages joined by ": ", so that a log line stays one line; errors.Is and
 // errors.As see every one of them.

@@ -45,6 +45,10 @@ func (e *HeldError) Is(target error) bool { return target == ErrHeld }
 // oldest live waiter; a Lock call that returns without the lock has left the
 // queue and passed on a lock handed to it, so it delays nobody.
 //
+// A Lock not made by NewLock (its zero value, or nil) does nothing: Lock,
+// TryLock and Unlock return an error wrapping ErrInvalidConfig, Name and
+// Owner "".
+//
 // A Lock uses the run-once Mutex's table and row (NEEDED or no row is free,
 // STARTED is held), and refuses a name that a Mutex has completed. How it
 // queues, hands off and wakes waiters is in doc/design.md, section 4.
@@ -84,10 +88,20 @@ func NewLock(client *spanner.Client, name string, opts ...LockOption) (*Lock, er
 }
 
 // Name returns the lock's name.
-func (l *Lock) Name() string { return l.name }
+func (l *Lock) Name() string {
+	if l == nil {
+		return ""
+	}
+	return l.name
+}
 
 // Owner returns the owner identity this Lock records as holder.
-func (l *Lock) Owner() string { return l.cfg.owner }
+func (l *Lock) Owner() string {
+	if l == nil {
+		return ""
+	}
+	return l.cfg.owner
+}
 
 // Lock blocks until this contender holds the lock, and returns its lease.
 // Otherwise it returns an error matching ErrNotObtained and ctx.Err() if ctx
@@ -111,6 +125,9 @@ func (l *Lock) TryLock(ctx context.Context) (*Lease, error) {
 func (l *Lock) lock(ctx context.Context, wait bool) (*Lease, error) {
 	if ctx == nil {
 		return nil, errNilContext
+	}
+	if l == nil || l.store == nil {
+		return nil, errNotMade("Lock", "NewLock")
 	}
 	began := time.Now()
 	l.mu.Lock()
@@ -159,6 +176,9 @@ func (l *Lock) lock(ctx context.Context, wait bool) (*Lease, error) {
 func (l *Lock) Unlock(ctx context.Context) (err error) {
 	if ctx == nil {
 		return errNilContext
+	}
+	if l == nil || l.store == nil {
+		return errNotMade("Lock", "NewLock")
 	}
 	ctx, un := l.cfg.tel.start(ctx, "spanmutex.Unlock", "unlock") // telemetry.go
 	defer func() { un.unlocked(err) }()
@@ -291,6 +311,11 @@ func (l *Lock) handedOn(ll *localLock, id string, to handOff, sent time.Time) {
 //
 // On success the lease counts as held in ll until Unlock.
 func (l *Lock) acquire(ctx context.Context, ll *localLock, wait bool) (*Lease, error) {
+	if l.sp != nil {
+		if err := checkDialect(ctx, l.sp.dialect); err != nil { // dialect.go
+			return nil, err
+		}
+	}
 	att := l.cfg.newAttempts(l.name, 2)
 	w := &waiter{lock: l, st: l.store, local: ll, id: l.scope.newWaiterID(), key: endOfQueue, born: l.cfg.clock.Now(), reads: att[0], writes: att[1],
 		pol: policy{lease: l.cfg.lease, jitter: l.cfg.drawFraction(l.cfg.jitter)}}

@@ -3,12 +3,16 @@ package spanmutex
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
 	"cloud.google.com/go/spanner"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/spanmutex/spanmutex/ddl"
+	"github.com/spanmutex/spanmutex/internal/sqldialect"
 )
 
 // guardIn runs lease.Guard in a read-write transaction of c and returns its
@@ -160,4 +164,171 @@ func TestCancelledContextOnUnreachableEndpoint(t *testing.T) {
 	_, err = Inspect(ctx, c, "")
 	require.ErrorIs(t, err, context.Canceled)
 	require.NotErrorIs(t, err, ErrUnreachable)
+}
+
+// A WithDialect that is not the database's fails on first use, uncontended
+// too, naming both dialects, with nothing written; a right one is checked
+// once per Scope.
+func TestWrongDialectFailsOnFirstUse(t *testing.T) {
+	eachDialect(t, func(t *testing.T, db string) {
+		c := newClient(t, db)
+		actual, err := sqldialect.Detect(context.Background(), c)
+		require.NoError(t, err)
+		wrong := ddl.PostgreSQL
+		if actual == ddl.PostgreSQL {
+			wrong = ddl.GoogleSQL
+		}
+		ctx := context.Background()
+		calls := []struct {
+			name string
+			call func() error
+		}{
+			{"Lock", func() error { l := mustLock(t, c, WithDialect(wrong)); _, err := l.Lock(ctx); return err }},
+			{"TryLock", func() error { l := mustLock(t, c, WithDialect(wrong)); _, err := l.TryLock(ctx); return err }},
+			{"Run", func() error {
+				m, err := New(c, "dialect", WithDialect(wrong))
+				require.NoError(t, err)
+				_, err = m.Run(ctx, func(context.Context, *Lease) error { t.Error("the section ran"); return nil })
+				return err
+			}},
+			{"Reset", func() error {
+				m, err := New(c, "dialect", WithDialect(wrong))
+				require.NoError(t, err)
+				_, err = m.Reset(ctx)
+				return err
+			}},
+			{"Inspect", func() error { _, err := Inspect(ctx, c, "", WithDialect(wrong)); return err }},
+			{"Campaign", func() error {
+				e, err := NewElection(c, "dialect", WithDialect(wrong))
+				require.NoError(t, err)
+				_, err = e.Campaign(ctx, "v")
+				return err
+			}},
+			{"Fence.Admit", func() error {
+				f, err := NewFence(c, WithDialect(wrong))
+				require.NoError(t, err)
+				return f.Admit(ctx, "res", "dialect", 1)
+			}},
+		}
+		for _, tc := range calls {
+			t.Run(tc.name, func(t *testing.T) {
+				err := tc.call()
+				require.ErrorIs(t, err, ErrInvalidConfig)
+				requireOneLine(t, err, "WithDialect(ddl."+goName(wrong)+")", "is "+goName(actual))
+			})
+		}
+		assert.Empty(t, inspectAll(t, c), "nothing written to the mutex table")
+		_, err = c.Single().ReadRow(ctx, DefaultFenceTable, spanner.Key{"res"}, []string{"Token"})
+		assert.ErrorIs(t, err, spanner.ErrRowNotFound, "nothing written to the fence table")
+
+		scope := NewScope(WithoutWakeUps())
+		a, b := mustLock(t, c, WithDialect(actual), WithScope(scope)), mustLock(t, c, WithDialect(actual), WithScope(scope))
+		assert.Same(t, a.sp.dialect, b.sp.dialect, "the Locks of a Scope check the dialect once")
+		for range 2 {
+			_, err := a.Lock(ctx)
+			require.NoError(t, err)
+			require.NoError(t, a.Unlock(ctx))
+		}
+	})
+}
+
+// mustLock makes a Lock named "dialect" of c with opts.
+func mustLock(t *testing.T, c *spanner.Client, opts ...LockOption) *Lock {
+	t.Helper()
+	l, err := NewLock(c, "dialect", opts...)
+	require.NoError(t, err)
+	return l
+}
+
+// inspectAll returns every row of the mutex table.
+func inspectAll(t *testing.T, c *spanner.Client) []Record {
+	t.Helper()
+	rows, err := Inspect(context.Background(), c, "")
+	require.NoError(t, err)
+	return rows
+}
+
+// Admit refuses, with a one-line ErrInvalidConfig and nothing written,
+// resources that are not printable UTF-8 and tokens below 1.
+func TestFenceAdmitRefusesBadInput(t *testing.T) {
+	needEmulator(t)
+	c := newClient(t, freshDatabase(t))
+	f, err := NewFence(c)
+	require.NoError(t, err)
+	cases := []struct {
+		name, resource string
+		token          int64
+		want           string
+	}{
+		{"NUL", "a\x00b", 1, "control character"},
+		{"newline", "a\nb", 1, "control character"},
+		{"invalid UTF-8", "a\xffb", 1, "not valid UTF-8"},
+		{"empty", "", 1, "empty"},
+		{"too long", strings.Repeat("é", 1025), 1, "at most 1024"},
+		{"token 0", "res", 0, "tokens start at 1"},
+		{"token -5", "res", -5, "tokens start at 1"},
+	}
+	ctx := context.Background()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := f.Admit(ctx, tc.resource, "lock", tc.token)
+			require.ErrorIs(t, err, ErrInvalidConfig)
+			requireOneLine(t, err, tc.want)
+			_, err = c.ReadWriteTransaction(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
+				return f.AdmitTx(ctx, tx, tc.resource, "lock", tc.token)
+			})
+			require.ErrorIs(t, err, ErrInvalidConfig)
+		})
+	}
+	n := 0
+	require.NoError(t, c.Single().Read(ctx, DefaultFenceTable, spanner.AllKeys(), []string{"Resource"}).Do(func(*spanner.Row) error { n++; return nil }))
+	assert.Zero(t, n, "nothing written")
+	require.NoError(t, f.Admit(ctx, "res", "lock", 1), "a good resource is admitted")
+}
+
+// The zero values of the primitives, and nil pointers, return errors that
+// name the constructor instead of panicking.
+func TestZeroValuesSayWhichConstructor(t *testing.T) {
+	ctx := context.Background()
+	var nilLock *Lock
+	var nilMutex *Mutex
+	var nilElection *Election
+	var nilFence *Fence
+	var nilLease *Lease
+	cases := []struct {
+		name, ctor string
+		call       func() error
+	}{
+		{"Lock{}.Lock", "NewLock", func() error { _, err := (&Lock{}).Lock(ctx); return err }},
+		{"Lock{}.TryLock", "NewLock", func() error { _, err := (&Lock{}).TryLock(ctx); return err }},
+		{"Lock{}.Unlock", "NewLock", func() error { return (&Lock{}).Unlock(ctx) }},
+		{"nil Lock", "NewLock", func() error { _, err := nilLock.Lock(ctx); return err }},
+		{"Mutex{}.Run", "New", func() error {
+			_, err := (&Mutex{}).Run(ctx, func(context.Context, *Lease) error { return nil })
+			return err
+		}},
+		{"Mutex{}.Reset", "New", func() error { _, err := (&Mutex{}).Reset(ctx); return err }},
+		{"nil Mutex", "New", func() error { _, err := nilMutex.Reset(ctx); return err }},
+		{"Election{}.Campaign", "NewElection", func() error { _, err := (&Election{}).Campaign(ctx, "v"); return err }},
+		{"Election{}.Leader", "NewElection", func() error { _, err := (&Election{}).Leader(ctx); return err }},
+		{"nil Election", "NewElection", func() error {
+			return nilElection.Run(ctx, "v", LeaderCallbacks{OnStartedLeading: func(context.Context) {}})
+		}},
+		{"Fence{}.Admit", "NewFence", func() error { return (&Fence{}).Admit(ctx, "r", "lock", 1) }},
+		{"nil Fence", "NewFence", func() error { return nilFence.AdmitTx(ctx, nil, "r", "lock", 1) }},
+		{"nil Lease.Err", "Lock.Lock", nilLease.Err},
+		{"nil Lease.Guard", "Lock.Lock", func() error { return nilLease.Guard(ctx, nil) }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.call()
+			require.ErrorIs(t, err, ErrInvalidConfig)
+			requireOneLine(t, err, tc.ctor)
+		})
+	}
+	assert.Empty(t, nilLock.Name()+nilLock.Owner()+nilMutex.Name()+nilMutex.Owner()+nilElection.Name()+nilLease.Name()+nilLease.Owner())
+	assert.Zero(t, nilLease.Token())
+	<-nilLease.Done() // closed
+	_, open := <-(&Election{}).Observe(ctx)
+	assert.False(t, open)
 }

@@ -14,7 +14,9 @@ import (
 
 // Mutex is a named run-once critical section backed by one row of a Cloud
 // Spanner table. Create it with New. A Mutex is safe for concurrent use; each
-// Run call is an independent contender with its own acquisition id.
+// Run call is an independent contender with its own acquisition id. A Mutex
+// not made by New (its zero value, or nil) does nothing: Run and Reset
+// return an error wrapping ErrInvalidConfig, Name and Owner "".
 type Mutex struct {
 	name          string
 	cfg           config
@@ -52,10 +54,20 @@ func newMutex(name string, opts []MutexOption) (*Mutex, error) {
 }
 
 // Name returns the section's name.
-func (m *Mutex) Name() string { return m.name }
+func (m *Mutex) Name() string {
+	if m == nil {
+		return ""
+	}
+	return m.name
+}
 
 // Owner returns the owner identity this Mutex records as holder.
-func (m *Mutex) Owner() string { return m.cfg.owner }
+func (m *Mutex) Owner() string {
+	if m == nil {
+		return ""
+	}
+	return m.cfg.owner
+}
 
 // unreached adds to err, if no Spanner call has succeeded yet, that Spanner
 // may be unreachable.
@@ -97,6 +109,9 @@ func (m *Mutex) unreached(ctx context.Context, err error, began time.Time) error
 func (m *Mutex) Run(ctx context.Context, fn func(ctx context.Context, lease *Lease) error) (outcome Outcome, err error) {
 	if ctx == nil {
 		return NoOutcome, errNilContext
+	}
+	if m == nil || m.store == nil {
+		return NoOutcome, errNotMade("Mutex", "New")
 	}
 	began := time.Now()
 	ctx, run := m.cfg.tel.start(ctx, "spanmutex.Run", "run") // telemetry.go

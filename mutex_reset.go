@@ -64,6 +64,9 @@ func (m *Mutex) Reset(ctx context.Context) (ResetResult, error) {
 	if ctx == nil {
 		return ResetResult{}, errNilContext
 	}
+	if m == nil || m.store == nil {
+		return ResetResult{}, errNotMade("Mutex", "New")
+	}
 	st, ok := m.store.(*spannerStore)
 	if !ok {
 		return ResetResult{}, fmt.Errorf("spanmutex: Reset(%q): not supported by this store", m.name)

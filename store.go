@@ -92,7 +92,7 @@ func newSpannerStore(client *spanner.Client, table string, lease time.Duration) 
 func (c *config) newStore(client *spanner.Client) *spannerStore {
 	s := newSpannerStore(client, c.table, c.lease)
 	if c.dialectSet {
-		s.dialect = sqldialect.Known(c.dialect)
+		s.dialect = c.scope.declared(client, c.dialect) // dialect.go
 	}
 	return s
 }
@@ -158,6 +158,9 @@ func (s *spannerStore) explain(ctx context.Context, err error) error {
 // explainOther explains database and instance errors, without looking at the
 // schema.
 func (s *spannerStore) explainOther(err error) error {
+	if de := dialectError(err); de != nil { // dialect.go
+		return de
+	}
 	if nf := notFound(s.client.DatabaseName(), err); nf != nil { // connect.go
 		return nf
 	}

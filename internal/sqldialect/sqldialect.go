@@ -154,13 +154,17 @@ func Translate(sql string) (string, []string) {
 	return b.String(), order
 }
 
-// Of is the dialect of a client's database: given (Known), or read from the
-// database on first use and kept (For). It is safe for concurrent use.
+// Of is the dialect of a client's database: given (Known), declared by the
+// caller and checked against the database on first use (Declared), or
+// read from the database on first use and kept (For). It is safe for
+// concurrent use.
 type Of struct {
 	client *spanner.Client
 	mu     sync.Mutex
-	known  bool
-	d      ddl.Dialect
+	known  bool // d is the dialect: read, checked, or Known
+	// declared: d was declared, and the first Get checks it (one read).
+	declared bool
+	d        ddl.Dialect
 }
 
 // For returns the dialect of client's database, to be read by the first Get.
@@ -169,11 +173,31 @@ func For(client *spanner.Client) *Of { return &Of{client: client} }
 // Known returns the dialect d, which Get returns without reading.
 func Known(d ddl.Dialect) *Of { return &Of{known: true, d: d} }
 
-// Get returns the dialect, reading it (Detect) if it is not known yet. A
-// failed read is returned, not kept: the next call reads again. Call it
-// before a read-write transaction, never with the ctx of one: the read is a
-// single-use read of INFORMATION_SCHEMA, which the client refuses to nest
-// in a transaction.
+// Declared returns the dialect d, which the caller declared for client's
+// database: the first Get (or Check) reads the database's dialect once and
+// returns a *MismatchError if it is not d; later calls read nothing.
+func Declared(client *spanner.Client, d ddl.Dialect) *Of {
+	return &Of{client: client, declared: true, d: d}
+}
+
+// MismatchError says that the dialect declared for a database is not the
+// one it was created with.
+type MismatchError struct {
+	Database string
+	Declared ddl.Dialect
+	Actual   ddl.Dialect
+}
+
+func (e *MismatchError) Error() string {
+	return fmt.Sprintf("the dialect was declared %s, but database %s is %s", e.Declared, e.Database, e.Actual)
+}
+
+// Get returns the dialect, reading it (Detect) if it is not known yet, or
+// checking it once if it was declared. A failed read is returned, not
+// kept: the next call reads again; a mismatch is returned by every call.
+// Call it before a read-write transaction, never with the ctx of one: the
+// read is a single-use read of INFORMATION_SCHEMA, which the client
+// refuses to nest in a transaction.
 func (o *Of) Get(ctx context.Context) (ddl.Dialect, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -184,8 +208,24 @@ func (o *Of) Get(ctx context.Context) (ddl.Dialect, error) {
 	if err != nil {
 		return 0, fmt.Errorf("read the dialect of database %s: %w", o.client.DatabaseName(), err)
 	}
+	if o.declared && d != o.d {
+		return 0, &MismatchError{Database: o.client.DatabaseName(), Declared: o.d, Actual: d}
+	}
 	o.d, o.known = d, true
 	return d, nil
+}
+
+// Check is Get for a caller that issues no SQL yet: it reads nothing
+// unless the dialect was declared and not checked yet.
+func (o *Of) Check(ctx context.Context) error {
+	o.mu.Lock()
+	pending := o.declared && !o.known
+	o.mu.Unlock()
+	if !pending {
+		return nil
+	}
+	_, err := o.Get(ctx)
+	return err
 }
 
 // Statement returns sql, written in GoogleSQL with the identifiers in
