@@ -332,3 +332,40 @@ func TestZeroValuesSayWhichConstructor(t *testing.T) {
 	_, open := <-(&Election{}).Observe(ctx)
 	assert.False(t, open)
 }
+
+// ForceReset breaks a live-looking lease that Reset refuses: the evicted
+// holder's Guard fails at once, its Unlock leaves the new holder alone,
+// and the next Lock gets a token above the bumped one; the result says
+// whom it evicted.
+func TestForceResetEvictsAndFences(t *testing.T) {
+	eachDialect(t, func(t *testing.T, db string) {
+		c := newClient(t, db)
+		ctx := context.Background()
+		old, err := NewLock(c, "forced", WithOwner("dead"), WithLease(MaxLease))
+		require.NoError(t, err)
+		lease, err := old.Lock(ctx)
+		require.NoError(t, err)
+		m, err := New(c, "forced", WithLease(time.Second))
+		require.NoError(t, err)
+
+		_, err = m.Reset(ctx)
+		require.ErrorIs(t, err, ErrResetRefused, "a live-looking holder is never reset without force")
+		assert.ErrorContains(t, err, "force")
+		res, err := m.ForceReset(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, ResetResult{Before: StateStarted, Token: lease.Token(), Evicted: "dead", Forced: true}, res)
+
+		assert.ErrorIs(t, guardIn(t, c, lease), ErrLeaseLost, "the evicted holder's Guard fails")
+		next, err := NewLock(c, "forced", WithOwner("next"))
+		require.NoError(t, err)
+		nl, err := next.Lock(ctx)
+		require.NoError(t, err)
+		assert.Greater(t, nl.Token(), lease.Token()+1, "the token was bumped past the evicted one")
+		assert.ErrorIs(t, old.Unlock(ctx), ErrLeaseLost, "the evicted holder's Unlock is fenced")
+		assert.NoError(t, guardIn(t, c, nl), "and left the new holder alone")
+		require.NoError(t, next.Unlock(ctx))
+
+		_, err = m.ForceReset(ctx)
+		require.NoError(t, err, "a NEEDED row is reset, nobody evicted")
+	})
+}

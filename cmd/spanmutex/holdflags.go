@@ -53,6 +53,9 @@ func (h *holdFlags) validate(cmd string) error {
 	if h.lease <= 0 {
 		return usagef(cmd, "--lease %v: must be positive", h.lease)
 	}
+	if h.lease < spanmutex.MinLease || h.lease > spanmutex.MaxLease {
+		return usagef(cmd, "--lease %v: must be %v to %v (a holder that dies blocks NAME that long; 'spanmutex reset --force NAME' breaks it)", h.lease, spanmutex.MinLease, spanmutex.MaxLease)
+	}
 	if err := cmdline.CheckConnectTimeout(fullCommand(cmd), h.connect); err != nil {
 		return err
 	}
