@@ -149,12 +149,17 @@ type SchemaError struct {
 	// Dialect is the database's SQL dialect: the schema to create is
 	// 'spanmutex ddl --dialect postgresql' on a PostgreSQL database.
 	Dialect ddl.Dialect
+
+	fix string // what to do, when creating the schema is not it
 }
 
 func (e *SchemaError) Error() string {
 	msg := fmt.Sprintf("spanmutex: table %s: %s", e.Table, e.Problem)
 	if len(e.Missing) > 0 {
 		msg += " (" + strings.Join(e.Missing, ", ") + ")"
+	}
+	if e.fix != "" {
+		return msg + "; " + e.fix
 	}
 	if e.onlyUpgrade() {
 		return msg + fmt.Sprintf("; the table was made by an earlier spanmutex: add the columns with: spanmutex ddl --upgrade%s --table %s | gcloud spanner databases ddl update DATABASE --instance=INSTANCE --ddl-file=/dev/stdin", e.dialectFlag(), e.Table)
@@ -163,8 +168,12 @@ func (e *SchemaError) Error() string {
 }
 
 // dialectFlag is the --dialect flag of the ddl command for e's database.
-func (e *SchemaError) dialectFlag() string {
-	if e.Dialect == ddl.PostgreSQL {
+func (e *SchemaError) dialectFlag() string { return dialectFlag(e.Dialect) }
+
+// dialectFlag is the --dialect flag of the ddl command for a database of
+// dialect d.
+func dialectFlag(d ddl.Dialect) string {
+	if d == ddl.PostgreSQL {
 		return " --dialect postgresql"
 	}
 	return ""

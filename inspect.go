@@ -46,6 +46,7 @@ func Inspect(ctx context.Context, client *spanner.Client, name string, opts ...O
 	}
 	table := cfg.table
 	st := cfg.newStore(client) // the lease, which Inspect does not take, is DefaultLease
+	st.readOnly = true
 	if err := st.checkSchema(ctx); err != nil {
 		return nil, st.unreached(ctx, err, began)
 	}

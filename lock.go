@@ -83,6 +83,7 @@ func NewLock(client *spanner.Client, name string, opts ...LockOption) (*Lock, er
 	}
 	sp := cfg.newStore(client)
 	sp.shared = cfg.scope
+	sp.needsQueue = true
 	key := localKey{database: client.DatabaseName(), table: cfg.table, name: name}
 	return &Lock{name: name, cfg: cfg, store: sp, sp: sp, key: key, scope: cfg.scope}, nil
 }

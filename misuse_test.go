@@ -369,3 +369,70 @@ func TestForceResetEvictsAndFences(t *testing.T) {
 		require.NoError(t, err, "a NEEDED row is reset, nobody evicted")
 	})
 }
+
+// Schema problems are *SchemaErrors that say what to do, in both dialects:
+// a table named in another case (the same table in GoogleSQL, another one
+// in PostgreSQL), a Lock's missing queue table, and a column of the
+// table's that every insert must write.
+func TestSchemaHintsDoNotMislead(t *testing.T) {
+	for _, d := range dialects {
+		t.Run(d.String(), func(t *testing.T) {
+			stmts, err := d.Statements("NoQueue")
+			require.NoError(t, err)
+			extra, err := d.Statements("Extra")
+			require.NoError(t, err)
+			col := "Extra INT64 NOT NULL, "
+			if d == ddl.PostgreSQL {
+				col = `"Extra" bigint NOT NULL, `
+			}
+			i := strings.Index(extra[0], "(") + 1
+			c := newClient(t, freshDatabaseIn(t, d, stmts[0], extra[0][:i]+col+extra[0][i:], extra[1]))
+			lock := func(table string) error {
+				l, err := NewLock(c, "hint-lock", WithTable(table))
+				require.NoError(t, err)
+				if _, err = l.Lock(context.Background()); err != nil {
+					return err
+				}
+				return l.Unlock(context.Background())
+			}
+			run := func(table string) error {
+				m, err := New(c, "hint-run", WithTable(table))
+				require.NoError(t, err)
+				_, err = m.Run(context.Background(), func(context.Context, *Lease) error { return nil })
+				return err
+			}
+			cases := []struct {
+				name, table string
+				call        func(table string) error
+				want        []string // in the error; none: it works
+			}{
+				// A Lock on PostgreSQL finds it at its first SQL statement
+				// (contention), a Mutex at once (its schema check).
+				{"table in lower case", "mutexes", run, map[ddl.Dialect][]string{
+					ddl.PostgreSQL: {"table mutexes: does not exist", "but Mutexes does", "case-sensitive", "--table Mutexes"}}[d]},
+				{"no queue table", "NoQueue", lock, []string{"NoQueueQueue, which a Lock needs, does not exist", "spanmutex ddl", "--table NoQueue"}},
+				{"extra NOT NULL column, Lock", "Extra", lock, []string{"NOT NULL with no default", "Extra", "DEFAULT"}},
+				{"extra NOT NULL column, Run", "Extra", run, []string{"NOT NULL with no default", "Extra", "DEFAULT"}},
+			}
+			if d == ddl.GoogleSQL {
+				cases = append(cases, struct {
+					name, table string
+					call        func(table string) error
+					want        []string
+				}{"Lock in lower case", "mutexes", lock, nil})
+			}
+			for _, tc := range cases {
+				t.Run(tc.name, func(t *testing.T) {
+					err := tc.call(tc.table)
+					if tc.want == nil {
+						require.NoError(t, err)
+						return
+					}
+					require.ErrorIs(t, err, ErrSchema)
+					requireOneLine(t, err, tc.want...)
+					assert.NotContains(t, err.Error(), "create the schema with")
+				})
+			}
+		})
+	}
+}

@@ -43,6 +43,12 @@ type spannerStore struct {
 	// hasQueue: checkSchema found the waiters' queue table, which a Mutex
 	// uses only for its watchers (mutex_watch.go) and may lack.
 	hasQueue atomic.Bool
+	// needsQueue: the store is a Lock's, which cannot work without the
+	// queue table: checkSchema reports it missing.
+	needsQueue bool
+	// readOnly: the store only reads (Inspect), so checkSchema does not
+	// report what only writes need.
+	readOnly bool
 	// queuedCol: whether the table has the Queued column
 	// (queue_mark.go), once checked.
 	queuedCol atomic.Int32
@@ -147,6 +153,9 @@ func truncate(s string, n int) string { return textcut.Cut(s, n, "…") }
 // say what to do; others are wrapped as they are.
 func (s *spannerStore) explain(ctx context.Context, err error) error {
 	code, msg := spanner.ErrCode(err), err.Error()
+	if code == codes.FailedPrecondition && strings.Contains(msg, "NOT NULL") {
+		return s.schemaError(ctx, err) // an extra column of the table's (checkSchema)
+	}
 	if (code == codes.NotFound || code == codes.InvalidArgument) &&
 		(strings.Contains(msg, "Table not found") || strings.Contains(msg, "Column not found") || strings.Contains(msg, "Unrecognized name") ||
 			strings.Contains(msg, "not found inside") || strings.Contains(msg, "does not exist")) { // the last: PostgreSQL

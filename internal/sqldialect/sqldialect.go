@@ -11,6 +11,7 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 
@@ -25,22 +26,72 @@ const detectSQL = "SELECT option_value FROM information_schema.database_options 
 
 // Columns returns the columns of each of tables with their Spanner types,
 // as INFORMATION_SCHEMA.COLUMNS.SPANNER_TYPE spells them in d, from one
-// strong read: an empty map for a table that does not exist.
+// strong read: an empty map for a table that does not exist. Table names
+// match as d resolves them (Describe).
 func Columns(ctx context.Context, client *spanner.Client, d ddl.Dialect, tables ...string) (map[string]map[string]string, error) {
-	out := make(map[string]map[string]string, len(tables))
-	for _, t := range tables {
-		out[t] = map[string]string{}
+	desc, err := Describe(ctx, client, d, tables...)
+	if err != nil {
+		return nil, err
 	}
-	stmt := Statement(d, "SELECT table_name, column_name, spanner_type FROM information_schema.columns "+
-		"WHERE table_schema = @schema AND table_name IN UNNEST(@tables)",
-		map[string]any{"schema": Schema(d), "tables": tables})
+	out := make(map[string]map[string]string, len(tables))
+	for t, tab := range desc {
+		out[t] = map[string]string{}
+		for name, c := range tab.Columns {
+			out[t][name] = c.Type
+		}
+	}
+	return out, nil
+}
+
+// Column is a column as INFORMATION_SCHEMA.COLUMNS describes it.
+type Column struct {
+	Type string // SPANNER_TYPE, as d spells it
+	// Required: NOT NULL with no default and not generated, so that every
+	// insert must write it.
+	Required bool
+}
+
+// Table is what Describe found of a table asked for by name.
+type Table struct {
+	// Name is the table's name as it was created; "" if there is none.
+	Name    string
+	Columns map[string]Column
+	// Variants are the tables, on PostgreSQL, whose names differ from
+	// the one asked for only in case: spanmutex quotes its identifiers,
+	// so there they name other tables.
+	Variants []string
+}
+
+// Describe returns, from one strong read, what INFORMATION_SCHEMA says of
+// each of tables in d's default schema. Names match as d resolves the
+// identifiers spanmutex writes: case-insensitively in GoogleSQL (where
+// "mutexes" is the table Mutexes), exactly in PostgreSQL (where the
+// quoted "mutexes" is not "Mutexes").
+func Describe(ctx context.Context, client *spanner.Client, d ddl.Dialect, tables ...string) (map[string]*Table, error) {
+	out := make(map[string]*Table, len(tables))
+	lowered := make([]string, len(tables))
+	for i, t := range tables {
+		out[t] = &Table{Columns: map[string]Column{}}
+		lowered[i] = strings.ToLower(t)
+	}
+	stmt := Statement(d, "SELECT table_name, column_name, spanner_type, "+
+		"is_nullable = 'NO' AND column_default IS NULL AND generation_expression IS NULL "+
+		"FROM information_schema.columns WHERE table_schema = @schema AND LOWER(table_name) IN UNNEST(@tables)",
+		map[string]any{"schema": Schema(d), "tables": lowered})
 	err := client.Single().Query(ctx, stmt).Do(func(r *spanner.Row) error {
 		var table, name, typ string
-		if err := r.Columns(&table, &name, &typ); err != nil {
+		var required bool
+		if err := r.Columns(&table, &name, &typ, &required); err != nil {
 			return err
 		}
-		if cols, ok := out[table]; ok {
-			cols[name] = typ
+		for asked, tab := range out {
+			switch {
+			case table == asked || (d != ddl.PostgreSQL && strings.EqualFold(table, asked)):
+				tab.Name = table
+				tab.Columns[name] = Column{Type: typ, Required: required}
+			case strings.EqualFold(table, asked) && !slices.Contains(tab.Variants, table):
+				tab.Variants = append(tab.Variants, table)
+			}
 		}
 		return nil
 	})
