@@ -209,7 +209,13 @@ func (e *SchemaError) Unwrap() error { return e.Err }
 type SectionError struct {
 	Name  string // the section
 	Token int64  // the fencing token it ran with
-	Err   error  // what the section returned
+	// Attempt is which attempt of the row's generation this was (1 is the
+	// first), as the acquisition that ran it committed it in the row:
+	// two runs never both see the same attempt fail (a run whose attempt
+	// was given back, interrupted, does not count). With MaxAttempts, it
+	// says whether a later Run retries.
+	Attempt int64
+	Err     error // what the section returned
 }
 
 func (e *SectionError) Error() string {

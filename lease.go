@@ -34,7 +34,10 @@ type Lease struct {
 	queuedAt   time.Time
 	takeover   bool
 	handedOff  bool
-	table      string
+	// attempt is, for a run-once section, the row's Attempts as this
+	// acquisition committed it: which attempt of its generation it is.
+	attempt int64
+	table   string
 	// anchor is the local time just before the request that set RenewedAt
 	// at acquisition was sent (see keepAlive); renewals move it, under mu.
 	anchor time.Time

@@ -3,11 +3,14 @@ package spanmutex
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"cloud.google.com/go/spanner"
+	"github.com/cenkalti/backoff/v4"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -435,4 +438,45 @@ func TestSchemaHintsDoNotMislead(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Concurrent Runs that all fail each learn, from the row their own
+// acquisition committed, which attempt they had: the attempts are 1 to
+// MaxAttempts, each once, so only one of them can say it was the last;
+// the rest give up.
+func TestFailedRunsSeeTheirOwnAttempt(t *testing.T) {
+	needEmulator(t)
+	db := freshDatabase(t)
+	const runs, maxAttempts = 5, 3
+	var wg sync.WaitGroup
+	errs := make(chan error, runs)
+	for range runs {
+		m, err := New(newClient(t, db), "attempts", WithMaxAttempts(maxAttempts),
+			WithBackOff(func() backoff.BackOff { return backoff.NewConstantBackOff(10 * time.Millisecond) }))
+		require.NoError(t, err)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := m.Run(context.Background(), func(context.Context, *Lease) error { return errors.New("boom") })
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	var attempts []int64
+	exhausted := 0
+	for err := range errs {
+		var se *SectionError
+		switch {
+		case errors.As(err, &se):
+			attempts = append(attempts, se.Attempt)
+		case errors.Is(err, ErrAttemptsExhausted):
+			exhausted++
+		default:
+			t.Errorf("unexpected error: %v", err)
+		}
+	}
+	slices.Sort(attempts)
+	assert.Equal(t, []int64{1, 2, 3}, attempts)
+	assert.Equal(t, runs-maxAttempts, exhausted)
 }

@@ -346,7 +346,7 @@ type pendingAcquisition struct {
 // adopt makes a lease of a row read back as ours.
 func (m *Mutex) adopt(r row, p pendingAcquisition) *Lease {
 	l := newLease(m.name, r.Owner, r.LeaseID, r.Token, p.takeover, m.cfg.table)
-	l.acquiredAt, l.anchor = r.StartedAt, p.sent
+	l.acquiredAt, l.anchor, l.attempt = r.StartedAt, p.sent, r.Attempts
 	return l
 }
 
@@ -413,11 +413,11 @@ func (m *Mutex) runHeld(ctx context.Context, lease *Lease, fn func(context.Conte
 		return Executed, m.interrupted(ctx, lease, interrupted)
 	}
 	if runErr != nil {
-		secErr := &SectionError{Name: m.name, Token: lease.token, Err: runErr}
+		secErr := &SectionError{Name: m.name, Token: lease.token, Attempt: lease.attempt, Err: runErr}
 		if err := m.finish(ctx, lease, StateFailed, runErr.Error()); err != nil {
 			return Executed, joinErrors(secErr, err)
 		}
-		m.cfg.logger.Info("section failed; recorded FAILED", "token", lease.token, "err", runErr)
+		m.cfg.logger.Info("section failed; recorded FAILED", "token", lease.token, "attempt", lease.attempt, "max_attempts", m.cfg.maxAttempts, "err", runErr)
 		return Executed, secErr
 	}
 	if err := m.finish(ctx, lease, StateDone, ""); err != nil {
