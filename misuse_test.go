@@ -181,7 +181,10 @@ func TestWrongDialectFailsOnFirstUse(t *testing.T) {
 		if actual == ddl.PostgreSQL {
 			wrong = ddl.GoogleSQL
 		}
-		ctx := context.Background()
+		// Bounded: a wrong dialect that is not caught can make a call retry
+		// until its ctx ends.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
 		calls := []struct {
 			name string
 			call func() error
