@@ -33,7 +33,7 @@ func (h *holdFlags) register(fs *flag.FlagSet, graceUsage, verboseUsage string) 
 	fs.StringVar(&h.database, "database", "", cmdline.DatabaseFlagUsage)
 	fs.StringVar(&h.table, "table", spanmutex.DefaultTable, "the mutex table")
 	fs.DurationVar(&h.lease, "lease", spanmutex.DefaultLease,
-		"the lease this process declares when it holds NAME: it renews within it, and no other process takes over before it has passed unrenewed, by Spanner's clock")
+		"the lease this process declares when it holds NAME (100ms to 1h): it renews within it, and no other process takes over before it has passed unrenewed, by Spanner's clock")
 	fs.DurationVar(&h.grace, "grace", defaultGrace, graceUsage)
 	fs.BoolVar(&h.verbose, "verbose", false, verboseUsage)
 	fs.DurationVar(&h.connect, "connect-timeout", cmdline.DefaultConnectTimeout, cmdline.ConnectTimeoutFlagUsage)
