@@ -103,9 +103,10 @@ func (e *NotFoundError) Unwrap() error { return e.Err }
 // and the cause (connection refused, DNS, TLS, credentials) when Spanner
 // could not be reached, or Spanner's error wrapped with the database name.
 // If ctx ended first, the error matches ctx.Err() (context.Canceled or
-// context.DeadlineExceeded); it is an *UnreachableError only if a direct
-// connection attempt found the endpoint out of reach (or credentials were
-// rejected): a cancelled ctx is never reported as an unreachable Spanner.
+// context.DeadlineExceeded). A cancelled ctx is never reported as an
+// unreachable Spanner; a deadline is, as an *UnreachableError, when a
+// direct connection attempt finds the endpoint out of reach, or when Spanner
+// gave no answer for a second or more before it.
 //
 // Ping waits as long as ctx allows: the Spanner client keeps retrying an
 // endpoint that does not answer, so give ctx a deadline of a few seconds.
@@ -119,6 +120,7 @@ func Ping(ctx context.Context, client *spanner.Client) error {
 	if client == nil {
 		return fmt.Errorf("%w: Ping: nil *spanner.Client", ErrInvalidConfig)
 	}
+	began := time.Now()
 	err := client.Single().Query(ctx, spanner.Statement{SQL: "SELECT 1"}).Do(func(*spanner.Row) error { return nil })
 	if err == nil {
 		return nil
@@ -127,7 +129,7 @@ func Ping(ctx context.Context, client *spanner.Client) error {
 	if nf := notFound(db, err); nf != nil {
 		return nf
 	}
-	if ue := unanswered(ctx, db, fmt.Errorf("spanmutex: ping %s: %w", db, err)); ue != nil {
+	if ue := unanswered(ctx, db, fmt.Errorf("spanmutex: ping %s: %w", db, err), began); ue != nil {
 		return ue
 	}
 	return fmt.Errorf("spanmutex: ping %s: %w", db, err)
@@ -170,7 +172,8 @@ func answered(err error) bool {
 }
 
 // unanswered explains err, the error of a call to database db made with
-// ctx, or returns nil if err is an answer from Spanner:
+// ctx at local time began, or returns nil if err is an answer from
+// Spanner:
 //
 //   - the caller cancelled ctx: err, made to match ctx.Err(), with no
 //     probe of the endpoint (the caller stopped waiting; Spanner may be
@@ -178,12 +181,12 @@ func answered(err error) bool {
 //   - a direct connection attempt, or the credentials, show why Spanner
 //     cannot be reached: an *UnreachableError (matching ctx.Err() too, if
 //     ctx's deadline passed);
-//   - ctx's deadline passed, and the endpoint accepts connections: err,
-//     made to match context.DeadlineExceeded: nothing shows Spanner out of
-//     reach, only a deadline that came first;
+//   - ctx's deadline passed within a second of began, and the endpoint
+//     accepts connections: err, made to match context.DeadlineExceeded:
+//     so short a wait shows no more than a deadline that came first;
 //   - otherwise an *UnreachableError saying that the endpoint accepts
-//     connections but Spanner did not answer.
-func unanswered(ctx context.Context, db string, err error) error {
+//     connections but Spanner did not answer (matching ctx.Err() too).
+func unanswered(ctx context.Context, db string, err error, began time.Time) error {
 	if answered(err) {
 		return nil
 	}
@@ -194,7 +197,7 @@ func unanswered(ctx context.Context, db string, err error) error {
 		return err
 	}
 	ue := diagnose(db, err)
-	if ctx.Err() != nil && ue.Cause == causeSilent {
+	if ctx.Err() != nil && ue.Cause == causeSilent && time.Since(began) < time.Second {
 		return err
 	}
 	return ue

@@ -74,8 +74,8 @@ type spannerStore struct {
 // A call that began at local time began and was cut short by its ctx within
 // a second says only that: so short a wait is no sign that Spanner is out of
 // reach (an impatient caller on a busy database). Nor is a ctx the caller
-// cancelled, or whose deadline passed while the endpoint accepts
-// connections: the error then matches ctx.Err() (see unanswered).
+// cancelled (see unanswered); an error of a call whose ctx ended matches
+// ctx.Err().
 func (s *spannerStore) unreached(ctx context.Context, err error, began time.Time) error {
 	if err != nil && ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
 		err = fmt.Errorf("%w: %w", err, ctx.Err())
@@ -83,7 +83,7 @@ func (s *spannerStore) unreached(ctx context.Context, err error, began time.Time
 	if err == nil || s.reached.Load() || (errors.Is(err, ErrNotObtained) && time.Since(began) < time.Second) {
 		return err
 	}
-	if ue := unanswered(ctx, s.client.DatabaseName(), err); ue != nil { // connect.go
+	if ue := unanswered(ctx, s.client.DatabaseName(), err, began); ue != nil { // connect.go
 		return ue
 	}
 	return err // Spanner answered: it is reachable
