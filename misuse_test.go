@@ -3,6 +3,7 @@ package spanmutex
 import (
 	"context"
 	"errors"
+	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/spanmutex/spanmutex/ddl"
+	"github.com/spanmutex/spanmutex/emulator"
 	"github.com/spanmutex/spanmutex/internal/sqldialect"
 )
 
@@ -482,4 +484,48 @@ func TestFailedRunsSeeTheirOwnAttempt(t *testing.T) {
 	slices.Sort(attempts)
 	assert.Equal(t, []int64{1, 2, 3}, attempts)
 	assert.Equal(t, runs-maxAttempts, exhausted)
+}
+
+// A deadline that passes while an endpoint accepts connections but never
+// answers is still diagnosed, as Ping is for, and matches the deadline too;
+// the same endpoint with the ctx cancelled is reported as cancelled.
+func TestSilentEndpointAtTheDeadline(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	accepted := make(chan []net.Conn, 1)
+	go func() {
+		var conns []net.Conn // held open, never answered
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				accepted <- conns
+				return
+			}
+			conns = append(conns, conn)
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		for _, c := range <-accepted {
+			c.Close()
+		}
+	})
+	t.Setenv(emulator.HostEnv, ln.Addr().String())
+	c, err := spanner.NewClientWithConfig(context.Background(), "projects/p/instances/i1/databases/d1",
+		spanner.ClientConfig{SessionPoolConfig: spanner.DefaultSessionPoolConfig, DisableNativeMetrics: true})
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	defer cancel()
+	err = Ping(ctx, c)
+	require.ErrorIs(t, err, ErrUnreachable)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	requireOneLine(t, err, "accepts connections but Spanner did not answer")
+
+	cctx, ccancel := context.WithCancel(context.Background())
+	time.AfterFunc(1500*time.Millisecond, ccancel)
+	err = Ping(cctx, c)
+	require.ErrorIs(t, err, context.Canceled)
+	require.NotErrorIs(t, err, ErrUnreachable)
 }
