@@ -102,6 +102,11 @@ func (e *NotFoundError) Unwrap() error { return e.Err }
 // its instance does not exist), an *UnreachableError that names the host
 // and the cause (connection refused, DNS, TLS, credentials) when Spanner
 // could not be reached, or Spanner's error wrapped with the database name.
+// If ctx ended first, the error matches ctx.Err() (context.Canceled or
+// context.DeadlineExceeded). A cancelled ctx is never reported as an
+// unreachable Spanner; a deadline is, as an *UnreachableError, when a
+// direct connection attempt finds the endpoint out of reach, or when Spanner
+// gave no answer for a second or more before it.
 //
 // Ping waits as long as ctx allows: the Spanner client keeps retrying an
 // endpoint that does not answer, so give ctx a deadline of a few seconds.
@@ -115,6 +120,7 @@ func Ping(ctx context.Context, client *spanner.Client) error {
 	if client == nil {
 		return fmt.Errorf("%w: Ping: nil *spanner.Client", ErrInvalidConfig)
 	}
+	began := time.Now()
 	err := client.Single().Query(ctx, spanner.Statement{SQL: "SELECT 1"}).Do(func(*spanner.Row) error { return nil })
 	if err == nil {
 		return nil
@@ -123,7 +129,7 @@ func Ping(ctx context.Context, client *spanner.Client) error {
 	if nf := notFound(db, err); nf != nil {
 		return nf
 	}
-	if ue := diagnose(db, err); ue != nil {
+	if ue := unanswered(ctx, db, fmt.Errorf("spanmutex: ping %s: %w", db, err), began); ue != nil {
 		return ue
 	}
 	return fmt.Errorf("spanmutex: ping %s: %w", db, err)
@@ -154,7 +160,7 @@ func notFound(db string, err error) *NotFoundError {
 func answered(err error) bool {
 	var se *SchemaError
 	var nf *NotFoundError
-	if errors.As(err, &se) || errors.As(err, &nf) {
+	if errors.As(err, &se) || errors.As(err, &nf) || errors.Is(err, ErrInvalidConfig) {
 		return true
 	}
 	switch spanner.ErrCode(err) {
@@ -165,14 +171,47 @@ func answered(err error) bool {
 	return true
 }
 
-// diagnose explains err, the error of a call to database db that may never
-// have reached Spanner, as an *UnreachableError naming the endpoint and the
-// cause; it returns nil if err is an answer from Spanner. It tries one
-// connection to the endpoint, for at most probeDialTimeout.
-func diagnose(db string, err error) *UnreachableError {
+// unanswered explains err, the error of a call to database db made with
+// ctx at local time began, or returns nil if err is an answer from
+// Spanner:
+//
+//   - the caller cancelled ctx: err, made to match ctx.Err(), with no
+//     probe of the endpoint (the caller stopped waiting; Spanner may be
+//     fine);
+//   - a direct connection attempt, or the credentials, show why Spanner
+//     cannot be reached: an *UnreachableError (matching ctx.Err() too, if
+//     ctx's deadline passed);
+//   - ctx's deadline passed within a second of began, and the endpoint
+//     accepts connections: err, made to match context.DeadlineExceeded:
+//     so short a wait shows no more than a deadline that came first;
+//   - otherwise an *UnreachableError saying that the endpoint accepts
+//     connections but Spanner did not answer (matching ctx.Err() too).
+func unanswered(ctx context.Context, db string, err error, began time.Time) error {
 	if answered(err) {
 		return nil
 	}
+	if ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
+		err = fmt.Errorf("%w: %w", err, ctx.Err())
+	}
+	if errors.Is(ctx.Err(), context.Canceled) {
+		return err
+	}
+	ue := diagnose(db, err)
+	if ctx.Err() != nil && ue.Cause == causeSilent && time.Since(began) < time.Second {
+		return err
+	}
+	return ue
+}
+
+// causeSilent is the Cause of an UnreachableError whose endpoint accepts
+// connections.
+const causeSilent = "the endpoint accepts connections but Spanner did not answer before the deadline"
+
+// diagnose explains err, the error of a call to database db that got no
+// answer from Spanner, as an *UnreachableError naming the endpoint and the
+// cause. It tries one connection to the endpoint, for at most
+// probeDialTimeout.
+func diagnose(db string, err error) *UnreachableError {
 	host := os.Getenv(emulatorHostEnv)
 	tlsToo := false
 	if host == "" {
@@ -186,7 +225,7 @@ func diagnose(db string, err error) *UnreachableError {
 	}
 	ue.Cause = dialCause(host, tlsToo)
 	if ue.Cause == "" {
-		ue.Cause = "the endpoint accepts connections but Spanner did not answer before the deadline"
+		ue.Cause = causeSilent
 		if strings.Contains(err.Error(), "credentials") {
 			ue.Cause = "no usable credentials: " + err.Error()
 		}

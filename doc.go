@@ -18,8 +18,9 @@
 //     waits its turn, [Lock.TryLock] does not, and [Lock.Unlock] hands the
 //     lock to the oldest live waiter.
 //   - [Lease] is a holder's claim: its fencing token ([Lease.Token]), a
-//     background renewal, and the signal that it was lost ([Lease.Done],
-//     [Lease.Err]; for a Mutex, the section's ctx is cancelled too).
+//     background renewal, and the signal that it ended ([Lease.Done],
+//     [Lease.Err]): lost (for a Mutex, the section's ctx is cancelled
+//     too), or released by its holder ([ErrReleased]).
 //   - [Lease.Guard] makes a write in the caller's own Spanner transaction
 //     commit only while the lease is held.
 //   - [Fence] ([NewFence]) refuses, per resource, an operation whose token

@@ -20,7 +20,10 @@ import (
 //
 // An Election is one candidate: it campaigns for at most one leadership at
 // a time. Leader and Observe may be called by any instance, candidate or
-// not, and all methods are safe for concurrent use.
+// not, and all methods are safe for concurrent use. An Election not made
+// by NewElection (its zero value, or nil) does nothing: Campaign, Leader
+// and Run return an error wrapping ErrInvalidConfig, Observe a closed
+// channel, Name "".
 type Election struct {
 	client *spanner.Client
 	name   string
@@ -65,7 +68,20 @@ func NewElection(client *spanner.Client, name string, opts ...ElectionOption) (*
 }
 
 // Name returns the election's name.
-func (e *Election) Name() string { return e.name }
+func (e *Election) Name() string {
+	if e == nil {
+		return ""
+	}
+	return e.name
+}
+
+// made returns errNotMade unless NewElection made e.
+func (e *Election) made() error {
+	if e == nil || e.sp == nil {
+		return errNotMade("Election", "NewElection")
+	}
+	return nil
+}
 
 // Campaign blocks until this candidate leads, and returns its leadership,
 // whose value is value (1-256 characters, recorded as the lock's owner).
@@ -77,6 +93,9 @@ func (e *Election) Name() string { return e.name }
 func (e *Election) Campaign(ctx context.Context, value string) (*Leadership, error) {
 	if ctx == nil {
 		return nil, errNilContext
+	}
+	if err := e.made(); err != nil {
+		return nil, err
 	}
 	if err := validateText("value", value, MaxNameLength); err != nil {
 		return nil, fmt.Errorf("spanmutex: Campaign for %q: %v", e.name, err)
@@ -135,6 +154,9 @@ type LeaderInfo struct {
 func (e *Election) Leader(ctx context.Context) (LeaderInfo, error) {
 	if ctx == nil {
 		return LeaderInfo{}, errNilContext
+	}
+	if err := e.made(); err != nil {
+		return LeaderInfo{}, err
 	}
 	r, err := e.sp.read(ctx, e.name)
 	if err != nil {

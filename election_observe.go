@@ -26,7 +26,7 @@ import (
 // the Election's backoff; they delay reports, never skip them.
 func (e *Election) Observe(ctx context.Context) <-chan LeaderInfo {
 	out := make(chan LeaderInfo)
-	if ctx == nil {
+	if ctx == nil || e.made() != nil {
 		close(out)
 		return out
 	}

@@ -35,6 +35,9 @@ func (e *Election) Run(ctx context.Context, value string, cb LeaderCallbacks) er
 	if ctx == nil {
 		return errNilContext
 	}
+	if err := e.made(); err != nil {
+		return err
+	}
 	if cb.OnStartedLeading == nil {
 		return fmt.Errorf("%w: Election.Run: LeaderCallbacks.OnStartedLeading is nil; give the function to run while leading", ErrInvalidConfig)
 	}

@@ -37,6 +37,12 @@ var (
 	// Returned as *LeaseLostError.
 	ErrLeaseLost = errors.New("spanmutex: lease lost")
 
+	// ErrReleased is matched by a Lease's Err, and by its Guard's error,
+	// once its holder released it: Lock.Unlock returned, or Run's section
+	// returned and Run recorded its end. It does not match ErrLeaseLost:
+	// nobody took the lease over; the holder let go of it.
+	ErrReleased = errors.New("spanmutex: lease released")
+
 	// ErrSchema: the mutex table is missing or does not have the columns
 	// spanmutex needs. Returned as *SchemaError, whose message shows how to
 	// create the schema.
@@ -52,6 +58,12 @@ var (
 	// ErrResigned is the cause of a Leadership's context after Resign.
 	ErrResigned = errors.New("spanmutex: leadership resigned")
 )
+
+// errNotMade is the error of a method called on a typ that ctor did not
+// make: its zero value, or a nil pointer. It wraps ErrInvalidConfig.
+func errNotMade(typ, ctor string) error {
+	return fmt.Errorf("%w: %s used without %s", ErrInvalidConfig, typ, ctor)
+}
 
 // joinedError is errors.Join on one line: its message is its errors'
 // messages joined by ": ", so that a log line stays one line; errors.Is and
@@ -184,12 +196,17 @@ type SchemaError struct {
 	// Dialect is the database's SQL dialect: the schema to create is
 	// 'spanmutex ddl --dialect postgresql' on a PostgreSQL database.
 	Dialect ddl.Dialect
+
+	fix string // what to do, when creating the schema is not it
 }
 
 func (e *SchemaError) Error() string {
 	msg := fmt.Sprintf("spanmutex: table %s: %s", e.Table, e.Problem)
 	if len(e.Missing) > 0 {
 		msg += " (" + strings.Join(e.Missing, ", ") + ")"
+	}
+	if e.fix != "" {
+		return msg + "; " + e.fix
 	}
 	if e.onlyUpgrade() {
 		return msg + fmt.Sprintf("; the table was made by an earlier spanmutex: add the columns with: spanmutex ddl --upgrade%s --table %s | gcloud spanner databases ddl update DATABASE --instance=INSTANCE --ddl-file=/dev/stdin", e.dialectFlag(), e.Table)
@@ -198,8 +215,12 @@ func (e *SchemaError) Error() string {
 }
 
 // dialectFlag is the --dialect flag of the ddl command for e's database.
-func (e *SchemaError) dialectFlag() string {
-	if e.Dialect == ddl.PostgreSQL {
+func (e *SchemaError) dialectFlag() string { return dialectFlag(e.Dialect) }
+
+// dialectFlag is the --dialect flag of the ddl command for a database of
+// dialect d.
+func dialectFlag(d ddl.Dialect) string {
+	if d == ddl.PostgreSQL {
 		return " --dialect postgresql"
 	}
 	return ""
@@ -235,7 +256,13 @@ func (e *SchemaError) Unwrap() error { return e.Err }
 type SectionError struct {
 	Name  string // the section
 	Token int64  // the fencing token it ran with
-	Err   error  // what the section returned
+	// Attempt is which attempt of the row's generation this was (1 is the
+	// first), as the acquisition that ran it committed it in the row:
+	// two runs never both see the same attempt fail (a run whose attempt
+	// was given back, interrupted, does not count). With MaxAttempts, it
+	// says whether a later Run retries.
+	Attempt int64
+	Err     error // what the section returned
 }
 
 func (e *SectionError) Error() string {

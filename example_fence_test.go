@@ -83,11 +83,11 @@ func ExampleLease_Guard() {
 	if err := l.Unlock(ctx); err != nil {
 		log.Fatal(err)
 	}
-	err = write("cancelled")
-	fmt.Println("after Unlock, lease lost:", errors.Is(err, spanmutex.ErrLeaseLost))
+	err = write("cancelled") // refused: the lease was released
+	fmt.Println("after Unlock, released:", errors.Is(err, spanmutex.ErrReleased))
 	// Output:
 	// while held: <nil>
-	// after Unlock, lease lost: true
+	// after Unlock, released: true
 }
 
 // A Fence protects a resource outside Spanner: each operation carries the

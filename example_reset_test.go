@@ -44,6 +44,48 @@ func ExampleMutex_Reset() {
 	// Executed <nil>
 }
 
+// A holder that died with a long lease blocks its name until the lease
+// runs out: Reset refuses it, ForceReset evicts it and bumps the token, so
+// the next holder's token is above every write the dead one could fence.
+func ExampleMutex_ForceReset() {
+	ctx := context.Background()
+	emu, err := emulator.Start(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer emu.Close()
+
+	dead, err := spanmutex.NewLock(emu.Client(), "nightly", spanmutex.WithOwner("worker-7"), spanmutex.WithLease(spanmutex.MaxLease))
+	if err != nil {
+		log.Fatal(err)
+	}
+	if _, err := dead.Lock(ctx); err != nil { // and its process dies, holding
+		log.Fatal(err)
+	}
+	m, err := spanmutex.New(emu.Client(), "nightly")
+	if err != nil {
+		log.Fatal(err)
+	}
+	_, err = m.Reset(ctx)
+	fmt.Println(errors.Is(err, spanmutex.ErrResetRefused))
+	res, err := m.ForceReset(ctx)
+	fmt.Println(res.Evicted, res.Token, res.Forced, err)
+	next, err := spanmutex.NewLock(emu.Client(), "nightly")
+	if err != nil {
+		log.Fatal(err)
+	}
+	lease, err := next.Lock(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("next token", lease.Token())
+	_ = next.Unlock(ctx)
+	// Output:
+	// true
+	// worker-7 1 true <nil>
+	// next token 3
+}
+
 // With a version (a release), a section runs once per version: the same
 // version stays done, a new one runs it again.
 func ExampleWithVersion() {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"cloud.google.com/go/spanner"
+
+	"github.com/spanmutex/spanmutex/internal/sqldialect"
 )
 
 // ErrStaleToken is matched by the *StaleTokenError a Fence returns for an
@@ -44,12 +46,16 @@ func (e *StaleTokenError) Is(target error) bool { return target == ErrStaleToken
 type Fence struct {
 	client *spanner.Client
 	table  string
+	// dialect is the dialect WithDialect declared, which Admit checks
+	// once; nil if none was.
+	dialect *sqldialect.Of
 }
 
 // NewFence returns a Fence stored in client's database, in the fence table
 // (WithTable; default DefaultFenceTable). It takes WithTable and WithDialect
 // (which it needs not: a Fence issues no SQL, only key reads and mutations,
-// the same in both dialects). Every
+// the same in both dialects; but a declared dialect is checked once, by the
+// first Admit, as everywhere: a wrong one is a wrong configuration). Every
 // error wraps ErrInvalidConfig.
 func NewFence(client *spanner.Client, opts ...Option) (*Fence, error) {
 	if client == nil {
@@ -59,7 +65,11 @@ func NewFence(client *spanner.Client, opts ...Option) (*Fence, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Fence{client: client, table: cfg.table}, nil
+	f := &Fence{client: client, table: cfg.table}
+	if cfg.dialectSet {
+		f.dialect = sqldialect.Declared(client, cfg.dialect)
+	}
+	return f, nil
 }
 
 // Admit records token as accepted for resource and returns nil, or returns a
@@ -67,21 +77,60 @@ func NewFence(client *spanner.Client, opts ...Option) (*Fence, error) {
 // higher token of lockName. Apply the operation only after Admit returned
 // nil; and only if the operation itself cannot be delayed past a later
 // Admit, which is what AdmitTx is for.
+//
+// A resource must be 1 to 1024 characters of valid UTF-8 with no control
+// characters (no NUL, no newline), lockName a valid name (ValidateName) and
+// token at least 1, as every Lease's is; otherwise Admit returns an error
+// wrapping ErrInvalidConfig and records nothing. A Fence not made by
+// NewFence (its zero value) returns such an error too.
 func (f *Fence) Admit(ctx context.Context, resource, lockName string, token int64) error {
+	if ctx == nil {
+		return errNilContext
+	}
+	if err := f.validate(resource, lockName, token); err != nil {
+		return err
+	}
+	if f.dialect != nil {
+		if err := checkDialect(ctx, f.dialect); err != nil { // dialect.go
+			return err
+		}
+	}
 	_, err := f.client.ReadWriteTransaction(ctx, func(ctx context.Context, txn *spanner.ReadWriteTransaction) error {
 		return f.AdmitTx(ctx, txn, resource, lockName, token)
 	})
 	return err
 }
 
-// AdmitTx is Admit inside the caller's read-write transaction, so that the
-// operation's own writes commit only together with the token check.
-func (f *Fence) AdmitTx(ctx context.Context, txn *spanner.ReadWriteTransaction, resource, lockName string, token int64) error {
-	if resource == "" || len(resource) > 1024 {
-		return fmt.Errorf("%w: Fence: resource must be 1 to 1024 bytes", ErrInvalidConfig)
+// validate checks the Fence and the arguments of an Admit.
+func (f *Fence) validate(resource, lockName string, token int64) error {
+	if f == nil || f.client == nil {
+		return fmt.Errorf("%w: Fence used without NewFence", ErrInvalidConfig)
+	}
+	if err := validateText("fence resource", resource, maxResourceLength); err != nil { // name.go
+		return fmt.Errorf("%w: %v", ErrInvalidConfig, err)
 	}
 	if err := ValidateName(lockName); err != nil {
 		return err
+	}
+	if token < 1 {
+		return fmt.Errorf("%w: fencing token %d for resource %q: tokens start at 1; pass Lease.Token()", ErrInvalidConfig, token, resource)
+	}
+	return nil
+}
+
+// maxResourceLength is the length of the fence table's Resource column.
+const maxResourceLength = 1024
+
+// AdmitTx is Admit inside the caller's read-write transaction, so that the
+// operation's own writes commit only together with the token check. It
+// validates its arguments as Admit does; it does not check a declared
+// dialect (Admit does), as a Fence issues no SQL.
+func (f *Fence) AdmitTx(ctx context.Context, txn *spanner.ReadWriteTransaction, resource, lockName string, token int64) error {
+	if err := f.validate(resource, lockName, token); err != nil {
+		return err
+	}
+	if txn == nil {
+		return fmt.Errorf("%w: AdmitTx: nil transaction", ErrInvalidConfig)
 	}
 	r, err := txn.ReadRow(ctx, f.table, spanner.Key{resource}, []string{"LockName", "Token"})
 	switch {

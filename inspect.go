@@ -46,8 +46,9 @@ func Inspect(ctx context.Context, client *spanner.Client, name string, opts ...O
 	}
 	table := cfg.table
 	st := cfg.newStore(client) // the lease, which Inspect does not take, is DefaultLease
+	st.readOnly = true
 	if err := st.checkSchema(ctx); err != nil {
-		return nil, st.unreached(err, began)
+		return nil, st.unreached(ctx, err, began)
 	}
 	version := "" // a table created before the Version column
 	if st.hasVersion.Load() {
@@ -62,7 +63,7 @@ func Inspect(ctx context.Context, client *spanner.Client, name string, opts ...O
 	sql += " ORDER BY `Name`"
 	stmt, err := st.dialect.Statement(ctx, sql, params)
 	if err != nil {
-		return nil, err
+		return nil, st.unreached(ctx, err, began)
 	}
 	var out []Record
 	err = client.Single().Query(ctx, stmt).Do(func(r *spanner.Row) error {
@@ -86,7 +87,7 @@ func Inspect(ctx context.Context, client *spanner.Client, name string, opts ...O
 		return nil
 	})
 	if err != nil {
-		return nil, st.explainOther(err)
+		return nil, st.unreached(ctx, st.explainOther(err), began)
 	}
 	return out, nil
 }

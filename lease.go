@@ -15,12 +15,16 @@ import (
 // Lease is a holder's claim on a section or lock, handed to the section while
 // it runs (or returned by Lock). While it is held it is renewed in the
 // background; when it is lost, Done closes, Err says why, and the context
-// given to the section is cancelled with that cause.
+// given to the section is cancelled with that cause. When its holder lets
+// go of it (Lock.Unlock returned, or Run's section returned and Run
+// recorded how it ended), Done closes too and Err matches ErrReleased.
 //
 // Its token fences the holder's writes elsewhere: pass it with every write
 // the section makes, and have the receiver reject tokens lower than the
 // highest it has seen (see Fence), or call Guard inside your own Spanner
-// transaction. Its methods are safe for concurrent use.
+// transaction. Its methods are safe for concurrent use. A nil *Lease
+// holds nothing: Err and Guard return an error saying where leases come
+// from, Done a closed channel, and the other methods zero values.
 type Lease struct {
 	name       string
 	owner      string
@@ -30,7 +34,10 @@ type Lease struct {
 	queuedAt   time.Time
 	takeover   bool
 	handedOff  bool
-	table      string
+	// attempt is, for a run-once section, the row's Attempts as this
+	// acquisition committed it: which attempt of its generation it is.
+	attempt int64
+	table   string
 	// anchor is the local time just before the request that set RenewedAt
 	// at acquisition was sent (see keepAlive); renewals move it, under mu.
 	anchor time.Time
@@ -54,19 +61,42 @@ func newLease(name, owner, id string, token int64, takeover bool, table string) 
 	return &Lease{name: name, owner: owner, id: id, token: token, takeover: takeover, table: table, done: make(chan struct{})}
 }
 
+// errNilLease is the error of a nil *Lease's Err and Guard.
+var errNilLease = fmt.Errorf("%w: nil *Lease: leases come from Lock.Lock, Lock.TryLock, Mutex.Run or Election.Campaign", ErrInvalidConfig)
+
 // Name returns the section's name.
-func (l *Lease) Name() string { return l.name }
+func (l *Lease) Name() string {
+	if l == nil {
+		return ""
+	}
+	return l.name
+}
 
 // Owner returns the owner identity recorded in the row.
-func (l *Lease) Owner() string { return l.owner }
+func (l *Lease) Owner() string {
+	if l == nil {
+		return ""
+	}
+	return l.owner
+}
 
 // Token returns the fencing token of this acquisition: strictly greater than
 // the token of every earlier acquisition or takeover of the same name, and
 // never handed out again (as long as the row is not deleted).
-func (l *Lease) Token() int64 { return l.token }
+func (l *Lease) Token() int64 {
+	if l == nil {
+		return 0
+	}
+	return l.token
+}
 
 // AcquiredAt returns the Spanner commit timestamp of the acquisition.
-func (l *Lease) AcquiredAt() time.Time { return l.acquiredAt }
+func (l *Lease) AcquiredAt() time.Time {
+	if l == nil {
+		return time.Time{}
+	}
+	return l.acquiredAt
+}
 
 // QueuedAt returns, for a Lock's lease, the Spanner commit timestamp of the
 // queue entry through which this Lock call waited its turn: the order in
@@ -74,11 +104,21 @@ func (l *Lease) AcquiredAt() time.Time { return l.acquiredAt }
 // call took the lock without queueing, for every lease of a run-once Mutex,
 // and when the entry's key is not known (its insert had an unknown
 // outcome).
-func (l *Lease) QueuedAt() time.Time { return l.queuedAt }
+func (l *Lease) QueuedAt() time.Time {
+	if l == nil {
+		return time.Time{}
+	}
+	return l.queuedAt
+}
 
 // TookOver reports whether this acquisition took the section over from a
 // holder that went silent past the lease.
-func (l *Lease) TookOver() bool { return l.takeover }
+func (l *Lease) TookOver() bool {
+	if l == nil {
+		return false
+	}
+	return l.takeover
+}
 
 // HandedOff reports whether a Lock acquired this lease by hand-off: the
 // previous holder's Unlock wrote this contender in as holder, in the same
@@ -87,16 +127,34 @@ func (l *Lease) TookOver() bool { return l.takeover }
 // (or taken over), for every lease of a run-once Mutex, and when an
 // acquisition attempt of this Lock call had an unknown outcome (its own
 // commit, not a hand-off, may then have made it the holder).
-func (l *Lease) HandedOff() bool { return l.handedOff }
+func (l *Lease) HandedOff() bool {
+	if l == nil {
+		return false
+	}
+	return l.handedOff
+}
 
-// Done returns a channel that is closed when the lease is lost: a renewal
-// found the row taken over, or renewals kept failing until the lease
-// could have passed. It is not closed by a normal end of the section.
-func (l *Lease) Done() <-chan struct{} { return l.done }
+// Done returns a channel that is closed when the lease ends: it is lost (a
+// renewal found the row taken over, or renewals kept failing until the
+// lease could have passed), or its holder released it (Lock.Unlock
+// returned, or Run's section returned and Run recorded its end). Err says
+// which.
+func (l *Lease) Done() <-chan struct{} {
+	if l == nil {
+		closed := make(chan struct{})
+		close(closed)
+		return closed
+	}
+	return l.done
+}
 
-// Err returns nil while the lease is held, and a *LeaseLostError (matching
-// ErrLeaseLost) once Done is closed.
+// Err returns nil while the lease is held; once Done is closed, a
+// *LeaseLostError (matching ErrLeaseLost) if it was lost, or an error
+// matching ErrReleased if its holder released it.
 func (l *Lease) Err() error {
+	if l == nil {
+		return errNilLease
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.err
@@ -235,6 +293,19 @@ func (l *Lease) lose(err error) {
 	})
 }
 
+// end ends the lease now that its holder has let go of it, with err, the
+// error of the unlock or of recording the section's end: lost if err says
+// the row was no longer ours, released otherwise (a failed unlock too: the
+// holder no longer renews it). A lease already lost stays lost.
+func (l *Lease) end(err error) {
+	var lost *LeaseLostError
+	if errors.As(err, &lost) {
+		l.lose(lost)
+		return
+	}
+	l.lose(fmt.Errorf("%w: %q (token %d) by its holder: it fences nothing now; acquire the lock again to write", ErrReleased, l.name, l.token))
+}
+
 // lostTo is the error of lease l, which finds the row read as r no longer
 // its own.
 func (l *Lease) lostTo(r row) *LeaseLostError {
@@ -245,7 +316,8 @@ func (l *Lease) lostTo(r row) *LeaseLostError {
 // Guard checks, inside the caller's own read-write transaction, that the
 // lease is still held: the row is STARTED under this acquisition's id and
 // token. It returns a *LeaseLostError if not, and the caller should then
-// return it to make the transaction roll back.
+// return it to make the transaction roll back. Once the holder has released
+// the lease, Guard returns Err (matching ErrReleased) without reading.
 //
 // This is the strongest fence there is: Guard's read and the caller's writes
 // commit in one serializable transaction, so they commit only if no takeover
@@ -258,8 +330,14 @@ func (l *Lease) lostTo(r row) *LeaseLostError {
 //		return txn.BufferWrite(myWrites)
 //	})
 func (l *Lease) Guard(ctx context.Context, txn *spanner.ReadWriteTransaction) error {
+	if l == nil {
+		return errNilLease
+	}
 	if txn == nil {
 		return fmt.Errorf("spanmutex: Guard: nil transaction")
+	}
+	if err := l.Err(); errors.Is(err, ErrReleased) {
+		return err
 	}
 	r, err := txn.ReadRow(ctx, l.table, spanner.Key{l.name}, []string{"State", "Owner", "LeaseID", "Token"})
 	if errors.Is(err, spanner.ErrRowNotFound) {

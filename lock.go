@@ -45,6 +45,10 @@ func (e *HeldError) Is(target error) bool { return target == ErrHeld }
 // oldest live waiter; a Lock call that returns without the lock has left the
 // queue and passed on a lock handed to it, so it delays nobody.
 //
+// A Lock not made by NewLock (its zero value, or nil) does nothing: Lock,
+// TryLock and Unlock return an error wrapping ErrInvalidConfig, Name and
+// Owner "".
+//
 // A Lock uses the run-once Mutex's table and row (NEEDED or no row is free,
 // STARTED is held), and refuses a name that a Mutex has completed. How it
 // queues, hands off and wakes waiters is in doc/design.md, section 4.
@@ -79,15 +83,26 @@ func NewLock(client *spanner.Client, name string, opts ...LockOption) (*Lock, er
 	}
 	sp := cfg.newStore(client)
 	sp.shared = cfg.scope
+	sp.needsQueue = true
 	key := localKey{database: client.DatabaseName(), table: cfg.table, name: name}
 	return &Lock{name: name, cfg: cfg, store: sp, sp: sp, key: key, scope: cfg.scope}, nil
 }
 
 // Name returns the lock's name.
-func (l *Lock) Name() string { return l.name }
+func (l *Lock) Name() string {
+	if l == nil {
+		return ""
+	}
+	return l.name
+}
 
 // Owner returns the owner identity this Lock records as holder.
-func (l *Lock) Owner() string { return l.cfg.owner }
+func (l *Lock) Owner() string {
+	if l == nil {
+		return ""
+	}
+	return l.cfg.owner
+}
 
 // Lock blocks until this contender holds the lock, and returns its lease.
 // Otherwise it returns an error matching ErrNotObtained and ctx.Err() if ctx
@@ -112,6 +127,9 @@ func (l *Lock) lock(ctx context.Context, wait bool) (*Lease, error) {
 	if ctx == nil {
 		return nil, errNilContext
 	}
+	if l == nil || l.store == nil {
+		return nil, errNotMade("Lock", "NewLock")
+	}
 	began := time.Now()
 	l.mu.Lock()
 	if l.busy {
@@ -130,7 +148,7 @@ func (l *Lock) lock(ctx context.Context, wait bool) (*Lease, error) {
 		l.scope.put(ll)
 		l.busy = false
 		if l.sp != nil {
-			err = l.sp.unreached(err, began)
+			err = l.sp.unreached(ctx, err, began)
 		}
 		acq.granted(nil, err)
 		return nil, err
@@ -153,10 +171,15 @@ func (l *Lock) lock(ctx context.Context, wait bool) (*Lease, error) {
 
 // Unlock releases the lock, handing it to the oldest live waiter. It is
 // fenced: if the lease was lost (taken over once it lapsed), it returns
-// a *LeaseLostError and leaves the new holder's lock alone.
+// a *LeaseLostError and leaves the new holder's lock alone. When it
+// returns, the lease has ended: its Done is closed, and its Err matches
+// ErrReleased (or ErrLeaseLost, if it was lost).
 func (l *Lock) Unlock(ctx context.Context) (err error) {
 	if ctx == nil {
 		return errNilContext
+	}
+	if l == nil || l.store == nil {
+		return errNotMade("Lock", "NewLock")
 	}
 	ctx, un := l.cfg.tel.start(ctx, "spanmutex.Unlock", "unlock") // telemetry.go
 	defer func() { un.unlocked(err) }()
@@ -180,7 +203,9 @@ func (l *Lock) Unlock(ctx context.Context) (err error) {
 	lease.unlocking.Store(true)
 	defer stop()
 	defer func() { lease.hold.held(lease, unlockOutcome(err), err) }() // telemetry.go
-	return l.release(ctx, ll, lease)
+	err = l.release(ctx, ll, lease)
+	lease.end(err) // Done closes: released, or lost
+	return err
 }
 
 // release unlocks lease, settling a commit of unknown outcome by reading the
@@ -325,6 +350,11 @@ func (l *Lock) handOnFor(ll *localLock, id string) (handOff, bool) {
 //
 // On success the lease counts as held in ll until Unlock.
 func (l *Lock) acquire(ctx context.Context, ll *localLock, wait bool) (*Lease, error) {
+	if l.sp != nil {
+		if err := checkDialect(ctx, l.sp.dialect); err != nil { // dialect.go
+			return nil, err
+		}
+	}
 	att := l.cfg.newAttempts(l.name, 2)
 	w := &waiter{lock: l, st: l.store, local: ll, id: l.scope.newWaiterID(), key: endOfQueue, born: l.cfg.clock.Now(), reads: att[0], writes: att[1],
 		pol: policy{lease: l.cfg.lease, jitter: l.cfg.drawFraction(l.cfg.jitter)}}

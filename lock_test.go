@@ -465,6 +465,6 @@ func testDialectReadBeforeTransactions(t *testing.T, db string) {
 	require.NoError(t, err)
 	require.Equal(t, actAcquire, d.action)
 	require.NotNil(t, lease)
-	_, err = newSpannerStore(c, DefaultTable, time.Second).reset(ctx, "first", time.Second, "l2")
+	_, err = newSpannerStore(c, DefaultTable, time.Second).reset(ctx, "first", time.Second, "l2", false)
 	require.ErrorAs(t, err, new(*ResetRefusedError), "a live holder is refused, after the row was read")
 }

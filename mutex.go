@@ -14,7 +14,9 @@ import (
 
 // Mutex is a named run-once critical section backed by one row of a Cloud
 // Spanner table. Create it with New. A Mutex is safe for concurrent use; each
-// Run call is an independent contender with its own acquisition id.
+// Run call is an independent contender with its own acquisition id. A Mutex
+// not made by New (its zero value, or nil) does nothing: Run and Reset
+// return an error wrapping ErrInvalidConfig, Name and Owner "".
 type Mutex struct {
 	name          string
 	cfg           config
@@ -52,16 +54,26 @@ func newMutex(name string, opts []MutexOption) (*Mutex, error) {
 }
 
 // Name returns the section's name.
-func (m *Mutex) Name() string { return m.name }
+func (m *Mutex) Name() string {
+	if m == nil {
+		return ""
+	}
+	return m.name
+}
 
 // Owner returns the owner identity this Mutex records as holder.
-func (m *Mutex) Owner() string { return m.cfg.owner }
+func (m *Mutex) Owner() string {
+	if m == nil {
+		return ""
+	}
+	return m.cfg.owner
+}
 
 // unreached adds to err, if no Spanner call has succeeded yet, that Spanner
 // may be unreachable.
-func (m *Mutex) unreached(err error, began time.Time) error {
+func (m *Mutex) unreached(ctx context.Context, err error, began time.Time) error {
 	if st, ok := m.store.(*spannerStore); ok {
-		return st.unreached(err, began)
+		return st.unreached(ctx, err, began)
 	}
 	return err
 }
@@ -87,6 +99,9 @@ func (m *Mutex) unreached(err error, began time.Time) error {
 //   - NoOutcome, errors.Join(ErrNotObtained, ctx.Err()): ctx ended while
 //     waiting; fn did not run here.
 //
+// When Run returns, the lease given to fn has ended: its Done is closed and
+// its Err matches ErrReleased (or ErrLeaseLost, if it was lost).
+//
 // fn runs only after the commit that made this call the holder was
 // acknowledged by Spanner (or, if its outcome was unknown, read back). fn's
 // ctx is cancelled when Run's ctx is. While another holder runs the section,
@@ -96,6 +111,9 @@ func (m *Mutex) unreached(err error, began time.Time) error {
 func (m *Mutex) Run(ctx context.Context, fn func(ctx context.Context, lease *Lease) error) (outcome Outcome, err error) {
 	if ctx == nil {
 		return NoOutcome, errNilContext
+	}
+	if m == nil || m.store == nil {
+		return NoOutcome, errNotMade("Mutex", "New")
 	}
 	began := time.Now()
 	ctx, run := m.cfg.tel.start(ctx, "spanmutex.Run", "run") // telemetry.go
@@ -115,13 +133,13 @@ func (m *Mutex) Run(ctx context.Context, fn func(ctx context.Context, lease *Lea
 	}
 	actx, acq := m.cfg.tel.start(ctx, "spanmutex.acquire", "run") // telemetry.go
 	if err := m.checkSchema(actx); err != nil {
-		err = m.unreached(notObtained(ctx, err), began)
+		err = m.unreached(ctx, notObtained(ctx, err), began)
 		acq.acquired(nil, NoOutcome, err)
 		return NoOutcome, err
 	}
 	lease, outcome, err := m.grant(actx)
 	if lease == nil {
-		err = m.unreached(notObtained(ctx, err), began)
+		err = m.unreached(ctx, notObtained(ctx, err), began)
 		acq.acquired(nil, outcome, err)
 		return outcome, err
 	}
@@ -330,7 +348,7 @@ type pendingAcquisition struct {
 // adopt makes a lease of a row read back as ours.
 func (m *Mutex) adopt(r row, p pendingAcquisition) *Lease {
 	l := newLease(m.name, r.Owner, r.LeaseID, r.Token, p.takeover, m.cfg.table)
-	l.acquiredAt, l.anchor = r.StartedAt, p.sent
+	l.acquiredAt, l.anchor, l.attempt = r.StartedAt, p.sent, r.Attempts
 	return l
 }
 
@@ -357,6 +375,7 @@ func (m *Mutex) giveBack(ctx context.Context, l *Lease) {
 
 // runHeld runs fn as the holder of lease and records how it ended.
 func (m *Mutex) runHeld(ctx context.Context, lease *Lease, fn func(context.Context, *Lease) error) (_ Outcome, err error) {
+	defer func() { lease.end(err) }() // Done closes: released, or lost
 	if ctx.Err() != nil {
 		m.giveBack(ctx, lease)
 		return NoOutcome, errNotObtained(ctx)
@@ -396,11 +415,11 @@ func (m *Mutex) runHeld(ctx context.Context, lease *Lease, fn func(context.Conte
 		return Executed, m.interrupted(ctx, lease, interrupted)
 	}
 	if runErr != nil {
-		secErr := &SectionError{Name: m.name, Token: lease.token, Err: runErr}
+		secErr := &SectionError{Name: m.name, Token: lease.token, Attempt: lease.attempt, Err: runErr}
 		if err := m.finish(ctx, lease, StateFailed, runErr.Error()); err != nil {
 			return Executed, joinErrors(secErr, err)
 		}
-		m.cfg.logger.Info("section failed; recorded FAILED", "token", lease.token, "err", runErr)
+		m.cfg.logger.Info("section failed; recorded FAILED", "token", lease.token, "attempt", lease.attempt, "max_attempts", m.cfg.maxAttempts, "err", runErr)
 		return Executed, secErr
 	}
 	if err := m.finish(ctx, lease, StateDone, ""); err != nil {

@@ -38,11 +38,20 @@ type ResetResult struct {
 	Before State
 	// Attempts is how many attempts the row had counted; it now counts 0.
 	Attempts int64
-	// Token is the row's token, kept: the next acquisition gets Token+1, so
+	// Token is the row's token before the reset (the evicted holder's, if
+	// any), kept unless Forced: the next acquisition gets a higher one, so
 	// a holder from before the reset stays fenced out.
 	Token int64
 	// LastError is the error text the row held before the reset.
 	LastError string
+	// Evicted is the owner of the STARTED row that was reset (its holder
+	// was silent past its lease, or ForceReset cut it off); "" if the row
+	// was not STARTED.
+	Evicted string
+	// Forced: ForceReset cut off a holder that still renewed within its
+	// lease; the row's token is then Token+1, so the next acquisition gets
+	// Token+2.
+	Forced bool
 }
 
 // Reset re-arms the section so that the next Run starts it again, with
@@ -61,8 +70,31 @@ type ResetResult struct {
 // its lease gone (ErrLeaseLost), and the token is kept, so its fenced writes
 // are rejected. Reset does not run the section.
 func (m *Mutex) Reset(ctx context.Context) (ResetResult, error) {
+	return m.reset(ctx, false)
+}
+
+// ForceReset is Reset for an operator who knows that the STARTED row's
+// holder is dead although its lease has not run out (a holder killed with
+// a long lease): it resets a STARTED row whatever its lease, and refuses
+// only where Reset refuses for other reasons (no row, DONE). It bumps the
+// row's token past the evicted holder's, so that holder, should it be
+// alive after all, loses its lease at its next renewal (Lease.Done closes,
+// its section's ctx is cancelled), its Guard fails at once, and a Fence
+// rejects its token once a newer holder's has been admitted. It logs, at
+// Warn, the owner and token it evicted, which ResetResult.Evicted and
+// Token also say. A holder that is in fact alive may still be running its
+// section when the next holder starts it: use it only on dead holders.
+func (m *Mutex) ForceReset(ctx context.Context) (ResetResult, error) {
+	return m.reset(ctx, true)
+}
+
+// reset is Reset, or ForceReset if force.
+func (m *Mutex) reset(ctx context.Context, force bool) (ResetResult, error) {
 	if ctx == nil {
 		return ResetResult{}, errNilContext
+	}
+	if m == nil || m.store == nil {
+		return ResetResult{}, errNotMade("Mutex", "New")
 	}
 	st, ok := m.store.(*spannerStore)
 	if !ok {
@@ -70,11 +102,14 @@ func (m *Mutex) Reset(ctx context.Context) (ResetResult, error) {
 	}
 	began := time.Now()
 	if err := m.checkSchema(ctx); err != nil {
-		return ResetResult{}, m.unreached(err, began)
+		return ResetResult{}, m.unreached(ctx, err, began)
 	}
-	res, err := st.reset(ctx, m.name, m.cfg.lease, uuid.NewString())
+	res, err := st.reset(ctx, m.name, m.cfg.lease, uuid.NewString(), force)
 	if err != nil {
-		return res, m.unreached(err, began)
+		return res, m.unreached(ctx, err, began)
+	}
+	if res.Evicted != "" {
+		m.cfg.logger.Warn("reset: evicted the holder of a STARTED row", "evicted_owner", res.Evicted, "evicted_token", res.Token, "forced", res.Forced)
 	}
 	m.cfg.logger.Info("reset: the row is NEEDED with no attempt counted", "was", res.Before, "attempts", res.Attempts, "token", res.Token)
 	return res, nil
@@ -82,8 +117,10 @@ func (m *Mutex) Reset(ctx context.Context) (ResetResult, error) {
 
 // decideReset says whether a row read on Spanner's clock may be reset, and
 // if not, why.
-func decideReset(r row, lease time.Duration) (ok bool, refusal string) {
+func decideReset(r row, lease time.Duration, force bool) (ok bool, refusal string) {
 	switch {
+	case force && r.State == StateStarted:
+		return true, ""
 	case !r.Exists:
 		return false, "there is no row by that name: nothing to reset"
 	case r.State == StateDone:
@@ -91,7 +128,7 @@ func decideReset(r row, lease time.Duration) (ok bool, refusal string) {
 	case r.State == StateStarted:
 		if silent, lease := silentFor(r), holderLease(r, lease); silent < lease {
 			return false, fmt.Sprintf("it is STARTED by %s (token %d), a live holder that renewed its lease %v ago, within the lease of %v it declared; "+
-				"wait for it to finish, or for it to go silent past its lease",
+				"wait for it to finish, or for it to go silent past its lease; if it is dead, force the reset (ForceReset, reset --force)",
 				r.Owner, r.Token, silent.Round(time.Millisecond), lease)
 		}
 		return true, ""
@@ -103,7 +140,7 @@ func decideReset(r row, lease time.Duration) (ok bool, refusal string) {
 
 // reset re-arms name's row if decideReset allows it; leaseID replaces the
 // row's acquisition id so that a silent holder finds its lease gone.
-func (s *spannerStore) reset(ctx context.Context, name string, lease time.Duration, leaseID string) (ResetResult, error) {
+func (s *spannerStore) reset(ctx context.Context, name string, lease time.Duration, leaseID string, force bool) (ResetResult, error) {
 	var res ResetResult
 	d, err := s.dialect.Get(ctx) // before the transaction: see statement
 	if err != nil {
@@ -117,20 +154,13 @@ func (s *spannerStore) reset(ctx context.Context, name string, lease time.Durati
 			return err
 		}
 		// Spanner's clock: r.Now is CURRENT_TIMESTAMP() of this transaction.
-		if ok, why := decideReset(r, lease); !ok {
+		if ok, why := decideReset(r, lease, force); !ok {
 			return &ResetRefusedError{Name: name, State: r.State, Owner: r.Owner, Token: r.Token, Reason: why}
 		}
-		res = ResetResult{Before: r.State, Attempts: r.Attempts, Token: r.Token, LastError: r.LastError}
-		note := fmt.Sprintf("reset from %s after %d attempt(s)", r.State, r.Attempts)
-		if r.State == StateStarted {
-			note += fmt.Sprintf(" (holder %s, token %d, silent past the lease)", r.Owner, r.Token)
-		}
-		if r.LastError != "" {
-			note += "; last error: " + r.LastError
-		}
+		res = resetResult(r, lease, force)
 		return tx.BufferWrite([]*spanner.Mutation{spanner.Update(s.table,
-			[]string{"Name", "State", "LeaseID", "Attempts", "LastError", "UpdatedAt"},
-			[]any{name, string(StateNeeded), leaseID, int64(0), truncate(note, maxErrorText), spanner.CommitTimestamp})})
+			[]string{"Name", "State", "LeaseID", "Token", "Attempts", "LastError", "UpdatedAt"},
+			[]any{name, string(StateNeeded), leaseID, resetToken(res), int64(0), truncate(resetNote(r, res), maxErrorText), spanner.CommitTimestamp})})
 	})
 	var refused *ResetRefusedError
 	if errors.As(err, &refused) {
@@ -141,4 +171,39 @@ func (s *spannerStore) reset(ctx context.Context, name string, lease time.Durati
 	}
 	s.reached.Store(true)
 	return res, nil
+}
+
+// resetResult is what a reset of r, allowed by decideReset, does.
+func resetResult(r row, lease time.Duration, force bool) ResetResult {
+	res := ResetResult{Before: r.State, Attempts: r.Attempts, Token: r.Token, LastError: r.LastError}
+	if r.State == StateStarted {
+		res.Evicted = r.Owner
+		ok, _ := decideReset(r, lease, false)
+		res.Forced = force && !ok
+	}
+	return res
+}
+
+// resetToken is the token a reset writes: bumped past a holder it forced
+// out, kept otherwise.
+func resetToken(res ResetResult) int64 {
+	if res.Forced {
+		return res.Token + 1
+	}
+	return res.Token
+}
+
+// resetNote is the LastError a reset of r writes.
+func resetNote(r row, res ResetResult) string {
+	note := fmt.Sprintf("reset from %s after %d attempt(s)", r.State, r.Attempts)
+	switch {
+	case res.Forced:
+		note += fmt.Sprintf(" (holder %s, token %d, evicted by a forced reset within its lease)", r.Owner, r.Token)
+	case r.State == StateStarted:
+		note += fmt.Sprintf(" (holder %s, token %d, silent past the lease)", r.Owner, r.Token)
+	}
+	if r.LastError != "" {
+		note += "; last error: " + r.LastError
+	}
+	return note
 }

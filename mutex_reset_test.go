@@ -28,7 +28,7 @@ func TestDecideReset(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			ok, why := decideReset(tc.r, wm)
+			ok, why := decideReset(tc.r, wm, false)
 			assert.Equal(t, tc.ok, ok, why)
 			assert.Equal(t, ok, why == "")
 		})

@@ -63,6 +63,7 @@ func (s *spannerStore) acquire(ctx context.Context, name string, p policy, c cla
 			if d.fresh {
 				attempts = 1
 			}
+			lease.attempt = attempts
 			// We declare our own lease: contenders judge our silence by it.
 			h := holderRecord{owner: c.owner, leaseID: c.leaseID, lease: p.lease, attempts: attempts}
 			if s.versioned {

@@ -227,7 +227,7 @@ func testTakeoverOnlyAfterLease(t *testing.T, db string) {
 
 	rb := hb.result(t)
 	assert.NoError(t, rb.err)
-	assert.NoError(t, lb.Err())
+	assert.ErrorIs(t, lb.Err(), ErrReleased, "once Run returned, the lease is released, not lost")
 	st := inspectOne(t, newClient(t, db), "takeover")
 	assert.Equal(t, StateDone, st.State)
 	assert.Equal(t, lb.Token(), st.Token)

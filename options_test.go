@@ -48,6 +48,8 @@ func TestNewRejectsBadInput(t *testing.T) {
 		{"negative lease", "s", []MutexOption{WithLease(-time.Second)}, "lease must be at least 100ms"},
 		{"a lease too short to renew in", "s", []MutexOption{WithLease(time.Nanosecond)}, "lease must be at least 100ms"},
 		{"the shortest lease", "s", []MutexOption{WithLease(MinLease)}, ""},
+		{"the longest lease", "s", []MutexOption{WithLease(MaxLease)}, ""},
+		{"a lease above MaxLease", "s", []MutexOption{WithLease(100000 * time.Hour)}, "WithLease(100000h0m0s): the lease must be at most 1h0m0s"},
 		{"renewals less often than twice a lease", "s", []MutexOption{WithLease(time.Second), WithRenewInterval(600 * time.Millisecond)}, "at most half the lease"},
 		{"renewals twice a lease", "s", []MutexOption{WithLease(time.Second), WithRenewInterval(500 * time.Millisecond)}, ""},
 		{"a scope on a run-once Mutex (its wake-ups)", "s", []MutexOption{WithScope(NewScope())}, ""},

@@ -43,6 +43,12 @@ type spannerStore struct {
 	// hasQueue: checkSchema found the waiters' queue table, which a Mutex
 	// uses only for its watchers (mutex_watch.go) and may lack.
 	hasQueue atomic.Bool
+	// needsQueue: the store is a Lock's, which cannot work without the
+	// queue table: checkSchema reports it missing.
+	needsQueue bool
+	// readOnly: the store only reads (Inspect), so checkSchema does not
+	// report what only writes need.
+	readOnly bool
 	// queuedCol: whether the table has the Queued column
 	// (queue_mark.go), once checked.
 	queuedCol atomic.Int32
@@ -62,16 +68,22 @@ type spannerStore struct {
 
 // unreached adds, to an error that ends a call before any Spanner call has
 // succeeded, that Spanner may not be reachable: otherwise an unreachable
-// endpoint shows only as a deadline.
+// endpoint shows only as a deadline. An error of a call whose ctx ended
+// is made to match ctx.Err(), whatever Spanner did.
 //
 // A call that began at local time began and was cut short by its ctx within
 // a second says only that: so short a wait is no sign that Spanner is out of
-// reach (an impatient caller on a busy database).
-func (s *spannerStore) unreached(err error, began time.Time) error {
+// reach (an impatient caller on a busy database). Nor is a ctx the caller
+// cancelled (see unanswered); an error of a call whose ctx ended matches
+// ctx.Err().
+func (s *spannerStore) unreached(ctx context.Context, err error, began time.Time) error {
+	if err != nil && ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
+		err = fmt.Errorf("%w: %w", err, ctx.Err())
+	}
 	if err == nil || s.reached.Load() || (errors.Is(err, ErrNotObtained) && time.Since(began) < time.Second) {
 		return err
 	}
-	if ue := diagnose(s.client.DatabaseName(), err); ue != nil { // connect.go
+	if ue := unanswered(ctx, s.client.DatabaseName(), err, began); ue != nil { // connect.go
 		return ue
 	}
 	return err // Spanner answered: it is reachable
@@ -86,7 +98,7 @@ func newSpannerStore(client *spanner.Client, table string, lease time.Duration) 
 func (c *config) newStore(client *spanner.Client) *spannerStore {
 	s := newSpannerStore(client, c.table, c.lease)
 	if c.dialectSet {
-		s.dialect = sqldialect.Known(c.dialect)
+		s.dialect = c.scope.declared(client, c.dialect) // dialect.go
 	}
 	return s
 }
@@ -141,6 +153,9 @@ func truncate(s string, n int) string { return textcut.Cut(s, n, "…") }
 // say what to do; others are wrapped as they are.
 func (s *spannerStore) explain(ctx context.Context, err error) error {
 	code, msg := spanner.ErrCode(err), err.Error()
+	if code == codes.FailedPrecondition && strings.Contains(msg, "NOT NULL") {
+		return s.schemaError(ctx, err) // an extra column of the table's (checkSchema)
+	}
 	if (code == codes.NotFound || code == codes.InvalidArgument) &&
 		(strings.Contains(msg, "Table not found") || strings.Contains(msg, "Column not found") || strings.Contains(msg, "Unrecognized name") ||
 			strings.Contains(msg, "not found inside") || strings.Contains(msg, "does not exist")) { // the last: PostgreSQL
@@ -152,6 +167,9 @@ func (s *spannerStore) explain(ctx context.Context, err error) error {
 // explainOther explains database and instance errors, without looking at the
 // schema.
 func (s *spannerStore) explainOther(err error) error {
+	if de := dialectError(err); de != nil { // dialect.go
+		return de
+	}
 	if nf := notFound(s.client.DatabaseName(), err); nf != nil { // connect.go
 		return nf
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/spanmutex/spanmutex/ddl"
 	"github.com/spanmutex/spanmutex/internal/sqldialect"
@@ -25,44 +26,111 @@ func (s *spannerStore) schemaError(ctx context.Context, cause error) error {
 
 // checkSchema reads INFORMATION_SCHEMA and returns a *SchemaError naming
 // what is missing or mistyped, or nil if the table has every column. The
-// waiters' queue table is checked too when it exists (a Mutex does not need
-// it).
+// waiters' queue table is checked too when it exists, and must exist for a
+// Lock (a Mutex does not need it). A column not of ours that is NOT NULL
+// with no default is an error too, unless the store only reads: every
+// insert of ours would fail.
 func (s *spannerStore) checkSchema(ctx context.Context) error {
 	d, err := s.dialect.Get(ctx)
 	if err != nil {
 		return s.explainOther(err)
 	}
-	have, queue, err := s.columns(ctx, d)
+	mutex, queue, err := s.describe(ctx, d)
 	if err != nil {
 		return err
 	}
-	if len(have) == 0 {
-		return &SchemaError{Table: s.table, Problem: "does not exist in database " + s.client.DatabaseName(), Dialect: d}
+	if mutex.Name == "" {
+		return s.absent(d, mutex)
 	}
+	have := columnTypes(mutex)
 	s.hasVersion.Store(have["Version"] != "")
 	s.recordQueued(have)
 	missing := missingColumns(have, s.neededColumns(d), "")
-	s.hasQueue.Store(len(queue) > 0)
-	if len(queue) > 0 {
-		missing = append(missing, missingColumns(queue, d.QueueColumns(), s.queueTable()+".")...)
+	s.hasQueue.Store(queue.Name != "")
+	if queue.Name != "" {
+		missing = append(missing, missingColumns(columnTypes(queue), d.QueueColumns(), s.queueTable()+".")...)
 	}
-	if len(missing) == 0 {
+	if len(missing) > 0 {
+		slices.Sort(missing)
+		return &SchemaError{Table: s.table, Problem: "does not have the columns spanmutex needs", Missing: missing, Dialect: d}
+	}
+	if s.readOnly {
 		return nil
 	}
-	slices.Sort(missing)
-	return &SchemaError{Table: s.table, Problem: "does not have the columns spanmutex needs", Missing: missing, Dialect: d}
+	if s.needsQueue && queue.Name == "" {
+		return &SchemaError{Table: s.table, Dialect: d,
+			Problem: fmt.Sprintf("its waiters' queue table %s, which a Lock needs, does not exist in database %s", s.queueTable(), s.client.DatabaseName()),
+			fix: fmt.Sprintf("create it with the CREATE TABLE %s statement of: spanmutex ddl%s --table %s (only that one: %s exists)",
+				s.queueTable(), dialectFlag(d), s.table, s.table)}
+	}
+	return s.extraRequired(d, mutex, queue)
+}
+
+// absent is the error of a mutex table that does not exist: on
+// PostgreSQL, it names the tables whose names differ only in case.
+func (s *spannerStore) absent(d ddl.Dialect, mutex *sqldialect.Table) error {
+	se := &SchemaError{Table: s.table, Problem: "does not exist in database " + s.client.DatabaseName(), Dialect: d}
+	if len(mutex.Variants) > 0 {
+		se.Problem += fmt.Sprintf(", but %s does: names are case-sensitive on PostgreSQL, where spanmutex quotes them", strings.Join(mutex.Variants, ", "))
+		se.fix = fmt.Sprintf("use that table with --table %s (WithTable(%q))", mutex.Variants[0], mutex.Variants[0])
+	}
+	return se
+}
+
+// extraRequired returns a *SchemaError if the mutex or queue table has a
+// column that spanmutex does not write and that every insert must write.
+func (s *spannerStore) extraRequired(d ddl.Dialect, mutex, queue *sqldialect.Table) error {
+	var extra []string
+	for _, t := range []struct {
+		tab    *sqldialect.Table
+		ours   map[string]string
+		prefix string
+	}{{mutex, d.MutexColumns(), ""}, {queue, d.QueueColumns(), s.queueTable() + "."}} {
+		for name, c := range t.tab.Columns {
+			if _, ok := t.ours[name]; !ok && c.Required {
+				extra = append(extra, t.prefix+name)
+			}
+		}
+	}
+	if len(extra) == 0 {
+		return nil
+	}
+	slices.Sort(extra)
+	return &SchemaError{Table: s.table, Dialect: d,
+		Problem: "has a column spanmutex does not write that is NOT NULL with no default, so its inserts fail: " + strings.Join(extra, ", "),
+		fix:     "give each a DEFAULT, make it nullable, or drop it (ALTER TABLE ... ALTER COLUMN / DROP COLUMN)"}
+}
+
+// describe returns what INFORMATION_SCHEMA says of the mutex table and of
+// its waiters' queue table, as dialect d names and types them, from one
+// query.
+func (s *spannerStore) describe(ctx context.Context, d ddl.Dialect) (mutex, queue *sqldialect.Table, err error) {
+	tabs, err := sqldialect.Describe(ctx, s.client, d, s.table, s.queueTable())
+	if err != nil {
+		return nil, nil, s.explainOther(err)
+	}
+	s.reached.Store(true)
+	return tabs[s.table], tabs[s.queueTable()], nil
 }
 
 // columns returns the columns of the mutex table and of its waiters' queue
 // table with their Spanner types, as dialect d spells them, from one query;
 // none for a table that does not exist.
 func (s *spannerStore) columns(ctx context.Context, d ddl.Dialect) (mutex, queue map[string]string, err error) {
-	cols, err := sqldialect.Columns(ctx, s.client, d, s.table, s.queueTable())
+	m, q, err := s.describe(ctx, d)
 	if err != nil {
-		return nil, nil, s.explainOther(err)
+		return nil, nil, err
 	}
-	s.reached.Store(true)
-	return cols[s.table], cols[s.queueTable()], nil
+	return columnTypes(m), columnTypes(q), nil
+}
+
+// columnTypes returns the types of t's columns by name.
+func columnTypes(t *sqldialect.Table) map[string]string {
+	out := make(map[string]string, len(t.Columns))
+	for name, c := range t.Columns {
+		out[name] = c.Type
+	}
+	return out
 }
 
 // neededColumns returns the mutex table's columns this store uses, typed

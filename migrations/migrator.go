@@ -120,7 +120,7 @@ func (m *Migrator) Up(ctx context.Context) (res Result, err error) {
 	defer func() {
 		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
-		if uerr := lock.Unlock(uctx); uerr != nil && lease.Err() == nil {
+		if uerr := lock.Unlock(uctx); uerr != nil && !errors.Is(uerr, spanmutex.ErrLeaseLost) {
 			err = errors.Join(err, fmt.Errorf("migrations: releasing the lock: %w", uerr))
 		}
 	}()

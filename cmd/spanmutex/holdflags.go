@@ -33,7 +33,7 @@ func (h *holdFlags) register(fs *flag.FlagSet, graceUsage, verboseUsage string) 
 	fs.StringVar(&h.database, "database", "", cmdline.DatabaseFlagUsage)
 	fs.StringVar(&h.table, "table", spanmutex.DefaultTable, "the mutex table")
 	fs.DurationVar(&h.lease, "lease", spanmutex.DefaultLease,
-		"the lease this process declares when it holds NAME: it renews within it, and no other process takes over before it has passed unrenewed, by Spanner's clock")
+		"the lease this process declares when it holds NAME (100ms to 1h): it renews within it, and no other process takes over before it has passed unrenewed, by Spanner's clock")
 	fs.DurationVar(&h.grace, "grace", defaultGrace, graceUsage)
 	fs.BoolVar(&h.verbose, "verbose", false, verboseUsage)
 	fs.DurationVar(&h.connect, "connect-timeout", cmdline.DefaultConnectTimeout, cmdline.ConnectTimeoutFlagUsage)
@@ -52,6 +52,9 @@ func (h *holdFlags) validate(cmd string) error {
 	}
 	if err := checkLease(cmd, h.lease); err != nil {
 		return err
+	}
+	if h.lease < spanmutex.MinLease || h.lease > spanmutex.MaxLease {
+		return usagef(cmd, "--lease %v: must be %v to %v (a holder that dies blocks NAME that long; 'spanmutex reset --force NAME' breaks it)", h.lease, spanmutex.MinLease, spanmutex.MaxLease)
 	}
 	if err := cmdline.CheckConnectTimeout(fullCommand(cmd), h.connect); err != nil {
 		return err

@@ -22,13 +22,21 @@ clock: it refuses a row STARTED by a holder that renewed its lease within
 --lease (a live holder is never cut off) and says who holds it; a
 holder silent for longer is cut off, and its late result is rejected. It
 refuses a DONE row (nothing to re-arm: use a new NAME or 'run --version')
-and a NAME that has no row.`,
+and a NAME that has no row.
+
+--force breaks the lease of a holder you know is dead (killed while holding
+with a long --lease): it resets a STARTED row whatever its lease, bumps the
+token so the evicted holder's fenced writes fail (its Guard at once, a
+Fence once a newer token was admitted), and prints the evicted owner and
+token. A holder that is alive after all loses its lease at its next
+renewal, but may still be running COMMAND when the next holder starts it.`,
 	After: `Exit status: 0 if the row was reset, 1 if it was refused or on any other
 error (stderr says why), 2 on a usage error.
 
 Examples:
   spanmutex reset migrate-v42
-  spanmutex reset --lease 30m backfill-2024`,
+  spanmutex reset --lease 30m backfill-2024
+  spanmutex reset --force deploy-prod`,
 }
 
 // cmdReset is "spanmutex reset [flags] NAME".
@@ -38,6 +46,7 @@ func cmdReset(ctx context.Context, s streams, args []string) int {
 	table := fs.String("table", spanmutex.DefaultTable, "the mutex table")
 	lease := fs.Duration("lease", spanmutex.DefaultLease,
 		"a STARTED holder that renewed its lease within this long, by Spanner's clock, is live and is not reset; use the --lease NAME runs with")
+	force := fs.Bool("force", false, "reset a STARTED row even within its lease: evict a holder known to be dead, bumping the token")
 	connect := cmdline.AddConnectTimeoutFlag(fs)
 	positional, code, done := parseFlags(s, "reset", fs, resetHelp, args)
 	if done {
@@ -53,6 +62,9 @@ func cmdReset(ctx context.Context, s streams, args []string) int {
 	if err := checkLease("reset", *lease); err != nil {
 		return cmdline.ReportError(s, err, exitError)
 	}
+	if *lease < spanmutex.MinLease || *lease > spanmutex.MaxLease {
+		return cmdline.ReportUsage(s, usage("reset", fmt.Sprintf("--lease %v: must be %v to %v; to break a live-looking holder's lease, use --force", *lease, spanmutex.MinLease, spanmutex.MaxLease)))
+	}
 	client, err := connectFor(ctx, "reset", fs, *database, *table, *connect)
 	if err != nil {
 		return cmdline.ReportError(s, err, exitError)
@@ -65,13 +77,24 @@ func cmdReset(ctx context.Context, s streams, args []string) int {
 	if err != nil {
 		return cmdline.ReportError(s, err, exitError)
 	}
-	res, err := m.Reset(ctx)
+	reset := m.Reset
+	if *force {
+		reset = m.ForceReset
+	}
+	res, err := reset(ctx)
 	if errors.Is(err, spanmutex.ErrResetRefused) {
 		fmt.Fprintf(s.Stderr, "%s\nspanmutex: the row of %q is unchanged\n", cmdline.ErrorLine(err), name)
 		return exitError
 	}
 	if err != nil {
 		return cmdline.ReportError(s, cmdline.ExplainConnection(err), exitError)
+	}
+	if res.Evicted != "" {
+		how := "silent past its lease"
+		if res.Forced {
+			how = "forced out within its lease; the token is bumped past it"
+		}
+		fmt.Fprintf(s.Stderr, "spanmutex: %q: evicted holder %q (token %d), %s\n", name, res.Evicted, res.Token, how)
 	}
 	fmt.Fprintf(s.Stderr, "spanmutex: %q reset: it was %s after %d attempt(s) (token %d); it is now NEEDED with no attempt counted, and the next run starts it\n",
 		name, res.Before, res.Attempts, res.Token)

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -63,6 +64,16 @@ func TestResetReArmsAnExhaustedRun(t *testing.T) {
 	}
 	if r := inspect(t, db, held); r.State != spanmutex.StateStarted {
 		t.Errorf("the live holder's row is %s; want STARTED, untouched", r.State)
+	}
+
+	// --force evicts it, says whom, and bumps the token.
+	owner := inspect(t, db, held).Owner
+	code, stderr = runToEnd(t, "reset", "--force", "--database", db, held)
+	if code != exitOK || !strings.Contains(stderr, fmt.Sprintf("evicted holder %q (token 1), forced out", owner)) {
+		t.Errorf("reset --force of a live-looking holder: exit %d, stderr:\n%s", code, stderr)
+	}
+	if r := inspect(t, db, held); r.State != spanmutex.StateNeeded || r.Token != 2 {
+		t.Errorf("after reset --force the row is %s with token %d; want NEEDED with token 2", r.State, r.Token)
 	}
 }
 

@@ -33,6 +33,12 @@ func runSection(ctx context.Context, s streams, o *runOptions, name string, comm
 	outcome, err := m.Run(waitCtx, c.section)
 	stop()
 	attempts := func() attemptsLeft {
+		// Which attempt this was, as our acquisition committed it: reading
+		// the row now could show a later run's attempt instead.
+		var se *spanmutex.SectionError
+		if errors.As(err, &se) && se.Attempt > 0 {
+			return attemptsLeft{used: se.Attempt, max: o.maxAttempts, known: true}
+		}
 		// Read the row once to say whether a later run will retry.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), o.callTimeout)
 		defer cancel()

@@ -120,7 +120,7 @@ func (c *Client) Unlock(ctx context.Context, l *spanmutex.Lock, lease *spanmutex
 }
 
 func lostNote(l *spanmutex.Lease) string {
-	if l.Err() != nil {
+	if errors.Is(l.Err(), spanmutex.ErrLeaseLost) {
 		return "knew its lease was lost"
 	}
 	return ""

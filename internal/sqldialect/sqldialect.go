@@ -11,6 +11,7 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 
@@ -25,22 +26,72 @@ const detectSQL = "SELECT option_value FROM information_schema.database_options 
 
 // Columns returns the columns of each of tables with their Spanner types,
 // as INFORMATION_SCHEMA.COLUMNS.SPANNER_TYPE spells them in d, from one
-// strong read: an empty map for a table that does not exist.
+// strong read: an empty map for a table that does not exist. Table names
+// match as d resolves them (Describe).
 func Columns(ctx context.Context, client *spanner.Client, d ddl.Dialect, tables ...string) (map[string]map[string]string, error) {
-	out := make(map[string]map[string]string, len(tables))
-	for _, t := range tables {
-		out[t] = map[string]string{}
+	desc, err := Describe(ctx, client, d, tables...)
+	if err != nil {
+		return nil, err
 	}
-	stmt := Statement(d, "SELECT table_name, column_name, spanner_type FROM information_schema.columns "+
-		"WHERE table_schema = @schema AND table_name IN UNNEST(@tables)",
-		map[string]any{"schema": Schema(d), "tables": tables})
+	out := make(map[string]map[string]string, len(tables))
+	for t, tab := range desc {
+		out[t] = map[string]string{}
+		for name, c := range tab.Columns {
+			out[t][name] = c.Type
+		}
+	}
+	return out, nil
+}
+
+// Column is a column as INFORMATION_SCHEMA.COLUMNS describes it.
+type Column struct {
+	Type string // SPANNER_TYPE, as d spells it
+	// Required: NOT NULL with no default and not generated, so that every
+	// insert must write it.
+	Required bool
+}
+
+// Table is what Describe found of a table asked for by name.
+type Table struct {
+	// Name is the table's name as it was created; "" if there is none.
+	Name    string
+	Columns map[string]Column
+	// Variants are the tables, on PostgreSQL, whose names differ from
+	// the one asked for only in case: spanmutex quotes its identifiers,
+	// so there they name other tables.
+	Variants []string
+}
+
+// Describe returns, from one strong read, what INFORMATION_SCHEMA says of
+// each of tables in d's default schema. Names match as d resolves the
+// identifiers spanmutex writes: case-insensitively in GoogleSQL (where
+// "mutexes" is the table Mutexes), exactly in PostgreSQL (where the
+// quoted "mutexes" is not "Mutexes").
+func Describe(ctx context.Context, client *spanner.Client, d ddl.Dialect, tables ...string) (map[string]*Table, error) {
+	out := make(map[string]*Table, len(tables))
+	lowered := make([]string, len(tables))
+	for i, t := range tables {
+		out[t] = &Table{Columns: map[string]Column{}}
+		lowered[i] = strings.ToLower(t)
+	}
+	stmt := Statement(d, "SELECT table_name, column_name, spanner_type, "+
+		"is_nullable = 'NO' AND column_default IS NULL AND generation_expression IS NULL "+
+		"FROM information_schema.columns WHERE table_schema = @schema AND LOWER(table_name) IN UNNEST(@tables)",
+		map[string]any{"schema": Schema(d), "tables": lowered})
 	err := client.Single().Query(ctx, stmt).Do(func(r *spanner.Row) error {
 		var table, name, typ string
-		if err := r.Columns(&table, &name, &typ); err != nil {
+		var required bool
+		if err := r.Columns(&table, &name, &typ, &required); err != nil {
 			return err
 		}
-		if cols, ok := out[table]; ok {
-			cols[name] = typ
+		for asked, tab := range out {
+			switch {
+			case table == asked || (d != ddl.PostgreSQL && strings.EqualFold(table, asked)):
+				tab.Name = table
+				tab.Columns[name] = Column{Type: typ, Required: required}
+			case strings.EqualFold(table, asked) && !slices.Contains(tab.Variants, table):
+				tab.Variants = append(tab.Variants, table)
+			}
 		}
 		return nil
 	})
@@ -154,13 +205,17 @@ func Translate(sql string) (string, []string) {
 	return b.String(), order
 }
 
-// Of is the dialect of a client's database: given (Known), or read from the
-// database on first use and kept (For). It is safe for concurrent use.
+// Of is the dialect of a client's database: given (Known), declared by the
+// caller and checked against the database on first use (Declared), or
+// read from the database on first use and kept (For). It is safe for
+// concurrent use.
 type Of struct {
 	client *spanner.Client
 	mu     sync.Mutex
-	known  bool
-	d      ddl.Dialect
+	known  bool // d is the dialect: read, checked, or Known
+	// declared: d was declared, and the first Get checks it (one read).
+	declared bool
+	d        ddl.Dialect
 }
 
 // For returns the dialect of client's database, to be read by the first Get.
@@ -169,11 +224,31 @@ func For(client *spanner.Client) *Of { return &Of{client: client} }
 // Known returns the dialect d, which Get returns without reading.
 func Known(d ddl.Dialect) *Of { return &Of{known: true, d: d} }
 
-// Get returns the dialect, reading it (Detect) if it is not known yet. A
-// failed read is returned, not kept: the next call reads again. Call it
-// before a read-write transaction, never with the ctx of one: the read is a
-// single-use read of INFORMATION_SCHEMA, which the client refuses to nest
-// in a transaction.
+// Declared returns the dialect d, which the caller declared for client's
+// database: the first Get (or Check) reads the database's dialect once and
+// returns a *MismatchError if it is not d; later calls read nothing.
+func Declared(client *spanner.Client, d ddl.Dialect) *Of {
+	return &Of{client: client, declared: true, d: d}
+}
+
+// MismatchError says that the dialect declared for a database is not the
+// one it was created with.
+type MismatchError struct {
+	Database string
+	Declared ddl.Dialect
+	Actual   ddl.Dialect
+}
+
+func (e *MismatchError) Error() string {
+	return fmt.Sprintf("the dialect was declared %s, but database %s is %s", e.Declared, e.Database, e.Actual)
+}
+
+// Get returns the dialect, reading it (Detect) if it is not known yet, or
+// checking it once if it was declared. A failed read is returned, not
+// kept: the next call reads again; a mismatch is returned by every call.
+// Call it before a read-write transaction, never with the ctx of one: the
+// read is a single-use read of INFORMATION_SCHEMA, which the client
+// refuses to nest in a transaction.
 func (o *Of) Get(ctx context.Context) (ddl.Dialect, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -184,8 +259,24 @@ func (o *Of) Get(ctx context.Context) (ddl.Dialect, error) {
 	if err != nil {
 		return 0, fmt.Errorf("read the dialect of database %s: %w", o.client.DatabaseName(), err)
 	}
+	if o.declared && d != o.d {
+		return 0, &MismatchError{Database: o.client.DatabaseName(), Declared: o.d, Actual: d}
+	}
 	o.d, o.known = d, true
 	return d, nil
+}
+
+// Check is Get for a caller that issues no SQL yet: it reads nothing
+// unless the dialect was declared and not checked yet.
+func (o *Of) Check(ctx context.Context) error {
+	o.mu.Lock()
+	pending := o.declared && !o.known
+	o.mu.Unlock()
+	if !pending {
+		return nil
+	}
+	_, err := o.Get(ctx)
+	return err
 }
 
 // Statement returns sql, written in GoogleSQL with the identifiers in
