@@ -110,8 +110,9 @@ func checkLease(sub string, lease time.Duration) error {
 	switch {
 	case lease <= 0:
 		return usagef(sub, "--lease %v: must be positive", lease)
-	case lease < spanmutex.MinLease:
-		return usagef(sub, "--lease %v: must be at least %v: the holder renews it every third of it", lease, spanmutex.MinLease)
+	case lease < spanmutex.MinLease || lease > spanmutex.MaxLease:
+		return usagef(sub, "--lease %v: must be %v to %v: the holder renews it every third of it, and one that dies blocks NAME that long ('spanmutex reset --force NAME' breaks it)",
+			lease, spanmutex.MinLease, spanmutex.MaxLease)
 	}
 	return nil
 }

@@ -53,9 +53,6 @@ func (h *holdFlags) validate(cmd string) error {
 	if err := checkLease(cmd, h.lease); err != nil {
 		return err
 	}
-	if h.lease < spanmutex.MinLease || h.lease > spanmutex.MaxLease {
-		return usagef(cmd, "--lease %v: must be %v to %v (a holder that dies blocks NAME that long; 'spanmutex reset --force NAME' breaks it)", h.lease, spanmutex.MinLease, spanmutex.MaxLease)
-	}
 	if err := cmdline.CheckConnectTimeout(fullCommand(cmd), h.connect); err != nil {
 		return err
 	}

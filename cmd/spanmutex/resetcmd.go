@@ -62,9 +62,6 @@ func cmdReset(ctx context.Context, s streams, args []string) int {
 	if err := checkLease("reset", *lease); err != nil {
 		return cmdline.ReportError(s, err, exitError)
 	}
-	if *lease < spanmutex.MinLease || *lease > spanmutex.MaxLease {
-		return cmdline.ReportUsage(s, usage("reset", fmt.Sprintf("--lease %v: must be %v to %v; to break a live-looking holder's lease, use --force", *lease, spanmutex.MinLease, spanmutex.MaxLease)))
-	}
 	client, err := connectFor(ctx, "reset", fs, *database, *table, *connect)
 	if err != nil {
 		return cmdline.ReportError(s, err, exitError)

@@ -19,11 +19,11 @@ func TestLeaseBelowMinimum(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"run", "--lease", "1ns", "x", "--", "true"}, "spanmutex run: --lease 1ns: must be at least 100ms"},
-		{[]string{"run", "--lease", "99ms", "x", "--", "true"}, "spanmutex run: --lease 99ms: must be at least 100ms"},
-		{[]string{"lock", "--lease", "1ns", "x", "--", "true"}, "spanmutex lock: --lease 1ns: must be at least 100ms"},
-		{[]string{"lead", "--lease", "1ns", "x", "--", "true"}, "spanmutex lead: --lease 1ns: must be at least 100ms"},
-		{[]string{"reset", "--lease", "1ns", "x"}, "spanmutex reset: --lease 1ns: must be at least 100ms"},
+		{[]string{"run", "--lease", "1ns", "x", "--", "true"}, "spanmutex run: --lease 1ns: must be 100ms to 1h0m0s"},
+		{[]string{"run", "--lease", "99ms", "x", "--", "true"}, "spanmutex run: --lease 99ms: must be 100ms to 1h0m0s"},
+		{[]string{"lock", "--lease", "1ns", "x", "--", "true"}, "spanmutex lock: --lease 1ns: must be 100ms to 1h0m0s"},
+		{[]string{"lead", "--lease", "1ns", "x", "--", "true"}, "spanmutex lead: --lease 1ns: must be 100ms to 1h0m0s"},
+		{[]string{"reset", "--lease", "1ns", "x"}, "spanmutex reset: --lease 1ns: must be 100ms to 1h0m0s"},
 		{[]string{"reset", "--lease", "0s", "x"}, "spanmutex reset: --lease 0s: must be positive"},
 	}
 	for _, tc := range cases {
