@@ -1,3 +1,9 @@
+// The watermark: the takeover rule. The seeds call the lease a holder
+// declares its watermark (WithLease; stored in LeaseMicros): the holder
+// renews within it, and nobody takes over before the row has gone unrenewed
+// for that long by Spanner's clock, whatever their own lease. The
+// arithmetic is internal/leaserule's, shared by every primitive.
+
 package spanmutex
 
 import (

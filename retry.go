@@ -1,3 +1,9 @@
+// Retrying: the limits on retries (WithMaxAttempts for a section's starts,
+// WithMaxFailures for failed Spanner calls in a row), the backoff between
+// tries (WithBackOff) and the jitter before a takeover (WithJitter), and the
+// counters that apply them to one call. Which errors are worth another try
+// is internal/spanerr's.
+
 package spanmutex
 
 import (
@@ -84,4 +90,51 @@ func (a *attempts) settled(ctx context.Context, err error) error {
 		return nil
 	}
 	return notObtained(ctx, err)
+}
+
+// WithMaxAttempts sets how many times the section may be started across all
+// processes in one generation of the row (a generation starts when the row
+// is created or goes stale; default DefaultMaxAttempts, at least 1). Failed
+// Spanner calls are bounded by WithMaxFailures.
+func WithMaxAttempts(n int) MutexOption {
+	return mutexOption(func(c *config) { c.maxAttempts = n })
+}
+
+// WithMaxFailures sets how many Spanner calls of one kind (reads, or
+// writes) may fail in a row, each retried after a backoff (WithBackOff),
+// before Run, Lock or TryLock gives up with an *OutageError (default
+// DefaultMaxFailures, at least 1). Each failed call takes up to its
+// timeout (WithFinishTimeout) when Spanner does not answer, and each retry
+// waits up to the backoff's maximum (WithBackOff), so a wait notices an
+// outage within about MaxFailures times their sum. Errors that another try cannot mend,
+// such as a missing table, end the call at once.
+func WithMaxFailures(n int) LeaseOption {
+	return leaseOption(func(c *config) { c.maxFailures = n })
+}
+
+// WithJitter sets the fraction of the lease, in [0, 1), from which each
+// Run, Lock or TryLock call draws the extra wait it adds before taking over
+// from a silent holder (default DefaultJitter).
+func WithJitter(fraction float64) LeaseOption {
+	return leaseOption(func(c *config) { c.jitter = fraction })
+}
+
+// WithBackOff sets how the waits grow between retries of a failed Spanner
+// call, and between a Mutex's reads while another process runs the
+// section; newBackOff is called once per Run, Lock, TryLock, Unlock or
+// Observe call (default: exponential from DefaultInitialBackOff to
+// DefaultMaxBackOff, randomised by half). A backoff.Stop from it ends the
+// call with ErrAttemptsExhausted.
+func WithBackOff(newBackOff func() backoff.BackOff) LeaseOption {
+	return leaseOption(func(c *config) { c.newBackOff = newBackOff })
+}
+
+func defaultBackOff() backoff.BackOff {
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval = DefaultInitialBackOff
+	b.MaxInterval = DefaultMaxBackOff
+	b.Multiplier = 1.6
+	b.RandomizationFactor = 0.5
+	b.MaxElapsedTime = 0 // Run's ctx and MaxAttempts bound the waiting
+	return b
 }
