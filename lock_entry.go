@@ -195,17 +195,36 @@ func (w *waiter) retryLeave(ctx context.Context, try func(context.Context) error
 // on.
 func (w *waiter) leave(ctx context.Context) error {
 	l := w.lock
-	if w.joined && w.key != endOfQueue && !w.strays && !w.ownAttempt && !w.foundOurs {
+	if w.joined && w.key != endOfQueue && !w.strays && !w.ownAttempt && !w.foundOurs && !w.toldHandedInScope() {
 		if _, err := gated(ctx, w.local, func() (struct{}, error) { return struct{}{}, w.st.dequeue(ctx, l.name, w.key) }); err != nil {
 			return err
 		}
 		w.joined = false
+		if w.toldHandedInScope() {
+			return w.handOn(ctx) // handed to us meanwhile, by our Scope
+		}
 		r, err := w.st.read(ctx, l.name)
+		if err != nil && w.toldHandedInScope() {
+			return w.handOn(ctx)
+		}
 		if err != nil || !r.heldBy(w.id) {
 			return err
 		}
 	}
 	return w.handOn(ctx)
+}
+
+// toldHandedInScope reports whether an Unlock of our Scope said it handed us
+// the lock, in a wake-up we may not have read yet.
+func (w *waiter) toldHandedInScope() bool {
+	select {
+	case h := <-w.wake:
+		if h.token > 0 {
+			w.inScope = h
+		}
+	default:
+	}
+	return w.inScope.token > 0
 }
 
 // handOn deletes our entries and, if the lock is ours, hands it on, in one

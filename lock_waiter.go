@@ -191,7 +191,19 @@ func (w *waiter) giveBack(ctx context.Context, lease *Lease, why error) {
 	w.lock.cfg.logger.Warn("lock: a lease handed to us could not be renewed before the grant; handing it on and waiting again", "token", lease.token, "err", why)
 	if w.retryLeave(ctx, w.handOn) {
 		w.joined, w.key, w.touched = false, endOfQueue, false
+		w.forgetHandOffs()
 	}
+}
+
+// forgetHandOffs forgets every hand-off to us we were told of, once we
+// have given the lock back: a wake-up from the Unlock that handed it to us
+// may still wait in our channel, and must not grant it again.
+func (w *waiter) forgetHandOffs() {
+	select {
+	case <-w.wake:
+	default:
+	}
+	w.inScope, w.handedAt, w.remoteWoken = wakeUp{}, time.Time{}, false
 }
 
 // act does what the lock read as v at local time sent calls for: it returns

@@ -87,6 +87,17 @@ var simRegressionSeeds = []struct {
 	{24888, "a call whose ctx ended holding a lease found ours left by a blind delete and a read; the read failed and it backed off holding it (inv10)"},
 	{46837, "the same: a leave's read failed while the call held a lease found ours (inv10)"},
 	{97635, "the same (inv10)"},
+	// Found at 300,000 schedules after the give-back: a lease given back
+	// was granted again by the wake-up of the Unlock of our Scope that had
+	// handed it to us, still in the waiter's channel (inv9: the row was
+	// NEEDED). Fixed: forgetHandOffs.
+	{13231, "a wake-up of our Scope, read after the give-back, granted the lease given back (inv9)"},
+	{193015, "the same (inv9)"},
+	// A call leaving by a blind delete and a read, whose lock an Unlock of
+	// its Scope had handed it meanwhile; the read failed and it backed off
+	// (inv10). Fixed: leave hands on at once when told so (toldHandedInScope).
+	{145270, "a leave's read failed after an Unlock of our Scope had handed us the lock (inv10)"},
+	{261875, "the same (inv10)"},
 }
 
 // simSeedRange returns the seeds TestSimulation runs: SPANMUTEX_SIM_SEEDS=A-B,
