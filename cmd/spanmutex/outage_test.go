@@ -5,7 +5,6 @@ package main
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -263,24 +262,7 @@ func startFileProcess(t *testing.T, e *emulator.Emulator, env []string, args ...
 		t.Fatal(err)
 	}
 	defer f.Close()
-	p := &fileProcess{process: &process{done: make(chan struct{})}, stderrPath: f.Name()}
-	p.cmd = exec.Command(binary, args...)
-	p.cmd.Env = append(append(os.Environ(), "SPANNER_EMULATOR_HOST="+e.Host()), env...)
-	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, f
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		_ = p.cmd.Wait()
-		p.exited = time.Now()
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		p.killGroup()
-		<-p.done
-	})
-	return p
+	return &fileProcess{process: startProcessOn(t, e.Host(), f, env, args...), stderrPath: f.Name()}
 }
 
 // stderrText returns what the process wrote to stderr so far.

@@ -5,6 +5,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -29,10 +30,20 @@ type process struct {
 // left of it.
 func startProcess(t *testing.T, env []string, args ...string) *process {
 	t.Helper()
+	return startProcessOn(t, emu.Host(), nil, env, args...)
+}
+
+// startProcessOn is startProcess against the emulator at host, its stderr
+// written to stderr (nil: kept in the process's buffer).
+func startProcessOn(t *testing.T, host string, stderr io.Writer, env []string, args ...string) *process {
+	t.Helper()
 	p := &process{done: make(chan struct{})}
 	p.cmd = exec.Command(binary, args...)
-	p.cmd.Env = append(append(os.Environ(), "SPANNER_EMULATOR_HOST="+emu.Host()), env...)
+	p.cmd.Env = append(append(os.Environ(), "SPANNER_EMULATOR_HOST="+host), env...)
 	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
+	if stderr != nil {
+		p.cmd.Stderr = stderr
+	}
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
