@@ -329,18 +329,31 @@ const maxOrphans = 4
 // finish timeout. It reports whom it handed the lock to, and whether it
 // did; it logs if it could not.
 func (l *Lock) handOnFor(ll *localLock, id string) (handOff, bool) {
-	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.finishTimeout)
+	var to handOff
+	err := l.retryFinish(context.Background(), func(ctx context.Context) (err error) {
+		to, err = gated(ctx, ll, func() (handOff, error) { return l.store.leave(ctx, l.name, id) })
+		return err
+	})
+	if err != nil {
+		l.cfg.logger.Warn("lock: could not hand on a lock handed to a waiter of this process whose call had returned; it passes on after that waiter's lease", "waiter", id, "err", err)
+		return handOff{}, false
+	}
+	l.cfg.logger.Warn("lock: handed on a lock handed to a waiter of this process whose call had returned", "waiter", id, "handed_to", to.owner)
+	return to, true
+}
+
+// retryFinish makes tries (one is try) until one succeeds or fails for
+// good, for the finish timeout even if ctx is done (what it finishes must
+// not be left half done: a lock left held blocks every waiter), backing off
+// between them. It returns the last try's error, nil if one succeeded.
+func (l *Lock) retryFinish(ctx context.Context, try func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.finishTimeout)
 	defer cancel()
 	bo := l.cfg.newBackOff()
 	for {
-		to, err := gated(ctx, ll, func() (handOff, error) { return l.store.leave(ctx, l.name, id) })
-		if err == nil {
-			l.cfg.logger.Warn("lock: handed on a lock handed to a waiter of this process whose call had returned", "waiter", id, "handed_to", to.owner)
-			return to, true
-		}
-		if !spanerr.Retryable(err) || pauseWith(ctx, l.cfg.clock, bo, 0, nil) != nil {
-			l.cfg.logger.Warn("lock: could not hand on a lock handed to a waiter of this process whose call had returned; it passes on after that waiter's lease", "waiter", id, "err", err)
-			return handOff{}, false
+		err := try(ctx)
+		if err == nil || !spanerr.Retryable(err) || pauseWith(ctx, l.cfg.clock, bo, 0, nil) != nil {
+			return err
 		}
 	}
 }

@@ -170,20 +170,11 @@ func (w *waiter) abandon(ctx context.Context) bool {
 // retryLeave makes tries at leaving (one is try) until one succeeds, for
 // the finish timeout even if ctx is done, and reports whether one did.
 func (w *waiter) retryLeave(ctx context.Context, try func(context.Context) error) bool {
-	l := w.lock
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.finishTimeout)
-	defer cancel()
-	bo := l.cfg.newBackOff()
-	for {
-		err := try(ctx)
-		if err == nil {
-			return true
-		}
-		if !spanerr.Retryable(err) || pauseWith(ctx, l.cfg.clock, bo, 0, nil) != nil {
-			l.cfg.logger.Warn("lock: leaving the queue failed; our entry expires after four leases, and a lock handed to us after one", "err", err)
-			return false
-		}
+	if err := w.lock.retryFinish(ctx, try); err != nil {
+		w.lock.cfg.logger.Warn("lock: leaving the queue failed; our entry expires after four leases, and a lock handed to us after one", "err", err)
+		return false
 	}
+	return true
 }
 
 // leave makes one try at what abandon does. When our only entry is one we
