@@ -364,7 +364,10 @@ func (l *Lock) retryFinish(ctx context.Context, try func(context.Context) error)
 // On success the lease counts as held in ll until Unlock.
 func (l *Lock) acquire(ctx context.Context, ll *localLock, wait bool) (*Lease, error) {
 	if l.sp != nil {
-		if err := checkDialect(ctx, l.sp.dialect); err != nil { // dialect.go
+		// Only a wrong declaration ends the call here: a check that failed
+		// (Spanner briefly unavailable) is made again by the call's first
+		// statement, and its failures are retried as any call's are.
+		if err := checkDialect(ctx, l.sp.dialect); errors.Is(err, ErrInvalidConfig) { // dialect.go
 			return nil, err
 		}
 	}

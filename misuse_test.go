@@ -14,9 +14,11 @@ import (
 	"github.com/cenkalti/backoff/v4"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
 
 	"github.com/spanmutex/spanmutex/ddl"
 	"github.com/spanmutex/spanmutex/emulator"
+	"github.com/spanmutex/spanmutex/internal/faultinject"
 	"github.com/spanmutex/spanmutex/internal/sqldialect"
 )
 
@@ -241,6 +243,30 @@ func TestWrongDialectFailsOnFirstUse(t *testing.T) {
 }
 
 // mustLock makes a Lock named "dialect" of c with opts.
+// A declared dialect whose check fails (Spanner briefly refuses the read)
+// does not end the Lock call: the call's first statement reads it again,
+// and its failures are retried as any call's are.
+func TestDialectCheckThatFailsIsRetried(t *testing.T) {
+	eachDialect(t, func(t *testing.T, db string) {
+		probe := newClient(t, db)
+		actual, err := sqldialect.Detect(context.Background(), probe)
+		require.NoError(t, err)
+		in, err := faultinject.New(7, faultinject.Rule{Name: "dialect read refused", Methods: []string{"ExecuteStreamingSql"},
+			Action: faultinject.Fail, Probability: 1, Limit: 1, Codes: []codes.Code{codes.ResourceExhausted}})
+		require.NoError(t, err)
+		c, err := emu.NewClient(context.Background(), db, in.ClientOptions()...)
+		require.NoError(t, err)
+		t.Cleanup(c.Close)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		l := mustLock(t, c, WithDialect(actual))
+		_, err = l.Lock(ctx)
+		require.NoError(t, err, "a failed dialect check ends the call")
+		require.NoError(t, l.Unlock(ctx))
+		assert.Equal(t, int64(1), in.Stats().Injected(faultinject.Fail), "the dialect read was refused once")
+	})
+}
+
 func mustLock(t *testing.T, c *spanner.Client, opts ...LockOption) *Lock {
 	t.Helper()
 	l, err := NewLock(c, "dialect", opts...)
