@@ -98,6 +98,12 @@ var simRegressionSeeds = []struct {
 	// (inv10). Fixed: leave hands on at once when told so (toldHandedInScope).
 	{145270, "a leave's read failed after an Unlock of our Scope had handed us the lock (inv10)"},
 	{261875, "the same (inv10)"},
+	// Found at seeds 1,000,001-2,000,000: a waiter whose entry was dropped
+	// joined again and was handed the lock by an Unlock of its Scope, whose
+	// wake-up was dropped because an older one was pending in the channel;
+	// the waiter backed off holding the lease (inv10). Fixed: wakeBoard.wake
+	// keeps the wake-up that hands the lock over.
+	{1644640, "a hand-off's wake-up dropped behind an older one; the waiter backed off holding the lease (inv10)"},
 }
 
 // simSeedRange returns the seeds TestSimulation runs: SPANMUTEX_SIM_SEEDS=A-B,

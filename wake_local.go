@@ -81,7 +81,22 @@ func (b *wakeBoard) wake(id string, w wakeUp) bool {
 	}
 	select {
 	case ch <- w:
-	default: // already woken: the lock is handed to a waiter once
+		return true
+	default:
+	}
+	// A wake-up is pending. Keep the one that hands the lock over (it
+	// carries a token), the newer if both do: a waiter whose entry was
+	// dropped and who joined again may be handed the lock again.
+	select {
+	case old := <-ch:
+		if w.token == 0 && old.token > 0 {
+			w = old
+		}
+	default:
+	}
+	select {
+	case ch <- w:
+	default:
 	}
 	return true
 }
