@@ -191,15 +191,16 @@ func (w *waiter) leave(ctx context.Context) error {
 			return err
 		}
 		w.joined = false
-		if w.toldHandedInScope() {
-			return w.handOn(ctx) // handed to us meanwhile, by our Scope
-		}
-		r, err := w.st.read(ctx, l.name)
-		if err != nil && w.toldHandedInScope() {
-			return w.handOn(ctx)
-		}
-		if err != nil || !r.heldBy(w.id) {
-			return err
+		// Unless our Scope says the lock was handed to us meanwhile, a
+		// strong read says whether it was.
+		if !w.toldHandedInScope() {
+			r, err := w.st.read(ctx, l.name)
+			if err != nil && !w.toldHandedInScope() {
+				return err
+			}
+			if err == nil && !r.heldBy(w.id) {
+				return nil
+			}
 		}
 	}
 	return w.handOn(ctx)
