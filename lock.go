@@ -295,16 +295,18 @@ func (l *Lock) ownUnlock(ctx context.Context, lease *Lease, lost *LeaseLostError
 // waiter to says, and wakes that waiter if it waits in this Lock's Scope.
 func (l *Lock) handedOn(ll *localLock, id string, to handOff, sent time.Time) {
 	for range maxOrphans {
-		if to.waiterID == "" || scopeOf(to.waiterID) != l.scope.id || l.scope.wakes.waits(to.waiterID) {
+		if to.waiterID == "" || scopeOf(to.waiterID) != l.scope.id || !l.scope.wakes.orphaned(to.waiterID, l.cfg.clock.Now()) {
 			break
 		}
-		// A waiter of our Scope whose call has returned: its leave failed
-		// and left its entry behind, and nobody will take the lock handed
-		// to it. Hand it on for it at once.
+		// A waiter of our Scope whose call returned without the lock: its
+		// leave failed and left its entry behind, and nobody will take the
+		// lock handed to it. Hand it on for it at once. (A waiter whose
+		// call returned with this very lease is no orphan.)
 		next, ok := l.handOnFor(ll, to.waiterID)
 		if !ok {
 			break
 		}
+		l.scope.wakes.adopted(to.waiterID)
 		id, to, sent = to.waiterID, next, l.cfg.clock.Now()
 	}
 	switch {
@@ -381,7 +383,10 @@ func (l *Lock) acquire(ctx context.Context, ll *localLock, wait bool) (*Lease, e
 	w.reads.sleep, w.writes.sleep = w.backOff, w.backOff
 	lease, err := w.run(ctx, wait)
 	if err != nil {
-		w.abandon(ctx)
+		if !w.abandon(ctx) {
+			now := l.cfg.clock.Now()
+			l.scope.wakes.orphan(w.id, now, now.Add(w.entryTTL()))
+		}
 		ll.release(w.id, "") // if an Unlock of this Scope handed it to us
 		return nil, err
 	}

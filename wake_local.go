@@ -24,6 +24,10 @@ import (
 type wakeBoard struct {
 	mu      sync.Mutex
 	waiting map[string]chan wakeUp
+	// orphans are the waiters whose calls returned without the lock and
+	// could not delete their queue entries, each with the local time their
+	// entries expire: a lock handed to one of them has nobody to take it.
+	orphans map[string]time.Time
 }
 
 // wakeUp is what a wake-up tells a waiter. Its zero value says only "read
@@ -56,18 +60,45 @@ func (b *wakeBoard) register(id string) (<-chan wakeUp, func()) {
 	}
 }
 
+// orphan records that waiter id's call returned without the lock and left
+// queue entries that expire at local time until, and removes it from the
+// board. Orphans whose entries expired by local time now are forgotten.
+func (b *wakeBoard) orphan(id string, now, until time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.waiting, id)
+	if b.orphans == nil {
+		b.orphans = map[string]time.Time{}
+	}
+	for o, t := range b.orphans {
+		if !now.Before(t) {
+			delete(b.orphans, o)
+		}
+	}
+	b.orphans[id] = until
+}
+
+// orphaned reports whether waiter id is an orphan whose entries have not
+// expired by local time now.
+func (b *wakeBoard) orphaned(id string, now time.Time) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	until, ok := b.orphans[id]
+	return ok && now.Before(until)
+}
+
+// adopted forgets orphan id: the lock handed to it was handed on.
+func (b *wakeBoard) adopted(id string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.orphans, id)
+}
+
 // registered returns how many waiters are registered.
 func (b *wakeBoard) registered() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return len(b.waiting)
-}
-
-// waits reports whether waiter id is registered: its call is under way.
-func (b *wakeBoard) waits(id string) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.waiting[id] != nil
 }
 
 // wake wakes waiter id if it waits in this Scope, telling it w, and reports
