@@ -102,12 +102,6 @@ func (s *memLockStore) glance(ctx context.Context, name string) (row, error) {
 	return r, err
 }
 
-func (s *memLockStore) readLatest(ctx context.Context, name string) (row, error) {
-	r, err := s.read(ctx, name)
-	r.Now = time.Time{}
-	return r, err
-}
-
 // readAt fails: the memory store keeps no history, so a waiter woken with
 // a commit timestamp reads the lock as after any wake-up.
 func (s *memLockStore) readAt(context.Context, string, time.Time) (row, error) {

@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"cloud.google.com/go/spanner"
 	"google.golang.org/api/iterator"
-	"google.golang.org/grpc/codes"
 
 	"github.com/spanmutex/spanmutex/ddl"
 	"github.com/spanmutex/spanmutex/internal/sqldialect"
@@ -28,11 +28,6 @@ type lockStore interface {
 	// lock-free read by key, with the row's Queued mark (markUnknown where
 	// the table has no such column): TryLock's first look.
 	glance(ctx context.Context, name string) (row, error)
-	// readLatest returns the lock's row as last committed, read by key in a
-	// read-write transaction that is rolled back: it shows the present, as
-	// read does, at a fraction of a strong read's cost, but reads no clock
-	// (Now unset).
-	readLatest(ctx context.Context, name string) (row, error)
 	// readAt returns the lock's row as it was at Spanner time at.
 	readAt(ctx context.Context, name string, at time.Time) (row, error)
 	// readLock returns the row, Spanner's clock, how many live entries are
@@ -197,10 +192,9 @@ func (s *spannerStore) findQueued(ctx context.Context, name, waiterID string) (q
 }
 
 func (s *spannerStore) renewWaiter(ctx context.Context, name string, key queueKey) error {
-	_, err := s.blindWrite(ctx, []*spanner.Mutation{spanner.Update(s.queueTable(),
+	return s.idempotentWrite(ctx, []*spanner.Mutation{spanner.Update(s.queueTable(),
 		[]string{"Name", "EnqueuedAt", "WaiterID", "RenewedAt"},
 		[]any{name, key.at, key.id, spanner.CommitTimestamp})})
-	return err
 }
 
 // deleteWaiter deletes, in tx, every entry of waiter waiterID, including
@@ -345,7 +339,7 @@ func (s *spannerStore) passOn(ctx context.Context, tx *spanner.ReadWriteStmtBase
 		return handOff{}, nil, err
 	}
 	skip := silentScope(r, me)
-	head, complete, err := s.readHead(ctx, tx, name, &r, false, skip)
+	head, complete, err := s.readHead(ctx, tx, name, nil, &r, false, skip)
 	if err != nil {
 		return handOff{}, nil, err
 	}
@@ -437,44 +431,6 @@ func (s *spannerStore) readByKey(ctx context.Context, tx *spanner.ReadWriteStmtB
 	return lockView{}, false, nil
 }
 
-// readLatest tries up to readLatestTries times while Spanner aborts the
-// transaction (the emulator runs one read-write transaction at a time and
-// aborts one that overlaps another): each try costs a fraction of the
-// strong read the caller would otherwise fall back on.
-func (s *spannerStore) readLatest(ctx context.Context, name string) (r row, err error) {
-	for range readLatestTries {
-		if r, err = s.readLatestOnce(ctx, name); spanner.ErrCode(err) != codes.Aborted {
-			break
-		}
-	}
-	return r, err
-}
-
-// readLatestTries bounds readLatest's tries.
-const readLatestTries = 3
-
-// readLatestOnce reads the row by key in a read-write transaction that it
-// then rolls back, without waiting for the rollback: the row is read, and
-// a woken waiter's grant need not wait a round trip more.
-func (s *spannerStore) readLatestOnce(ctx context.Context, name string) (row, error) {
-	tx, err := spanner.NewReadWriteStmtBasedTransactionWithOptions(ctx, s.client,
-		spanner.TransactionOptions{BeginTransactionOption: spanner.InlinedBeginTransaction})
-	if err != nil {
-		return row{}, s.explain(ctx, err)
-	}
-	defer func() { go s.rollback(ctx, tx) }()
-	s.stats.reads.Add(1)
-	r, err := s.readRowIn(ctx, tx, name)
-	switch {
-	case err != nil:
-		return row{}, s.explain(ctx, err)
-	case r.Exists && !r.State.Valid():
-		return row{}, s.unknownState(name, r.State)
-	}
-	s.reached.Store(true)
-	return r, nil
-}
-
 // glance reads the row by key in a strong single-use read, with its Queued
 // mark and the read's timestamp as Now. A key read costs a fraction of
 // lockSQL's statement on the emulator, where a crowd of TryLock callers
@@ -527,10 +483,14 @@ type acquireResult struct {
 func (s *spannerStore) unlock(ctx context.Context, l *Lease) (handOff, error) {
 	var to handOff
 	s.marks(ctx) // before the transaction
+	d, err := s.dialect.Get(ctx)
+	if err != nil {
+		return handOff{}, s.explain(ctx, err)
+	}
 	at, err := s.client.ReadWriteTransaction(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
 		s.stats.rwAttempts.Add(1)
 		to = handOff{}
-		v, head, complete, err := s.readForHandOff(ctx, tx, l.name)
+		v, head, complete, err := s.readForHandOff(ctx, tx, d, l.name)
 		if err != nil {
 			return err
 		}
@@ -589,21 +549,58 @@ func (s *spannerStore) takes(v row, e *queueEntry, from, skip string) bool {
 // queueEntryColumns are queueEntry's columns, in its order.
 var queueEntryColumns = []string{"EnqueuedAt", "WaiterID", "Owner", "RenewedAt", "LeaseMicros", "WakeAddr"}
 
-// readForHandOff reads, by key in tx, the lock's row and the head of its
-// queue up to the first entry that may take the lock (readHead): key
-// reads, which cost a fraction of unlockSQL's statement (0.5 ms each
-// against 2-3 ms on the emulator). It reads no clock: v.Now is the latest
-// commit timestamp among what it read (the holder's acquisition or
-// renewal, the entries' joins and renewals), a lower bound of Spanner's
-// clock at this transaction. Judged by it, an entry looks younger than it
-// is: a dead entry may be handed the lock (costing its lease, as a waiter
-// that died just after its renewal would), but a live entry is never
-// skipped as dead.
-//
-// A row whose Queued column says the queue is empty needs no queue read:
-// the head is empty and complete.
-func (s *spannerStore) readForHandOff(ctx context.Context, tx *spanner.ReadWriteTransaction, name string) (row, []*queueEntry, bool, error) {
-	v, err := s.readRowIn(ctx, tx, name)
+// handOffSQL reads, in one statement, the lock's row and the first
+// handOffScan entries of its queue, oldest first: one result row per entry
+// (the lock's columns repeated), or one with NULL entry columns when the
+// queue is empty. On production a statement costs a round trip as a key
+// read does, and the hand-off needs both.
+func (s *spannerStore) handOffSQL(marked bool) string {
+	q := make([]string, len(queueEntryColumns))
+	for i, c := range queueEntryColumns {
+		q[i] = "q.`" + c + "`"
+	}
+	return fmt.Sprintf("SELECT CURRENT_TIMESTAMP(), m.`Name` IS NOT NULL, %s%s, %s "+
+		"FROM (SELECT 1) AS one LEFT JOIN `%s` AS m ON m.`Name` = @name "+
+		"LEFT JOIN (SELECT * FROM `%s` WHERE `Name` = @name ORDER BY `EnqueuedAt`, `WaiterID` LIMIT %d) AS q ON TRUE "+
+		"ORDER BY q.`EnqueuedAt`, q.`WaiterID`",
+		rowSelectList(), queuedSelect(marked), strings.Join(q, ", "), s.table, s.queueTable(), handOffScan)
+}
+
+// readForHandOff reads, in tx, the lock's row and the head of its queue up
+// to the first entry that may take the lock: handOffSQL, then, while its
+// pages hold only dead entries, further pages by key (readHead). It reads
+// no clock: v.Now is the latest commit timestamp among what it read (the
+// holder's acquisition or renewal, the entries' joins and renewals), a
+// lower bound of Spanner's clock at this transaction. Judged by it, an
+// entry looks younger than it is: a dead entry may be handed the lock
+// (costing its lease, as a waiter that died just after its renewal would),
+// but a live entry is never skipped as dead. The statement is in dialect d.
+func (s *spannerStore) readForHandOff(ctx context.Context, tx *spanner.ReadWriteTransaction, d ddl.Dialect, name string) (row, []*queueEntry, bool, error) {
+	marked := s.marked()
+	it := tx.Query(ctx, sqldialect.Statement(d, s.handOffSQL(marked), map[string]any{"name": name}))
+	var (
+		v    row
+		head []*queueEntry
+	)
+	err := it.Do(func(r *spanner.Row) error {
+		var (
+			queued spanner.NullBool
+			e      joinedEntry
+		)
+		extra := e.dest()
+		if marked {
+			extra = append([]any{&queued}, extra...)
+		}
+		got, err := decodeRow(r, extra...)
+		if err != nil {
+			return fmt.Errorf("spanmutex: decode lock %q of %s: %w", name, s.table, err)
+		}
+		v, v.Queued = got, queueMarkOf(queued)
+		if e.at.Valid {
+			head = append(head, e.entry())
+		}
+		return nil
+	})
 	if err != nil {
 		return row{}, nil, false, err
 	}
@@ -611,22 +608,52 @@ func (s *spannerStore) readForHandOff(ctx context.Context, tx *spanner.ReadWrite
 		return row{}, nil, false, s.unknownState(name, v.State)
 	}
 	v.Now = v.lastWritten()
-	if v.Queued == markEmpty {
-		return v, nil, true, nil
+	for _, e := range head {
+		v.Now = latest(v.Now, e.EnqueuedAt, e.RenewedAt)
 	}
-	head, complete, err := s.readHead(ctx, tx, name, &v, true, "")
-	return v, head, complete, err
+	live := false
+	for _, e := range head {
+		live = live || s.takes(v, e, v.LeaseID, "")
+	}
+	if live || len(head) < handOffScan {
+		return v, head, len(head) < handOffScan, nil
+	}
+	more, complete, err := s.readHead(ctx, tx, name, head[len(head)-1], &v, true, "")
+	return v, append(head, more...), complete, err
 }
 
-// readHead reads, by key in tx, the lock's queue oldest first, a page of
+// joinedEntry receives a queue entry's columns from handOffSQL, NULL when
+// the queue is empty.
+type joinedEntry struct {
+	at, renewed spanner.NullTime
+	id, owner   spanner.NullString
+	lease       spanner.NullInt64
+	wake        spanner.NullString
+}
+
+// dest returns the destinations of queueEntryColumns, in their order.
+func (e *joinedEntry) dest() []any {
+	return []any{&e.at, &e.id, &e.owner, &e.renewed, &e.lease, &e.wake}
+}
+
+func (e *joinedEntry) entry() *queueEntry {
+	return &queueEntry{EnqueuedAt: e.at.Time, WaiterID: e.id.StringVal, Owner: e.owner,
+		RenewedAt: e.renewed.Time, LeaseMicros: e.lease, WakeAddr: e.wake}
+}
+
+// readHead reads, by key in tx, the lock's queue oldest first (after the
+// entry after, if set), a page of
 // handOffScan entries at a time, until a page holds an entry that may take
 // the lock read as *v (takes) or the queue ends, so that however many dead
 // entries lead the queue the hand-off reaches the first live one (they are
 // deleted as it passes them). With bound, each entry read moves v.Now up
 // to its latest commit timestamp (see readForHandOff). It reports whether
 // it read the whole queue (complete: its last page was not full).
-func (s *spannerStore) readHead(ctx context.Context, tx headReader, name string, v *row, bound bool, skip string) (head []*queueEntry, complete bool, err error) {
+func (s *spannerStore) readHead(ctx context.Context, tx headReader, name string, after *queueEntry, v *row, bound bool, skip string) (head []*queueEntry, complete bool, err error) {
 	var keys spanner.KeySet = spanner.Key{name}.AsPrefix()
+	if after != nil {
+		keys = spanner.KeyRange{Start: spanner.Key{name, after.EnqueuedAt, after.WaiterID}, End: spanner.Key{name}, Kind: spanner.OpenClosed}
+	}
 	for page := 0; page < maxHandOffPages; page++ {
 		n, live := 0, false
 		it := tx.ReadWithOptions(ctx, s.queueTable(), keys, queueEntryColumns, &spanner.ReadOptions{Limit: handOffScan})
@@ -674,7 +701,7 @@ func (s *spannerStore) readForLeave(ctx context.Context, tx *spanner.ReadWriteTr
 	if err != nil {
 		return row{}, nil, false, err
 	}
-	head, complete, err := s.readHead(ctx, tx, name, &v, false, "")
+	head, complete, err := s.readHead(ctx, tx, name, nil, &v, false, "")
 	return v, head, complete, err
 }
 

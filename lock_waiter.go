@@ -273,14 +273,14 @@ func (w *waiter) handedInScope() *Lease {
 }
 
 // confirmRemote reads the lock's row after a wake-up from another
-// process, by key in a read-write transaction (readLatest: it shows the
-// present, at a fraction of a strong read's cost), and returns our lease if
+// process, by key in a strong single-use read (glance: one RPC that shows
+// the present, takes no locks and is never aborted), and returns our lease if
 // the read shows the lock handed to us; nil otherwise (the datagram was
 // late, wrong or forged, or the read failed: the loop reads the lock as
 // after any wake-up). The datagram only says when to read: a datagram that
 // arrives late (our process was paused, say) finds the lock moved on or
-// gets a lease that grant renews before it is granted. The read reads no
-// clock, so the lease is anchored at born, before every write of ours that
+// gets a lease that grant renews before it is granted. The lease is
+// anchored at born, before every write of ours that
 // could have made us holder, never at a time from the datagram; grant
 // renews it first if that is a renewal interval ago.
 func (w *waiter) confirmRemote(ctx context.Context) *Lease {
@@ -291,7 +291,7 @@ func (w *waiter) confirmRemote(ctx context.Context) *Lease {
 	}
 	octx, cancel := detached(ctx, w.lock.cfg.finishTimeout)
 	defer cancel()
-	r, err := w.st.readLatest(octx, w.lock.name)
+	r, err := w.st.glance(octx, w.lock.name)
 	if err != nil || !r.heldBy(w.id) {
 		return nil
 	}

@@ -98,6 +98,19 @@ func (s *spannerStore) blindWrite(ctx context.Context, ms []*spanner.Mutation) (
 	})
 }
 
+// idempotentWrite commits ms in one single-use commit (one RPC, where
+// blindWrite sends BeginTransaction and Commit), for mutations that may be
+// applied more than once with the effect of once: the client re-sends the
+// commit when Spanner aborts it or does not answer, and an earlier send
+// may have been applied. An entry's renewal (an Update of RenewedAt to
+// the commit timestamp) and a dequeue (a Delete by key) are such; a join
+// is not (a replay would insert a second entry, under a later key).
+func (s *spannerStore) idempotentWrite(ctx context.Context, ms []*spanner.Mutation) error {
+	s.stats.blindWrites.Add(1)
+	_, err := s.client.Apply(ctx, ms, spanner.ApplyAtLeastOnce())
+	return err
+}
+
 // enqueueMutation inserts a waiter's entry, keyed by the commit timestamp.
 func (s *spannerStore) enqueueMutation(name string, e queueInsert) *spanner.Mutation {
 	cols := []string{"Name", "EnqueuedAt", "WaiterID", "Owner", "RenewedAt", "LeaseMicros"}
@@ -109,7 +122,7 @@ func (s *spannerStore) enqueueMutation(name string, e queueInsert) *spanner.Muta
 }
 
 func (s *spannerStore) dequeue(ctx context.Context, name string, key queueKey) error {
-	_, err := s.blindWrite(ctx, []*spanner.Mutation{spanner.Delete(s.queueTable(), spanner.Key{name, key.at, key.id})})
+	err := s.idempotentWrite(ctx, []*spanner.Mutation{spanner.Delete(s.queueTable(), spanner.Key{name, key.at, key.id})})
 	if err != nil {
 		return s.explain(ctx, err)
 	}

@@ -358,18 +358,6 @@ func (c *simConn) glance(ctx context.Context, name string) (row, error) {
 	return r, err
 }
 
-func (c *simConn) readLatest(ctx context.Context, name string) (row, error) {
-	var r row
-	_, err := c.call(ctx, "readLatest", false, true, func() error {
-		r = c.db.current(name, c.db.readTS())
-		r.Now = time.Time{} // a read in a read-write transaction reads no clock
-		c.p.h.event(c.p.name, "readLatest: %s", simRow(r))
-		return nil
-	})
-	c.sawRow(ctx, r, err)
-	return r, err
-}
-
 func (c *simConn) readAt(ctx context.Context, name string, at time.Time) (row, error) {
 	// An exact-timestamp read of a time not yet safe waits for it.
 	if wait := at.Sub(time.Now()); wait > 0 {

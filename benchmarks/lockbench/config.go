@@ -114,6 +114,10 @@ type Config struct {
 	// Dialect is the SQL dialect of the emulator's databases (GoogleSQL by
 	// default).
 	Dialect ddl.Dialect
+	// RPCLatency, if set, delays every Spanner RPC of the contenders by its
+	// method's figure (bench.ParseLatency), so that wall time counts round
+	// trips as production does; etcd's are not delayed.
+	RPCLatency map[string]time.Duration
 	// Progress receives a line as each run starts and ends.
 	Progress io.Writer
 }

@@ -42,7 +42,7 @@ func openSpanner(ctx context.Context, host, db string, goroutines int, opts ...o
 // spanmutex, G Locks of one Scope (one process); for the naive lock, G naive
 // contenders.
 func spannerFleet(ctx context.Context, sp spec) (*fleet, error) {
-	rpcs := bench.NewRPCCounter()
+	rpcs := bench.NewRPCCounterWithLatency(sp.RPCLatency)
 	client, err := openSpanner(ctx, sp.Emulator, sp.Database, sp.Goroutines, rpcs.ClientOptions()...)
 	if err != nil {
 		return nil, err

@@ -38,6 +38,9 @@ type spec struct {
 	Drain      time.Duration
 	Dir        string // the run's shared directory: counter and holder files
 	Out        string // where the child writes its result, as JSON
+	// RPCLatency delays each Spanner RPC by its method's figure: the
+	// production latency model (bench.ParseLatency); nil: none.
+	RPCLatency map[string]time.Duration
 }
 
 // call is one Lock call, as a contender saw it. Times are CLOCK_MONOTONIC

@@ -23,7 +23,7 @@ const (
 // saying how many requests it has completed as the count grows.
 func runQueueChild(sp spec, cmds <-chan string, say func(string)) error {
 	ctx := context.Background()
-	rpcs := bench.NewRPCCounter()
+	rpcs := bench.NewRPCCounterWithLatency(sp.RPCLatency)
 	client, err := openSpanner(ctx, sp.Emulator, sp.Database, 4, rpcs.ClientOptions()...)
 	if err != nil {
 		return err

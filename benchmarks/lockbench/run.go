@@ -41,6 +41,9 @@ type QueueResult struct {
 type backends struct {
 	emulatorBin, etcdBin string
 	dialect              ddl.Dialect // of every emulator database
+	// rpcLatency delays every Spanner RPC of the children by its method's
+	// figure (Config.RPCLatency); nil: none.
+	rpcLatency map[string]time.Duration
 }
 
 // Check returns an error, in one line, if a backend cfg needs is missing:
@@ -51,7 +54,7 @@ func Check(cfg Config) error {
 }
 
 func findBackends(cfg Config) (backends, error) {
-	b := backends{dialect: cfg.Dialect}
+	b := backends{dialect: cfg.Dialect, rpcLatency: cfg.RPCLatency}
 	var err error
 	if b.emulatorBin, err = emulator.FindBinary(); err != nil {
 		return b, err
@@ -169,7 +172,7 @@ func runLock(ctx context.Context, b backends, kind Kind, shape Shape, hold, wind
 	}
 	defer os.RemoveAll(dir)
 	base := spec{Role: roleLock, Kind: kind, Goroutines: shape.Goroutines, Name: "lockbench-" + string(kind),
-		Hold: hold, Drain: drain, Dir: dir}
+		Hold: hold, Drain: drain, Dir: dir, RPCLatency: b.rpcLatency}
 	stop, err := freshBackend(ctx, b, kind, &base)
 	if err != nil {
 		return Result{}, err
@@ -225,7 +228,7 @@ func runQueue(ctx context.Context, b backends, workers, requests int) (QueueResu
 	if err := enqueueRequests(ctx, emu, requests); err != nil {
 		return res, err
 	}
-	base := spec{Role: roleQueue, Dir: dir, Emulator: emu.Host(), Database: emu.Database()}
+	base := spec{Role: roleQueue, Dir: dir, Emulator: emu.Host(), Database: emu.Database(), RPCLatency: b.rpcLatency}
 	specs, cs, finish, err := spawnProcs(ctx, base, workers)
 	if err != nil {
 		return res, err

@@ -45,7 +45,7 @@ type runOnceResult struct {
 // runRunOnceChild makes this process one contender of the run-once race.
 func runRunOnceChild(sp spec, cmds <-chan string, say func(string)) error {
 	ctx := context.Background()
-	client, err := openSpanner(ctx, sp.Emulator, sp.Database, 1)
+	client, err := openSpanner(ctx, sp.Emulator, sp.Database, 1, bench.NewRPCCounterWithLatency(sp.RPCLatency).ClientOptions()...)
 	if err != nil {
 		return err
 	}
@@ -88,7 +88,7 @@ func runRunOnce(ctx context.Context, b backends, kind Kind, procs int) (RunOnceR
 		return res, err
 	}
 	defer os.RemoveAll(dir)
-	base := spec{Role: roleRunOnce, Kind: kind, Name: "lockbench-runonce", Hold: RunOnceSection, Dir: dir}
+	base := spec{Role: roleRunOnce, Kind: kind, Name: "lockbench-runonce", Hold: RunOnceSection, Dir: dir, RPCLatency: b.rpcLatency}
 	stop, err := freshBackend(ctx, b, kind, &base)
 	if err != nil {
 		return res, err

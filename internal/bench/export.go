@@ -43,6 +43,15 @@ type RPCCounter struct{ c *rpcCounter }
 // NewRPCCounter returns a counter with no calls.
 func NewRPCCounter() *RPCCounter { return &RPCCounter{c: newRPCCounter()} }
 
+// NewRPCCounterWithLatency returns a counter with no calls whose
+// interceptors also delay each call by latency's figure for its method
+// (ParseLatency): wall time then counts round trips as production does.
+func NewRPCCounterWithLatency(latency map[string]time.Duration) *RPCCounter {
+	c := newRPCCounter()
+	c.latency = latency
+	return &RPCCounter{c: c}
+}
+
 // ClientOptions returns the options that install the counting interceptors.
 func (r *RPCCounter) ClientOptions() []option.ClientOption { return r.c.clientOptions() }
 

@@ -20,6 +20,10 @@ import (
 // error of comparing the two clocks, as the hand-off latency does. Its
 // methods are safe for concurrent use.
 type rpcCounter struct {
+	// latency, if set, delays each call of a method it names by that
+	// much before it is sent: a model of production's round trips
+	// (ParseLatency). It is set before the client is opened.
+	latency  map[string]time.Duration
 	mu       sync.Mutex
 	byMethod map[string]int64 // short method name ("Commit") → calls started
 	leads    []time.Duration  // commit timestamp − local time at the Commit's return
@@ -42,6 +46,9 @@ func (c *rpcCounter) clientOptions() []option.ClientOption {
 func (c *rpcCounter) dialOptions() []grpc.DialOption {
 	unary := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 		c.count(method)
+		if err := c.delay(ctx, method); err != nil {
+			return err
+		}
 		err := invoker(ctx, method, req, reply, cc, opts...)
 		if resp, ok := reply.(*spannerpb.CommitResponse); ok && err == nil && resp.GetCommitTimestamp() != nil {
 			c.lead(resp.GetCommitTimestamp().AsTime().Sub(time.Now()))
@@ -50,6 +57,9 @@ func (c *rpcCounter) dialOptions() []grpc.DialOption {
 	}
 	stream := func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 		c.count(method)
+		if err := c.delay(ctx, method); err != nil {
+			return nil, err
+		}
 		return streamer(ctx, desc, cc, method, opts...)
 	}
 	return []grpc.DialOption{grpc.WithChainUnaryInterceptor(unary), grpc.WithChainStreamInterceptor(stream)}
@@ -62,6 +72,22 @@ func (c *rpcCounter) count(method string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.byMethod[short]++
+}
+
+// delay waits the modelled latency of method, or until ctx ends.
+func (c *rpcCounter) delay(ctx context.Context, method string) error {
+	d := c.latency[method[strings.LastIndex(method, "/")+1:]]
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // lead records how far a commit timestamp was ahead of the local clock.

@@ -21,6 +21,7 @@ import (
 
 	"github.com/spanmutex/spanmutex/benchmarks/lockbench"
 	"github.com/spanmutex/spanmutex/ddl"
+	"github.com/spanmutex/spanmutex/internal/bench"
 )
 
 func main() {
@@ -40,6 +41,7 @@ func run() int {
 	flag.IntVar(&cfg.QueueRequests, "queue-requests", lockbench.DefaultQueueRequests, "requests each queue run drains (negative: skip the queue part)")
 	flag.IntVar(&cfg.RunOnceProcs, "run-once", lockbench.DefaultRunOnceProcs, "processes that race to run one section once (negative: skip the run-once part)")
 	dialect := flag.String("dialect", "googlesql", "SQL dialect of the emulator's databases: googlesql or postgresql")
+	latency := flag.String("rpc-latency", "", "delay each Spanner RPC as production would: `production` (doc/benchmarks.md's figures) or METHOD=DURATION pairs, e.g. Commit=8ms,Read=2ms")
 	flag.Parse()
 
 	var err error
@@ -48,6 +50,9 @@ func run() int {
 	}
 	if cfg.Dialect, err = ddl.ParseDialect(*dialect); err != nil {
 		return usage(fmt.Errorf("--dialect: %w", err))
+	}
+	if cfg.RPCLatency, err = bench.ParseLatency(*latency); err != nil {
+		return usage(fmt.Errorf("--rpc-latency: %w", err))
 	}
 	for _, k := range strings.Split(*locks, ",") {
 		cfg.Kinds = append(cfg.Kinds, lockbench.Kind(strings.TrimSpace(k)))
@@ -68,7 +73,7 @@ func run() int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	host, _ := os.Hostname()
-	fmt.Printf("Machine: %s, %d CPUs, %s/%s; load average at start: %s; Spanner dialect: %s\n", host, runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, loadAvg(), cfg.Dialect)
+	fmt.Printf("Machine: %s, %d CPUs, %s/%s; load average at start: %s; Spanner dialect: %s; modelled RPC latency: %s\n", host, runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, loadAvg(), cfg.Dialect, bench.FormatLatency(cfg.RPCLatency))
 	began := time.Now()
 	rep, err := lockbench.Run(ctx, cfg)
 	if rep.EtcdVersion != "" {
