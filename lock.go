@@ -295,13 +295,13 @@ func (l *Lock) ownUnlock(ctx context.Context, lease *Lease, lost *LeaseLostError
 // waiter to says, and wakes that waiter if it waits in this Lock's Scope.
 func (l *Lock) handedOn(ll *localLock, id string, to handOff, sent time.Time) {
 	for range maxOrphans {
-		if to.waiterID == "" || scopeOf(to.waiterID) != l.scope.id || !l.scope.wakes.orphaned(to.waiterID, l.cfg.clock.Now()) {
+		if to.waiterID == "" || scopeOf(to.waiterID) != l.scope.id || !l.scope.wakes.orphaned(to.waiterID, to.token, l.cfg.clock.Now()) {
 			break
 		}
-		// A waiter of our Scope whose call returned without the lock: its
-		// leave failed and left its entry behind, and nobody will take the
-		// lock handed to it. Hand it on for it at once. (A waiter whose
-		// call returned with this very lease is no orphan.)
+		// A waiter of our Scope whose call returned and left an entry
+		// behind (its leave, or its purge, failed): nobody will take the
+		// lock handed to it. Hand it on for it at once. (The hand-off
+		// whose lease its call returned is not such.)
 		next, ok := l.handOnFor(ll, to.waiterID)
 		if !ok {
 			break
@@ -384,21 +384,26 @@ func (l *Lock) acquire(ctx context.Context, ll *localLock, wait bool) (*Lease, e
 	lease, err := w.run(ctx, wait)
 	if err != nil {
 		if !w.abandon(ctx) {
-			now := l.cfg.clock.Now()
-			l.scope.wakes.orphan(w.id, now, now.Add(w.entryTTL()))
+			w.orphaned(0)
 		}
 		ll.release(w.id, "") // if an Unlock of this Scope handed it to us
 		return nil, err
 	}
 	ll.hold(w.id) // handed over: the Unlock that woke us may have said so already
+	if w.strays {
+		w.orphaned(lease.token) // its purge failed
+	}
 	return lease, nil
 }
 
-// purge deletes any queue entry left with id, now that id holds the lock.
-func (l *Lock) purge(ctx context.Context, ll *localLock, id string) {
+// purge deletes any queue entry left with id, now that id holds the lock,
+// and reports whether it did.
+func (l *Lock) purge(ctx context.Context, ll *localLock, id string) bool {
 	pctx, cancel := detached(ctx, l.cfg.finishTimeout)
 	defer cancel()
 	if _, err := gated(pctx, ll, func() (struct{}, error) { return struct{}{}, l.store.purgeWaiter(pctx, l.name, id) }); err != nil {
 		l.cfg.logger.Warn("lock: deleting a stray queue entry failed; it expires after four leases", "err", err)
+		return false
 	}
+	return true
 }

@@ -167,6 +167,15 @@ func (w *waiter) abandon(ctx context.Context) bool {
 	return w.retryLeave(ctx, w.leave)
 }
 
+// orphaned records in our Scope that this call returned, with token (0:
+// without the lock), leaving entries of ours that its leave or purge could
+// not delete: an Unlock of the Scope that hands the lock to one of them
+// hands it on for us (Lock.handedOn).
+func (w *waiter) orphaned(token int64) {
+	now := w.now()
+	w.lock.scope.wakes.orphan(w.id, orphan{token: token, until: now.Add(w.entryTTL())}, now)
+}
+
 // retryLeave makes tries at leaving (one is try) until one succeeds, for
 // the finish timeout even if ctx is done, and reports whether one did.
 func (w *waiter) retryLeave(ctx context.Context, try func(context.Context) error) bool {

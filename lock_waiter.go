@@ -157,8 +157,7 @@ func (w *waiter) grant(ctx context.Context, lease *Lease) (*Lease, error) {
 	if w.strays {
 		// An insert of ours had an unknown outcome: an entry of ours may
 		// remain, and would be handed the lock after we are gone.
-		w.lock.purge(ctx, w.local, w.id)
-		w.strays = false
+		w.strays = !w.lock.purge(ctx, w.local, w.id)
 		if ctx.Err() != nil {
 			return nil, errNotObtained(ctx)
 		}

@@ -112,6 +112,14 @@ var simRegressionSeeds = []struct {
 	// only a waiter whose call returned without the lock, and whose leave
 	// failed, is an orphan (wakeBoard.orphan).
 	{72661, "an Unlock handed on for a waiter of its Scope that had just returned the lease: two holders (inv1)"},
+	// Found at seeds 1-1,000,000 with 72661's first fix, which took only a
+	// call that returned without the lock for an orphan: a call returned
+	// the lease of a stray entry of its id (a join of unknown outcome)
+	// whose purge failed; its other entry was handed the lock by a later
+	// Unlock of its Scope, and nobody took it (inv10). Fixed: a call that
+	// returns leaving entries behind is an orphan too, for every hand-off
+	// after the one whose lease it returned.
+	{11212, "a call returned with a stray entry left (purge failed); a later Unlock of its Scope handed the lock to it (inv10)"},
 }
 
 // simSeedRange returns the seeds TestSimulation runs: SPANMUTEX_SIM_SEEDS=A-B,

@@ -24,10 +24,17 @@ import (
 type wakeBoard struct {
 	mu      sync.Mutex
 	waiting map[string]chan wakeUp
-	// orphans are the waiters whose calls returned without the lock and
-	// could not delete their queue entries, each with the local time their
-	// entries expire: a lock handed to one of them has nobody to take it.
-	orphans map[string]time.Time
+	// orphans are the waiters whose calls returned and could not delete
+	// their queue entries: a lock handed to one of them has nobody to take
+	// it.
+	orphans map[string]orphan
+}
+
+// orphan is a waiter whose call returned, with the token it returned (0:
+// none) and the local time its entries expire.
+type orphan struct {
+	token int64
+	until time.Time
 }
 
 // wakeUp is what a wake-up tells a waiter. Its zero value says only "read
@@ -60,31 +67,34 @@ func (b *wakeBoard) register(id string) (<-chan wakeUp, func()) {
 	}
 }
 
-// orphan records that waiter id's call returned without the lock and left
-// queue entries that expire at local time until, and removes it from the
-// board. Orphans whose entries expired by local time now are forgotten.
-func (b *wakeBoard) orphan(id string, now, until time.Time) {
+// orphan records that waiter id's call returned, with token (0: without
+// the lock), and may have left queue entries, which expire at local time
+// o.until; it removes id from the board. Orphans whose entries expired by
+// local time now are forgotten.
+func (b *wakeBoard) orphan(id string, o orphan, now time.Time) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	delete(b.waiting, id)
 	if b.orphans == nil {
-		b.orphans = map[string]time.Time{}
+		b.orphans = map[string]orphan{}
 	}
-	for o, t := range b.orphans {
-		if !now.Before(t) {
-			delete(b.orphans, o)
+	for k, v := range b.orphans {
+		if !now.Before(v.until) {
+			delete(b.orphans, k)
 		}
 	}
-	b.orphans[id] = until
+	b.orphans[id] = o
 }
 
-// orphaned reports whether waiter id is an orphan whose entries have not
-// expired by local time now.
-func (b *wakeBoard) orphaned(id string, now time.Time) bool {
+// orphaned reports whether a hand-off of token to waiter id finds nobody
+// to take it: id is an orphan whose entries have not expired by local time
+// now, and token is not the one its call returned (the hand-off that
+// granted it, which the call may have read before this Unlock's answer).
+func (b *wakeBoard) orphaned(id string, token int64, now time.Time) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	until, ok := b.orphans[id]
-	return ok && now.Before(until)
+	o, ok := b.orphans[id]
+	return ok && now.Before(o.until) && token > o.token
 }
 
 // adopted forgets orphan id: the lock handed to it was handed on.
