@@ -722,6 +722,7 @@ func TestFaultSpannerNotRunning(t *testing.T) {
 	}
 	for _, tc := range calls {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel() // each waits out its deadline; none touches the others
 			ctx, cancel := context.WithTimeout(context.Background(), wait)
 			defer cancel()
 			began := time.Now()
