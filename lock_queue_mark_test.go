@@ -1,6 +1,7 @@
 package spanmutex
 
 import (
+	"cmp"
 	"context"
 	"strings"
 	"sync"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"cloud.google.com/go/spanner"
+	"cloud.google.com/go/spanner/apiv1/spannerpb"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/api/option"
@@ -16,16 +18,42 @@ import (
 	"github.com/spanmutex/spanmutex/ddl"
 )
 
-// rpcLog records the short names of the gRPC calls a client starts.
+// rpcLog records the short names of the gRPC calls a client starts, and
+// the Spanner tag of each ("" if none).
 type rpcLog struct {
 	mu    sync.Mutex
 	calls []string
+	tags  []string
 }
 
-func (l *rpcLog) add(method string) {
+// add records a call of method and returns its index.
+func (l *rpcLog) add(method string) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.calls = append(l.calls, method[strings.LastIndex(method, "/")+1:])
+	l.tags = append(l.tags, "")
+	return len(l.calls) - 1
+}
+
+// tag records the tag of call i, from its request.
+func (l *rpcLog) tag(i int, req any) {
+	t, ok := req.(interface {
+		GetRequestOptions() *spannerpb.RequestOptions
+	})
+	if !ok {
+		return
+	}
+	o := t.GetRequestOptions()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.tags[i] = cmp.Or(o.GetTransactionTag(), o.GetRequestTag())
+}
+
+// tagsSince returns the tags of the calls recorded after the first n.
+func (l *rpcLog) tagsSince(n int) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.tags[n:]...)
 }
 
 // since returns the calls recorded after the first n.
@@ -41,16 +69,35 @@ func (l *rpcLog) len() int {
 	return len(l.calls)
 }
 
+// loggedStream records the tag of its first request.
+type loggedStream struct {
+	grpc.ClientStream
+	tag  func(any)
+	sent bool
+}
+
+func (s *loggedStream) SendMsg(m any) error {
+	if !s.sent {
+		s.sent = true
+		s.tag(m)
+	}
+	return s.ClientStream.SendMsg(m)
+}
+
 // countingClient opens a client of db that records its RPCs in log.
 func countingClient(t *testing.T, db string, log *rpcLog) *spanner.Client {
 	t.Helper()
 	unary := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-		log.add(method)
+		log.tag(log.add(method), req)
 		return invoker(ctx, method, req, reply, cc, opts...)
 	}
 	stream := func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-		log.add(method)
-		return streamer(ctx, desc, cc, method, opts...)
+		i := log.add(method)
+		cs, err := streamer(ctx, desc, cc, method, opts...)
+		if err != nil {
+			return nil, err
+		}
+		return &loggedStream{ClientStream: cs, tag: func(m any) { log.tag(i, m) }}, nil
 	}
 	c, err := emu.NewClient(context.Background(), db,
 		option.WithGRPCDialOption(grpc.WithChainUnaryInterceptor(unary)),
@@ -83,7 +130,9 @@ func TestLockUncontendedCycleIsFourRPCs(t *testing.T) {
 		require.NoError(t, err)
 		cycleRPCs(t, l, &log) // the first: dialect, columns, the row inserted
 		for range 3 {
+			n := log.len()
 			assert.Equal(t, []string{"StreamingRead", "Commit", "StreamingRead", "Commit"}, cycleRPCs(t, l, &log))
+			assert.Equal(t, []string{tagAcquire, tagAcquire, tagUnlock, tagUnlock}, log.tagsSince(n), "every call names its operation")
 		}
 	})
 	t.Run("without the column", func(t *testing.T) {
@@ -214,6 +263,7 @@ func TestLockQueuePathsRPCs(t *testing.T) {
 		n := log.len()
 		require.NoError(t, st.renewWaiter(ctx, "paths", key))
 		assert.Equal(t, []string{"Commit"}, log.since(n), "an entry renewal")
+		assert.Equal(t, []string{tagEntryRenew}, log.tagsSince(n))
 
 		// A lease taken free guesses the queue empty: reading it by key
 		// costs a round trip more when it is not.
@@ -229,6 +279,7 @@ func TestLockQueuePathsRPCs(t *testing.T) {
 		require.NoError(t, err)
 		assert.True(t, r.heldBy("waiter-a"), "the confirming read shows the hand-off")
 		assert.Equal(t, []string{"StreamingRead"}, log.since(n), "a confirming read")
+		assert.Equal(t, []string{tagLook}, log.tagsSince(n))
 
 		// A lease handed over reads the row and the queue's head in one
 		// statement.
@@ -241,6 +292,7 @@ func TestLockQueuePathsRPCs(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, "waiter-c", to.waiterID)
 		assert.Equal(t, []string{"ExecuteStreamingSql", "Commit"}, log.since(n), "a hand-off's Unlock")
+		assert.Equal(t, []string{tagUnlock, tagUnlock}, log.tagsSince(n))
 
 		_, err = st.enqueue(ctx, "paths", []queueInsert{{id: "waiter-b", owner: "b", lease: DefaultLease}})
 		require.NoError(t, err)
@@ -250,6 +302,7 @@ func TestLockQueuePathsRPCs(t *testing.T) {
 		n = log.len()
 		require.NoError(t, st.dequeue(ctx, "paths", key))
 		assert.Equal(t, []string{"Commit"}, log.since(n), "a dequeue")
+		assert.Equal(t, []string{tagDequeue}, log.tagsSince(n))
 		_, ok, err = st.findQueued(ctx, "paths", "waiter-b")
 		require.NoError(t, err)
 		assert.False(t, ok, "the dequeue deleted the entry")

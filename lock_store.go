@@ -156,7 +156,7 @@ func (s *spannerStore) readLock(ctx context.Context, name string, key queueKey) 
 	if err != nil {
 		return lockView{}, s.explain(ctx, err)
 	}
-	v, err := s.queryLock(ctx, s.client.Single(), d, name, key, maxAhead)
+	v, err := s.queryLock(ctx, taggedQuerier{s.client.Single(), tagPoll}, d, name, key, maxAhead)
 	if err != nil {
 		return lockView{}, s.explain(ctx, err)
 	}
@@ -175,7 +175,7 @@ func (s *spannerStore) findQueued(ctx context.Context, name, waiterID string) (q
 	if err != nil {
 		return queueKey{}, false, s.explain(ctx, err)
 	}
-	it := s.client.Single().Query(ctx, stmt)
+	it := taggedQuerier{s.client.Single(), tagFind}.Query(ctx, stmt)
 	defer it.Stop()
 	r, err := it.Next()
 	if errors.Is(err, iterator.Done) {
@@ -192,7 +192,7 @@ func (s *spannerStore) findQueued(ctx context.Context, name, waiterID string) (q
 }
 
 func (s *spannerStore) renewWaiter(ctx context.Context, name string, key queueKey) error {
-	return s.idempotentWrite(ctx, []*spanner.Mutation{spanner.Update(s.queueTable(),
+	return s.idempotentWrite(ctx, tagEntryRenew, []*spanner.Mutation{spanner.Update(s.queueTable(),
 		[]string{"Name", "EnqueuedAt", "WaiterID", "RenewedAt"},
 		[]any{name, key.at, key.id, spanner.CommitTimestamp})})
 }
@@ -211,7 +211,7 @@ func (s *spannerStore) purgeWaiter(ctx context.Context, name, waiterID string) e
 	if err != nil {
 		return s.explain(ctx, err)
 	}
-	_, err = s.client.ReadWriteTransaction(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
+	_, err = s.rw(ctx, tagLeave, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
 		s.stats.rwAttempts.Add(1)
 		return s.deleteWaiter(ctx, tx, d, name, waiterID)
 	})
@@ -227,7 +227,7 @@ func (s *spannerStore) leave(ctx context.Context, name, waiterID string) (handOf
 	if err != nil {
 		return handOff{}, s.explain(ctx, err)
 	}
-	at, err := s.client.ReadWriteTransaction(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
+	at, err := s.rw(ctx, tagLeave, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
 		s.stats.rwAttempts.Add(1)
 		to = handOff{}
 		// The reads below see the deletion: a read-write transaction
@@ -262,7 +262,7 @@ func (s *spannerStore) acquireLock(ctx context.Context, name string, key queueKe
 	}
 	s.marks(ctx) // likewise
 	tx, err := spanner.NewReadWriteStmtBasedTransactionWithOptions(ctx, s.client,
-		spanner.TransactionOptions{BeginTransactionOption: spanner.InlinedBeginTransaction})
+		spanner.TransactionOptions{BeginTransactionOption: spanner.InlinedBeginTransaction, TransactionTag: tagAcquire})
 	if err != nil {
 		return acquireResult{}, s.explain(ctx, err)
 	}
@@ -440,7 +440,7 @@ func (s *spannerStore) glance(ctx context.Context, name string) (row, error) {
 	s.stats.reads.Add(1)
 	ro := s.client.Single()
 	defer ro.Close()
-	r, err := s.readRowIn(ctx, ro, name)
+	r, err := s.readRowIn(ctx, taggedReader{ro, tagLook}, name)
 	switch {
 	case err != nil:
 		return row{}, s.explain(ctx, err)
@@ -487,7 +487,7 @@ func (s *spannerStore) unlock(ctx context.Context, l *Lease) (handOff, error) {
 	if err != nil {
 		return handOff{}, s.explain(ctx, err)
 	}
-	at, err := s.client.ReadWriteTransaction(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
+	at, err := s.rw(ctx, tagUnlock, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
 		s.stats.rwAttempts.Add(1)
 		to = handOff{}
 		read := s.readForHandOff

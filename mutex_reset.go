@@ -146,7 +146,7 @@ func (s *spannerStore) reset(ctx context.Context, name string, lease time.Durati
 	if err != nil {
 		return res, s.explain(ctx, err)
 	}
-	_, err = s.client.ReadWriteTransaction(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
+	_, err = s.rw(ctx, tagReset, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
 		s.stats.rwAttempts.Add(1)
 		res = ResetResult{}
 		r, err := s.queryRow(ctx, tx, d, name)

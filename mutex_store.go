@@ -46,7 +46,7 @@ func (s *spannerStore) acquire(ctx context.Context, name string, p policy, c cla
 	if err != nil {
 		return d, nil, s.explain(ctx, err)
 	}
-	commitTS, err := s.client.ReadWriteTransaction(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
+	commitTS, err := s.rw(ctx, tagMutex, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
 		s.stats.rwAttempts.Add(1)
 		// The closure may run more than once: everything it reports is
 		// reassigned on every run.
@@ -131,7 +131,7 @@ func (s *spannerStore) finish(ctx context.Context, l *Lease, to State, lastError
 }
 
 func (s *spannerStore) release(ctx context.Context, l *Lease) error {
-	_, err := s.client.ReadWriteTransaction(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
+	_, err := s.rw(ctx, tagRelease, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
 		s.stats.rwAttempts.Add(1)
 		r, err := tx.ReadRow(ctx, s.table, spanner.Key{l.name}, []string{"State", "LeaseID", "Attempts"})
 		if err != nil {

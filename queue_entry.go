@@ -54,7 +54,7 @@ func (s *spannerStore) insertEntries(ctx context.Context, name string, entries [
 		// says (queue_mark.go).
 		ms = append(ms, s.queuedMutation(name, true))
 	}
-	ts, err := s.blindWrite(ctx, ms)
+	ts, err := s.blindWrite(ctx, tagJoin, ms)
 	if marked && spanner.ErrCode(err) == codes.NotFound {
 		// No lock row yet (its first acquisition is under way): insert
 		// the entries reading the row, which marks it if it now exists.
@@ -73,7 +73,7 @@ func (s *spannerStore) insertEntries(ctx context.Context, name string, entries [
 // empty and inserts the row with Queued FALSE either commits first, and is
 // read here, or reads our entries.
 func (s *spannerStore) enqueueReading(ctx context.Context, name string, ms []*spanner.Mutation) (time.Time, error) {
-	return s.client.ReadWriteTransaction(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
+	return s.rw(ctx, tagJoin, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
 		s.stats.rwAttempts.Add(1)
 		r, err := s.readRowIn(ctx, tx, name)
 		if err != nil {
@@ -91,8 +91,8 @@ func (s *spannerStore) enqueueReading(ctx context.Context, name string, ms []*sp
 // the client when Spanner aborts it, and returns its commit timestamp. Such
 // a transaction reads nothing, so it waits for no lock before its commit;
 // every attempt, aborted ones included, counts as a blind write.
-func (s *spannerStore) blindWrite(ctx context.Context, ms []*spanner.Mutation) (time.Time, error) {
-	return s.client.ReadWriteTransaction(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
+func (s *spannerStore) blindWrite(ctx context.Context, tag string, ms []*spanner.Mutation) (time.Time, error) {
+	return s.rw(ctx, tag, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
 		s.stats.blindWrites.Add(1)
 		return tx.BufferWrite(ms)
 	})
@@ -105,9 +105,9 @@ func (s *spannerStore) blindWrite(ctx context.Context, ms []*spanner.Mutation) (
 // may have been applied. An entry's renewal (an Update of RenewedAt to
 // the commit timestamp) and a dequeue (a Delete by key) are such; a join
 // is not (a replay would insert a second entry, under a later key).
-func (s *spannerStore) idempotentWrite(ctx context.Context, ms []*spanner.Mutation) error {
+func (s *spannerStore) idempotentWrite(ctx context.Context, tag string, ms []*spanner.Mutation) error {
 	s.stats.blindWrites.Add(1)
-	_, err := s.client.Apply(ctx, ms, spanner.ApplyAtLeastOnce())
+	_, err := s.client.Apply(ctx, ms, spanner.ApplyAtLeastOnce(), spanner.TransactionTag(tag))
 	return err
 }
 
@@ -122,7 +122,7 @@ func (s *spannerStore) enqueueMutation(name string, e queueInsert) *spanner.Muta
 }
 
 func (s *spannerStore) dequeue(ctx context.Context, name string, key queueKey) error {
-	err := s.idempotentWrite(ctx, []*spanner.Mutation{spanner.Delete(s.queueTable(), spanner.Key{name, key.at, key.id})})
+	err := s.idempotentWrite(ctx, tagDequeue, []*spanner.Mutation{spanner.Delete(s.queueTable(), spanner.Key{name, key.at, key.id})})
 	if err != nil {
 		return s.explain(ctx, err)
 	}

@@ -113,7 +113,7 @@ func (c *config) newStore(client *spanner.Client) *spannerStore {
 // returns nil.
 func (s *spannerStore) fencedUpdate(ctx context.Context, l *Lease, committed func(*LeaseLostError) bool,
 	write func(ctx context.Context, tx *spanner.ReadWriteTransaction) error) (time.Time, error) {
-	ts, err := s.client.ReadWriteTransaction(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
+	ts, err := s.rw(ctx, tagRenew, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
 		s.stats.rwAttempts.Add(1)
 		err := l.Guard(ctx, tx)
 		var lost *LeaseLostError

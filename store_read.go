@@ -145,7 +145,7 @@ func (s *spannerStore) readIn(ctx context.Context, ro *spanner.ReadOnlyTransacti
 	if s.versioned {
 		cols = append(slices.Clip(cols), "Version")
 	}
-	r, err := ro.ReadRow(ctx, s.table, spanner.Key{name}, cols)
+	r, err := ro.ReadRowWithOptions(ctx, s.table, spanner.Key{name}, cols, &spanner.ReadOptions{RequestTag: tagRead})
 	var out row
 	switch {
 	case errors.Is(err, spanner.ErrRowNotFound):

@@ -46,6 +46,9 @@ type Result struct {
 	// RPCs from the window's start until every process stopped.
 	RPCs         int64
 	RPCsByMethod map[string]int64
+	// RPCsByOp counts them by the operation their Spanner tag names
+	// (spanmutex tags every call), AbortedByOp those Spanner aborted.
+	RPCsByOp, AbortedByOp map[string]int64
 
 	FIFOViolations int
 	// EntryOrderViolations (spanmutex): acquisitions granted before
@@ -74,7 +77,8 @@ func (r Result) PerAcquisition(n int64) float64 {
 
 // analyse merges the processes' results of one run.
 func analyse(kind Kind, shape Shape, hold, window time.Duration, end int64, counter int64, results []lockResult) Result {
-	r := Result{Kind: kind, Shape: shape, Hold: hold, Duration: window, RPCsByMethod: map[string]int64{}}
+	r := Result{Kind: kind, Shape: shape, Hold: hold, Duration: window, RPCsByMethod: map[string]int64{},
+		RPCsByOp: map[string]int64{}, AbortedByOp: map[string]int64{}}
 	all := r.addProcesses(results)
 	var acqs []call
 	for _, c := range all {
@@ -112,6 +116,12 @@ func (r *Result) addProcesses(results []lockResult) []call {
 		for m, n := range pr.RPCs {
 			r.RPCsByMethod[m] += n
 			r.RPCs += n
+		}
+		for op, n := range pr.RPCsByOp {
+			r.RPCsByOp[op] += n
+		}
+		for op, n := range pr.AbortedByOp {
+			r.AbortedByOp[op] += n
 		}
 		r.Errors += pr.Errors
 		r.CommitLead = max(r.CommitLead, pr.CommitLead)

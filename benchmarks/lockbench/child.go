@@ -101,6 +101,7 @@ type locker interface {
 type fleet struct {
 	lockers []locker
 	rpcs    func() map[string]int64
+	ops     func() (byOp, aborted map[string]int64) // RPCCounter.OpCounts
 	lead    func() (time.Duration, bool) // the last commit's lead (RPCCounter.LastCommitLead)
 	close   func()
 }
@@ -128,6 +129,7 @@ func runLockChild(sp spec, cmds <-chan string, say func(string)) error {
 		return err
 	}
 	rpcsBefore := f.rpcs()
+	opsBefore, abortedBefore := f.ops()
 
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -135,7 +137,9 @@ func runLockChild(sp spec, cmds <-chan string, say func(string)) error {
 	defer drainEnd.Stop()
 	calls, errs, firstErr := contendAll(runCtx, sp, f.lockers, end)
 	lead, _ := f.lead()
+	ops, aborted := f.ops()
 	res := lockResult{CommitLead: lead, Proc: sp.Proc, Calls: calls, RPCs: bench.RPCsSince(f.rpcs(), rpcsBefore),
+		RPCsByOp: bench.RPCsSince(ops, opsBefore), AbortedByOp: bench.RPCsSince(aborted, abortedBefore),
 		Errors: errs, FirstError: firstErr}
 	if err := writeJSON(sp.Out, res); err != nil {
 		return err

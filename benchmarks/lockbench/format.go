@@ -89,7 +89,16 @@ func formatRuns(b *strings.Builder, runs []Result) {
 	b.WriteString("\nRPCs by method, per acquisition:\n\n")
 	bench.WriteTable(b, []string{"SHAPE", "LOCK", "RPCS BY METHOD"}, func(row func(...any)) {
 		for _, r := range runs {
-			row(r.Shape, r.Kind, byMethod(r))
+			row(r.Shape, r.Kind, perAcquisition(r, r.RPCsByMethod, nil))
+		}
+	})
+	b.WriteString("\nspanmutex's RPCs by operation (its Spanner tags), per acquisition; in brackets, those the\n" +
+		"emulator aborted (it runs one read-write transaction at a time; production aborts only conflicts):\n\n")
+	bench.WriteTable(b, []string{"SHAPE", "LOCK", "RPCS BY OPERATION"}, func(row func(...any)) {
+		for _, r := range runs {
+			if r.Kind == Spanmutex || r.Kind == SpanmutexPoll {
+				row(r.Shape, r.Kind, perAcquisition(r, r.RPCsByOp, r.AbortedByOp))
+			}
 		}
 	})
 }
@@ -180,13 +189,19 @@ func formatRunOnce(b *strings.Builder, runs []RunOnceResult) {
 	}
 }
 
-func byMethod(r Result) string {
-	methods := slices.SortedFunc(maps.Keys(r.RPCsByMethod), func(a, b string) int {
-		return cmp.Or(cmp.Compare(r.RPCsByMethod[b], r.RPCsByMethod[a]), cmp.Compare(a, b))
+// perAcquisition lists counts, most first, each per acquisition of r, with
+// its aborted share in brackets where aborted has one.
+func perAcquisition(r Result, counts, aborted map[string]int64) string {
+	keys := slices.SortedFunc(maps.Keys(counts), func(a, b string) int {
+		return cmp.Or(cmp.Compare(counts[b], counts[a]), cmp.Compare(a, b))
 	})
-	parts := make([]string, 0, len(methods))
-	for _, m := range methods {
-		parts = append(parts, fmt.Sprintf("%s %s", m, fmtFloat(r.PerAcquisition(r.RPCsByMethod[m]))))
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		p := fmt.Sprintf("%s %s", k, fmtFloat(r.PerAcquisition(counts[k])))
+		if n := aborted[k]; n > 0 {
+			p += fmt.Sprintf(" (%s)", fmtFloat(r.PerAcquisition(n)))
+		}
+		parts = append(parts, p)
 	}
 	return strings.Join(parts, ", ")
 }

@@ -79,8 +79,11 @@ type grant struct {
 type lockResult struct {
 	Proc  int
 	Calls []call
-	// RPCs from the start of the window until the child stopped, by method.
-	RPCs map[string]int64
+	// RPCs from the start of the window until the child stopped, by method;
+	// by the operation their Spanner tag names, and of those the ones
+	// Spanner aborted.
+	RPCs                  map[string]int64
+	RPCsByOp, AbortedByOp map[string]int64
 	// CommitLead is how far the process's last commit timestamp was ahead
 	// of the local clock (Spanner only; 0 for etcd).
 	CommitLead time.Duration

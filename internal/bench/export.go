@@ -59,6 +59,11 @@ func (r *RPCCounter) ClientOptions() []option.ClientOption { return r.c.clientOp
 // a client that is not Spanner's (etcd's).
 func (r *RPCCounter) DialOptions() []grpc.DialOption { return r.c.dialOptions() }
 
+// OpCounts returns the calls so far by the operation their Spanner tag
+// names ("untagged" for calls without one: sessions, Rollback, etcd's),
+// and, of them, those Spanner answered ABORTED.
+func (r *RPCCounter) OpCounts() (byOp, aborted map[string]int64) { return r.c.opSnapshot() }
+
 // Counts returns the calls so far, by method.
 func (r *RPCCounter) Counts() map[string]int64 { return r.c.snapshot() }
 

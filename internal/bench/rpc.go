@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"maps"
 	"slices"
@@ -11,6 +12,8 @@ import (
 	"cloud.google.com/go/spanner/apiv1/spannerpb"
 	"google.golang.org/api/option"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // rpcCounter counts the gRPC calls that a run's Spanner clients start, by
@@ -26,10 +29,16 @@ type rpcCounter struct {
 	latency  map[string]time.Duration
 	mu       sync.Mutex
 	byMethod map[string]int64 // short method name ("Commit") → calls started
-	leads    []time.Duration  // commit timestamp − local time at the Commit's return
+	// byOp counts the calls by the operation their request's tag names
+	// (the transaction tag, else the request tag; "untagged" without),
+	// and aborted those of them that Spanner answered ABORTED.
+	byOp, aborted map[string]int64
+	leads         []time.Duration // commit timestamp − local time at the Commit's return
 }
 
-func newRPCCounter() *rpcCounter { return &rpcCounter{byMethod: map[string]int64{}} }
+func newRPCCounter() *rpcCounter {
+	return &rpcCounter{byMethod: map[string]int64{}, byOp: map[string]int64{}, aborted: map[string]int64{}}
+}
 
 // clientOptions returns the options that install the counting interceptors
 // on a Spanner client.
@@ -46,10 +55,12 @@ func (c *rpcCounter) clientOptions() []option.ClientOption {
 func (c *rpcCounter) dialOptions() []grpc.DialOption {
 	unary := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 		c.count(method)
+		op := c.countOp(req)
 		if err := c.delay(ctx, method); err != nil {
 			return err
 		}
 		err := invoker(ctx, method, req, reply, cc, opts...)
+		c.noteAbort(op, err)
 		if resp, ok := reply.(*spannerpb.CommitResponse); ok && err == nil && resp.GetCommitTimestamp() != nil {
 			c.lead(resp.GetCommitTimestamp().AsTime().Sub(time.Now()))
 		}
@@ -60,7 +71,11 @@ func (c *rpcCounter) dialOptions() []grpc.DialOption {
 		if err := c.delay(ctx, method); err != nil {
 			return nil, err
 		}
-		return streamer(ctx, desc, cc, method, opts...)
+		cs, err := streamer(ctx, desc, cc, method, opts...)
+		if err != nil {
+			return nil, err
+		}
+		return &taggedStream{ClientStream: cs, c: c}, nil
 	}
 	return []grpc.DialOption{grpc.WithChainUnaryInterceptor(unary), grpc.WithChainStreamInterceptor(stream)}
 }
@@ -72,6 +87,58 @@ func (c *rpcCounter) count(method string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.byMethod[short]++
+}
+
+// tagged is a Spanner request that carries request options (tags).
+type tagged interface {
+	GetRequestOptions() *spannerpb.RequestOptions
+}
+
+// countOp counts req under the operation its tag names, and returns it.
+func (c *rpcCounter) countOp(req any) string {
+	op := "untagged"
+	if t, ok := req.(tagged); ok {
+		o := t.GetRequestOptions()
+		op = cmp.Or(o.GetTransactionTag(), o.GetRequestTag(), op)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.byOp[op]++
+	return op
+}
+
+// noteAbort counts err against op if Spanner aborted the call.
+func (c *rpcCounter) noteAbort(op string, err error) {
+	if status.Code(err) != codes.Aborted {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.aborted[op]++
+}
+
+// taggedStream counts a streaming call under the operation its request's
+// tag names, and an ABORTED answer against it.
+type taggedStream struct {
+	grpc.ClientStream
+	c    *rpcCounter
+	op   string
+	sent bool
+}
+
+func (s *taggedStream) SendMsg(m any) error {
+	if !s.sent {
+		s.sent, s.op = true, s.c.countOp(m)
+	}
+	return s.ClientStream.SendMsg(m)
+}
+
+func (s *taggedStream) RecvMsg(m any) error {
+	err := s.ClientStream.RecvMsg(m)
+	if err != nil && s.op != "" {
+		s.c.noteAbort(s.op, err)
+	}
+	return err
 }
 
 // delay waits the modelled latency of method, or until ctx ends.
@@ -109,6 +176,14 @@ func (c *rpcCounter) snapshot() rpcCounts {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return maps.Clone(c.byMethod)
+}
+
+// opSnapshot returns the counts so far by operation, and of them those
+// Spanner aborted.
+func (c *rpcCounter) opSnapshot() (byOp, aborted rpcCounts) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.byOp), maps.Clone(c.aborted)
 }
 
 // rpcCounts are calls started, by method.
