@@ -102,7 +102,7 @@ type fleet struct {
 	lockers []locker
 	rpcs    func() map[string]int64
 	ops     func() (byOp, aborted map[string]int64) // RPCCounter.OpCounts
-	lead    func() (time.Duration, bool) // the last commit's lead (RPCCounter.LastCommitLead)
+	lead    func() (time.Duration, bool)            // the last commit's lead (RPCCounter.LastCommitLead)
 	close   func()
 }
 
