@@ -60,7 +60,8 @@ func (r *RPCCounter) ClientOptions() []option.ClientOption { return r.c.clientOp
 func (r *RPCCounter) DialOptions() []grpc.DialOption { return r.c.dialOptions() }
 
 // OpCounts returns the calls so far by the operation their Spanner tag
-// names ("untagged" for calls without one: sessions, Rollback, etcd's),
+// names ("untagged METHOD" for calls without one: sessions, Rollback, a
+// BeginTransaction, etcd's),
 // and, of them, those Spanner answered ABORTED.
 func (r *RPCCounter) OpCounts() (byOp, aborted map[string]int64) { return r.c.opSnapshot() }
 

@@ -55,7 +55,7 @@ func (c *rpcCounter) clientOptions() []option.ClientOption {
 func (c *rpcCounter) dialOptions() []grpc.DialOption {
 	unary := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 		c.count(method)
-		op := c.countOp(req)
+		op := c.countOp(method, req)
 		if err := c.delay(ctx, method); err != nil {
 			return err
 		}
@@ -75,7 +75,7 @@ func (c *rpcCounter) dialOptions() []grpc.DialOption {
 		if err != nil {
 			return nil, err
 		}
-		return &taggedStream{ClientStream: cs, c: c}, nil
+		return &taggedStream{ClientStream: cs, c: c, method: method}, nil
 	}
 	return []grpc.DialOption{grpc.WithChainUnaryInterceptor(unary), grpc.WithChainStreamInterceptor(stream)}
 }
@@ -94,9 +94,12 @@ type tagged interface {
 	GetRequestOptions() *spannerpb.RequestOptions
 }
 
-// countOp counts req under the operation its tag names, and returns it.
-func (c *rpcCounter) countOp(req any) string {
-	op := "untagged"
+// countOp counts req, a request of method, under the operation its tag
+// names, or "untagged METHOD" (sessions, Rollback, a BeginTransaction,
+// which the client sends without the transaction's tag; etcd's calls),
+// and returns the operation.
+func (c *rpcCounter) countOp(method string, req any) string {
+	op := "untagged " + method[strings.LastIndex(method, "/")+1:]
 	if t, ok := req.(tagged); ok {
 		o := t.GetRequestOptions()
 		op = cmp.Or(o.GetTransactionTag(), o.GetRequestTag(), op)
@@ -121,14 +124,15 @@ func (c *rpcCounter) noteAbort(op string, err error) {
 // tag names, and an ABORTED answer against it.
 type taggedStream struct {
 	grpc.ClientStream
-	c    *rpcCounter
-	op   string
-	sent bool
+	c      *rpcCounter
+	method string
+	op     string
+	sent   bool
 }
 
 func (s *taggedStream) SendMsg(m any) error {
 	if !s.sent {
-		s.sent, s.op = true, s.c.countOp(m)
+		s.sent, s.op = true, s.c.countOp(s.method, m)
 	}
 	return s.ClientStream.SendMsg(m)
 }
