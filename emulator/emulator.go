@@ -126,7 +126,7 @@ func Start(ctx context.Context, opts ...Option) (*Emulator, error) {
 }
 
 func (e *Emulator) setUp(ctx context.Context, cfg config) error {
-	if err := e.createInstance(ctx); err != nil {
+	if err := e.createInstanceOnceServing(ctx); err != nil {
 		return err
 	}
 	db, err := e.NewDatabase(ctx, cfg.ddl...)
@@ -322,6 +322,31 @@ func updateDDL(ctx context.Context, admin *database.DatabaseAdminClient, db stri
 	}
 	return nil
 }
+
+// createInstanceOnceServing creates the instance, retrying for up to
+// servingTimeout while the emulator answers UNAVAILABLE: a process just
+// started accepts connections on its port before its gRPC server serves
+// them ("error reading server preface: connection reset by peer").
+func (e *Emulator) createInstanceOnceServing(ctx context.Context) error {
+	deadline := time.Now().Add(servingTimeout)
+	for wait := 20 * time.Millisecond; ; wait = min(2*wait, 500*time.Millisecond) {
+		err := e.createInstance(ctx)
+		if status.Code(err) != codes.Unavailable || time.Now().After(deadline) {
+			return err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+	}
+}
+
+// servingTimeout bounds how long Start waits for a started emulator's
+// gRPC server to serve, after its port accepts connections.
+const servingTimeout = 15 * time.Second
 
 func (e *Emulator) createInstance(ctx context.Context) error {
 	admin, err := instance.NewInstanceAdminClient(ctx, e.ClientOptions()...)
