@@ -206,7 +206,7 @@ func documentedMiss(out Outcome, err error) bool {
 func TestFaultMutexExactlyOnce(t *testing.T) {
 	db := freshDatabase(t)
 	const seed, contenders = 1, 16
-	rounds := testutil.Scale(6, 10)
+	rounds := testutil.Scale(4, 10)
 	in := networkFaults(t, seed)
 	clients := faultyClients(t, db, in, 4)
 	check := newClient(t, db)
@@ -354,7 +354,7 @@ func checkLockRace(t *testing.T, res lockRaceResult, want int) {
 func TestFaultLockMutualExclusion(t *testing.T) {
 	db := freshDatabase(t)
 	const seed, contenders = 2, 8
-	times := testutil.Scale(6, 10)
+	times := testutil.Scale(4, 10)
 	in := networkFaults(t, seed)
 	clients := faultyClients(t, db, in, 4)
 	began := time.Now()

@@ -102,7 +102,7 @@ func testExactlyOnce(t *testing.T, db string) {
 // The same race against an emulator that aborts commits at random.
 func TestExactlyOnceUnderFaultInjection(t *testing.T) {
 	clients := faultyEmulatorClients(t, 4)
-	exactlyOnce(t, clients, testutil.Scale(8, 20), 32) // 20 with SPANMUTEX_SOAK (CI)
+	exactlyOnce(t, clients, testutil.Scale(5, 20), 32) // 20 with SPANMUTEX_SOAK (CI)
 }
 
 // holder acquires a section and blocks inside it until release is closed.
