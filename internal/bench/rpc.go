@@ -151,14 +151,7 @@ func (c *rpcCounter) delay(ctx context.Context, method string) error {
 	if d <= 0 {
 		return nil
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return pause(ctx, d)
 }
 
 // lead records how far a commit timestamp was ahead of the local clock.
