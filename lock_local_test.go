@@ -186,3 +186,27 @@ func pending(ll *localLock) int {
 	}
 	return len(ll.joins)
 }
+
+// An orphan (a call that returned leaving entries behind) is handed on for
+// only by a hand-off after the one whose lease its call returned, until its
+// entries expire or the lock handed to it was handed on.
+func TestWakeBoardOrphans(t *testing.T) {
+	b := &wakeBoard{waiting: map[string]chan wakeUp{}}
+	now := time.Unix(1000, 0)
+	_, unregister := b.register("returned-with-7")
+	defer unregister()
+	b.orphan("returned-with-7", orphan{token: 7, until: now.Add(time.Minute)}, now)
+	b.orphan("returned-without", orphan{until: now.Add(time.Minute)}, now)
+
+	assert.False(t, b.orphaned("returned-with-7", 7, now), "the hand-off whose lease the call returned")
+	assert.True(t, b.orphaned("returned-with-7", 8, now), "a later hand-off to a stray entry")
+	assert.True(t, b.orphaned("returned-without", 3, now), "a call that returned without the lock")
+	assert.False(t, b.orphaned("still-waiting", 3, now), "not an orphan")
+	assert.False(t, b.orphaned("returned-without", 3, now.Add(time.Minute)), "its entries have expired")
+	assert.Zero(t, b.registered(), "an orphan is no longer on the board")
+
+	b.adopted("returned-without")
+	assert.False(t, b.orphaned("returned-without", 3, now), "handed on once, its entries are gone")
+	b.orphan("later", orphan{until: now.Add(2 * time.Minute)}, now.Add(time.Minute))
+	assert.NotContains(t, b.orphans, "returned-with-7", "expired orphans are forgotten")
+}
