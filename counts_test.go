@@ -10,10 +10,11 @@ type opCounts struct {
 	// that the client retried included.
 	rw int64
 	// blind counts attempts of write-only read-write transactions, which
-	// read nothing and so hold no lock before they commit: joining,
-	// renewing and leaving the waiters' queue. Aborted attempts that the
-	// client retried are included. Every read-write transaction attempt is
-	// so counted once, in rw or blind.
+	// read nothing and so hold no lock before they commit (joining the
+	// waiters' queue; aborted attempts that the client retried included),
+	// and single-use commits (renewing an entry, dequeueing: one each,
+	// whatever the client retried). Every read-write transaction attempt
+	// is so counted once, in rw or blind.
 	blind int64
 	// reads counts lock-free snapshot reads.
 	reads int64
