@@ -612,14 +612,7 @@ func (s *spannerStore) readForHandOff(ctx context.Context, tx *spanner.ReadWrite
 		return row{}, nil, false, s.unknownState(name, v.State)
 	}
 	v.Now = v.lastWritten()
-	for _, e := range head {
-		v.Now = latest(v.Now, e.EnqueuedAt, e.RenewedAt)
-	}
-	live := false
-	for _, e := range head {
-		live = live || s.takes(v, e, v.LeaseID, "")
-	}
-	if live || len(head) < handOffScan {
+	if s.headEnds(&v, head, true, "") {
 		return v, head, len(head) < handOffScan, nil
 	}
 	more, complete, err := s.readHead(ctx, tx, name, head[len(head)-1], &v, true, "")
@@ -677,37 +670,50 @@ func (e *joinedEntry) entry() *queueEntry {
 // to its latest commit timestamp (see readForHandOff). It reports whether
 // it read the whole queue (complete: its last page was not full).
 func (s *spannerStore) readHead(ctx context.Context, tx headReader, name string, after *queueEntry, v *row, bound bool, skip string) (head []*queueEntry, complete bool, err error) {
-	var keys spanner.KeySet = spanner.Key{name}.AsPrefix()
-	if after != nil {
-		keys = spanner.KeyRange{Start: spanner.Key{name, after.EnqueuedAt, after.WaiterID}, End: spanner.Key{name}, Kind: spanner.OpenClosed}
-	}
-	for page := 0; page < maxHandOffPages; page++ {
-		n, live := 0, false
+	for range maxHandOffPages {
+		var keys spanner.KeySet = spanner.Key{name}.AsPrefix()
+		if after != nil {
+			keys = spanner.KeyRange{Start: spanner.Key{name, after.EnqueuedAt, after.WaiterID}, End: spanner.Key{name}, Kind: spanner.OpenClosed}
+		}
+		var page []*queueEntry
 		it := tx.ReadWithOptions(ctx, s.queueTable(), keys, queueEntryColumns, &spanner.ReadOptions{Limit: handOffScan})
 		err := it.Do(func(r *spanner.Row) error {
 			e := &queueEntry{}
 			if err := r.ToStruct(e); err != nil {
 				return err
 			}
-			if bound {
-				v.Now = latest(v.Now, e.EnqueuedAt, e.RenewedAt)
-			}
-			head, n = append(head, e), n+1
+			page = append(page, e)
 			return nil
 		})
 		if err != nil {
 			return nil, false, err
 		}
-		for _, e := range head[len(head)-n:] {
-			live = live || s.takes(*v, e, v.LeaseID, skip)
+		head = append(head, page...)
+		if s.headEnds(v, page, bound, skip) {
+			return head, len(page) < handOffScan, nil
 		}
-		if live || n < handOffScan {
-			return head, n < handOffScan, nil
-		}
-		last := head[len(head)-1]
-		keys = spanner.KeyRange{Start: spanner.Key{name, last.EnqueuedAt, last.WaiterID}, End: spanner.Key{name}, Kind: spanner.OpenClosed}
+		after = page[len(page)-1]
 	}
 	return head, false, nil
+}
+
+// headEnds takes in page, a page of the queue read in order: with bound,
+// each entry moves v.Now up to its latest commit timestamp (see
+// readForHandOff). It reports whether the head is read to its end: the
+// page holds an entry that may take the lock read as *v (takes), or it is
+// the queue's last (not full).
+func (s *spannerStore) headEnds(v *row, page []*queueEntry, bound bool, skip string) bool {
+	if bound {
+		for _, e := range page {
+			v.Now = latest(v.Now, e.EnqueuedAt, e.RenewedAt)
+		}
+	}
+	for _, e := range page {
+		if s.takes(*v, e, v.LeaseID, skip) {
+			return true
+		}
+	}
+	return len(page) < handOffScan
 }
 
 // headReader reads a range of rows in a read-write transaction of either
