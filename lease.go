@@ -8,7 +8,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"cloud.google.com/go/spanner"
 	"github.com/spanmutex/spanmutex/internal/spanerr"
 )
 
@@ -311,60 +310,4 @@ func (l *Lease) end(err error) {
 func (l *Lease) lostTo(r row) *LeaseLostError {
 	return &LeaseLostError{Name: l.name, Token: l.token, CurrentState: r.State, CurrentOwner: r.Owner,
 		CurrentToken: r.Token, currentLeaseID: r.LeaseID}
-}
-
-// Guard checks, inside the caller's own read-write transaction, that the
-// lease is still held: the row is STARTED under this acquisition's id and
-// token. It returns a *LeaseLostError if not, and the caller should then
-// return it to make the transaction roll back. Once the holder has released
-// the lease, Guard returns Err (matching ErrReleased) without reading.
-//
-// This is the strongest fence there is: Guard's read and the caller's writes
-// commit in one serializable transaction, so they commit only if no takeover
-// committed before them; a takeover that comes later is ordered after them.
-//
-//	_, err := client.ReadWriteTransaction(ctx, func(ctx context.Context, txn *spanner.ReadWriteTransaction) error {
-//		if err := lease.Guard(ctx, txn); err != nil {
-//			return err
-//		}
-//		return txn.BufferWrite(myWrites)
-//	})
-func (l *Lease) Guard(ctx context.Context, txn *spanner.ReadWriteTransaction) error {
-	if l == nil {
-		return errNilLease
-	}
-	if txn == nil {
-		return fmt.Errorf("spanmutex: Guard: nil transaction")
-	}
-	if err := l.Err(); errors.Is(err, ErrReleased) {
-		return err
-	}
-	r, err := txn.ReadRow(ctx, l.table, spanner.Key{l.name}, []string{"State", "Owner", "LeaseID", "Token"})
-	if errors.Is(err, spanner.ErrRowNotFound) {
-		return &LeaseLostError{Name: l.name, Token: l.token, Reason: "the row was deleted"}
-	}
-	if err != nil {
-		return fmt.Errorf("spanmutex: Guard %q: %w", l.name, err)
-	}
-	return l.checkHeld(r)
-}
-
-// checkHeld returns a *LeaseLostError unless r (State, Owner, LeaseID,
-// Token) shows this lease holding the row.
-func (l *Lease) checkHeld(r *spanner.Row) error {
-	var state, owner, leaseID spanner.NullString
-	var token int64
-	if err := r.Columns(&state, &owner, &leaseID, &token); err != nil {
-		return fmt.Errorf("spanmutex: decode row %q: %w", l.name, err)
-	}
-	if State(state.StringVal) == StateStarted && leaseID.StringVal == l.id && token == l.token {
-		return nil
-	}
-	lost := &LeaseLostError{Name: l.name, Token: l.token, CurrentState: State(state.StringVal),
-		CurrentOwner: owner.StringVal, CurrentToken: token, currentLeaseID: leaseID.StringVal}
-	if token == l.token && leaseID.StringVal != l.id && State(state.StringVal) == StateFailed {
-		lost.Reason = "another contender recorded the section FAILED as abandoned: " +
-			"this holder did not renew within the lease on the last allowed attempt"
-	}
-	return lost
 }

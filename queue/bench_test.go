@@ -4,34 +4,25 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"sync/atomic"
+	"maps"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"cloud.google.com/go/spanner"
-	"google.golang.org/api/option"
-	"google.golang.org/grpc"
 
 	"github.com/spanmutex/spanmutex"
 	"github.com/spanmutex/spanmutex/ddl"
 	"github.com/spanmutex/spanmutex/emulator"
+	"github.com/spanmutex/spanmutex/internal/bench"
 )
 
-// countingClient opens a client of db that counts its RPCs (unary calls and
-// streams) in n.
-func countingClient(b *testing.B, e *emulator.Emulator, db string, n *atomic.Int64) *spanner.Client {
+// countingClient opens a client of db whose RPCs (unary calls and streams)
+// rpcs counts, by method and by the operation their tag names.
+func countingClient(b *testing.B, e *emulator.Emulator, db string, rpcs *bench.RPCCounter) *spanner.Client {
 	b.Helper()
-	unary := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-		n.Add(1)
-		return invoker(ctx, method, req, reply, cc, opts...)
-	}
-	stream := func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-		n.Add(1)
-		return streamer(ctx, desc, cc, method, opts...)
-	}
-	c, err := e.NewClient(context.Background(), db,
-		option.WithGRPCDialOption(grpc.WithChainUnaryInterceptor(unary)),
-		option.WithGRPCDialOption(grpc.WithChainStreamInterceptor(stream)))
+	c, err := e.NewClient(context.Background(), db, rpcs.ClientOptions()...)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -119,12 +110,12 @@ func benchWorkers(b *testing.B, workers int) {
 		}
 	}
 
-	var rpcs atomic.Int64
+	rpcs := bench.NewRPCCounter()
 	nclients := min(workers, 4)
 	var ws []*Worker
 	queues := make([]*Queue, nclients)
 	for i := range queues {
-		q, err := New(countingClient(b, e, db, &rpcs), WithLockOptions(spanmutex.WithLease(5*time.Second)))
+		q, err := New(countingClient(b, e, db, rpcs), WithLockOptions(spanmutex.WithLease(5*time.Second)))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -146,7 +137,8 @@ func benchWorkers(b *testing.B, workers int) {
 		return n
 	}
 
-	rpcs.Store(0)
+	before := rpcs.Counts()
+	opsBefore, abortedBefore := rpcs.OpCounts()
 	runCtx, stop := context.WithCancel(ctx)
 	errc := make(chan error, workers)
 	b.ResetTimer()
@@ -164,7 +156,8 @@ func benchWorkers(b *testing.B, workers int) {
 	}
 	tick.Stop()
 	took := time.Since(start)
-	n := rpcs.Load()
+	n := bench.TotalRPCs(bench.RPCsSince(rpcs.Counts(), before))
+	ops, aborted := rpcs.OpCounts()
 	b.StopTimer()
 	stop()
 	for range ws {
@@ -175,6 +168,22 @@ func benchWorkers(b *testing.B, workers int) {
 	b.ReportMetric(float64(total)/took.Seconds(), "req/s")
 	b.ReportMetric(float64(n)/float64(total), "RPCs/req")
 	logWorkerStats(b, ws, total)
+	logOps(b, bench.RPCsSince(ops, opsBefore), bench.RPCsSince(aborted, abortedBefore), total)
+}
+
+// logOps logs the workers' RPCs per request of total by operation (the
+// tags of the queue's and the locks' calls), with in brackets the calls of
+// each that Spanner aborted.
+func logOps(b *testing.B, ops, aborted map[string]int64, total int) {
+	var parts []string
+	for _, op := range slices.Sorted(maps.Keys(ops)) {
+		part := fmt.Sprintf("%s %.2f", op, float64(ops[op])/float64(total))
+		if aborted[op] > 0 {
+			part += fmt.Sprintf(" (%.2f aborted)", float64(aborted[op])/float64(total))
+		}
+		parts = append(parts, part)
+	}
+	b.Logf("RPCs per request by operation: %s", strings.Join(parts, ", "))
 }
 
 // logWorkerStats logs what the workers ws did per request of total: where

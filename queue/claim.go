@@ -4,9 +4,14 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"cloud.google.com/go/spanner"
+
+	"github.com/spanmutex/spanmutex"
+	"github.com/spanmutex/spanmutex/ddl"
+	"github.com/spanmutex/spanmutex/internal/sqldialect"
 	"github.com/spanmutex/spanmutex/internal/textcut"
 )
 
@@ -88,76 +93,76 @@ type claimed struct {
 	at        time.Time // the commit timestamp: ClaimedAt, or FinishedAt of the failures
 }
 
-// readResource reads, in txn, resource's pending requests, oldest first, and
-// its create (pending or not; nil if it has none): the ids, kinds and
-// pending marks of the resource's requests from the index by resource (which
-// stores them), then the whole of the pending ones and the create. Two reads
-// by key rather than a query: the emulator answers those without scanning
-// the whole table. The second read also reads the requests of ids, which it
-// returns by id in also: a step reads the job it finishes with the requests
-// it claims next.
-func (w *Worker) readResource(ctx context.Context, txn *spanner.ReadWriteTransaction, resource string, ids []string) (pending []Request, create *Request, also map[string]Request, err error) {
+// resourceRead is what a step reads in one statement: whether its lease
+// still holds the resource's lock, the resource's pending requests (oldest
+// first), its create (pending or not; nil if none), and the requests of
+// the job the step finishes, by id.
+type resourceRead struct {
+	held    bool
+	pending []Request
+	create  *Request
+	also    map[string]Request
+}
+
+// guardPlaceholder stands in resourceSQL for the lease's GuardSQL, which is
+// put in after the statement is made in the database's dialect (the
+// condition is written in it already).
+const guardPlaceholder = "GUARD_CONDITION"
+
+// resourceSQL selects, with the guard's answer in every row, the resource's
+// requests that are pending, its creates, and the requests of @ids (the job
+// a step finishes, of the same resource), by the index by resource, oldest
+// first; one row of NULL requests and the answer if there are none.
+func (w *Worker) resourceSQL() string {
 	t := w.q.cfg.table
-	fail := func(err error) ([]Request, *Request, map[string]Request, error) {
-		return nil, nil, nil, fmt.Errorf("queue: read the pending requests of %q: %w", resource, err)
-	}
-	wanted := slices.Clone(ids)
-	order := map[string]int{} // id → place in (CreatedAt, RequestID) order
-	pendingIDs := map[string]bool{}
-	n := 0
-	// The index stores Kind and PendingSince: the finished history of the
-	// resource is skipped without reading the table.
-	err = txn.ReadUsingIndex(ctx, t, t+"ByResource", spanner.Key{resource}.AsPrefix(), []string{"RequestID", "Kind", "PendingSince"}).Do(func(row *spanner.Row) error {
-		var id, kind string
-		var pendingSince spanner.NullTime
-		if err := row.Columns(&id, &kind, &pendingSince); err != nil {
+	return "SELECT r.`" + strings.Join(requestColumns, "`, r.`") + "`, r.`PendingSince` IS NOT NULL, g.held" +
+		" FROM (SELECT " + guardPlaceholder + " AS held) AS g" +
+		" LEFT JOIN `" + t + "`@{FORCE_INDEX=`" + t + "ByResource`} AS r ON r.`Resource` = @resource" +
+		" AND (r.`PendingSince` IS NOT NULL OR r.`Kind` = 'create' OR r.`RequestID` IN UNNEST(@ids))" +
+		" ORDER BY r.`CreatedAt`, r.`RequestID`"
+}
+
+// readResource reads, in txn and in one statement (a round trip; Guard's
+// read and two reads by key would be three), what resourceRead holds: lease
+// checked by its GuardSQL in dialect d, and resource's requests. A step
+// writes nothing unless held.
+func (w *Worker) readResource(ctx context.Context, txn *spanner.ReadWriteTransaction, d ddl.Dialect, lease *spanmutex.Lease, resource string, ids []string) (resourceRead, error) {
+	stmt := sqldialect.Statement(d, w.resourceSQL(), map[string]any{"resource": resource, "ids": append([]string{}, ids...)})
+	stmt.SQL = strings.Replace(stmt.SQL, guardPlaceholder, lease.GuardSQL(d), 1)
+	out := resourceRead{also: map[string]Request{}}
+	err := txn.QueryWithOptions(ctx, stmt, spanner.QueryOptions{RequestTag: tagStep}).Do(func(row *spanner.Row) error {
+		n := row.Size()
+		if err := row.Column(n-1, &out.held); err != nil {
 			return err
 		}
-		order[id] = n
-		n++
-		pendingIDs[id] = pendingSince.Valid
-		if (pendingSince.Valid || Kind(kind) == KindCreate) && !slices.Contains(ids, id) {
-			wanted = append(wanted, id)
+		var id spanner.NullString
+		if err := row.Column(0, &id); err != nil || !id.Valid {
+			return err // no request: the row carries the guard's answer alone
 		}
-		return nil
-	})
-	if err != nil {
-		return fail(err)
-	}
-	if len(wanted) == 0 {
-		return nil, nil, nil, nil
-	}
-	rows := make([]*Request, n)
-	also = map[string]Request{}
-	err = txn.Read(ctx, t, keysOf(wanted), requestColumns).Do(func(row *spanner.Row) error {
 		r, err := decodeRequest(row)
 		if err != nil {
 			return err
 		}
-		if slices.Contains(ids, r.ID) {
-			also[r.ID] = r
+		var pending bool
+		if err := row.Column(n-2, &pending); err != nil {
+			return err
 		}
-		if i, ok := order[r.ID]; ok {
-			rows[i] = &r
+		if slices.Contains(ids, r.ID) {
+			out.also[r.ID] = r
+		}
+		if r.Kind == KindCreate && out.create == nil {
+			c := r
+			out.create = &c
+		}
+		if pending {
+			out.pending = append(out.pending, r)
 		}
 		return nil
 	})
 	if err != nil {
-		return fail(err)
+		return resourceRead{}, fmt.Errorf("queue: read the pending requests of %q: %w", resource, err)
 	}
-	for _, r := range rows {
-		if r == nil {
-			continue
-		}
-		if r.Kind == KindCreate && create == nil {
-			c := *r
-			create = &c
-		}
-		if pendingIDs[r.ID] {
-			pending = append(pending, *r)
-		}
-	}
-	return pending, create, also, nil
+	return out, nil
 }
 
 // claimMutations writes plan: claimed rows in-progress under pid and token,

@@ -49,7 +49,8 @@ func (w *Worker) settleFinish(ctx context.Context, prev *finishing) (time.Time, 
 	w.stats.reads.Add(1)
 	n := 0
 	var at time.Time
-	err := w.q.client.Single().Read(rctx, w.q.cfg.table, keysOf(prev.ids), []string{"Status", "ProcessID", "FinishedAt"}).Do(func(row *spanner.Row) error {
+	err := w.q.client.Single().ReadWithOptions(rctx, w.q.cfg.table, keysOf(prev.ids), []string{"Status", "ProcessID", "FinishedAt"},
+		&spanner.ReadOptions{RequestTag: tagSettle}).Do(func(row *spanner.Row) error {
 		var st string
 		var processID spanner.NullString
 		var finishedAt spanner.NullTime

@@ -157,9 +157,9 @@ func (q *Queue) Enqueue(ctx context.Context, reqs ...Request) ([]string, error) 
 	if err != nil {
 		return nil, err
 	}
-	_, err = q.client.ReadWriteTransaction(ctx, func(ctx context.Context, txn *spanner.ReadWriteTransaction) error {
+	_, err = q.client.ReadWriteTransactionWithOptions(ctx, func(ctx context.Context, txn *spanner.ReadWriteTransaction) error {
 		return q.insert(ctx, txn, prepared)
-	})
+	}, spanner.TransactionOptions{TransactionTag: tagEnqueue})
 	if err != nil && commitUnknown(err) {
 		// The commit may have landed: read our ids back to know.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)

@@ -42,7 +42,7 @@ func (w *Worker) scanPage(ctx context.Context, l line, n int) ([]pendingEntry, e
 	w.stats.reads.Add(1)
 	var out []pendingEntry
 	err := w.q.client.Single().ReadWithOptions(ctx, t, keys, []string{"PendingSince", "RequestID", "Resource", "Status"},
-		&spanner.ReadOptions{Index: t + "Pending", Limit: n}).Do(func(row *spanner.Row) error {
+		&spanner.ReadOptions{Index: t + "Pending", Limit: n, RequestTag: tagScan}).Do(func(row *spanner.Row) error {
 		var e pendingEntry
 		var status string
 		if err := row.Columns(&e.since, &e.id, &e.resource, &status); err != nil {

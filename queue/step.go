@@ -28,9 +28,11 @@ type stepResult struct {
 }
 
 // step runs one read-write transaction of a tenure on resource, fenced by
-// lease.Guard: it records the outcome of the previous job prev (if not nil)
-// for the requests still in-progress under its claim, and, if claimNext,
-// claims what is claimable next (see planClaim). Doing both in one
+// lease's guard (its GuardSQL, read with the requests in one statement:
+// a step costs that statement and its Commit). It records the outcome of
+// the previous job prev (if not nil) for the requests still in-progress
+// under its claim, and, if claimNext, claims what is claimable next (see
+// planClaim). Doing both in one
 // transaction saves a transaction per job; the claim sees the outcome just
 // recorded, so a create completed here lets its updates be claimed here.
 //
@@ -45,46 +47,38 @@ type stepResult struct {
 // claimed under pid. It then writes the same outcome and the same claim
 // again instead of counting a second claim.
 func (w *Worker) step(ctx context.Context, lease *spanmutex.Lease, resource string, prev *finishing, claimNext bool, pid string) (stepResult, error) {
+	d, err := w.q.dialect.Get(ctx) // read once per queue, never in a transaction
+	if err != nil {
+		return stepResult{}, err
+	}
+	var ids []string
+	if prev != nil {
+		ids = prev.ids
+	}
 	var res stepResult
-	ts, err := w.q.client.ReadWriteTransaction(ctx, func(ctx context.Context, txn *spanner.ReadWriteTransaction) error {
+	resp, err := w.q.client.ReadWriteTransactionWithOptions(ctx, func(ctx context.Context, txn *spanner.ReadWriteTransaction) error {
 		w.stats.transactions.Add(1)
 		res = stepResult{next: claimed{processID: pid}}
-		if err := lease.Guard(ctx, txn); err != nil {
+		read, err := w.readResource(ctx, txn, d, lease, resource, ids)
+		if err != nil {
 			return err
 		}
-		var (
-			ms            []*spanner.Mutation
-			pending       []Request
-			create        *Request
-			claimedBefore map[string]Request
-			err           error
-		)
-		if claimNext {
-			// One read for the requests to claim and prev's.
-			var ids []string
-			if prev != nil {
-				ids = prev.ids
-			}
-			if pending, create, claimedBefore, err = w.readResource(ctx, txn, resource, ids); err != nil {
-				return err
-			}
+		if !read.held {
+			return guardRefused(ctx, txn, lease)
 		}
+		var ms []*spanner.Mutation
 		if prev != nil {
-			if !claimNext {
-				if claimedBefore, err = w.readRequests(ctx, txn, prev.ids); err != nil {
-					return err
-				}
-			}
-			fin, recorded := w.finishMutations(claimedBefore, prev)
+			fin, recorded := w.finishMutations(read.also, prev)
 			ms, res.finished = fin, len(fin)+recorded
 		}
 		if claimNext {
-			live, create := asWritten(pending, create, prev, pid)
+			live, create := asWritten(read.pending, read.create, prev, pid)
 			res.next.plan = planClaim(resource, live, create, w.cfg.maxAttempts)
 			ms = append(ms, w.claimMutations(res.next.plan, pid, lease.Token())...)
 		}
 		return txn.BufferWrite(ms)
-	})
+	}, spanner.TransactionOptions{TransactionTag: tagStep})
+	ts := resp.CommitTs
 	if err != nil && !errors.Is(err, spanmutex.ErrLeaseLost) && stepOutcomeUnknown(err) {
 		if at, landed := w.settleStep(ctx, prev, res.next, pid); landed {
 			ts, err = at, nil
@@ -151,21 +145,13 @@ func (w *Worker) settleStep(ctx context.Context, prev *finishing, next claimed, 
 	return at, err == nil && landed
 }
 
-// readRequests reads the requests of ids in txn, by id.
-func (w *Worker) readRequests(ctx context.Context, txn *spanner.ReadWriteTransaction, ids []string) (map[string]Request, error) {
-	out := map[string]Request{}
-	err := txn.Read(ctx, w.q.cfg.table, keysOf(ids), requestColumns).Do(func(row *spanner.Row) error {
-		r, err := decodeRequest(row)
-		if err != nil {
-			return err
-		}
-		out[r.ID] = r
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("queue: read the claimed requests: %w", err)
+// guardRefused returns why lease no longer holds its lock, which its
+// GuardSQL just found in txn: Guard's error, read in the same transaction.
+func guardRefused(ctx context.Context, txn *spanner.ReadWriteTransaction, lease *spanmutex.Lease) error {
+	if err := lease.Guard(ctx, txn); err != nil {
+		return err
 	}
-	return out, nil
+	return fmt.Errorf("queue: the lease of %q (token %d) failed its guard's condition, and Guard's read found it held; writing nothing", lease.Name(), lease.Token())
 }
 
 // finishMutations returns the writes that record prev's outcome, for its
