@@ -21,6 +21,12 @@ type HeldError struct {
 	Holder  string // the holder's owner identity, "" if the lock is free but waiters are queued
 	Token   int64  // the holder's token
 	Waiters int    // live waiters queued (counted up to 256)
+	// LeaseLeft is how long, by Spanner's clock at the read, the holder's
+	// declared lease had still to run since its last renewal: nobody may
+	// take the lock over sooner, so a caller that wants it only if its
+	// holder dies may wait that long before it tries again. 0 when no
+	// holder was read (waiters queued; a concurrent contender).
+	LeaseLeft time.Duration
 }
 
 func (e *HeldError) Error() string {

@@ -86,8 +86,8 @@ func liveEntry(d ddl.Dialect) string {
 }
 
 // lockSQL reads the lock's row, Spanner's clock, how many live entries are
-// queued before key (capped at limit), and whether key itself is queued, in
-// one statement. @id is the reader's own waiter id, also when it is not
+// queued before key (capped at limit), whether key itself is queued, and
+// whether the queue has no entry at all (emptyRead), in one statement. @id is the reader's own waiter id, also when it is not
 // queued (at is then endOfQueue's): its own entries are never before it.
 // Entries of a silent holder's Scope do not count either (sameScopeAsSilent).
 func (s *spannerStore) lockSQL(d ddl.Dialect, limit int, marked bool) string {
@@ -96,9 +96,10 @@ func (s *spannerStore) lockSQL(d ddl.Dialect, limit int, marked bool) string {
 		"(SELECT COUNT(*) FROM (SELECT 1 FROM `%s` AS q WHERE q.`Name` = @name "+
 		"AND (q.`EnqueuedAt` < @at OR (q.`EnqueuedAt` = @at AND q.`WaiterID` < @id)) "+
 		"AND q.`WaiterID` != @id AND %s AND NOT COALESCE(%s, FALSE) LIMIT %d) AS ahead), "+
-		"EXISTS(SELECT 1 FROM `%s` AS q WHERE q.`Name` = @name AND q.`EnqueuedAt` = @at AND q.`WaiterID` = @id) "+
+		"EXISTS(SELECT 1 FROM `%s` AS q WHERE q.`Name` = @name AND q.`EnqueuedAt` = @at AND q.`WaiterID` = @id), "+
+		"NOT EXISTS(SELECT 1 FROM `%s` AS q WHERE q.`Name` = @name) "+
 		"%s FROM (SELECT 1) AS one LEFT JOIN `%s` AS m ON m.`Name` = @name",
-		rowSelectList(), q, liveEntry(d), sameScopeAsSilent(d), limit, q, queuedSelect(marked), s.table)
+		rowSelectList(), q, liveEntry(d), sameScopeAsSilent(d), limit, q, q, queuedSelect(marked), s.table)
 }
 
 // queuedSelect is the Queued column of the row m, to end a SELECT list,
@@ -139,7 +140,7 @@ func (s *spannerStore) queryLock(ctx context.Context, q querier, d ddl.Dialect, 
 		ahead  int64
 		queued spanner.NullBool
 	)
-	extra := []any{&ahead, &v.queued}
+	extra := []any{&ahead, &v.queued, &v.emptyRead}
 	if marked {
 		extra = append(extra, &queued)
 	}
@@ -378,12 +379,15 @@ func (s *spannerStore) deleteSilentScope(ctx context.Context, tx *spanner.ReadWr
 // joiner, which paces its polls by its place). An arrival (not queued)
 // first tries key reads, which cost a fraction of lockSQL's statement,
 // while this store last found the lock uncontended or when the joiner is
-// woken by wake-ups (wakeable) and so need not know its place (readByKey).
-// Anything else is decided on lockSQL's answer, read in the same
+// woken by wake-ups (wakeable) and so need not know its place (readByKey);
+// but not right after TryLock's glance found no row (absent), when the
+// queue is to be read too: lockSQL reads both in one round trip. Anything
+// else is decided on lockSQL's answer, read in the same
 // transaction; me is the contender's id, whose own entries are never
 // before it.
 func (s *spannerStore) readToAcquire(ctx context.Context, tx *spanner.ReadWriteStmtBasedTransaction, d ddl.Dialect, name string, key queueKey, me string, join, wakeable bool) (lockView, error) {
-	if key == endOfQueue && (!s.contended.Load() || (join && wakeable)) {
+	absent := s.noRow.Swap(false)
+	if key == endOfQueue && ((!s.contended.Load() && !absent) || (join && wakeable)) {
 		v, decided, err := s.readByKey(ctx, tx, name, join && wakeable)
 		if err != nil || decided {
 			return v, err
@@ -451,6 +455,7 @@ func (s *spannerStore) glance(ctx context.Context, name string) (row, error) {
 		return row{}, fmt.Errorf("spanmutex: read lock %q of %s: no read timestamp: %w", name, s.table, err)
 	}
 	s.reached.Store(true)
+	s.noRow.Store(!r.Exists)
 	return r, nil
 }
 

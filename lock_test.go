@@ -74,6 +74,8 @@ func testLockUncontended(t *testing.T, db string) {
 	assert.ErrorIs(t, err, ErrHeld)
 	assert.Equal(t, "a", held.Holder)
 	assert.Equal(t, lease.Token(), held.Token)
+	assert.Positive(t, held.LeaseLeft, "the holder just acquired")
+	assert.LessOrEqual(t, held.LeaseLeft, DefaultLease, "at most the lease the holder declared")
 	assert.Empty(t, queued(t, c, "uncontended"), "TryLock never queues")
 
 	_, err = l.Lock(ctx)

@@ -225,7 +225,7 @@ func (w *waiter) act(ctx context.Context, v lockView, sent time.Time, wait bool)
 		}
 	}
 	if !wait {
-		return nil, &HeldError{Name: w.lock.name, Holder: v.Owner, Token: v.Token, Waiters: v.ahead}
+		return nil, &HeldError{Name: w.lock.name, Holder: v.Owner, Token: v.Token, Waiters: v.ahead, LeaseLeft: leaseLeft(v.row, w.pol.lease)}
 	}
 	return nil, w.await(ctx, v, d, sent)
 }

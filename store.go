@@ -61,6 +61,11 @@ type spannerStore struct {
 	// contended: the last acquisition of a Lock on this store found the
 	// lock held or waited for; a hint of which reads to try first.
 	contended atomic.Bool
+	// noRow: TryLock's glance just found no row for the lock, so the
+	// acquisition that follows reads row and queue in one statement
+	// (readToAcquire) rather than the row by key, then the queue. A hint
+	// of which read to try first, consumed by that acquisition.
+	noRow atomic.Bool
 	// reached turns true on the first Spanner call that succeeds; until then
 	// errors say that Spanner may be unreachable.
 	reached atomic.Bool

@@ -87,3 +87,13 @@ func silentFor(r row) time.Duration {
 func holderLive(r row, own time.Duration) bool {
 	return r.State == StateStarted && silentFor(r) < holderLease(r, own)
 }
+
+// leaseLeft is how long the holder of r has, by Spanner's clock (r.Now),
+// before it has gone silent past its declared lease (own, if it declared
+// none); 0 if r shows no live holder.
+func leaseLeft(r row, own time.Duration) time.Duration {
+	if r.State != StateStarted {
+		return 0
+	}
+	return max(holderLease(r, own)-silentFor(r), 0)
+}

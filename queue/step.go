@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"cloud.google.com/go/spanner"
@@ -11,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/spanmutex/spanmutex"
+	"github.com/spanmutex/spanmutex/ddl"
 )
 
 // finishing is a job whose outcome is to be recorded: the requests of ids,
@@ -23,8 +25,19 @@ type finishing struct {
 
 // stepResult is what one step of a tenure committed.
 type stepResult struct {
-	finished int     // requests of the previous job recorded
-	next     claimed // what it claimed (an empty plan: nothing claimable)
+	finished int           // requests of the previous job recorded
+	next     claimed       // what it claimed (an empty plan: nothing claimable)
+	known    *resourceRead // the resource's requests as the step left them
+}
+
+// stepInput is what a step is to do: record prev's outcome (if not nil),
+// claim the next job (if claimNext) under claim id pid, on the resource's
+// requests as known (nil: read them).
+type stepInput struct {
+	prev      *finishing
+	claimNext bool
+	pid       string
+	known     *resourceRead
 }
 
 // step runs one read-write transaction of a tenure on resource, fenced by
@@ -46,41 +59,35 @@ type stepResult struct {
 // requests already finished under prev's claim, and the next ones already
 // claimed under pid. It then writes the same outcome and the same claim
 // again instead of counting a second claim.
-func (w *Worker) step(ctx context.Context, lease *spanmutex.Lease, resource string, prev *finishing, claimNext bool, pid string) (stepResult, error) {
+func (w *Worker) step(ctx context.Context, lease *spanmutex.Lease, resource string, in stepInput) (stepResult, error) {
 	d, err := w.q.dialect.Get(ctx) // read once per queue, never in a transaction
 	if err != nil {
 		return stepResult{}, err
 	}
-	var ids []string
-	if prev != nil {
-		ids = prev.ids
-	}
 	var res stepResult
 	resp, err := w.q.client.ReadWriteTransactionWithOptions(ctx, func(ctx context.Context, txn *spanner.ReadWriteTransaction) error {
 		w.stats.transactions.Add(1)
-		res = stepResult{next: claimed{processID: pid}}
-		read, err := w.readResource(ctx, txn, d, lease, resource, ids)
+		res = stepResult{next: claimed{processID: in.pid}}
+		read, err := w.readGuarded(ctx, txn, d, lease, resource, in)
 		if err != nil {
 			return err
 		}
-		if !read.held {
-			return guardRefused(ctx, txn, lease)
-		}
 		var ms []*spanner.Mutation
-		if prev != nil {
-			fin, recorded := w.finishMutations(read.also, prev)
+		if in.prev != nil {
+			fin, recorded := w.finishMutations(read.also, in.prev)
 			ms, res.finished = fin, len(fin)+recorded
 		}
-		if claimNext {
-			live, create := asWritten(read.pending, read.create, prev, pid)
+		live, create := asWritten(read.pending, read.create, in.prev, in.pid)
+		if in.claimNext {
 			res.next.plan = planClaim(resource, live, create, w.cfg.maxAttempts)
-			ms = append(ms, w.claimMutations(res.next.plan, pid, lease.Token())...)
+			ms = append(ms, w.claimMutations(res.next.plan, in.pid, lease.Token())...)
 		}
+		res.known = leftBy(live, create, res.next.plan, in.pid, lease.Token())
 		return txn.BufferWrite(ms)
 	}, spanner.TransactionOptions{TransactionTag: tagStep})
 	ts := resp.CommitTs
 	if err != nil && !errors.Is(err, spanmutex.ErrLeaseLost) && stepOutcomeUnknown(err) {
-		if at, landed := w.settleStep(ctx, prev, res.next, pid); landed {
+		if at, landed := w.settleStep(ctx, in.prev, res.next, in.pid); landed {
 			ts, err = at, nil
 		}
 	}
@@ -90,7 +97,7 @@ func (w *Worker) step(ctx context.Context, lease *spanmutex.Lease, resource stri
 	res.next.at = ts
 	for i := range res.next.plan.claim {
 		r := &res.next.plan.claim[i]
-		r.Status, r.ProcessID, r.Token, r.ClaimedAt = StatusInProgress, pid, lease.Token(), ts
+		r.Status, r.ProcessID, r.Token, r.ClaimedAt = StatusInProgress, in.pid, lease.Token(), ts
 		r.Attempts++
 	}
 	return res, nil
@@ -145,6 +152,41 @@ func (w *Worker) settleStep(ctx context.Context, prev *finishing, next claimed, 
 	return at, err == nil && landed
 }
 
+// readGuarded is a step's read, in txn, which fails unless lease still
+// holds the resource's lock. With nothing known of the resource yet (the
+// tenure's first step), it is readResource's one statement: the guard and
+// the requests. Later steps read Guard's row alone, by key (a fraction of
+// a statement's cost), and take the requests as the last step left them
+// (in.known): while the lease holds, only its holder changes them; others
+// only enqueue new ones, which a later tenure finds.
+func (w *Worker) readGuarded(ctx context.Context, txn *spanner.ReadWriteTransaction, d ddl.Dialect, lease *spanmutex.Lease, resource string, in stepInput) (resourceRead, error) {
+	var ids []string
+	if in.prev != nil {
+		ids = in.prev.ids
+	}
+	if in.known == nil {
+		read, err := w.readResource(ctx, txn, d, lease, resource, ids)
+		if err == nil && !read.held {
+			err = guardRefused(ctx, txn, lease)
+		}
+		return read, err
+	}
+	if err := lease.Guard(ctx, txn); err != nil {
+		return resourceRead{}, err
+	}
+	read := resourceRead{held: true, pending: slices.Clone(in.known.pending), also: map[string]Request{}}
+	if c := in.known.create; c != nil {
+		cc := *c
+		read.create = &cc
+	}
+	for _, r := range read.pending {
+		if slices.Contains(ids, r.ID) {
+			read.also[r.ID] = r
+		}
+	}
+	return read, nil
+}
+
 // guardRefused returns why lease no longer holds its lock, which its
 // GuardSQL just found in txn: Guard's error, read in the same transaction.
 func guardRefused(ctx context.Context, txn *spanner.ReadWriteTransaction, lease *spanmutex.Lease) error {
@@ -152,6 +194,43 @@ func guardRefused(ctx context.Context, txn *spanner.ReadWriteTransaction, lease 
 		return err
 	}
 	return fmt.Errorf("queue: the lease of %q (token %d) failed its guard's condition, and Guard's read found it held; writing nothing", lease.Name(), lease.Token())
+}
+
+// leftBy returns the resource's requests as a step leaves them that wrote
+// plan under claim pid and token: live and create (its pending requests
+// and its create, as asWritten gives them) less the requests plan ends in
+// error, with those it claims in-progress under pid.
+func leftBy(live []Request, create *Request, plan claimPlan, pid string, token int64) *resourceRead {
+	reasons := map[string]string{}
+	for _, f := range plan.fail {
+		reasons[f.req.ID] = f.reason
+	}
+	claimed := map[string]bool{}
+	for _, r := range plan.claim {
+		claimed[r.ID] = true
+	}
+	left := func(r Request) (Request, bool) {
+		if reason, ok := reasons[r.ID]; ok {
+			r.Status, r.LastError = StatusError, truncateError(reason)
+			return r, false
+		}
+		if claimed[r.ID] {
+			r.Status, r.ProcessID, r.Token = StatusInProgress, pid, token
+			r.Attempts++
+		}
+		return r, true
+	}
+	out := &resourceRead{held: true}
+	for _, r := range live {
+		if r, pending := left(r); pending {
+			out.pending = append(out.pending, r)
+		}
+	}
+	if create != nil {
+		c, _ := left(*create)
+		out.create = &c
+	}
+	return out
 }
 
 // finishMutations returns the writes that record prev's outcome, for its

@@ -23,12 +23,13 @@ var errShutdownGrace = errors.New("queue: the worker is shutting down and the ha
 // tenure tries to take resource's lock and, while holding it, claims and
 // handles its requests until nothing is claimable; then unlocks. It reports
 // whether it took the lock, and whether it did any work (claimed or ended a
-// request).
-func (w *Worker) tenure(ctx context.Context, resource string) (held, worked bool) {
+// request); if it could not take the lock, how long its holder's lease has
+// still to run (leaseLeft, 0 if unknown).
+func (w *Worker) tenure(ctx context.Context, resource string) (held, worked bool, leaseLeft time.Duration) {
 	log := w.cfg.logger.With("resource", resource)
-	lock, lease := w.takeLock(ctx, log, resource)
+	lock, lease, leaseLeft := w.takeLock(ctx, log, resource)
 	if lease == nil {
-		return false, false
+		return false, false, leaseLeft
 	}
 	w.stats.tenures.Add(1)
 	log = log.With("token", lease.Token())
@@ -40,12 +41,13 @@ func (w *Worker) tenure(ctx context.Context, resource string) (held, worked bool
 		w.stats.idleTenures.Add(1)
 	}
 	w.unlock(ctx, log, resource, lock)
-	return true, worked
+	return true, worked, 0
 }
 
 // takeLock tries the resource's lock: it returns the Lock and its lease, or
-// no lease if the lock is held or could not be taken.
-func (w *Worker) takeLock(ctx context.Context, log *slog.Logger, resource string) (*spanmutex.Lock, *spanmutex.Lease) {
+// no lease if the lock is held (with how long its holder's lease has still
+// to run: spanmutex.HeldError) or could not be taken.
+func (w *Worker) takeLock(ctx context.Context, log *slog.Logger, resource string) (*spanmutex.Lock, *spanmutex.Lease, time.Duration) {
 	// The queue's dialect, read once for all its locks: a Lock not given
 	// it would read it from the database at its first attempt, and each
 	// tenure makes a new Lock.
@@ -54,30 +56,34 @@ func (w *Worker) takeLock(ctx context.Context, log *slog.Logger, resource string
 		if ctx.Err() == nil {
 			log.Warn("could not take the resource's lock; trying again later", "err", err)
 		}
-		return nil, nil
+		return nil, nil, 0
 	}
 	opts := append([]spanmutex.LockOption{spanmutex.WithOwner(w.cfg.id), spanmutex.WithScope(w.scope), spanmutex.WithDialect(dialect)}, w.q.cfg.lockOpts...)
 	lock, err := spanmutex.NewLock(w.q.client, lockName(w.q.cfg.table, resource), opts...)
 	if err != nil { // New validated the options; only a bad name gets here
 		log.Error("cannot make the resource's lock", "err", err)
-		return nil, nil
+		return nil, nil, 0
 	}
 	lease, err := lock.TryLock(ctx)
-	if err != nil {
-		if errors.Is(err, spanmutex.ErrHeld) {
-			w.stats.skipped.Add(1)
-		} else if ctx.Err() == nil {
+	var held *spanmutex.HeldError
+	switch {
+	case errors.As(err, &held):
+		w.stats.skipped.Add(1)
+		return nil, nil, held.LeaseLeft
+	case err != nil:
+		if ctx.Err() == nil {
 			log.Warn("could not take the resource's lock; trying again later", "err", err)
 		}
-		return nil, nil
+		return nil, nil, 0
 	}
-	return lock, lease
+	return lock, lease, 0
 }
 
 // work claims and handles the resource's requests under lease, step by
 // step, and reports whether it claimed any.
 func (w *Worker) work(ctx context.Context, log *slog.Logger, lease *spanmutex.Lease, resource string) (worked bool) {
-	var prev *finishing // the job whose outcome is still to be recorded
+	var prev *finishing     // the job whose outcome is still to be recorded
+	var known *resourceRead // the resource's requests as the last step left them
 	for {
 		// Claim nothing new once Run's ctx ended, the lease is lost, or
 		// the last job was released.
@@ -86,7 +92,7 @@ func (w *Worker) work(ctx context.Context, log *slog.Logger, lease *spanmutex.Le
 			return worked
 		}
 		sctx, span := w.q.tel.startClaim(ctx, resource, lease.Token())
-		res, err := w.stepRetrying(sctx, lease, resource, prev, claimNext)
+		res, err := w.stepRetrying(sctx, lease, resource, prev, claimNext, known)
 		w.q.tel.claimed(ctx, span, res.next.plan.claim, err)
 		if err != nil {
 			w.stepFailed(ctx, log, resource, prev != nil, err)
@@ -97,6 +103,7 @@ func (w *Worker) work(ctx context.Context, log *slog.Logger, lease *spanmutex.Le
 			prev = nil
 		}
 		next := res.next
+		known = res.known
 		if !claimNext || next.plan.empty() {
 			return worked
 		}
@@ -256,16 +263,16 @@ func (w *Worker) call(ctx context.Context, job *Job) (err error) {
 // failures that may pass, for up to finishTimeout whatever happened to ctx:
 // an outcome not recorded makes the next holder handle the requests again.
 // A step that only claims is not: the resource is left for a later pass.
-func (w *Worker) stepRetrying(ctx context.Context, lease *spanmutex.Lease, resource string, prev *finishing, claimNext bool) (stepResult, error) {
-	pid := uuid.NewString() // the next claim's id, the same in every retry
+func (w *Worker) stepRetrying(ctx context.Context, lease *spanmutex.Lease, resource string, prev *finishing, claimNext bool, known *resourceRead) (stepResult, error) {
+	in := stepInput{prev: prev, claimNext: claimNext, pid: uuid.NewString(), known: known} // the same pid in every retry
 	if prev == nil {
-		return w.step(ctx, lease, resource, nil, claimNext, pid)
+		return w.step(ctx, lease, resource, in)
 	}
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
 	defer cancel()
 	wait := 50 * time.Millisecond
 	for {
-		res, err := w.step(fctx, lease, resource, prev, claimNext, pid)
+		res, err := w.step(fctx, lease, resource, in)
 		if err == nil || errors.Is(err, spanmutex.ErrLeaseLost) || !spanerr.Retryable(err) {
 			return res, err
 		}

@@ -71,6 +71,13 @@ type Worker struct {
 	// refused reports that a resource this pass tried was held by another
 	// worker; touched only by Run's goroutine.
 	refused bool
+	// refusedUntil holds, for each resource this worker could not lock,
+	// until when passes leave it alone rather than pay a refused TryLock
+	// each (candidates): its holder is handling it, and cannot be taken
+	// over before its lease has run (spanmutex.HeldError.LeaseLeft), nor
+	// is it tried again sooner than the maximum poll interval. Touched
+	// only by Run's goroutine.
+	refusedUntil map[string]time.Time
 	// shutdownErr collects failures to release at shutdown; touched only by
 	// Run's goroutine.
 	shutdownErr []error
@@ -122,6 +129,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	defer w.running.Store(false)
 	w.shutdownErr = nil
+	w.refusedUntil = map[string]time.Time{}
 	w.cfg.logger.Info("worker started")
 	p := newPoller(w.cfg.minPoll, w.cfg.maxPoll)
 	worked := false
@@ -129,7 +137,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	for ctx.Err() == nil {
 		woken := w.q.woken() // before the pass, so that no Notify is missed
 		// A sweep also tries resources whose requests are all in-progress.
-		sweep := !worked || time.Since(lastSweep) >= w.cfg.maxPoll
+		sweep := time.Since(lastSweep) >= w.cfg.maxPoll
 		if sweep {
 			lastSweep = time.Now()
 		}
@@ -168,6 +176,11 @@ func (w *Worker) pass(ctx context.Context, sweep bool) (bool, error) {
 	w.stats.scans.Add(1)
 	w.refused = false
 	defer func() { w.crowded = w.refused }()
+	for r, until := range w.refusedUntil {
+		if !time.Now().Before(until) {
+			delete(w.refusedUntil, r)
+		}
+	}
 	tried := map[string]bool{}
 	worked := false
 	scanned := 0
@@ -186,12 +199,13 @@ func (w *Worker) pass(ctx context.Context, sweep bool) (bool, error) {
 			return worked, nil
 		}
 		scanned += len(page)
-		held, did := w.tryPage(ctx, w.candidates(page, tried, sweep), tried)
+		reread, did := w.tryPage(ctx, w.candidates(page, tried, sweep), tried)
 		worked = worked || did
-		if held {
-			// The rest of the page aged while we held the resource: other
-			// workers may have handled it. Read it again from the line
-			// rather than lock resources with nothing left.
+		if reread {
+			// The rest of the page aged while we held the resource, and
+			// other workers are about: they may have handled it. Read it
+			// again from the line rather than lock resources with
+			// nothing left.
 			continue
 		}
 		if len(page) < scanPageSize {
@@ -204,8 +218,10 @@ func (w *Worker) pass(ctx context.Context, sweep bool) (bool, error) {
 }
 
 // candidates returns the resources of page a pass may try, in queue order,
-// each once: not tried yet in the pass, and, between recovery sweeps, not
-// in progress (those are counted as skipped).
+// each once: not tried yet in the pass, not left alone after a refusal
+// (refusedUntil), and, between recovery sweeps, not in progress (those are
+// counted as skipped). A claim abandoned by a dead worker is tried again
+// once its lease has run, by the next pass that meets it.
 func (w *Worker) candidates(page []pendingEntry, tried map[string]bool, sweep bool) []string {
 	var out []string
 	seen := map[string]bool{}
@@ -214,7 +230,7 @@ func (w *Worker) candidates(page []pendingEntry, tried map[string]bool, sweep bo
 			continue
 		}
 		seen[e.resource] = true
-		if e.status == StatusInProgress && !sweep {
+		if _, held := w.refusedUntil[e.resource]; held || (e.status == StatusInProgress && !sweep) {
 			tried[e.resource] = true
 			w.stats.skipped.Add(1)
 			continue
@@ -224,18 +240,22 @@ func (w *Worker) candidates(page []pendingEntry, tried map[string]bool, sweep bo
 	return out
 }
 
-// tryPage tries the resources of cands, marking each tried, until it takes
-// one (held) or none is left. A worker alone goes in queue order. One that
-// found a resource held by another worker (crowded) goes on from a random
-// place in what is left of cands, wrapping around, and starts its next
-// pages so too, for the rest of its pass and the next (pass): workers that
-// read the same page spread over its resources instead of queueing up
-// behind one another, each paying a refused TryLock per resource.
-func (w *Worker) tryPage(ctx context.Context, cands []string, tried map[string]bool) (held, worked bool) {
+// tryPage tries the resources of cands, marking each tried, and reports
+// whether the pass should read the page again (reread) and whether it did
+// any work. A worker alone goes in queue order through the whole page,
+// taking each resource in turn: nobody else handles the rest meanwhile,
+// so it reads the page once. One that found a resource held by another
+// worker (crowded) goes on from a random place in what is left of cands,
+// wrapping around, and starts its next pages so too, for the rest of its
+// pass and the next (pass): workers that read the same page spread over
+// its resources instead of queueing up behind one another, each paying a
+// refused TryLock per resource. Once crowded, it asks for the page again
+// after each resource it held.
+func (w *Worker) tryPage(ctx context.Context, cands []string, tried map[string]bool) (reread, worked bool) {
 	spread := false
 	for len(cands) > 0 {
 		if ctx.Err() != nil {
-			return false, false
+			return false, worked
 		}
 		if w.crowded && !spread {
 			i := rand.IntN(len(cands))
@@ -244,13 +264,17 @@ func (w *Worker) tryPage(ctx context.Context, cands []string, tried map[string]b
 		r := cands[0]
 		cands = cands[1:]
 		tried[r] = true
-		held, did := w.tenure(ctx, r)
-		if held {
-			return true, did
+		held, did, leaseLeft := w.tenure(ctx, r)
+		worked = worked || did
+		switch {
+		case held && w.crowded:
+			return true, worked
+		case !held:
+			w.crowded, w.refused = true, true
+			w.refusedUntil[r] = time.Now().Add(max(leaseLeft, w.cfg.maxPoll))
 		}
-		w.crowded, w.refused = true, true
 	}
-	return false, false
+	return false, worked
 }
 
 // lockName is the name of resource's lock: "queue/<table>/<resource>", or,

@@ -36,7 +36,7 @@ const (
 const finishTimeout = 30 * time.Second
 
 // scanPageSize is how many pending requests one scan read returns.
-const scanPageSize = 128
+const scanPageSize = 512
 
 // WorkerOption configures a Worker. Options are validated together by
 // NewWorker.

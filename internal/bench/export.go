@@ -65,6 +65,13 @@ func (r *RPCCounter) DialOptions() []grpc.DialOption { return r.c.dialOptions() 
 // and, of them, those Spanner answered ABORTED.
 func (r *RPCCounter) OpCounts() (byOp, aborted map[string]int64) { return r.c.opSnapshot() }
 
+// AbortedAttempts returns, by operation, the calls so far that were made
+// in read-write transaction attempts Spanner aborted: every call of such an
+// attempt, not only the one that was answered ABORTED. The emulator aborts
+// every read-write transaction that overlaps another; production aborts
+// only conflicting ones.
+func (r *RPCCounter) AbortedAttempts() map[string]int64 { return r.c.abortedAttempts() }
+
 // Counts returns the calls so far, by method.
 func (r *RPCCounter) Counts() map[string]int64 { return r.c.snapshot() }
 

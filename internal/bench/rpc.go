@@ -33,11 +33,14 @@ type rpcCounter struct {
 	// (the transaction tag, else the request tag; "untagged" without),
 	// and aborted those of them that Spanner answered ABORTED.
 	byOp, aborted map[string]int64
+	// attempts attributes calls to read-write transaction attempts, to
+	// count those of aborted attempts apart.
+	attempts attempts
 	leads         []time.Duration // commit timestamp − local time at the Commit's return
 }
 
 func newRPCCounter() *rpcCounter {
-	return &rpcCounter{byMethod: map[string]int64{}, byOp: map[string]int64{}, aborted: map[string]int64{}}
+	return &rpcCounter{byMethod: map[string]int64{}, byOp: map[string]int64{}, aborted: map[string]int64{}, attempts: newAttempts()}
 }
 
 // clientOptions returns the options that install the counting interceptors
@@ -61,6 +64,7 @@ func (c *rpcCounter) dialOptions() []grpc.DialOption {
 		}
 		err := invoker(ctx, method, req, reply, cc, opts...)
 		c.noteAbort(op, err)
+		c.noteAttempt(req, reply, op, err)
 		if resp, ok := reply.(*spannerpb.CommitResponse); ok && err == nil && resp.GetCommitTimestamp() != nil {
 			c.lead(resp.GetCommitTimestamp().AsTime().Sub(time.Now()))
 		}
@@ -120,27 +124,62 @@ func (c *rpcCounter) noteAbort(op string, err error) {
 	c.aborted[op]++
 }
 
+// noteAttempt attributes a unary call of op, req answered by reply or
+// err, to its read-write transaction attempt (attempts).
+func (c *rpcCounter) noteAttempt(req, reply any, op string, err error) {
+	id, begins := transactionOf(req)
+	if begins && err == nil {
+		id = beganAs(reply)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.attempts.attribute(id, op)
+	c.attempts.ended(id, op, begins, err)
+}
+
 // taggedStream counts a streaming call under the operation its request's
-// tag names, and an ABORTED answer against it.
+// tag names, and an ABORTED answer against it; and attributes it to its
+// read-write transaction attempt (attempts), once it knows the attempt.
 type taggedStream struct {
 	grpc.ClientStream
 	c      *rpcCounter
 	method string
 	op     string
 	sent   bool
+	id     string // the transaction, once known
+	begins bool   // the call begins its transaction: its first answer names it
 }
 
 func (s *taggedStream) SendMsg(m any) error {
 	if !s.sent {
 		s.sent, s.op = true, s.c.countOp(s.method, m)
+		s.id, s.begins = transactionOf(m)
+		if s.id != "" {
+			s.c.mu.Lock()
+			s.c.attempts.attribute(s.id, s.op)
+			s.c.mu.Unlock()
+		}
 	}
 	return s.ClientStream.SendMsg(m)
 }
 
 func (s *taggedStream) RecvMsg(m any) error {
 	err := s.ClientStream.RecvMsg(m)
-	if err != nil && s.op != "" {
-		s.c.noteAbort(s.op, err)
+	if s.op == "" {
+		return err
+	}
+	s.c.mu.Lock()
+	defer s.c.mu.Unlock()
+	if s.begins && s.id == "" && err == nil {
+		if s.id = beganAs(m); s.id != "" {
+			s.c.attempts.attribute(s.id, s.op)
+		}
+	}
+	if err != nil {
+		s.c.attempts.ended(s.id, s.op, s.begins, err)
+		if status.Code(err) == codes.Aborted {
+			s.c.aborted[s.op]++
+		}
 	}
 	return err
 }
@@ -181,6 +220,14 @@ func (c *rpcCounter) opSnapshot() (byOp, aborted rpcCounts) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return maps.Clone(c.byOp), maps.Clone(c.aborted)
+}
+
+// abortedAttempts returns, by operation, the calls so far that were made
+// in read-write transaction attempts Spanner aborted.
+func (c *rpcCounter) abortedAttempts() rpcCounts {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.attempts.abortedCalls()
 }
 
 // rpcCounts are calls started, by method.
