@@ -10,6 +10,7 @@ import (
 	"cloud.google.com/go/spanner"
 
 	"github.com/spanmutex/spanmutex"
+	"github.com/spanmutex/spanmutex/ddl"
 	"github.com/spanmutex/spanmutex/emulator"
 )
 
@@ -85,6 +86,61 @@ func ExampleLease_Guard() {
 	}
 	err = write("cancelled") // refused: the lease was released
 	fmt.Println("after Unlock, released:", errors.Is(err, spanmutex.ErrReleased))
+	// Output:
+	// while held: <nil>
+	// after Unlock, released: true
+}
+
+// GuardSQL puts Guard's check in a statement you run anyway: one round
+// trip reads your rows and says whether the lease still holds. Write only
+// if it does; if not, Guard says why.
+func ExampleLease_GuardSQL() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	emu, err := emulator.Start(ctx, emulator.WithDDL(
+		"CREATE TABLE Orders (ID STRING(64) NOT NULL, Status STRING(16)) PRIMARY KEY (ID)"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer emu.Close()
+	client := emu.Client()
+
+	l, err := spanmutex.NewLock(client, "orders/42")
+	if err != nil {
+		log.Fatal(err)
+	}
+	lease, err := l.Lock(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	ship := func() error {
+		_, err := client.ReadWriteTransaction(ctx, func(ctx context.Context, txn *spanner.ReadWriteTransaction) error {
+			// One row whatever Orders holds: the guard's answer, and the
+			// order's status if it exists.
+			stmt := spanner.Statement{SQL: "SELECT " + lease.GuardSQL(ddl.GoogleSQL) + " AS held, o.Status" +
+				" FROM (SELECT 1) AS one LEFT JOIN Orders AS o ON o.ID = '42'"}
+			row, err := txn.Query(ctx, stmt).Next()
+			if err != nil {
+				return err
+			}
+			var held bool
+			var status spanner.NullString
+			if err := row.Columns(&held, &status); err != nil {
+				return err
+			}
+			if !held {
+				return lease.Guard(ctx, txn) // why not: lost, or released
+			}
+			return txn.BufferWrite([]*spanner.Mutation{
+				spanner.InsertOrUpdate("Orders", []string{"ID", "Status"}, []any{"42", "shipped"})})
+		})
+		return err
+	}
+	fmt.Println("while held:", ship())
+	if err := l.Unlock(ctx); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("after Unlock, released:", errors.Is(ship(), spanmutex.ErrReleased))
 	// Output:
 	// while held: <nil>
 	// after Unlock, released: true

@@ -60,6 +60,8 @@ type waiter struct {
 	// foundOurs reports that the call ends holding a lease it found ours
 	// and did not grant.
 	foundOurs bool
+	// aborts counts a TryLock's attempts that Spanner aborted (try).
+	aborts int
 	// seen is a read, made by another step (join's placing read), that
 	// showed the lock ours: the next step acts on it without reading again.
 	seen *seenRead
@@ -327,15 +329,41 @@ func (w *waiter) try(ctx context.Context, v lockView, wait bool) (lease *Lease, 
 	}
 	// If it did commit, the next read finds our id in the row.
 	if spanner.ErrCode(err) == codes.Aborted && ctx.Err() == nil {
-		// Lost a race for the lock, a known outcome: nothing was written.
-		// Wait in the queue instead of retrying.
-		if !wait {
+		// Another transaction overlapped ours, a known outcome: nothing
+		// was written. A Lock call waits in the queue instead of retrying.
+		// A TryLock attempts again, after the delay Spanner asks for: an
+		// abort says nothing of who holds the lock (the emulator aborts
+		// every transaction that overlaps another, on any row), and the
+		// next attempt reads the present. Past tryLockAborts, it reports
+		// the lock held by a concurrent contender.
+		if wait {
+			return nil, !w.joined, nil
+		}
+		if w.aborts >= tryLockAborts {
 			return nil, false, &HeldError{Name: w.lock.name, Holder: "(a concurrent contender)", Waiters: v.ahead}
 		}
-		return nil, !w.joined, nil
+		w.aborts++
+		if err := w.backOff(ctx, abortDelay(err)); err != nil {
+			return nil, false, errNotObtained(ctx)
+		}
+		return w.try(ctx, v, wait)
 	}
 	w.ownAttempt = w.ownAttempt || res.sent
 	return nil, false, w.writes.failed(ctx, err, 0)
+}
+
+// tryLockAborts is how many times a TryLock attempts again after Spanner
+// aborted its attempt.
+const tryLockAborts = 3
+
+// abortDelay is how long to wait before attempting again after Spanner
+// aborted an attempt with err: the delay it asked for, else 20ms (the Go
+// client's first retry delay).
+func abortDelay(err error) time.Duration {
+	if d, ok := spanner.ExtractRetryDelay(err); ok {
+		return d
+	}
+	return 20 * time.Millisecond
 }
 
 // attempt makes one acquisition attempt (see acquireLock), sent at local

@@ -168,10 +168,10 @@ func (w *Worker) Run(ctx context.Context) error {
 // passed over without trying its lock: its claim is most likely held by a
 // live worker, which claims its later requests itself before it unlocks,
 // and a claim abandoned by a dead worker cannot be taken over before the
-// lease anyway. Run sweeps after a pass with no work and otherwise at
-// least every maximum poll interval, so that a dead worker's claim is
-// recovered within about the lease plus that interval, while a busy
-// queue costs no lock read per resource that others are handling.
+// lease anyway. Run sweeps at most every maximum poll interval (a pass
+// with no work waits for the next poll anyway), so that a dead worker's
+// claim is recovered within about the lease plus that interval, while a
+// busy queue costs no lock read per resource that others are handling.
 func (w *Worker) pass(ctx context.Context, sweep bool) (bool, error) {
 	w.stats.scans.Add(1)
 	w.refused = false

@@ -97,5 +97,8 @@ type queueResult struct {
 	Completed int64
 	Failed    int64
 	RPCs      map[string]int64
-	Err       string
+	// RPCsByOp counts the calls by the operation their tag names,
+	// AbortedByOp those of them owed to aborts (bench's AbortedAttempts).
+	RPCsByOp, AbortedByOp map[string]int64
+	Err                   string
 }

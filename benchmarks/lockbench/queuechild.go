@@ -42,7 +42,8 @@ func runQueueChild(sp spec, cmds <-chan string, say func(string)) error {
 	if _, _, err := readyThenStart(ctx, cmds, say); err != nil {
 		return err
 	}
-	before := rpcs.Counts()
+	before, abortedBefore := rpcs.Counts(), rpcs.AbortedAttempts()
+	opsBefore, _ := rpcs.OpCounts()
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	runErr := make(chan error, 1)
@@ -72,6 +73,8 @@ func runQueueChild(sp spec, cmds <-chan string, say func(string)) error {
 	}
 	st := w.Stats()
 	res.Completed, res.Failed, res.RPCs = st.RequestsCompleted, st.RequestsFailed, bench.RPCsSince(rpcs.Counts(), before)
+	ops, _ := rpcs.OpCounts()
+	res.RPCsByOp, res.AbortedByOp = bench.RPCsSince(ops, opsBefore), bench.RPCsSince(rpcs.AbortedAttempts(), abortedBefore)
 	if err := writeJSON(sp.Out, res); err != nil {
 		return err
 	}

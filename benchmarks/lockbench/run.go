@@ -33,9 +33,17 @@ type QueueResult struct {
 	Completed int64
 	Failed    int64
 	Took      time.Duration
-	RPCs      int64
-	Errors    []string
+	RPCs      int64 // every call, those owed to aborts included
+	// RPCsByOp counts the calls by the operation their tag names,
+	// AbortedByOp those of them owed to aborts: made in read-write
+	// attempts Spanner aborted, or beginning their retries (bench's
+	// AbortedAttempts).
+	RPCsByOp, AbortedByOp map[string]int64
+	Errors                []string
 }
+
+// Aborted returns the calls owed to aborts.
+func (q QueueResult) Aborted() int64 { return bench.TotalRPCs(q.AbortedByOp) }
 
 // backends finds what Run starts: the emulator always, etcd if asked for.
 type backends struct {
@@ -341,11 +349,23 @@ func collectQueue(specs []spec, res QueueResult) (QueueResult, error) {
 		res.Completed += qr.Completed
 		res.Failed += qr.Failed
 		res.RPCs += bench.TotalRPCs(qr.RPCs)
+		res.RPCsByOp, res.AbortedByOp = addCounts(res.RPCsByOp, qr.RPCsByOp), addCounts(res.AbortedByOp, qr.AbortedByOp)
 		if qr.Err != "" {
 			res.Errors = append(res.Errors, qr.Err)
 		}
 	}
 	return res, nil
+}
+
+// addCounts adds b's counts into a (made if nil) and returns it.
+func addCounts(a, b map[string]int64) map[string]int64 {
+	if a == nil {
+		a = map[string]int64{}
+	}
+	for k, n := range b {
+		a[k] += n
+	}
+	return a
 }
 
 func readJSON(path string, v any) error {

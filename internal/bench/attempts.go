@@ -21,12 +21,44 @@ type attempts struct {
 	calls   map[string][]string // transaction id → the operations of its calls
 	aborted map[string]bool     // transaction ids Spanner aborted
 	// early counts, by operation, the calls Spanner aborted before any
-	// transaction id was known (an aborted inline begin).
+	// transaction id was known (an aborted inline begin), and the
+	// BeginTransaction calls that began the retry of an aborted attempt.
 	early map[string]int64
+	// sessionOf names the session of each transaction; retrying holds the
+	// sessions whose last transaction was aborted: the Go client retries
+	// on the same session, beginning the retry with an explicit
+	// BeginTransaction (a first attempt begins inline, with its first
+	// statement or read).
+	sessionOf map[string]string
+	retrying  map[string]bool
 }
 
 func newAttempts() attempts {
-	return attempts{calls: map[string][]string{}, aborted: map[string]bool{}, early: map[string]int64{}}
+	return attempts{calls: map[string][]string{}, aborted: map[string]bool{}, early: map[string]int64{},
+		sessionOf: map[string]string{}, retrying: map[string]bool{}}
+}
+
+// sessionOfCall returns the session req names, "" if none.
+func sessionOfCall(req any) string {
+	if r, ok := req.(interface{ GetSession() string }); ok {
+		return r.GetSession()
+	}
+	return ""
+}
+
+// begun records a call of op, req, that began a transaction, and reports
+// whether it is owed to an abort: on a session whose last transaction was
+// aborted, an explicit BeginTransaction begins its retry, and counts with
+// the aborted attempt's calls (and not again with its own attempt's).
+func (a *attempts) begun(req any, op string) (owed bool) {
+	session := sessionOfCall(req)
+	_, explicit := req.(*spannerpb.BeginTransactionRequest)
+	owed = explicit && a.retrying[session]
+	if owed {
+		a.early[op]++
+	}
+	delete(a.retrying, session)
+	return owed
 }
 
 // transactionOf returns the transaction id req names, and whether req
@@ -68,24 +100,34 @@ func beganAs(answer any) string {
 	return ""
 }
 
-// attribute records a call of op in transaction id.
-func (a *attempts) attribute(id, op string) {
-	if id != "" {
-		a.calls[id] = append(a.calls[id], op)
+// attribute records a call of op, req, in transaction id.
+func (a *attempts) attribute(req any, id, op string) {
+	if id == "" {
+		return
+	}
+	a.calls[id] = append(a.calls[id], op)
+	if s := sessionOfCall(req); s != "" {
+		a.sessionOf[id] = s
 	}
 }
 
-// ended records how a call of op in transaction id ("" if none is known)
-// ended: with err, ABORTED or not; begins: it was to begin one.
-func (a *attempts) ended(id, op string, begins bool, err error) {
+// ended records how a call of op, req, in transaction id ("" if none is
+// known) ended: with err, ABORTED or not; begins: it was to begin one.
+func (a *attempts) ended(req any, id, op string, begins bool, err error) {
 	if status.Code(err) != codes.Aborted {
 		return
 	}
 	switch {
 	case id != "":
 		a.aborted[id] = true
+		if s := a.sessionOf[id]; s != "" {
+			a.retrying[s] = true
+		}
 	case begins:
 		a.early[op]++
+		if s := sessionOfCall(req); s != "" {
+			a.retrying[s] = true
+		}
 	}
 }
 

@@ -65,11 +65,12 @@ func (r *RPCCounter) DialOptions() []grpc.DialOption { return r.c.dialOptions() 
 // and, of them, those Spanner answered ABORTED.
 func (r *RPCCounter) OpCounts() (byOp, aborted map[string]int64) { return r.c.opSnapshot() }
 
-// AbortedAttempts returns, by operation, the calls so far that were made
-// in read-write transaction attempts Spanner aborted: every call of such an
-// attempt, not only the one that was answered ABORTED. The emulator aborts
-// every read-write transaction that overlaps another; production aborts
-// only conflicting ones.
+// AbortedAttempts returns, by operation, the calls so far that were owed to
+// aborts: every call of a read-write transaction attempt Spanner aborted
+// (not only the one answered ABORTED), and the explicit BeginTransaction
+// with which the Go client begins the retry of one (a first attempt begins
+// inline). The emulator aborts every read-write transaction that overlaps
+// another; production aborts only conflicting ones.
 func (r *RPCCounter) AbortedAttempts() map[string]int64 { return r.c.abortedAttempts() }
 
 // Counts returns the calls so far, by method.

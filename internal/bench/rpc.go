@@ -36,7 +36,7 @@ type rpcCounter struct {
 	// attempts attributes calls to read-write transaction attempts, to
 	// count those of aborted attempts apart.
 	attempts attempts
-	leads         []time.Duration // commit timestamp − local time at the Commit's return
+	leads    []time.Duration // commit timestamp − local time at the Commit's return
 }
 
 func newRPCCounter() *rpcCounter {
@@ -133,8 +133,10 @@ func (c *rpcCounter) noteAttempt(req, reply any, op string, err error) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.attempts.attribute(id, op)
-	c.attempts.ended(id, op, begins, err)
+	if !begins || !c.attempts.begun(req, op) {
+		c.attempts.attribute(req, id, op)
+	}
+	c.attempts.ended(req, id, op, begins, err)
 }
 
 // taggedStream counts a streaming call under the operation its request's
@@ -148,17 +150,20 @@ type taggedStream struct {
 	sent   bool
 	id     string // the transaction, once known
 	begins bool   // the call begins its transaction: its first answer names it
+	req    any    // the call's request
 }
 
 func (s *taggedStream) SendMsg(m any) error {
 	if !s.sent {
 		s.sent, s.op = true, s.c.countOp(s.method, m)
 		s.id, s.begins = transactionOf(m)
-		if s.id != "" {
-			s.c.mu.Lock()
-			s.c.attempts.attribute(s.id, s.op)
-			s.c.mu.Unlock()
+		s.req = m
+		s.c.mu.Lock()
+		if s.begins {
+			s.c.attempts.begun(m, s.op)
 		}
+		s.c.attempts.attribute(m, s.id, s.op)
+		s.c.mu.Unlock()
 	}
 	return s.ClientStream.SendMsg(m)
 }
@@ -172,11 +177,11 @@ func (s *taggedStream) RecvMsg(m any) error {
 	defer s.c.mu.Unlock()
 	if s.begins && s.id == "" && err == nil {
 		if s.id = beganAs(m); s.id != "" {
-			s.c.attempts.attribute(s.id, s.op)
+			s.c.attempts.attribute(s.req, s.id, s.op)
 		}
 	}
 	if err != nil {
-		s.c.attempts.ended(s.id, s.op, s.begins, err)
+		s.c.attempts.ended(s.req, s.id, s.op, s.begins, err)
 		if status.Code(err) == codes.Aborted {
 			s.c.aborted[s.op]++
 		}
