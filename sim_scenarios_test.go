@@ -111,7 +111,8 @@ var lockScenarios = []struct {
 
 // scenarioTryLockCountsWaiters: a TryLock refused says how many wait,
 // whether it decided on the row alone (its Queued column says nobody does)
-// or read the queue; once the lock is free and nobody waits, it takes it.
+// or read the queue, and how long the holder's lease has still to run;
+// once the lock is free and nobody waits, it takes it.
 func scenarioTryLockCountsWaiters(t *testing.T, e lockEnv, name string) {
 	ctx := context.Background()
 	a, b, c := e.process(t, name, "a"), e.process(t, name, "b"), e.process(t, name, "c")
@@ -120,6 +121,9 @@ func scenarioTryLockCountsWaiters(t *testing.T, e lockEnv, name string) {
 		_, err := c.TryLock(ctx)
 		var held *HeldError
 		require.ErrorAs(t, err, &held)
+		assert.Positive(t, held.LeaseLeft, "the holder is live")
+		assert.LessOrEqual(t, held.LeaseLeft, scenarioLease, "at most the lease it declared")
+		held.LeaseLeft = 0
 		assert.Equal(t, HeldError{Name: name, Holder: holder, Token: token, Waiters: waiters}, *held)
 	}
 	la, err := a.Lock(ctx)
