@@ -12,6 +12,8 @@ import (
 	"cloud.google.com/go/spanner/apiv1/spannerpb"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/spanmutex/spanmutex/internal/sqldialect"
 	"google.golang.org/api/option"
 	"google.golang.org/grpc"
 
@@ -181,8 +183,29 @@ func TestTryLockRefusedOnOneKeyRead(t *testing.T) {
 		_, err = l.TryLock(ctx)
 		var he *HeldError
 		require.ErrorAs(t, err, &he)
+		assert.Positive(t, he.LeaseLeft, "the holder just took it")
+		assert.LessOrEqual(t, he.LeaseLeft, DefaultLease, "at most the lease it declared")
+		he.LeaseLeft = 0
 		assert.Equal(t, HeldError{Name: "tried", Holder: "holder", Token: held.Token(), Waiters: 0}, *he)
 		assert.Equal(t, []string{"StreamingRead"}, log.since(n))
+
+		// A lock with no row yet: the glance finds none, and the
+		// acquisition reads row and queue in one statement.
+		d, err := sqldialect.Detect(ctx, newClient(t, db))
+		require.NoError(t, err)
+		fresh, err := NewLock(countingClient(t, db, &log), "fresh", WithScope(l.scope), WithDialect(d))
+		require.NoError(t, err)
+		n = log.len()
+		_, err = fresh.TryLock(ctx)
+		require.NoError(t, err)
+		calls, tags := log.since(n), log.tagsSince(n)
+		require.GreaterOrEqual(t, len(calls), 3)
+		assert.Equal(t, []string{"StreamingRead", "ExecuteStreamingSql", "Commit"}, calls[len(calls)-3:],
+			"a glance finding no row, then lockSQL and the Commit (after the new store's schema check)")
+		assert.Equal(t, []string{tagLook, tagAcquire, tagAcquire}, tags[len(tags)-3:])
+		n = log.len()
+		require.NoError(t, fresh.Unlock(ctx))
+		assert.Equal(t, []string{"StreamingRead", "Commit"}, log.since(n), "the acquisition marked the queue empty")
 	})
 }
 
