@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"regexp"
 	"slices"
 	"strings"
@@ -25,12 +26,14 @@ func tortureAllFaults(t *testing.T, dialect string) {
 	tests.NeedBinary(t)
 	tortureNoLeak(t)
 	t.Setenv(cmdline.EmulatorHostEnv, "")
-	code, stdout, stderr := tests.Call(t, "--duration", "10s", "--clients", "4", "--progress", "5s", "--dialect", dialect)
+	// 6s a dialect in go test, 10s in CI's soak.
+	duration := fmt.Sprintf("%ds", testutil.Scale(6, 10))
+	code, stdout, stderr := tests.Call(t, "--duration", duration, "--clients", "4", "--progress", "5s", "--dialect", dialect)
 	if code != cmdline.ExitOK {
 		t.Fatalf("torture exited %d; stdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
 	for _, want := range []string{
-		"spanmutex-torture: 4 clients for 10s, faults abort,unavailable,drop-commit,delay,pause,impatient,mismatched",
+		"spanmutex-torture: 4 clients for " + duration + ", faults abort,unavailable,drop-commit,delay,pause,impatient,mismatched",
 		"with --enable_fault_injection",
 		"(" + dialect + "); opened 4 clients, each with a Spanner client and a Scope of its own",
 		"Declared leases: c1 2s, c2 666.666666ms, c3 2s, c4 6s.",
