@@ -273,7 +273,12 @@ func testLockCancelledWaiterLeavesTheQueue(t *testing.T, db string) {
 
 // A waiter that stopped proving it is alive is skipped by the hand-off; when
 // it comes back it joins again at the back and still gets the lock.
-func TestLockSkipsDeadWaiters(t *testing.T) { eachDialect(t, testLockSkipsDeadWaiters) }
+// Waits out entries' time to live: it runs beside the other waiting tests
+// (t.Parallel).
+func TestLockSkipsDeadWaiters(t *testing.T) {
+	t.Parallel()
+	eachDialect(t, testLockSkipsDeadWaiters)
+}
 
 func testLockSkipsDeadWaiters(t *testing.T, db string) {
 	c := newClient(t, db)

@@ -182,7 +182,11 @@ func (h *holder) result(t *testing.T) runResult {
 // over only after the lease, by Spanner's clock, with a higher token;
 // when it comes back it learns that its lease was lost instead of marking
 // the section DONE.
-func TestTakeoverOnlyAfterLease(t *testing.T) { eachDialect(t, testTakeoverOnlyAfterLease) }
+// Waits out leases: it runs beside the other waiting tests (t.Parallel).
+func TestTakeoverOnlyAfterLease(t *testing.T) {
+	t.Parallel()
+	eachDialect(t, testTakeoverOnlyAfterLease)
+}
 
 func testTakeoverOnlyAfterLease(t *testing.T, db string) {
 	const lease = 2 * time.Second
@@ -237,6 +241,7 @@ func testTakeoverOnlyAfterLease(t *testing.T, db string) {
 // A live holder renews its lease: a section that runs five leases long
 // is not taken over, and its waiters get AlreadyDone.
 func TestRenewalKeepsALongSectionAlive(t *testing.T) {
+	t.Parallel() // waits out leases
 	db := freshDatabase(t)
 	const lease = time.Second
 	a, err := New(newClient(t, db), "long", WithOwner("a"), WithLease(lease), WithJitter(0))
@@ -321,6 +326,7 @@ func (c skewedClock) NewTimer(d time.Duration) (<-chan time.Time, func() bool) {
 func withClock(c clock) Option { return anyOption(func(cfg *config) { cfg.clock = c }) }
 
 func TestLocalClockChangesNoDecision(t *testing.T) {
+	t.Parallel() // waits out leases
 	for _, offset := range []time.Duration{10 * time.Hour, -10 * time.Hour, 365 * 24 * time.Hour} {
 		t.Run(offset.String(), func(t *testing.T) {
 			db := freshDatabase(t)
@@ -582,7 +588,11 @@ func TestSchemaAndDatabaseProblems(t *testing.T) {
 
 // Tokens grow strictly over every kind of acquisition of one name: fresh,
 // retry after failure, takeover, and a new generation after staleness.
-func TestTokensStrictlyIncrease(t *testing.T) { eachDialect(t, testTokensStrictlyIncrease) }
+// Waits out leases: it runs beside the other waiting tests (t.Parallel).
+func TestTokensStrictlyIncrease(t *testing.T) {
+	t.Parallel()
+	eachDialect(t, testTokensStrictlyIncrease)
+}
 
 func testTokensStrictlyIncrease(t *testing.T, db string) {
 	c := newClient(t, db)
