@@ -86,20 +86,25 @@ func liveEntry(d ddl.Dialect) string {
 }
 
 // lockSQL reads the lock's row, Spanner's clock, how many live entries are
-// queued before key (capped at limit), whether key itself is queued, and
-// whether the queue has no entry at all (emptyRead), in one statement. @id is the reader's own waiter id, also when it is not
-// queued (at is then endOfQueue's): its own entries are never before it.
-// Entries of a silent holder's Scope do not count either (sameScopeAsSilent).
-func (s *spannerStore) lockSQL(d ddl.Dialect, limit int, marked bool) string {
+// queued before key (capped at limit), whether key itself is queued, and,
+// with empty, whether the queue has no entry at all (emptyRead; FALSE
+// without), in one statement. @id is the reader's own waiter id, also when
+// it is not queued (at is then endOfQueue's): its own entries are never
+// before it. Entries of a silent holder's Scope do not count either
+// (sameScopeAsSilent).
+func (s *spannerStore) lockSQL(d ddl.Dialect, limit int, marked, empty bool) string {
 	q := s.queueTable()
+	emptyRead := "FALSE"
+	if empty {
+		emptyRead = "NOT EXISTS(SELECT 1 FROM `" + q + "` AS q WHERE q.`Name` = @name)"
+	}
 	return fmt.Sprintf("SELECT CURRENT_TIMESTAMP(), m.`Name` IS NOT NULL, %s, "+
 		"(SELECT COUNT(*) FROM (SELECT 1 FROM `%s` AS q WHERE q.`Name` = @name "+
 		"AND (q.`EnqueuedAt` < @at OR (q.`EnqueuedAt` = @at AND q.`WaiterID` < @id)) "+
 		"AND q.`WaiterID` != @id AND %s AND NOT COALESCE(%s, FALSE) LIMIT %d) AS ahead), "+
 		"EXISTS(SELECT 1 FROM `%s` AS q WHERE q.`Name` = @name AND q.`EnqueuedAt` = @at AND q.`WaiterID` = @id), "+
-		"NOT EXISTS(SELECT 1 FROM `%s` AS q WHERE q.`Name` = @name) "+
-		"%s FROM (SELECT 1) AS one LEFT JOIN `%s` AS m ON m.`Name` = @name",
-		rowSelectList(), q, liveEntry(d), sameScopeAsSilent(d), limit, q, q, queuedSelect(marked), s.table)
+		"%s %s FROM (SELECT 1) AS one LEFT JOIN `%s` AS m ON m.`Name` = @name",
+		rowSelectList(), q, liveEntry(d), sameScopeAsSilent(d), limit, q, emptyRead, queuedSelect(marked), s.table)
 }
 
 // queuedSelect is the Queued column of the row m, to end a SELECT list,
@@ -124,10 +129,11 @@ func sameScopeAsSilent(d ddl.Dialect) string {
 		" AND SUBSTR(q.`WaiterID`, 25) = SUBSTR(m.`LeaseID`, 25)"
 }
 
-// queryLock runs lockSQL in dialect d.
-func (s *spannerStore) queryLock(ctx context.Context, q querier, d ddl.Dialect, name string, key queueKey, limit int) (lockView, error) {
+// queryLock runs lockSQL in dialect d; with empty, it reads whether the
+// queue has any entry (emptyRead).
+func (s *spannerStore) queryLock(ctx context.Context, q querier, d ddl.Dialect, name string, key queueKey, limit int, empty bool) (lockView, error) {
 	marked := s.marked()
-	it := q.Query(ctx, sqldialect.Statement(d, s.lockSQL(d, limit, marked), map[string]any{
+	it := q.Query(ctx, sqldialect.Statement(d, s.lockSQL(d, limit, marked, empty && marked), map[string]any{
 		"name": name, "at": key.at, "id": key.id, "lease": s.lease.Microseconds(),
 	}))
 	defer it.Stop()
@@ -157,7 +163,7 @@ func (s *spannerStore) readLock(ctx context.Context, name string, key queueKey) 
 	if err != nil {
 		return lockView{}, s.explain(ctx, err)
 	}
-	v, err := s.queryLock(ctx, taggedQuerier{s.client.Single(), tagPoll}, d, name, key, maxAhead)
+	v, err := s.queryLock(ctx, taggedQuerier{s.client.Single(), tagPoll}, d, name, key, maxAhead, false)
 	if err != nil {
 		return lockView{}, s.explain(ctx, err)
 	}
@@ -397,7 +403,7 @@ func (s *spannerStore) readToAcquire(ctx context.Context, tx *spanner.ReadWriteS
 	if join {
 		limit = maxAhead
 	}
-	return s.queryLock(ctx, tx, d, name, queueKey{at: key.at, id: me}, limit)
+	return s.queryLock(ctx, tx, d, name, queueKey{at: key.at, id: me}, limit, absent)
 }
 
 // readByKey reads the lock's row and, if it is free, whether its queue has
