@@ -40,9 +40,18 @@ type stepInput struct {
 	known     *resourceRead
 }
 
+// finishes returns the ids of the requests whose outcome the step records.
+func (in stepInput) finishes() []string {
+	if in.prev == nil {
+		return nil
+	}
+	return in.prev.ids
+}
+
 // step runs one read-write transaction of a tenure on resource, fenced by
-// lease's guard (its GuardSQL, read with the requests in one statement:
-// a step costs that statement and its Commit). It records the outcome of
+// lease's guard (readGuarded: its GuardSQL, read with the requests in one
+// statement, or Guard's key read; either way a step costs one read and its
+// Commit). It records the outcome of
 // the previous job prev (if not nil) for the requests still in-progress
 // under its claim, and, if claimNext, claims what is claimable next (see
 // planClaim). Doing both in one
@@ -163,10 +172,7 @@ func (w *Worker) settleStep(ctx context.Context, prev *finishing, next claimed, 
 // statement's cost. A step they give nothing to claim reads the statement,
 // which finds what was enqueued meanwhile and claims it in this tenure.
 func (w *Worker) readGuarded(ctx context.Context, txn *spanner.ReadWriteTransaction, d ddl.Dialect, lease *spanmutex.Lease, resource string, in stepInput) (resourceRead, error) {
-	var ids []string
-	if in.prev != nil {
-		ids = in.prev.ids
-	}
+	ids := in.finishes()
 	if in.known == nil || (in.claimNext && !w.knownClaims(resource, in)) {
 		read, err := w.readResource(ctx, txn, d, lease, resource, ids)
 		if err == nil && !read.held {
@@ -183,11 +189,7 @@ func (w *Worker) readGuarded(ctx context.Context, txn *spanner.ReadWriteTransact
 // knownClaims reports whether a step of in, on the resource's requests as
 // known, would claim or fail any.
 func (w *Worker) knownClaims(resource string, in stepInput) bool {
-	var ids []string
-	if in.prev != nil {
-		ids = in.prev.ids
-	}
-	k := in.known.copyFor(ids)
+	k := in.known.copyFor(in.finishes())
 	live, create := asWritten(k.pending, k.create, in.prev, in.pid)
 	return !planClaim(resource, live, create, w.cfg.maxAttempts).empty()
 }
