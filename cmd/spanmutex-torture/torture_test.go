@@ -84,7 +84,7 @@ func TestTortureWithoutFaults(t *testing.T) {
 // Impatient Lock calls give up with ErrNotObtained, within Lock's contract,
 // and leave no lock held; the stalls are reported. On the tests' emulator.
 func TestTortureImpatient(t *testing.T) {
-	code, stdout, stderr := tortureOnTestsEmulator(t, "--duration", "6s", "--clients", "4", "--locks", "1", "--lease", "500ms",
+	code, stdout, stderr := tortureOnTestsEmulator(t, "--duration", fmt.Sprintf("%ds", testutil.Scale(4, 6)), "--clients", "4", "--locks", "1", "--lease", "500ms",
 		"--faults", "impatient", "--progress", "0")
 	if code != cmdline.ExitOK || stderr != "" {
 		t.Fatalf("exit %d; stdout:\n%s\nstderr:\n%s", code, stdout, stderr)
@@ -110,7 +110,7 @@ func TestTortureImpatient(t *testing.T) {
 // the holder's declared lease. Paused holders are taken over; on the
 // tests' emulator.
 func TestTortureMismatched(t *testing.T) {
-	code, stdout, stderr := tortureOnTestsEmulator(t, "--duration", "8s", "--clients", "4", "--locks", "1", "--lease", "300ms",
+	code, stdout, stderr := tortureOnTestsEmulator(t, "--duration", fmt.Sprintf("%ds", testutil.Scale(5, 8)), "--clients", "4", "--locks", "1", "--lease", "300ms",
 		"--faults", "mismatched,pause", "--progress", "0")
 	if code != cmdline.ExitOK || stderr != "" {
 		t.Fatalf("exit %d; stdout:\n%s\nstderr:\n%s", code, stdout, stderr)
