@@ -47,7 +47,8 @@ type Result struct {
 	RPCs         int64
 	RPCsByMethod map[string]int64
 	// RPCsByOp counts them by the operation their Spanner tag names
-	// (spanmutex tags every call), AbortedByOp those Spanner aborted.
+	// (spanmutex tags every call), AbortedByOp those owed to aborts
+	// (bench's AbortedAttempts).
 	RPCsByOp, AbortedByOp map[string]int64
 
 	FIFOViolations int

@@ -101,9 +101,18 @@ type locker interface {
 type fleet struct {
 	lockers []locker
 	rpcs    func() map[string]int64
-	ops     func() (byOp, aborted map[string]int64) // RPCCounter.OpCounts
+	ops     func() (byOp, owed map[string]int64) // opsAndOwed
 	lead    func() (time.Duration, bool)            // the last commit's lead (RPCCounter.LastCommitLead)
 	close   func()
+}
+
+// opsAndOwed returns a snapshot function of r's calls by operation, and of
+// those of them owed to aborts (RPCCounter.AbortedAttempts).
+func opsAndOwed(r *bench.RPCCounter) func() (byOp, owed map[string]int64) {
+	return func() (map[string]int64, map[string]int64) {
+		byOp, _ := r.OpCounts()
+		return byOp, r.AbortedAttempts()
+	}
 }
 
 // unlockTimeout bounds an Unlock, which runs even after the drain ended.

@@ -92,8 +92,9 @@ func formatRuns(b *strings.Builder, runs []Result) {
 			row(r.Shape, r.Kind, perAcquisition(r, r.RPCsByMethod, nil))
 		}
 	})
-	b.WriteString("\nspanmutex's RPCs by operation (its Spanner tags), per acquisition; in brackets, those the\n" +
-		"emulator aborted (it runs one read-write transaction at a time; production aborts only conflicts):\n\n")
+	b.WriteString("\nspanmutex's RPCs by operation (its Spanner tags), per acquisition; in brackets, those owed to\n" +
+		"aborts: made in read-write attempts Spanner aborted, or beginning their retries (the emulator runs one\n" +
+		"read-write transaction at a time; production aborts only conflicts):\n\n")
 	bench.WriteTable(b, []string{"SHAPE", "LOCK", "RPCS BY OPERATION"}, func(row func(...any)) {
 		for _, r := range runs {
 			if r.Kind == Spanmutex || r.Kind == SpanmutexPoll {

@@ -47,7 +47,7 @@ func spannerFleet(ctx context.Context, sp spec) (*fleet, error) {
 	if err != nil {
 		return nil, err
 	}
-	f := &fleet{rpcs: rpcs.Counts, ops: rpcs.OpCounts, lead: rpcs.LastCommitLead, close: client.Close}
+	f := &fleet{rpcs: rpcs.Counts, ops: opsAndOwed(rpcs), lead: rpcs.LastCommitLead, close: client.Close}
 	switch sp.Kind {
 	case Spanmutex, SpanmutexPoll:
 		// The README's configuration: one NewScope per process, which
@@ -120,7 +120,7 @@ func etcdFleet(ctx context.Context, sp spec) (*fleet, error) {
 		return nil, fmt.Errorf("etcd client of %s: %w", sp.Etcd, err)
 	}
 	var sessions []*concurrency.Session
-	f := &fleet{rpcs: rpcs.Counts, ops: rpcs.OpCounts, lead: func() (time.Duration, bool) { return 0, false }}
+	f := &fleet{rpcs: rpcs.Counts, ops: opsAndOwed(rpcs), lead: func() (time.Duration, bool) { return 0, false }}
 	f.close = func() {
 		for _, s := range sessions {
 			_ = s.Close()

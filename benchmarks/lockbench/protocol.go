@@ -80,8 +80,8 @@ type lockResult struct {
 	Proc  int
 	Calls []call
 	// RPCs from the start of the window until the child stopped, by method;
-	// by the operation their Spanner tag names, and of those the ones
-	// Spanner aborted.
+	// by the operation their Spanner tag names, and of those the ones owed
+	// to aborts (bench's AbortedAttempts).
 	RPCs                  map[string]int64
 	RPCsByOp, AbortedByOp map[string]int64
 	// CommitLead is how far the process's last commit timestamp was ahead
