@@ -102,7 +102,7 @@ type fleet struct {
 	lockers []locker
 	rpcs    func() map[string]int64
 	ops     func() (byOp, owed map[string]int64) // opsAndOwed
-	lead    func() (time.Duration, bool)            // the last commit's lead (RPCCounter.LastCommitLead)
+	lead    func() (time.Duration, bool)         // the last commit's lead (RPCCounter.LastCommitLead)
 	close   func()
 }
 
