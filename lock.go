@@ -123,8 +123,12 @@ func (l *Lock) Lock(ctx context.Context) (*Lease, error) {
 }
 
 // TryLock takes the lock if it is free and nobody is queued for it, and
-// returns at once otherwise, with a *HeldError that says who holds it. It
-// never joins the queue.
+// returns at once otherwise, with a *HeldError that says who holds it and
+// how long its lease has still to run. It never joins the queue. An
+// attempt that Spanner aborts (another transaction overlapped it) is made
+// again, up to 3 times after the delay Spanner asks for, before TryLock
+// reports the lock held by "(a concurrent contender)"; if ctx ends
+// meanwhile, it returns an error matching ErrNotObtained and ctx.Err().
 func (l *Lock) TryLock(ctx context.Context) (*Lease, error) {
 	return l.lock(ctx, false)
 }
