@@ -48,6 +48,7 @@ import (
 // takeover. Neither TookOver nor the number of the old holder's writes is
 // therefore fixed.
 func TestEmulatorPause(t *testing.T) {
+	t.Parallel() // an emulator of its own, paused: it waits beside the other waiting tests
 	needEmulator(t)
 	bin, err := emulator.FindBinary()
 	if err != nil {

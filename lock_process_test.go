@@ -309,6 +309,7 @@ func TestLockProcessesPausedHolder(t *testing.T) {
 // Contenders configured with different leases: a contender with a short
 // lease must judge a holder by the holder's own, longer lease.
 func TestLockProcessesMismatchedLeases(t *testing.T) {
+	t.Parallel() // waits out leases, beside the other waiting tests
 	db := freshDatabase(t)
 	check := newClient(t, db)
 	const short = time.Second
