@@ -386,14 +386,14 @@ func (s *spannerStore) deleteSilentScope(ctx context.Context, tx *spanner.ReadWr
 // first tries key reads, which cost a fraction of lockSQL's statement,
 // while this store last found the lock uncontended or when the joiner is
 // woken by wake-ups (wakeable) and so need not know its place (readByKey);
-// but not right after TryLock's glance found no row (absent), when the
+// but not right after TryLock's glance found no row (noRow), when the
 // queue is to be read too: lockSQL reads both in one round trip. Anything
 // else is decided on lockSQL's answer, read in the same
 // transaction; me is the contender's id, whose own entries are never
 // before it.
 func (s *spannerStore) readToAcquire(ctx context.Context, tx *spanner.ReadWriteStmtBasedTransaction, d ddl.Dialect, name string, key queueKey, me string, join, wakeable bool) (lockView, error) {
-	absent := s.noRow.Swap(false)
-	if key == endOfQueue && ((!s.contended.Load() && !absent) || (join && wakeable)) {
+	noRow := s.noRow.Swap(false)
+	if key == endOfQueue && ((!s.contended.Load() && !noRow) || (join && wakeable)) {
 		v, decided, err := s.readByKey(ctx, tx, name, join && wakeable)
 		if err != nil || decided {
 			return v, err
@@ -403,7 +403,7 @@ func (s *spannerStore) readToAcquire(ctx context.Context, tx *spanner.ReadWriteS
 	if join {
 		limit = maxAhead
 	}
-	return s.queryLock(ctx, tx, d, name, queueKey{at: key.at, id: me}, limit, absent)
+	return s.queryLock(ctx, tx, d, name, queueKey{at: key.at, id: me}, limit, noRow)
 }
 
 // readByKey reads the lock's row and, if it is free, whether its queue has
