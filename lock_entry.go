@@ -60,14 +60,17 @@ func (w *waiter) arrive(ctx context.Context) (*Lease, error) {
 }
 
 // join inserts our entry at the back of the queue. An insert of unknown
-// outcome is settled by looking our id up.
+// outcome is settled by looking our id up; as its sends may each have
+// been applied (joinWrite), entries of ours we did not find may remain
+// (strays), deleted by our id once we hold the lock or leave.
 func (w *waiter) join(ctx context.Context) error {
 	l := w.lock
-	w.touched, w.joined = true, true
+	w.touched, w.joined, w.resent = true, true, true
 	sent := w.now()
 	entry := queueInsert{id: w.id, owner: l.cfg.owner, lease: l.cfg.lease, wakeAddr: l.scope.wakeAddr(l.cfg.logger)}
 	res := w.local.join(ctx, w.st, l.name, entry, l.cfg.finishTimeout)
 	if res.err != nil {
+		w.strays = w.strays || spanerr.UnknownOutcome(res.err)
 		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.finishTimeout)
 		found, ok, ferr := w.st.findQueued(fctx, l.name, w.id)
 		cancel()
@@ -77,7 +80,7 @@ func (w *waiter) join(ctx context.Context) error {
 			// carries our id), and is deleted by our id once we hold the
 			// lock or leave.
 			w.joined = false
-			w.strays = w.strays || ferr != nil || spanerr.UnknownOutcome(res.err)
+			w.strays = w.strays || ferr != nil
 			return res.err
 		}
 		res.key = found
@@ -187,7 +190,8 @@ func (w *waiter) retryLeave(ctx context.Context, try func(context.Context) error
 }
 
 // leave makes one try at what abandon does. When our only entry is one we
-// know and no lease was found ours, a blind delete and a strong read do: a
+// know (not one a join may have sent twice: resent) and no lease was
+// found ours, a blind delete and a strong read do: a
 // hand-off to us that committed before the delete shows in the read, and
 // none can commit after it (an Unlock that read our entry conflicts with
 // the delete). Otherwise, and when the read shows the lock handed to us,
@@ -195,7 +199,7 @@ func (w *waiter) retryLeave(ctx context.Context, try func(context.Context) error
 // on.
 func (w *waiter) leave(ctx context.Context) error {
 	l := w.lock
-	if w.joined && w.key != endOfQueue && !w.strays && !w.ownAttempt && !w.foundOurs && !w.toldHandedInScope() {
+	if w.joined && w.key != endOfQueue && !w.strays && !w.resent && !w.ownAttempt && !w.foundOurs && !w.toldHandedInScope() {
 		if _, err := gated(ctx, w.local, func() (struct{}, error) { return struct{}{}, w.st.dequeue(ctx, l.name, w.key) }); err != nil {
 			return err
 		}

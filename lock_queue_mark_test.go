@@ -277,13 +277,16 @@ func TestLockQueuePathsRPCs(t *testing.T) {
 		lease, err := holder.Lock(ctx)
 		require.NoError(t, err)
 		st := holder.sp
+		n := log.len()
 		_, err = st.enqueue(ctx, "paths", []queueInsert{{id: "waiter-a", owner: "a", lease: DefaultLease}})
 		require.NoError(t, err)
+		assert.Equal(t, []string{"Commit"}, log.since(n), "a blind join: one single-use commit")
+		assert.Equal(t, []string{tagJoin}, log.tagsSince(n))
 		key, ok, err := st.findQueued(ctx, "paths", "waiter-a")
 		require.NoError(t, err)
 		require.True(t, ok, "the entry was inserted")
 
-		n := log.len()
+		n = log.len()
 		require.NoError(t, st.renewWaiter(ctx, "paths", key))
 		assert.Equal(t, []string{"Commit"}, log.since(n), "an entry renewal")
 		assert.Equal(t, []string{tagEntryRenew}, log.tagsSince(n))

@@ -514,6 +514,11 @@ func (s *spannerStore) unlock(ctx context.Context, l *Lease) (handOff, error) {
 		}
 		var ms []*spanner.Mutation
 		to, ms = s.handOffMutations(v, head, complete, l.name, l.id, "")
+		if !l.queuedAt.IsZero() {
+			// The entry we waited through, if a stray of ours took the
+			// lock instead (joinWrite); a no-op otherwise.
+			ms = append(ms, spanner.Delete(s.queueTable(), spanner.Key{l.name, l.queuedAt, l.id}))
+		}
 		return tx.BufferWrite(ms)
 	})
 	var lost *LeaseLostError

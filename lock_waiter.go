@@ -62,6 +62,11 @@ type waiter struct {
 	foundOurs bool
 	// aborts counts a TryLock's attempts that Spanner aborted (try).
 	aborts int
+	// resent reports that an entry of ours was inserted by a join whose
+	// commit the client may have sent more than once (joinWrite): an
+	// earlier send's entry may remain under a key we never learnt, so
+	// leaving deletes our entries by id, not our known key.
+	resent bool
 	// seen is a read, made by another step (join's placing read), that
 	// showed the lock ours: the next step acts on it without reading again.
 	seen *seenRead

@@ -39,8 +39,8 @@ type handOff struct {
 
 func (s *spannerStore) queueTable() string { return s.table + ddl.QueueSuffix }
 
-// insertEntries inserts entries in one blind write and returns its commit
-// timestamp. With mark (a Lock's waiters: not a run-once section's
+// insertEntries inserts entries in one single-use commit (joinWrite) and
+// returns its commit timestamp. With mark (a Lock's waiters: not a run-once section's
 // watchers, whose row never reads its Queued column), it sets the lock
 // row's Queued column in the same commit.
 func (s *spannerStore) insertEntries(ctx context.Context, name string, entries []queueInsert, mark bool) (time.Time, error) {
@@ -54,7 +54,7 @@ func (s *spannerStore) insertEntries(ctx context.Context, name string, entries [
 		// says (queue_mark.go).
 		ms = append(ms, s.queuedMutation(name, true))
 	}
-	ts, err := s.blindWrite(ctx, tagJoin, ms)
+	ts, err := s.joinWrite(ctx, ms)
 	if marked && spanner.ErrCode(err) == codes.NotFound {
 		// No lock row yet (its first acquisition is under way): insert
 		// the entries reading the row, which marks it if it now exists.
@@ -87,24 +87,36 @@ func (s *spannerStore) enqueueReading(ctx context.Context, name string, ms []*sp
 	})
 }
 
-// blindWrite commits ms in a write-only read-write transaction, retried by
-// the client when Spanner aborts it, and returns its commit timestamp. Such
-// a transaction reads nothing, so it waits for no lock before its commit;
-// every attempt, aborted ones included, counts as a blind write.
-func (s *spannerStore) blindWrite(ctx context.Context, tag string, ms []*spanner.Mutation) (time.Time, error) {
-	return s.rw(ctx, tag, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
-		s.stats.blindWrites.Add(1)
-		return tx.BufferWrite(ms)
-	})
+// joinWrite commits a join's mutations ms in one single-use commit (one
+// RPC, where a read-write transaction sends BeginTransaction and Commit)
+// and returns its commit timestamp. It reads nothing, so it waits for no
+// lock. The client sends the commit again when Spanner aborts it or its
+// answer is lost (UNAVAILABLE), and a lost answer's send may have been
+// applied: an entry of ours then stays in the queue under that send's
+// key, which we never learn, ahead of the entry we know. Such a stray
+// carries our id and our declared lease, so it costs nobody but us:
+//   - a hand-off to it is a hand-off to us, and we find it by our id in
+//     the row, as for the entry we know;
+//   - it is never renewed, so it lapses after its time to live;
+//   - no Unlock hands the lock to its own releaser's id (takes), every
+//     entry an Unlock passes is deleted, and our Unlock deletes the entry
+//     we know (a stray handed the lock leaves it behind);
+//   - leaving deletes every entry of our id.
+//
+// At worst a stray reached by another holder's Unlock after we are gone
+// is handed the lock and costs the waiters its lease, as a waiter that
+// dies just after renewing its entry does.
+func (s *spannerStore) joinWrite(ctx context.Context, ms []*spanner.Mutation) (time.Time, error) {
+	s.stats.blindWrites.Add(1)
+	return s.client.Apply(ctx, ms, spanner.ApplyAtLeastOnce(), spanner.TransactionTag(tagJoin))
 }
 
-// idempotentWrite commits ms in one single-use commit (one RPC, where
-// blindWrite sends BeginTransaction and Commit), for mutations that may be
-// applied more than once with the effect of once: the client re-sends the
-// commit when Spanner aborts it or does not answer, and an earlier send
-// may have been applied. An entry's renewal (an Update of RenewedAt to
+// idempotentWrite commits ms in one single-use commit (one RPC), for
+// mutations that may be applied more than once with the effect of once:
+// the client re-sends the commit when Spanner aborts it or does not
+// answer, and an earlier send may have been applied. An entry's renewal (an Update of RenewedAt to
 // the commit timestamp) and a dequeue (a Delete by key) are such; a join
-// is not (a replay would insert a second entry, under a later key).
+// is not (a replay inserts a second entry: joinWrite).
 func (s *spannerStore) idempotentWrite(ctx context.Context, tag string, ms []*spanner.Mutation) error {
 	s.stats.blindWrites.Add(1)
 	_, err := s.client.Apply(ctx, ms, spanner.ApplyAtLeastOnce(), spanner.TransactionTag(tag))

@@ -461,22 +461,40 @@ func (c *simConn) acquireLock(ctx context.Context, name string, key queueKey, p 
 	return res, nil
 }
 
+// enqueue is a join's single-use commit (joinWrite), sent at least once:
+// the client sends it again when Spanner answers UNAVAILABLE, also when an
+// earlier send was applied and only its answer lost, which leaves a stray
+// entry of ours under the earlier send's key. It gives up after
+// simJoinSends sends, as the client does when its deadline passes.
 func (c *simConn) enqueue(ctx context.Context, name string, entries []queueInsert) (time.Time, error) {
-	var ts time.Time
-	_, err := c.call(ctx, "enqueue", true, false, func() error {
-		ts = c.db.commitTS()
-		for _, e := range entries {
-			c.db.insert(name, &simEntry{key: queueKey{at: ts, id: e.id}, owner: e.owner, renewed: ts,
-				lease: e.lease.Truncate(time.Microsecond), wakeAddr: e.wakeAddr})
-			c.p.h.event(c.p.name, "enqueue %s at %s", short(e.id), c.p.h.ts(ts))
+	var (
+		ts  time.Time
+		err error
+	)
+	for range simJoinSends {
+		_, err = c.call(ctx, "enqueue", true, false, func() error {
+			ts = c.db.commitTS()
+			for _, e := range entries {
+				c.db.insert(name, &simEntry{key: queueKey{at: ts, id: e.id}, owner: e.owner, renewed: ts,
+					lease: e.lease.Truncate(time.Microsecond), wakeAddr: e.wakeAddr})
+				c.p.h.event(c.p.name, "enqueue %s at %s", short(e.id), c.p.h.ts(ts))
+			}
+			return nil
+		})
+		if status.Code(err) != codes.Unavailable || errors.Is(err, errSimCrashed) || ctx.Err() != nil {
+			break
 		}
-		return nil
-	})
+		c.p.h.event(c.p.name, "enqueue: sent again")
+	}
 	if err != nil {
 		return time.Time{}, err
 	}
 	return ts, nil
 }
+
+// simJoinSends is how many times the simulated client sends a join's
+// commit at most.
+const simJoinSends = 3
 
 func (c *simConn) findQueued(ctx context.Context, name, waiterID string) (queueKey, bool, error) {
 	var (
@@ -569,6 +587,9 @@ func (c *simConn) unlock(ctx context.Context, l *Lease) (handOff, error) {
 		}
 		ts := d.commitTS()
 		to = d.handOn(l.name, v, l.id, "", ts, true)
+		if !l.queuedAt.IsZero() {
+			d.removeEntries(l.name, func(e *simEntry) bool { return e.key == queueKey{at: l.queuedAt, id: l.id} })
+		}
 		d.unlocked[l.id] = true
 		to.at = ts
 		c.p.h.event(c.p.name, "unlock token %d: handed to %s token %d", l.token, short(to.waiterID), to.token)
