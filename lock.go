@@ -242,12 +242,14 @@ func (l *Lock) release(ctx context.Context, ll *localLock, lease *Lease) error {
 		to, err := gated(ctx, ll, func() (handOff, error) { return l.store.unlock(ctx, lease) })
 		if err == nil {
 			l.cfg.logger.Debug("unlocked", "token", lease.token, "handed_to", to.owner)
+			l.scope.wakes.adopted(lease.id) // no entry of ours is left (joinWrite)
 			l.handedOn(ll, lease.id, to, sent)
 			return nil
 		}
 		if errors.Is(err, ErrLeaseLost) {
 			var lost *LeaseLostError
 			if uncertain && errors.As(err, &lost) && l.ownUnlock(ctx, lease, lost) {
+				l.scope.wakes.adopted(lease.id)
 				return nil // an earlier try committed; its answer was lost
 			}
 			return err
@@ -257,6 +259,7 @@ func (l *Lock) release(ctx context.Context, ll *localLock, lease *Lease) error {
 		if rerr == nil && !v.heldBy(lease.id) {
 			lost := lease.lostTo(v)
 			if l.ownUnlock(ctx, lease, lost) {
+				l.scope.wakes.adopted(lease.id)
 				return nil // our unlock committed; its answer was lost
 			}
 			return lost
@@ -400,8 +403,11 @@ func (l *Lock) acquire(ctx context.Context, ll *localLock, wait bool) (*Lease, e
 		return nil, err
 	}
 	ll.hold(w.id) // handed over: the Unlock that woke us may have said so already
-	if w.strays {
-		w.orphaned(lease.token) // its purge failed
+	if w.strays || w.resent {
+		// Its purge failed, or a join of ours may have left an entry
+		// whose key we never learnt: until our Unlock deletes the entry we
+		// know (adopted), a hand-off of our Scope to either is handed on.
+		w.orphaned(lease.token)
 	}
 	return lease, nil
 }

@@ -120,6 +120,20 @@ var simRegressionSeeds = []struct {
 	// returns leaving entries behind is an orphan too, for every hand-off
 	// after the one whose lease it returned.
 	{11212, "a call returned with a stray entry left (purge failed); a later Unlock of its Scope handed the lock to it (inv10)"},
+	// Found when a join became one single-use commit, which the client
+	// sends again after a lost answer (joinWrite): the waiter's id is then
+	// queued twice, once under a key it never learns. A call that gave up
+	// dequeued the entry it knew, and an Unlock of its Scope handed the
+	// stray the lock (inv10). Fixed: such a waiter leaves by its id
+	// (waiter.resent).
+	{5627, "a blind join sent twice; the call gave up, dequeuing only the entry it knew; the stray was handed the lock (inv10)"},
+	{6725, "the same (inv10)"},
+	{8189, "the same (inv10)"},
+	// Handed the lock through the stray, the call's lease was lost and its
+	// Unlock failed, so the entry it knew stayed; an Unlock of its Scope
+	// handed it the lock (inv10). Fixed: such a call is an orphan until
+	// its Unlock succeeds.
+	{103706, "a blind join sent twice; the lease taken through the stray was lost, and the entry the call knew was handed the lock (inv10)"},
 }
 
 // simSeedRange returns the seeds TestSimulation runs: SPANMUTEX_SIM_SEEDS=A-B,
