@@ -38,8 +38,8 @@ type spec struct {
 	Drain      time.Duration
 	Dir        string // the run's shared directory: counter and holder files
 	Out        string // where the child writes its result, as JSON
-	// RPCLatency delays each Spanner RPC by its method's figure: the
-	// production latency model (bench.ParseLatency); nil: none.
+	// RPCLatency makes each Spanner RPC take at least its method's
+	// figure: the production latency model (bench.ParseLatency); nil: none.
 	RPCLatency map[string]time.Duration
 }
 

@@ -44,8 +44,10 @@ type RPCCounter struct{ c *rpcCounter }
 func NewRPCCounter() *RPCCounter { return &RPCCounter{c: newRPCCounter()} }
 
 // NewRPCCounterWithLatency returns a counter with no calls whose
-// interceptors also delay each call by latency's figure for its method
-// (ParseLatency): wall time then counts round trips as production does.
+// interceptors also make each call take at least latency's figure for
+// its method, holding its answer back until then (ParseLatency): wall time
+// then counts round trips as production does, the emulator's own time
+// included in that figure rather than added to it.
 func NewRPCCounterWithLatency(latency map[string]time.Duration) *RPCCounter {
 	c := newRPCCounter()
 	c.latency = latency

@@ -33,13 +33,23 @@ func TestParseLatency(t *testing.T) {
 	}
 }
 
-// TestLatencyDelaysTheNamedMethod checks the interceptor's delay against
-// a ctx that ends first: it returns the ctx's error rather than wait.
-func TestLatencyDelaysTheNamedMethod(t *testing.T) {
+// TestLatencyPadsTheNamedMethod checks the interceptor's padding: a call
+// of a method the model names is held back until it has taken the
+// modelled latency, a longer call or another method's not at all, and a
+// ctx that ends stops the wait.
+func TestLatencyPadsTheNamedMethod(t *testing.T) {
 	c := newRPCCounter()
-	c.latency = map[string]time.Duration{"Commit": time.Hour}
-	require.NoError(t, c.delay(context.Background(), "/google.spanner.v1.Spanner/Read"), "a method the model does not name is not delayed")
-	ctx, cancel := context.WithCancel(context.Background())
+	c.latency = map[string]time.Duration{"Commit": 20 * time.Millisecond, "Rollback": time.Hour}
+	ctx := context.Background()
+	assert.Zero(t, c.pad(ctx, "/google.spanner.v1.Spanner/Read", time.Now()), "a method the model does not name")
+	assert.Zero(t, c.pad(ctx, "/google.spanner.v1.Spanner/Commit", time.Now().Add(-time.Second)), "a call that took longer")
+	start := time.Now()
+	waited := c.pad(ctx, "/google.spanner.v1.Spanner/Commit", start.Add(-5*time.Millisecond))
+	assert.Greater(t, waited, 10*time.Millisecond, "a call that took 5ms is held back to 20ms")
+	assert.GreaterOrEqual(t, time.Since(start), 14*time.Millisecond)
+	done, cancel := context.WithCancel(ctx)
 	cancel()
-	assert.ErrorIs(t, c.delay(ctx, "/google.spanner.v1.Spanner/Commit"), context.Canceled)
+	start = time.Now()
+	c.pad(done, "/google.spanner.v1.Spanner/Rollback", start)
+	assert.Less(t, time.Since(start), time.Minute, "an ended ctx stops the wait")
 }

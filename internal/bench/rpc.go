@@ -23,9 +23,11 @@ import (
 // error of comparing the two clocks, as the hand-off latency does. Its
 // methods are safe for concurrent use.
 type rpcCounter struct {
-	// latency, if set, delays each call of a method it names by that
-	// much before it is sent: a model of production's round trips
-	// (ParseLatency). It is set before the client is opened.
+	// latency, if set, makes each call of a method it names take at least
+	// that long: the interceptor holds the answer back until then (pad),
+	// a model of production's round trips (ParseLatency) that does not
+	// count the emulator's own time on top of production's. It is set
+	// before the client is opened.
 	latency  map[string]time.Duration
 	mu       sync.Mutex
 	byMethod map[string]int64 // short method name ("Commit") → calls started
@@ -59,10 +61,9 @@ func (c *rpcCounter) dialOptions() []grpc.DialOption {
 	unary := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 		c.count(method)
 		op := c.countOp(method, req)
-		if err := c.delay(ctx, method); err != nil {
-			return err
-		}
+		start := time.Now()
 		err := invoker(ctx, method, req, reply, cc, opts...)
+		c.pad(ctx, method, start)
 		c.noteAbort(op, err)
 		c.noteAttempt(req, reply, op, err)
 		if resp, ok := reply.(*spannerpb.CommitResponse); ok && err == nil && resp.GetCommitTimestamp() != nil {
@@ -72,14 +73,13 @@ func (c *rpcCounter) dialOptions() []grpc.DialOption {
 	}
 	stream := func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 		c.count(method)
-		if err := c.delay(ctx, method); err != nil {
-			return nil, err
-		}
+		start := time.Now()
 		cs, err := streamer(ctx, desc, cc, method, opts...)
 		if err != nil {
+			c.pad(ctx, method, start)
 			return nil, err
 		}
-		return &taggedStream{ClientStream: cs, c: c, method: method}, nil
+		return &taggedStream{ClientStream: cs, c: c, method: method, ctx: ctx, start: start}, nil
 	}
 	return []grpc.DialOption{grpc.WithChainUnaryInterceptor(unary), grpc.WithChainStreamInterceptor(stream)}
 }
@@ -151,6 +151,11 @@ type taggedStream struct {
 	id     string // the transaction, once known
 	begins bool   // the call begins its transaction: its first answer names it
 	req    any    // the call's request
+	// ctx and start are the call's and when it was opened; padded, that
+	// its first answer was held back to the modelled latency (pad).
+	ctx    context.Context
+	start  time.Time
+	padded bool
 }
 
 func (s *taggedStream) SendMsg(m any) error {
@@ -170,6 +175,10 @@ func (s *taggedStream) SendMsg(m any) error {
 
 func (s *taggedStream) RecvMsg(m any) error {
 	err := s.ClientStream.RecvMsg(m)
+	if !s.padded {
+		s.padded = true
+		s.c.pad(s.ctx, s.method, s.start)
+	}
 	if s.op == "" {
 		return err
 	}
@@ -189,13 +198,17 @@ func (s *taggedStream) RecvMsg(m any) error {
 	return err
 }
 
-// delay waits the modelled latency of method, or until ctx ends.
-func (c *rpcCounter) delay(ctx context.Context, method string) error {
-	d := c.latency[method[strings.LastIndex(method, "/")+1:]]
+// pad waits, once a call of method begun at start has its (first)
+// answer, until the call has taken the modelled latency of method, or
+// until ctx ends; a call that took longer is not held back. It returns how
+// long it waited.
+func (c *rpcCounter) pad(ctx context.Context, method string, start time.Time) time.Duration {
+	d := c.latency[method[strings.LastIndex(method, "/")+1:]] - time.Since(start)
 	if d <= 0 {
-		return nil
+		return 0
 	}
-	return pause(ctx, d)
+	_ = pause(ctx, d) // the call's answer stands, whatever ctx says
+	return d
 }
 
 // lead records how far a commit timestamp was ahead of the local clock.

@@ -41,7 +41,7 @@ func run() int {
 	flag.IntVar(&cfg.QueueRequests, "queue-requests", lockbench.DefaultQueueRequests, "requests each queue run drains (negative: skip the queue part)")
 	flag.IntVar(&cfg.RunOnceProcs, "run-once", lockbench.DefaultRunOnceProcs, "processes that race to run one section once (negative: skip the run-once part)")
 	dialect := flag.String("dialect", "googlesql", "SQL dialect of the emulator's databases: googlesql or postgresql")
-	latency := flag.String("rpc-latency", "", "delay each Spanner RPC as production would: `production` (doc/benchmarks.md's figures) or METHOD=DURATION pairs, e.g. Commit=8ms,Read=2ms")
+	latency := flag.String("rpc-latency", "", "make each Spanner RPC take at least as long as on production: `production` (doc/benchmarks.md's figures) or METHOD=DURATION pairs, e.g. Commit=8ms,Read=2ms")
 	flag.Parse()
 
 	var err error
