@@ -281,8 +281,8 @@ func FuzzDecideLock(f *testing.F) {
 		silent, limit := refSilent(r), refLimit(r, p)
 		switch {
 		case !r.Exists || r.State == StateNeeded:
-			if want := map[bool]lockAction{true: lockWait, false: lockAcquire}[v.ahead > 0]; d.action != want || d.wait != 0 {
-				fail("free lock: acquire if nobody is before us, else wait in line")
+			if want := map[bool]lockAction{true: lockPassOn, false: lockAcquire}[v.ahead > 0]; d.action != want || d.wait != 0 {
+				fail("free lock: acquire if nobody is before us, else hand it to the first in line")
 			}
 		case r.State == StateDone || r.State == StateFailed:
 			if d.action != lockWrongKind {

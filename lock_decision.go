@@ -34,10 +34,13 @@ const (
 	// lockWait: someone holds it or waits before us; wait is, when the
 	// holder is the one to wait for, how long until a takeover is allowed.
 	lockWait
-	// lockPassOn: the holder went silent past the lease and live
-	// waiters are before us: hand the lock to the first of them, as the
-	// holder's Unlock would have, so that each dead process before us costs
-	// one lease, not its entries' time to live.
+	// lockPassOn: live waiters are before us, and the lock is free or its
+	// holder went silent past the lease: hand the lock to the first of
+	// them, as the holder's Unlock would have, so that each dead process
+	// before us costs one lease, not its entries' time to live. (A free
+	// lock with waiters is rare: an Unlock hands the lock to the first
+	// live entry it reads, so only an entry it did not read, a join
+	// committed after it, or one it judged dead, meets a free lock.)
 	lockPassOn
 	// lockWrongKind: the row belongs to a run-once Mutex (DONE or FAILED).
 	lockWrongKind
@@ -65,7 +68,7 @@ func decideLock(v lockView, myID string, p policy) lockDecision {
 	}
 	if !r.Exists || r.State == StateNeeded {
 		if v.ahead > 0 {
-			return lockDecision{action: lockWait}
+			return lockDecision{action: lockPassOn}
 		}
 		return lockDecision{action: lockAcquire}
 	}

@@ -21,7 +21,8 @@ func TestDecideLock(t *testing.T) {
 	}{
 		{"no row, nobody queued: acquire", lockView{row: row{Now: now}}, "me", lockDecision{action: lockAcquire}},
 		{"free, nobody before us: acquire", lockView{row: row{Exists: true, State: StateNeeded, Now: now}}, "me", lockDecision{action: lockAcquire}},
-		{"free, live waiters before us: wait (FIFO)", lockView{row: row{Exists: true, State: StateNeeded, Now: now}, ahead: 3}, "me", lockDecision{action: lockWait}},
+		{"free, live waiters before us: hand it to the first (FIFO)", lockView{row: row{Exists: true, State: StateNeeded, Now: now}, ahead: 3}, "me", lockDecision{action: lockPassOn}},
+		{"no row, live waiters before us: hand it to the first", lockView{row: row{Now: now}, ahead: 1}, "me", lockDecision{action: lockPassOn}},
 		{"held by a live holder: wait for the hand-off", lockView{row: held}, "me", lockDecision{action: lockWait, wait: 50 * time.Second}},
 		{"handed to us", lockView{row: held}, "holder", lockDecision{action: lockHeld}},
 		{"holder silent past the lease, we are first: take over", lockView{row: silent}, "me", lockDecision{action: lockTakeOver}},

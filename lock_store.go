@@ -335,11 +335,11 @@ func (s *spannerStore) acquireLock(ctx context.Context, name string, key queueKe
 	return acquireResult{decision: d, lease: lease, key: endOfQueue}, nil
 }
 
-// passOn hands the lock, read in tx as r and held by a holder silent past
-// its lease, to the first live entry of its queue that is not of the
-// holder's Scope (those are deleted: deleteSilentScope), as the holder's
-// Unlock would have; contender me, who found live waiters before it, does
-// it for them. It returns whom it handed the lock to (nobody: the lock is
+// passOn hands the lock, read in tx as r, free or held by a holder silent
+// past its lease, to the first live entry of its queue that is not of the
+// silent holder's Scope (those are deleted: deleteSilentScope), as the
+// holder's Unlock would have; contender me, who found live waiters before
+// it, does it for them. It returns whom it handed the lock to (nobody: the lock is
 // freed) and the mutations.
 func (s *spannerStore) passOn(ctx context.Context, tx *spanner.ReadWriteStmtBasedTransaction, d ddl.Dialect, name string, r row, me string) (handOff, []*spanner.Mutation, error) {
 	if err := s.deleteSilentScope(ctx, tx, d, name, r, me); err != nil {
@@ -356,9 +356,10 @@ func (s *spannerStore) passOn(ctx context.Context, tx *spanner.ReadWriteStmtBase
 
 // silentScope is the Scope whose entries go silent with the holder of r,
 // silent past its lease, as contender me sees it: the holder's Scope,
-// unless it is me's own (me runs, so its process is not dead).
+// unless it is me's own (me runs, so its process is not dead); none when
+// the lock is free (a pass-on of a free lock: nobody went silent).
 func silentScope(r row, me string) string {
-	if scope := scopeOf(r.LeaseID); scope != scopeOf(me) {
+	if scope := scopeOf(r.LeaseID); r.State == StateStarted && scope != scopeOf(me) {
 		return scope
 	}
 	return ""
@@ -550,6 +551,9 @@ func (s *spannerStore) handOffMutations(v row, head []*queueEntry, complete bool
 			ms = s.markEmpty(ms, v, name, complete && i == len(head)-1)
 			return handOff{owner: e.Owner.StringVal, waiterID: e.WaiterID, wakeAddr: e.WakeAddr.StringVal, token: v.Token + 1}, ms
 		}
+	}
+	if !v.Exists {
+		return handOff{}, ms // a pass-on of a lock with no row, to nobody live
 	}
 	ms = append(ms, spanner.Update(s.table, []string{"Name", "State", "UpdatedAt"},
 		[]any{name, string(StateNeeded), spanner.CommitTimestamp}))

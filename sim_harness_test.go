@@ -143,8 +143,6 @@ type simHarness struct {
 	idleSince  time.Time // stalled with a Lock call waiting since (zero: not)
 	scopes     map[string]*simProc
 	stallDead  map[string]bool        // the Scopes of the crashed processes in the way of the current stall
-	stallTTL   time.Time              // when the dead entries at a free lock in the way expire
-	excused    int                    // stalls past the bound within stallTTL
 	limbo      map[limboKey]*simLimbo // inv10: the leases not yet granted or ended
 	givingBack map[string]string      // inv10: the waiters a give-back of which failed
 }
@@ -391,18 +389,13 @@ func (h *simHarness) noteDeadLocked() {
 	for _, e := range h.db.queue[simName] {
 		if p := h.scopes[scopeOf(e.key.id)]; p != nil && p.gone {
 			h.stallDead[p.scope.id] = true
-			if h.holderProc == nil {
-				// The documented exception to claim 14: a dead entry at a
-				// free lock holds the waiters behind it for its TTL.
-				h.stallTTL = latest(h.stallTTL, e.renewed.Add(waiterTTLFactor*e.lease))
-			}
 		}
 	}
 }
 
 func (h *simHarness) startIdleLocked(now time.Time) {
 	if h.par.calm && h.stalled && h.waiting > 0 && h.idleSince.IsZero() {
-		h.idleSince, h.stallTTL = now, time.Time{}
+		h.idleSince = now
 		clear(h.stallDead)
 		h.noteDeadLocked()
 	}
@@ -413,10 +406,7 @@ func (h *simHarness) endIdleLocked(now time.Time) {
 		return
 	}
 	d := now.Sub(h.idleSince)
-	if d > h.stallBound() && h.holderProc == nil && !now.After(h.stallTTL.Add(h.maxWM/4+100*time.Millisecond)) {
-		h.excused++
-		h.eventLocked("CHECK", "the free lock stayed stalled for %v (bound %v) behind a dead entry, within its time to live: the documented exception to claim 14", d, h.stallBound())
-	} else if d > h.stallBound() {
+	if d > h.stallBound() {
 		what, bound := "free", h.stallBound()
 		if h.holderProc != nil {
 			what = "held by crashed " + h.holderProc.name
@@ -427,17 +417,8 @@ func (h *simHarness) endIdleLocked(now time.Time) {
 				dead = append(dead, p.name)
 			}
 		}
-		if h.holderProc == nil && len(dead) > 0 {
-			// The known exception (CORRECTNESS_DISCLAIMER.md, Latency): a
-			// process that died with an entry queued at a free lock holds
-			// the waiters behind it for the entry's time to live.
-			lease := h.maxWM + time.Duration(h.par.jitter*float64(h.maxWM))
-			bound = h.maxWM/4 + 100*time.Millisecond + time.Duration(len(dead))*waiterTTLFactor*lease
-		}
-		if d > bound {
-			h.violateLocked("inv5: the lock stayed %s for %v (bound %v: %d crashed process(es) %v in the way) while %d Lock call(s) waited",
-				what, d, bound, len(dead), dead, h.waiting)
-		}
+		h.violateLocked("inv5: the lock stayed %s for %v (bound %v: %d crashed process(es) %v in the way) while %d Lock call(s) waited",
+			what, d, bound, len(dead), dead, h.waiting)
 	}
 	h.idleSince = time.Time{}
 }
@@ -1142,7 +1123,6 @@ type simResult struct {
 	seed       uint64
 	steps      int
 	grants     int
-	excused    int
 	violations []string
 	trace      []string
 }
@@ -1235,7 +1215,7 @@ func runScheduleTraced(t *testing.T, seed uint64, rules simRules, full *[]string
 		// Let renewal loops of leases never unlocked expire.
 		time.Sleep(2*h.maxWM + h.par.finish)
 		h.mu.Lock()
-		res.steps, res.grants, res.excused = h.db.steps, h.grants, h.excused
+		res.steps, res.grants = h.db.steps, h.grants
 		res.violations, res.trace = h.violations, h.trace
 		h.mu.Unlock()
 	})

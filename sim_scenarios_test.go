@@ -107,6 +107,32 @@ var lockScenarios = []struct {
 	{"TakeOverAfterSilence", scenarioTakeOverAfterSilence},
 	{"JoinAfterEmptyQueue", scenarioJoinAfterEmptyQueue},
 	{"TryLockCountsWaiters", scenarioTryLockCountsWaiters},
+	{"DeadEntryAtFreeLock", scenarioDeadEntryAtFreeLock},
+}
+
+// scenarioDeadEntryAtFreeLock: a process died with an entry queued at a
+// free lock (its join committed after the Unlock that freed the lock had
+// read the queue). The waiter behind it hands the lock to that entry, as
+// an Unlock would have, and takes it over once the dead waiter's lease has
+// passed: the dead process costs one lease, not its entry's time to live
+// (four leases).
+func scenarioDeadEntryAtFreeLock(t *testing.T, e lockEnv, name string) {
+	ctx := context.Background()
+	a := e.process(t, name, "a")
+	la, err := a.Lock(ctx)
+	require.NoError(t, err)
+	require.NoError(t, a.Unlock(ctx))
+	dead := e.newScope().newWaiterID()
+	_, err = e.store(t).enqueue(ctx, name, []queueInsert{{id: dead, owner: "dead", lease: scenarioLease}})
+	require.NoError(t, err)
+
+	b := e.process(t, name, "b")
+	lb, err := b.Lock(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, la.Token()+2, lb.Token(), "handed to the dead entry (one token), then taken over (the next)")
+	assert.True(t, lb.TookOver(), "taken over from the dead waiter, after its lease")
+	assert.Zero(t, e.queued(t, name), "the dead entry went with the hand-off")
+	require.NoError(t, b.Unlock(ctx))
 }
 
 // scenarioTryLockCountsWaiters: a TryLock refused says how many wait,
