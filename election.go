@@ -29,8 +29,11 @@ type Election struct {
 	name   string
 	opts   []LockOption // of the Lock each Campaign makes, without the owner
 	cfg    config
-	sp     *spannerStore // Leader's and Observe's reads
-	scope  *Scope        // the Scope of its Campaigns' Locks
+	sp     *spannerStore // its Campaigns' schema checks, Leader's read
+	// rows is what Observe reads the row's present and history with: sp,
+	// or the simulation's store.
+	rows  historyReader
+	scope *Scope // the Scope of its Campaigns' Locks
 
 	// observeEvery is how often Observe reads the row (defaultObserveEvery);
 	// tests lengthen it to exercise how Observe finds the terms in between.
@@ -63,7 +66,7 @@ func NewElection(client *spanner.Client, name string, opts ...ElectionOption) (*
 	}
 	// The Locks of its Campaigns share l's Scope: the one given, or l's own.
 	lockOpts = append(lockOpts, WithScope(l.scope))
-	return &Election{client: client, name: name, opts: lockOpts, cfg: l.cfg, sp: l.sp, scope: l.scope,
+	return &Election{client: client, name: name, opts: lockOpts, cfg: l.cfg, sp: l.sp, rows: l.sp, scope: l.scope,
 		observeEvery: defaultObserveEvery}, nil
 }
 

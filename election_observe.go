@@ -26,12 +26,12 @@ import (
 // the Election's backoff; they delay reports, never skip them.
 func (e *Election) Observe(ctx context.Context) <-chan LeaderInfo {
 	out := make(chan LeaderInfo)
-	if ctx == nil || e.made() != nil {
+	if ctx == nil || e == nil || e.rows == nil {
 		close(out)
 		return out
 	}
 	o := &observer{e: e, out: out, last: -1}
-	first, err := e.sp.read(ctx, e.name) // the starting point; if it fails, run reads again
+	first, err := e.rows.read(ctx, e.name) // the starting point; if it fails, run reads again
 	go func() {
 		defer close(out)
 		if err == nil {
@@ -85,7 +85,7 @@ func (o *observer) run(ctx context.Context) {
 // poll reads the row now, reports the terms that began since the last
 // read, and moves last on.
 func (o *observer) poll(ctx context.Context) error {
-	r, err := o.e.sp.read(ctx, o.e.name)
+	r, err := o.e.rows.read(ctx, o.e.name)
 	if err != nil {
 		return err
 	}
@@ -131,7 +131,7 @@ func (o *observer) fill(ctx context.Context, lo, hi time.Time, a, b int64) error
 		return nil
 	}
 	mid := lo.Add(hi.Sub(lo) / 2)
-	r, err := o.e.sp.readAt(ctx, o.e.name, mid)
+	r, err := o.e.rows.readAt(ctx, o.e.name, mid)
 	if err != nil {
 		return err
 	}

@@ -1171,6 +1171,10 @@ func runScheduleTraced(t *testing.T, seed uint64, rules simRules, full *[]string
 		for i := range h.par.procs {
 			h.newProc(i, 0, h.rng.IntN(2) == 0)
 		}
+		var obs *simObserver
+		if o := rand.New(rand.NewPCG(seed, 0x0b5e)); o.IntN(2) == 0 {
+			obs = h.newObserver(o)
+		}
 		stop := make(chan struct{})
 		chaosDone := make(chan struct{})
 		partsDone := make(chan struct{})
@@ -1197,6 +1201,11 @@ func runScheduleTraced(t *testing.T, seed uint64, rules simRules, full *[]string
 			h.settled()
 			h.limboAtEnd()
 		case <-bound.C:
+		}
+		if obs != nil {
+			obs.stop()
+			h.checkObserved(obs)
+			h.event(obs.p.name, "observed tokens %v", obs.observedTokens())
 		}
 		// Whatever still runs is ended as a crash would end it.
 		h.mu.Lock()

@@ -33,6 +33,7 @@ type simRules struct {
 	noToken   bool // a new holder keeps the previous token
 	takeEarly bool // a takeover needs only half the holder's lease of silence
 	noLeave   bool // leave and dequeue delete no entry
+	noHistory bool // an exact-timestamp read shows the row as it is now
 	// slowClocks is no store defect: half the processes' clocks run 5 %
 	// slow, which assumption A5 rules out.
 	slowClocks bool
@@ -368,6 +369,9 @@ func (c *simConn) readAt(ctx context.Context, name string, at time.Time) (row, e
 	var r row
 	_, err := c.call(ctx, "readAt", false, false, func() error {
 		r = c.db.at(name, at)
+		if c.db.rules.noHistory {
+			r = c.db.current(name, c.db.readTS())
+		}
 		c.p.h.event(c.p.name, "readAt %s: %s", c.p.h.ts(at), simRow(r))
 		return nil
 	})

@@ -258,6 +258,7 @@ func TestSimCheckerCatches(t *testing.T) {
 		{"takeover at half the lease", simRules{takeEarly: true}, "inv1"},
 		{"unlock and renew not fenced", simRules{noFence: true}, "inv1 inv2 inv4 inv6 inv7"},
 		{"leave deletes nothing", simRules{noLeave: true}, "inv8"},
+		{"history reads show the present", simRules{noHistory: true}, "inv11"},
 		{"clocks that run slow, against assumption A5", simRules{slowClocks: true}, "inv1"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
