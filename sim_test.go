@@ -138,6 +138,19 @@ var simRegressionSeeds = []struct {
 	// handed it the lock (inv10). Fixed: such a call is an orphan until
 	// its Unlock succeeds.
 	{103706, "a blind join sent twice; the lease taken through the stray was lost, and the entry the call knew was handed the lock (inv10)"},
+	// Found at seeds 400,001-1,200,000 with 103706's fix, which forgot the
+	// orphan at every Unlock that committed: a call whose purge of stray
+	// entries (of unknown keys) had failed returned the lease; its Unlock
+	// forgot it, and an Unlock of its Scope handed a stray the lock (inv10).
+	// Fixed: an Unlock forgets only a call whose strays it deleted
+	// (Lock.adoptedAfter).
+	{450348, "a stray whose purge failed outlived the Unlock that forgot the orphan (inv10)"},
+	{415330, "the same (inv10)"},
+	{624496, "the same (inv10)"},
+	{770257, "the same (inv10)"},
+	{790090, "the same (inv10)"},
+	{932085, "the same (inv10)"},
+	{1172897, "the same (inv10)"},
 }
 
 // simSeedRange returns the seeds TestSimulation runs: SPANMUTEX_SIM_SEEDS=A-B,
