@@ -6,9 +6,12 @@ import "testing"
 
 // TestLockScenariosOnTheEmulator runs lockScenarios, which TestSimScenarios
 // runs on the simulated Spanner, on the emulator, in both dialects: each
-// process has a client, a store and a Scope of its own.
+// process has a client, a store and a Scope of its own. Its scenarios wait
+// out leases, beside the other tests that do (t.Parallel); each runs on
+// databases of its own.
 func TestLockScenariosOnTheEmulator(t *testing.T) {
 	needEmulator(t)
+	t.Parallel()
 	for _, sc := range lockScenarios {
 		t.Run(sc.name, func(t *testing.T) {
 			eachDialect(t, func(t *testing.T, db string) {
