@@ -33,10 +33,6 @@ type Lease struct {
 	queuedAt   time.Time
 	takeover   bool
 	handedOff  bool
-	// strays reports that entries of this Lock call whose keys it never
-	// learnt may outlive the Unlock (their purge failed): its Scope keeps
-	// the call an orphan (Lock.handedOn) until they expire.
-	strays bool
 	// attempt is, for a run-once section, the row's Attempts as this
 	// acquisition committed it: which attempt of its generation it is.
 	attempt int64

@@ -242,15 +242,13 @@ func (l *Lock) release(ctx context.Context, ll *localLock, lease *Lease) error {
 		to, err := gated(ctx, ll, func() (handOff, error) { return l.store.unlock(ctx, lease) })
 		if err == nil {
 			l.cfg.logger.Debug("unlocked", "token", lease.token, "handed_to", to.owner)
-			l.adoptedAfter(lease)
 			l.handedOn(ll, lease.id, to, sent)
 			return nil
 		}
 		if errors.Is(err, ErrLeaseLost) {
 			var lost *LeaseLostError
 			if uncertain && errors.As(err, &lost) && l.ownUnlock(ctx, lease, lost) {
-				l.adoptedAfter(lease)
-				return nil // an earlier try committed; its answer was lost
+					return nil // an earlier try committed; its answer was lost
 			}
 			return err
 		}
@@ -259,8 +257,7 @@ func (l *Lock) release(ctx context.Context, ll *localLock, lease *Lease) error {
 		if rerr == nil && !v.heldBy(lease.id) {
 			lost := lease.lostTo(v)
 			if l.ownUnlock(ctx, lease, lost) {
-				l.adoptedAfter(lease)
-				return nil // our unlock committed; its answer was lost
+					return nil // our unlock committed; its answer was lost
 			}
 			return lost
 		}
@@ -271,17 +268,6 @@ func (l *Lock) release(ctx context.Context, ll *localLock, lease *Lease) error {
 		if perr := pauseWith(ctx, l.cfg.clock, bo, 0, nil); perr != nil {
 			return fmt.Errorf("spanmutex: unlock %q (token %d): %w", l.name, lease.token, err)
 		}
-	}
-}
-
-// adoptedAfter forgets, once lease's Unlock committed, that its call may
-// have left entries behind (Lock.acquire made it an orphan): the Unlock
-// deleted the entry the call knew, and the one a join sent twice left was
-// handed the lock or passed, unless entries of unknown keys remain
-// (lease.strays), which the orphan outlives.
-func (l *Lock) adoptedAfter(lease *Lease) {
-	if !lease.strays {
-		l.scope.wakes.adopted(lease.id)
 	}
 }
 
@@ -416,11 +402,10 @@ func (l *Lock) acquire(ctx context.Context, ll *localLock, wait bool) (*Lease, e
 	ll.hold(w.id) // handed over: the Unlock that woke us may have said so already
 	if w.strays || w.resent {
 		// Its purge failed, or a join of ours may have left an entry
-		// whose key we never learnt: a hand-off of our Scope to one is
-		// handed on, until they expire or, for the latter, our Unlock
-		// deletes the entry we know (adopted).
+		// whose key we never learnt, which even our Unlock may not reach
+		// (it stops at the first live entry): a hand-off of our Scope to
+		// one after this lease is handed on, until they expire.
 		w.orphaned(lease.token)
-		lease.strays = w.strays
 	}
 	return lease, nil
 }

@@ -208,5 +208,15 @@ func TestWakeBoardOrphans(t *testing.T) {
 	b.adopted("returned-without")
 	assert.False(t, b.orphaned("returned-without", 3, now), "handed on once, its entries are gone")
 	b.orphan("later", orphan{until: now.Add(2 * time.Minute)}, now.Add(time.Minute))
+	assert.False(t, b.orphaned("returned-with-7", 8, now.Add(time.Minute)), "expired")
+
+	// Expired orphans are forgotten in sweeps, each once the map has
+	// doubled since the last: the map stays within twice the orphans
+	// whose entries have not expired (and 16).
+	for i := range 100 {
+		at := now.Add(time.Duration(i) * time.Minute)
+		b.orphan(fmt.Sprint("call-", i), orphan{until: at.Add(90 * time.Second)}, at)
+		assert.LessOrEqual(t, len(b.orphans), 16, "after %d calls", i+1)
+	}
 	assert.NotContains(t, b.orphans, "returned-with-7", "expired orphans are forgotten")
 }

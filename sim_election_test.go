@@ -6,8 +6,8 @@ package spanmutex
 // and its Resign an Unlock (election.go), so the contenders are its
 // candidates; what the Election adds is Observe, which reports every term
 // once, in order, however short, by reading the row and its history. An
-// observer process runs it beside the contenders in half the schedules
-// (a stream of its own: the contenders' schedules stay as they were), and
+// observer process runs it beside the contenders in every schedule (from
+// a stream of its own: the contenders' schedules stay as they were), and
 // what it reported is checked against the row's versions (inv11).
 
 import (

@@ -1171,10 +1171,7 @@ func runScheduleTraced(t *testing.T, seed uint64, rules simRules, full *[]string
 		for i := range h.par.procs {
 			h.newProc(i, 0, h.rng.IntN(2) == 0)
 		}
-		var obs *simObserver
-		if o := rand.New(rand.NewPCG(seed, 0x0b5e)); o.IntN(2) == 0 {
-			obs = h.newObserver(o)
-		}
+		obs := h.newObserver(rand.New(rand.NewPCG(seed, 0x0b5e)))
 		stop := make(chan struct{})
 		chaosDone := make(chan struct{})
 		partsDone := make(chan struct{})
@@ -1202,11 +1199,9 @@ func runScheduleTraced(t *testing.T, seed uint64, rules simRules, full *[]string
 			h.limboAtEnd()
 		case <-bound.C:
 		}
-		if obs != nil {
-			obs.stop()
-			h.checkObserved(obs)
-			h.event(obs.p.name, "observed tokens %v", obs.observedTokens())
-		}
+		obs.stop()
+		h.checkObserved(obs)
+		h.event(obs.p.name, "observed tokens %v", obs.observedTokens())
 		// Whatever still runs is ended as a crash would end it.
 		h.mu.Lock()
 		procs := append([]*simProc(nil), h.procs...)

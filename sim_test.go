@@ -142,9 +142,13 @@ var simRegressionSeeds = []struct {
 	// orphan at every Unlock that committed: a call whose purge of stray
 	// entries (of unknown keys) had failed returned the lease; its Unlock
 	// forgot it, and an Unlock of its Scope handed a stray the lock (inv10).
-	// Fixed: an Unlock forgets only a call whose strays it deleted
-	// (Lock.adoptedAfter).
+	// Then at seeds 1,200,001-1,900,000 (1563195, 1831823): a call took the
+	// lock over by its known entry, and its Unlock, judging by a lower
+	// bound of the clock, handed the lock to an older entry, leaving the
+	// stray behind it. Fixed: the orphan lasts until its entries expire.
 	{450348, "a stray whose purge failed outlived the Unlock that forgot the orphan (inv10)"},
+	{1563195, "a stray behind the entry the Unlock handed the lock to outlived the orphan (inv10)"},
+	{1831823, "the same (inv10)"},
 	{415330, "the same (inv10)"},
 	{624496, "the same (inv10)"},
 	{770257, "the same (inv10)"},

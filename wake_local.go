@@ -26,8 +26,10 @@ type wakeBoard struct {
 	waiting map[string]chan wakeUp
 	// orphans are the waiters whose calls returned and could not delete
 	// their queue entries: a lock handed to one of them has nobody to take
-	// it.
+	// it. Those whose entries expired are forgotten once the map has
+	// doubled since the last such sweep (kept: its size after it).
 	orphans map[string]orphan
+	kept    int
 }
 
 // orphan is a waiter whose call returned, with the token it returned (0:
@@ -70,7 +72,8 @@ func (b *wakeBoard) register(id string) (<-chan wakeUp, func()) {
 // orphan records that waiter id's call returned, with token (0: without
 // the lock), and may have left queue entries, which expire at local time
 // o.until; it removes id from the board. Orphans whose entries expired by
-// local time now are forgotten.
+// local time now are forgotten, in sweeps whose cost the insertions since
+// the last one pay for.
 func (b *wakeBoard) orphan(id string, o orphan, now time.Time) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -78,10 +81,13 @@ func (b *wakeBoard) orphan(id string, o orphan, now time.Time) {
 	if b.orphans == nil {
 		b.orphans = map[string]orphan{}
 	}
-	for k, v := range b.orphans {
-		if !now.Before(v.until) {
-			delete(b.orphans, k)
+	if len(b.orphans) >= max(2*b.kept, 16) {
+		for k, v := range b.orphans {
+			if !now.Before(v.until) {
+				delete(b.orphans, k)
+			}
 		}
+		b.kept = len(b.orphans)
 	}
 	b.orphans[id] = o
 }
