@@ -248,7 +248,7 @@ func (l *Lock) release(ctx context.Context, ll *localLock, lease *Lease) error {
 		if errors.Is(err, ErrLeaseLost) {
 			var lost *LeaseLostError
 			if uncertain && errors.As(err, &lost) && l.ownUnlock(ctx, lease, lost) {
-					return nil // an earlier try committed; its answer was lost
+				return nil // an earlier try committed; its answer was lost
 			}
 			return err
 		}
@@ -257,7 +257,7 @@ func (l *Lock) release(ctx context.Context, ll *localLock, lease *Lease) error {
 		if rerr == nil && !v.heldBy(lease.id) {
 			lost := lease.lostTo(v)
 			if l.ownUnlock(ctx, lease, lost) {
-					return nil // our unlock committed; its answer was lost
+				return nil // our unlock committed; its answer was lost
 			}
 			return lost
 		}
