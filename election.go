@@ -29,9 +29,9 @@ type Election struct {
 	name   string
 	opts   []LockOption // of the Lock each Campaign makes, without the owner
 	cfg    config
-	sp     *spannerStore // its Campaigns' schema checks, Leader's read
-	// rows is what Observe reads the row's present and history with: sp,
-	// or the simulation's store.
+	sp     *spannerStore // its Campaigns share its dialect
+	// rows is what Leader and Observe read the row's present and history
+	// with: sp, or the simulation's store.
 	rows  historyReader
 	scope *Scope // the Scope of its Campaigns' Locks
 
@@ -161,7 +161,7 @@ func (e *Election) Leader(ctx context.Context) (LeaderInfo, error) {
 	if err := e.made(); err != nil {
 		return LeaderInfo{}, err
 	}
-	r, err := e.sp.read(ctx, e.name)
+	r, err := e.rows.read(ctx, e.name)
 	if err != nil {
 		return LeaderInfo{}, err
 	}

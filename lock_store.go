@@ -339,8 +339,8 @@ func (s *spannerStore) acquireLock(ctx context.Context, name string, key queueKe
 // past its lease, to the first live entry of its queue that is not of the
 // silent holder's Scope (those are deleted: deleteSilentScope), as the
 // holder's Unlock would have; contender me, who found live waiters before
-// it, does it for them. It returns whom it handed the lock to (nobody: the lock is
-// freed) and the mutations.
+// it, does it for them. It returns whom it handed the lock to (nobody: the
+// lock is freed) and the mutations.
 func (s *spannerStore) passOn(ctx context.Context, tx *spanner.ReadWriteStmtBasedTransaction, d ddl.Dialect, name string, r row, me string) (handOff, []*spanner.Mutation, error) {
 	if err := s.deleteSilentScope(ctx, tx, d, name, r, me); err != nil {
 		return handOff{}, nil, err

@@ -40,9 +40,9 @@ type handOff struct {
 func (s *spannerStore) queueTable() string { return s.table + ddl.QueueSuffix }
 
 // insertEntries inserts entries in one single-use commit (joinWrite) and
-// returns its commit timestamp. With mark (a Lock's waiters: not a run-once section's
-// watchers, whose row never reads its Queued column), it sets the lock
-// row's Queued column in the same commit.
+// returns its commit timestamp. With mark (a Lock's waiters: not a
+// run-once section's watchers, whose row never reads its Queued column),
+// it sets the lock row's Queued column in the same commit.
 func (s *spannerStore) insertEntries(ctx context.Context, name string, entries []queueInsert, mark bool) (time.Time, error) {
 	ms := make([]*spanner.Mutation, len(entries))
 	for i, e := range entries {
@@ -101,9 +101,11 @@ func (s *spannerStore) enqueueReading(ctx context.Context, name string, ms []*sp
 //   - no Unlock hands the lock to its own releaser's id (takes), every
 //     entry an Unlock passes is deleted, and our Unlock deletes the entry
 //     we know (a stray handed the lock leaves it behind);
-//   - leaving deletes every entry of our id.
+//   - leaving deletes every entry of our id, and an Unlock of our Scope
+//     that hands the lock to a stray after our call hands it on (the
+//     call is an orphan until its entries expire: Lock.acquire).
 //
-// At worst a stray reached by another holder's Unlock after we are gone
+// At worst a stray reached by another process's Unlock after we are gone
 // is handed the lock and costs the waiters its lease, as a waiter that
 // dies just after renewing its entry does.
 func (s *spannerStore) joinWrite(ctx context.Context, ms []*spanner.Mutation) (time.Time, error) {
@@ -114,9 +116,10 @@ func (s *spannerStore) joinWrite(ctx context.Context, ms []*spanner.Mutation) (t
 // idempotentWrite commits ms in one single-use commit (one RPC), for
 // mutations that may be applied more than once with the effect of once:
 // the client re-sends the commit when Spanner aborts it or does not
-// answer, and an earlier send may have been applied. An entry's renewal (an Update of RenewedAt to
-// the commit timestamp) and a dequeue (a Delete by key) are such; a join
-// is not (a replay inserts a second entry: joinWrite).
+// answer, and an earlier send may have been applied. An entry's renewal
+// (an Update of RenewedAt to the commit timestamp) and a dequeue (a Delete
+// by key) are such; a join is not (a replay inserts a second entry:
+// joinWrite).
 func (s *spannerStore) idempotentWrite(ctx context.Context, tag string, ms []*spanner.Mutation) error {
 	s.stats.blindWrites.Add(1)
 	_, err := s.client.Apply(ctx, ms, spanner.ApplyAtLeastOnce(), spanner.TransactionTag(tag))

@@ -14,7 +14,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"sync"
 	"time"
 
@@ -148,13 +147,15 @@ func (h *simHarness) checkObserved(o *simObserver) {
 			want = append(want, tm)
 		}
 	}
+	missed := func(tm simTerm) {
+		if !tm.from.After(upTo) {
+			h.violateLocked("inv11: the observer missed the term of token %d (began at %s), read by %s", tm.info.Token, h.ts(tm.from), h.ts(upTo))
+		}
+	}
 	i := 0
 	for _, got := range o.got {
-		for i < len(want) && want[i].info.Token < got.Token {
-			if !want[i].from.After(upTo) {
-				h.violateLocked("inv11: the observer missed the term of token %d (began at %s), read by %s", want[i].info.Token, h.ts(want[i].from), h.ts(upTo))
-			}
-			i++
+		for ; i < len(want) && want[i].info.Token < got.Token; i++ {
+			missed(want[i])
 		}
 		if i == len(want) || want[i].info != got {
 			h.violateLocked("inv11: the observer reported %+v, which is no term it should report next (%s)", got, h.wantedLocked(want, i))
@@ -162,8 +163,8 @@ func (h *simHarness) checkObserved(o *simObserver) {
 		}
 		i++
 	}
-	for ; i < len(want) && !want[i].from.After(upTo); i++ {
-		h.violateLocked("inv11: the observer missed the term of token %d (began at %s), read by %s", want[i].info.Token, h.ts(want[i].from), h.ts(upTo))
+	for ; i < len(want); i++ {
+		missed(want[i])
 	}
 }
 
@@ -183,5 +184,5 @@ func (o *simObserver) observedTokens() []int64 {
 	for _, g := range o.got {
 		ts = append(ts, g.Token)
 	}
-	return slices.Clip(ts)
+	return ts
 }
