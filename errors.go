@@ -235,6 +235,8 @@ func (e *SchemaError) onlyUpgrade() bool {
 		"Version " + mutex["Version"] + " missing",
 		"Queued " + mutex["Queued"] + " missing",
 		"WakeAddr " + queue["WakeAddr"] + " missing",
+		"Permits " + mutex["Permits"] + " missing",
+		"Token " + queue["Token"] + " missing",
 	}
 	for _, m := range e.Missing {
 		if !slices.ContainsFunc(added, func(a string) bool { return strings.HasSuffix(m, a) }) {

@@ -46,6 +46,9 @@ type spannerStore struct {
 	// needsQueue: the store is a Lock's, which cannot work without the
 	// queue table: checkSchema reports it missing.
 	needsQueue bool
+	// semaphore: the store is a Semaphore's, which needs the Permits
+	// columns (checkSchema reports them missing).
+	semaphore bool
 	// readOnly: the store only reads (Inspect), so checkSchema does not
 	// report what only writes need.
 	readOnly bool

@@ -112,6 +112,9 @@ func (c *scannedColumns) row(exists bool) row {
 // unknownState is the error for row name found in a state spanmutex never
 // writes.
 func (s *spannerStore) unknownState(name string, state State) error {
+	if state == StateShared {
+		return fmt.Errorf("spanmutex: %q of %s is a Semaphore's or RWLock's (state SHARED); use another name", name, s.table)
+	}
 	return fmt.Errorf("spanmutex: row %q of %s has unknown state %q, written by something other than spanmutex; fix or delete the row", name, s.table, state)
 }
 

@@ -48,7 +48,7 @@ func (s *spannerStore) checkSchema(ctx context.Context) error {
 	missing := missingColumns(have, s.neededColumns(d), "")
 	s.hasQueue.Store(queue.Name != "")
 	if queue.Name != "" {
-		missing = append(missing, missingColumns(columnTypes(queue), d.QueueColumns(), s.queueTable()+".")...)
+		missing = append(missing, missingColumns(columnTypes(queue), s.neededQueueColumns(d), s.queueTable()+".")...)
 	}
 	if len(missing) > 0 {
 		slices.Sort(missing)
@@ -135,11 +135,24 @@ func columnTypes(t *sqldialect.Table) map[string]string {
 
 // neededColumns returns the mutex table's columns this store uses, typed
 // in dialect d: every one but the optional ones (ddl.AddedMutexColumns),
-// save Version when the Mutex has a version.
+// save Version when the Mutex has a version and Permits for a Semaphore.
 func (s *spannerStore) neededColumns(d ddl.Dialect) map[string]string {
 	need := d.MutexColumns()
 	for name := range d.AddedMutexColumns() {
-		if !(name == "Version" && s.versioned) {
+		if !(name == "Version" && s.versioned) && !(name == "Permits" && s.semaphore) {
+			delete(need, name)
+		}
+	}
+	return need
+}
+
+// neededQueueColumns returns the queue table's columns this store uses,
+// typed in dialect d: all but those only a Semaphore uses
+// (ddl.AddedQueueColumns), unless it is a Semaphore's.
+func (s *spannerStore) neededQueueColumns(d ddl.Dialect) map[string]string {
+	need := d.QueueColumns()
+	if !s.semaphore {
+		for name := range d.AddedQueueColumns() {
 			delete(need, name)
 		}
 	}

@@ -135,18 +135,21 @@ func MutexColumns() map[string]string {
 		"LeaseMicros": "INT64",
 		"Version":     "STRING(256)",
 		"Queued":      "BOOL",
+		"Permits":     "INT64",
 	}
 }
 
 // AddedMutexColumns returns the columns of MutexColumns that a mutex table
 // may lack and still work, with their types: they serve only the features
 // that need them (Version: spanmutex.WithVersion; Queued: a Lock's
-// uncontended Lock and Unlock without a read of its queue). Upgrade adds
+// uncontended Lock and Unlock without a read of its queue; Permits: a
+// Semaphore's size). Upgrade adds
 // them.
 func AddedMutexColumns() map[string]string {
 	return map[string]string{
 		"Version": "STRING(256)",
 		"Queued":  "BOOL",
+		"Permits": "INT64",
 	}
 }
 
@@ -161,6 +164,18 @@ func QueueColumns() map[string]string {
 		"RenewedAt":   "TIMESTAMP",
 		"LeaseMicros": "INT64",
 		"WakeAddr":    "STRING(64)",
+		"Permits":     "INT64",
+		"Token":       "INT64",
+	}
+}
+
+// AddedQueueColumns returns the columns of QueueColumns that a queue table
+// may lack and still serve a Lock, with their types: only a Semaphore or
+// RWLock needs them. Upgrade adds them.
+func AddedQueueColumns() map[string]string {
+	return map[string]string{
+		"Permits": "INT64",
+		"Token":   "INT64",
 	}
 }
 
@@ -182,6 +197,9 @@ func Upgrade(table string) ([]string, error) {
 		"ALTER TABLE " + table + " ADD COLUMN Queued BOOL",
 		"ALTER TABLE " + table + QueueSuffix + " ADD COLUMN LeaseMicros INT64",
 		"ALTER TABLE " + table + QueueSuffix + " ADD COLUMN WakeAddr STRING(64)",
+		"ALTER TABLE " + table + " ADD COLUMN Permits INT64",
+		"ALTER TABLE " + table + QueueSuffix + " ADD COLUMN Permits INT64",
+		"ALTER TABLE " + table + QueueSuffix + " ADD COLUMN Token INT64",
 	}, nil
 }
 

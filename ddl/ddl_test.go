@@ -38,6 +38,9 @@ func TestUpgradeAddsTheDeclaredLease(t *testing.T) {
 		"ALTER TABLE Locks ADD COLUMN Queued BOOL",
 		"ALTER TABLE LocksQueue ADD COLUMN LeaseMicros INT64",
 		"ALTER TABLE LocksQueue ADD COLUMN WakeAddr STRING(64)",
+		"ALTER TABLE Locks ADD COLUMN Permits INT64",
+		"ALTER TABLE LocksQueue ADD COLUMN Permits INT64",
+		"ALTER TABLE LocksQueue ADD COLUMN Token INT64",
 	}, stmts)
 	_, err = Upgrade("bad name")
 	assert.ErrorContains(t, err, "invalid table name")

@@ -167,6 +167,9 @@ func (d Dialect) MutexColumns() map[string]string { return inDialect(d, MutexCol
 // AddedMutexColumns is the package-level AddedMutexColumns, typed in d.
 func (d Dialect) AddedMutexColumns() map[string]string { return inDialect(d, AddedMutexColumns()) }
 
+// AddedQueueColumns is the package-level AddedQueueColumns, typed in d.
+func (d Dialect) AddedQueueColumns() map[string]string { return inDialect(d, AddedQueueColumns()) }
+
 // QueueColumns is the package-level QueueColumns, typed in d.
 func (d Dialect) QueueColumns() map[string]string { return inDialect(d, QueueColumns()) }
 
@@ -185,6 +188,9 @@ func (d Dialect) Upgrade(table string) ([]string, error) {
 		`ALTER TABLE "` + table + `" ADD COLUMN "Queued" boolean`,
 		`ALTER TABLE "` + q + `" ADD COLUMN "LeaseMicros" bigint`,
 		`ALTER TABLE "` + q + `" ADD COLUMN "WakeAddr" varchar(64)`,
+		`ALTER TABLE "` + table + `" ADD COLUMN "Permits" bigint`,
+		`ALTER TABLE "` + q + `" ADD COLUMN "Permits" bigint`,
+		`ALTER TABLE "` + q + `" ADD COLUMN "Token" bigint`,
 	}, nil
 }
 

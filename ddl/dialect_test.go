@@ -55,6 +55,7 @@ func TestPostgreSQLSchema(t *testing.T) {
 	up, err := PostgreSQL.Upgrade("Locks")
 	require.NoError(t, err)
 	assert.Equal(t, `ALTER TABLE "LocksQueue" ADD COLUMN "WakeAddr" varchar(64)`, up[4])
+	assert.Equal(t, `ALTER TABLE "LocksQueue" ADD COLUMN "Token" bigint`, up[7])
 	reqs, err := PostgreSQL.RequestsTable("SheetJobs")
 	require.NoError(t, err)
 	require.Len(t, reqs, 4)

@@ -39,5 +39,8 @@ CREATE TABLE "Mutexes" (
   -- For a reusable lock: TRUE once a waiter joined its queue, FALSE once a
   -- hand-off read the whole queue and left it empty (NULL: the queue is read).
   "Queued" boolean,
+  -- For a Semaphore or RWLock (State SHARED): how many permits its holders
+  -- may hold together. NULL for every other row.
+  "Permits" bigint,
   PRIMARY KEY ("Name")
 )

@@ -48,4 +48,9 @@ CREATE TABLE Mutexes (
   -- NULL in rows written before it was added ('spanmutex ddl --upgrade'),
   -- and by run-once sections: the queue is then read.
   Queued BOOL,
+  -- For a Semaphore or RWLock (State SHARED): how many permits its holders
+  -- may hold together, stored by its first contender; contenders declaring
+  -- another size are refused. NULL for every other row. Added by
+  -- 'spanmutex ddl --upgrade'.
+  Permits INT64,
 ) PRIMARY KEY (Name)

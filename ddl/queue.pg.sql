@@ -20,5 +20,9 @@ CREATE TABLE "MutexesQueue" (
   "LeaseMicros" bigint,
   -- Where the waiter's process listens for wake-ups (host:port, UDP), if it does.
   "WakeAddr" varchar(64),
+  -- A Semaphore's entry: the permits it asks for (NULL in a Lock's).
+  "Permits" bigint,
+  -- A Semaphore's entry: its fencing token once granted, NULL while it waits.
+  "Token" bigint,
   PRIMARY KEY ("Name", "EnqueuedAt", "WaiterID")
 )

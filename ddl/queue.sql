@@ -23,4 +23,11 @@ CREATE TABLE MutexesQueue (
   -- does: the Unlock that hands it the lock sends it a datagram after its
   -- commit, so that it reads the lock at once instead of at its next poll.
   WakeAddr STRING(64),
+  -- For a Semaphore's or RWLock's entry: the permits it asks for (NULL in
+  -- a Lock's entries). Added by 'spanmutex ddl --upgrade'.
+  Permits INT64,
+  -- For a Semaphore's or RWLock's entry: the fencing token it was granted
+  -- with, NULL while it waits. A granted entry is a holder: it is live
+  -- while RenewedAt plus its declared lease has not passed.
+  Token INT64,
 ) PRIMARY KEY (Name, EnqueuedAt, WaiterID)

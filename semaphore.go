@@ -1,0 +1,277 @@
+package spanmutex
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"cloud.google.com/go/spanner"
+
+	"github.com/spanmutex/spanmutex/internal/spanerr"
+)
+
+// Semaphore is a distributed, weighted, fenced counting semaphore: at no
+// instant of Spanner's clock do unlapsed leases hold more than its size in
+// permits. Make it with NewSemaphore.
+//
+// It follows golang.org/x/sync/semaphore.Weighted where that applies:
+// Acquire(ctx, n) waits for n permits, first come first served among live
+// waiters, without barging (a large request at the head of the queue is
+// not overtaken by smaller ones behind it). Each acquisition gets a Lease
+// whose token strictly increases per name over every acquisition, and
+// which is renewed in the background within the lease this Semaphore
+// declares (WithLease) until Release; a holder silent past its own lease
+// loses its permits to the next waiter that needs them, as a Lock's holder
+// loses the lock.
+//
+// A Semaphore value is one contender: it holds at most one lease at a
+// time; use one Semaphore per concurrent holder. The size is stored with
+// the name by its first contender: one that declares another size gets a
+// *SizeMismatchError, and nothing is written; Resize changes it.
+//
+// It shares the Lock's table: its row (State SHARED) keeps the size and
+// the last token, its holders and waiters are entries of the Lock's queue
+// table (columns Permits and Token; spanmutex ddl --upgrade adds them to
+// an older table). How it grants is in doc/design.md, section 4.12.
+type Semaphore struct {
+	name  string
+	size  int64
+	cfg   config
+	store semStore
+	sp    *spannerStore // nil in the simulation
+
+	mu      sync.Mutex
+	busy    bool   // an Acquire is under way, or a lease is held
+	held    *Lease // the lease while held
+	heldN   int64  // its permits
+	stopRen func()
+}
+
+// heldPermits returns the permits this Semaphore holds, 0 if none.
+func (s *Semaphore) heldPermits() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.held == nil {
+		return 0
+	}
+	return s.heldN
+}
+
+// NewSemaphore returns a semaphore of size permits named name, stored in
+// client's database. Every error wraps ErrInvalidConfig.
+func NewSemaphore(client *spanner.Client, name string, size int64, opts ...LockOption) (*Semaphore, error) {
+	if client == nil {
+		return nil, fmt.Errorf("%w: nil *spanner.Client: open one with spanner.NewClient", ErrInvalidConfig)
+	}
+	if size < 1 {
+		return nil, fmt.Errorf("%w: semaphore %q: size %d: a semaphore has at least 1 permit", ErrInvalidConfig, name, size)
+	}
+	cfg, err := configure(name, opts) // configure.go
+	if err != nil {
+		return nil, err
+	}
+	sp := cfg.newStore(client)
+	sp.needsQueue, sp.semaphore = true, true
+	return &Semaphore{name: name, size: size, cfg: cfg, store: sp, sp: sp}, nil
+}
+
+// Name returns the semaphore's name.
+func (s *Semaphore) Name() string {
+	if s == nil {
+		return ""
+	}
+	return s.name
+}
+
+// Size returns the size this Semaphore declares.
+func (s *Semaphore) Size() int64 {
+	if s == nil {
+		return 0
+	}
+	return s.size
+}
+
+// Acquire blocks until this contender holds n permits, and returns its
+// lease. Otherwise it returns an error matching ErrNotObtained and
+// ctx.Err() if ctx ends first (a lease granted meanwhile is given back);
+// an *OutageError if Spanner kept failing; a *SizeMismatchError; a
+// *SchemaError; or an error naming the Lock or Mutex that owns the name.
+// Whenever it returns without the lease it has left the queue and passed
+// on permits granted to it, so that it delays nobody (if Spanner fails
+// that too for the finish timeout, its entry expires after four leases).
+func (s *Semaphore) Acquire(ctx context.Context, n int64) (*Lease, error) {
+	return s.acquire(ctx, n, true)
+}
+
+// TryAcquire takes n permits if they are free and nobody is queued for
+// the semaphore, and returns at once otherwise with an error matching
+// ErrHeld (a *HeldError). It never joins the queue, and writes nothing
+// when it does not take the permits.
+func (s *Semaphore) TryAcquire(ctx context.Context, n int64) (*Lease, error) {
+	return s.acquire(ctx, n, false)
+}
+
+func (s *Semaphore) acquire(ctx context.Context, n int64, wait bool) (*Lease, error) {
+	if ctx == nil {
+		return nil, errNilContext
+	}
+	if s == nil || s.store == nil {
+		return nil, errNotMade("Semaphore", "NewSemaphore")
+	}
+	if n < 1 || n > s.size {
+		return nil, fmt.Errorf("%w: semaphore %q: %d permits asked: ask for 1 to its size, %d", ErrInvalidConfig, s.name, n, s.size)
+	}
+	s.mu.Lock()
+	if s.busy {
+		s.mu.Unlock()
+		return nil, fmt.Errorf("spanmutex: semaphore %q: this Semaphore already holds or is acquiring permits; Release first, or use one Semaphore per holder", s.name)
+	}
+	s.busy = true
+	s.mu.Unlock()
+	began := time.Now()
+	actx, acq := s.cfg.tel.start(ctx, "spanmutex.acquire", semKind(wait)) // telemetry.go
+	w := s.newWaiter(n, wait)
+	lease, err := w.run(actx)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil {
+		s.busy = false
+		if s.sp != nil {
+			err = s.sp.unreached(ctx, err, began)
+		}
+		acq.granted(nil, err)
+		return nil, err
+	}
+	acq.granted(lease, nil)
+	_, lease.hold = s.cfg.tel.start(ctx, "spanmutex.hold", semKind(wait), attrToken.Int64(lease.token))
+	s.held, s.heldN = lease, n
+	s.stopRen = keepAlive(semRenewer{s.store}, &s.cfg, lease, lease.anchor, func(err error) {
+		if !lease.unlocking.Load() {
+			lease.lose(err)
+		}
+	})
+	return lease, nil
+}
+
+// semKind names a Semaphore's acquisitions in telemetry.
+func semKind(wait bool) string {
+	if wait {
+		return "acquire"
+	}
+	return "tryacquire"
+}
+
+// Release gives back the permits this Semaphore holds and grants them to
+// the waiters at the head of the queue that they fit, in the same
+// transaction. It is fenced: if the lease was lost (its holder silent past
+// its lease, and its permits counted free by another contender), it
+// returns a *LeaseLostError and changes nothing.
+// When it returns, the lease has ended: its Done is closed.
+func (s *Semaphore) Release(ctx context.Context) (err error) {
+	if ctx == nil {
+		return errNilContext
+	}
+	if s == nil || s.store == nil {
+		return errNotMade("Semaphore", "NewSemaphore")
+	}
+	ctx, un := s.cfg.tel.start(ctx, "spanmutex.Unlock", "release") // telemetry.go
+	defer func() { un.unlocked(err) }()
+	s.mu.Lock()
+	lease, stop := s.held, s.stopRen
+	if lease == nil {
+		s.mu.Unlock()
+		return fmt.Errorf("spanmutex: Release of semaphore %q, which this Semaphore does not hold", s.name)
+	}
+	s.held, s.stopRen = nil, nil
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.busy = false
+		s.mu.Unlock()
+	}()
+	lease.unlocking.Store(true)
+	defer stop()
+	defer func() { lease.hold.held(lease, unlockOutcome(err), err) }() // telemetry.go
+	err = s.finish(ctx, semRequest{me: lease.id, op: semRelease, token: lease.token, size: s.size, lease: s.cfg.lease})
+	lease.end(err)
+	return err
+}
+
+// Resize stores this Semaphore's size as the name's, and grants the
+// waiters that now fit. Contenders that declare the old size get a
+// *SizeMismatchError from then on; leases already held keep their permits
+// (a smaller size grants nobody until the holders fit in it).
+func (s *Semaphore) Resize(ctx context.Context) error {
+	if ctx == nil {
+		return errNilContext
+	}
+	if s == nil || s.store == nil {
+		return errNotMade("Semaphore", "NewSemaphore")
+	}
+	return s.finish(ctx, semRequest{me: "", op: semSettle, size: s.size, lease: s.cfg.lease, resized: true})
+}
+
+// finish runs q (a release, a leave or a resize) until it commits, for as
+// long as ctx allows and at least the finish timeout: permits left held
+// block the waiters until their lease runs out. A try after one of unknown
+// outcome that finds our lease gone reports success: the earlier try
+// released it (a lease held and renewed when Release began is not counted
+// free by anyone before its lease has run).
+func (s *Semaphore) finish(ctx context.Context, q semRequest) error {
+	ctx, cancel := detached(ctx, max(s.cfg.finishTimeout, time.Until(deadlineOr(ctx))))
+	defer cancel()
+	bo := s.cfg.newBackOff()
+	uncertain := false
+	for {
+		res, err := s.store.settle(ctx, s.name, q)
+		switch {
+		case err == nil:
+			s.wake(ctx, res)
+			return nil
+		case errors.Is(err, ErrLeaseLost) && uncertain:
+			return nil
+		case errors.Is(err, ErrLeaseLost):
+			return &LeaseLostError{Name: s.name, Token: q.token, Reason: "its permits were counted free after its lease ran out unrenewed; another holder may have them"}
+		}
+		var sme *SizeMismatchError
+		if errors.As(err, &sme) || !spanerr.Retryable(err) {
+			return fmt.Errorf("spanmutex: semaphore %q: %w", s.name, err)
+		}
+		uncertain = true
+		s.cfg.logger.Warn("semaphore: release failed; retrying", "err", err)
+		if perr := pauseWith(ctx, s.cfg.clock, bo, 0, nil); perr != nil {
+			return fmt.Errorf("spanmutex: semaphore %q: %w", s.name, err)
+		}
+	}
+}
+
+// deadlineOr returns ctx's deadline, or now if it has none.
+func deadlineOr(ctx context.Context) time.Time {
+	if dl, ok := ctx.Deadline(); ok {
+		return dl
+	}
+	return time.Now()
+}
+
+// wake sends a wake-up to every waiter res granted that listens for them:
+// after the commit was acknowledged, and only to make it read at once.
+func (s *Semaphore) wake(ctx context.Context, res semResult) {
+	for _, g := range res.plan.grants {
+		if g.entry.wake != "" {
+			s.cfg.scope.sendWake(ctx, g.entry.wake, g.entry.id, res.at)
+		}
+	}
+}
+
+// semRenewer renews a Semaphore's lease by its entry's key.
+type semRenewer struct{ st semStore }
+
+func (r semRenewer) renew(ctx context.Context, l *Lease) error {
+	err := r.st.renewEntry(ctx, l.name, queueKey{at: l.queuedAt, id: l.id})
+	if errors.Is(err, ErrLeaseLost) {
+		return &LeaseLostError{Name: l.name, Token: l.token, Reason: "its entry is gone: its permits were counted free after its lease ran out unrenewed"}
+	}
+	return err
+}

@@ -1,0 +1,240 @@
+package spanmutex
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/spanmutex/spanmutex/internal/leaserule"
+)
+
+// StateShared is the State of a Semaphore's (or an RWLock's) row: its
+// holders are the granted entries of its queue, not the row; the row keeps
+// the size (Permits) and the last token issued.
+const StateShared State = "SHARED"
+
+// semView is what one read of a semaphore shows: its row, Spanner's clock,
+// and every entry of its queue, oldest first.
+type semView struct {
+	now     time.Time
+	exists  bool
+	state   State
+	size    int64 // the row's Permits; 0 when NULL
+	token   int64 // the last token issued
+	entries []semEntry
+}
+
+// semEntry is one entry of a semaphore's queue: a waiter (token 0) or a
+// holder (token set when it was granted).
+type semEntry struct {
+	at      time.Time
+	id      string
+	owner   string
+	renewed time.Time
+	lease   time.Duration // declared; 0: the reader's own
+	permits int64         // 0: a Lock's entry, not the semaphore's: ignored
+	token   int64         // 0 while waiting
+	wake    string
+}
+
+// key is the entry's primary key within its name, in UTC so that keys
+// compare with ==.
+func (e semEntry) key() queueKey { return queueKey{at: e.at.UTC(), id: e.id} }
+
+// semRequest is what a contender asks of one read-write transaction on a
+// semaphore: to hold n permits (me's entry, joining with join when it
+// cannot hold them at once), to release token's permits, or to leave.
+type semRequest struct {
+	me      string
+	owner   string
+	n       int64
+	size    int64
+	lease   time.Duration // the contender's own: declared by its entry
+	wake    string
+	op      semOp
+	token   int64 // semRelease: the lease released
+	resized bool  // the size is set, not checked (Semaphore.Resize)
+}
+
+// semOp is the kind of a semRequest.
+type semOp int
+
+const (
+	semAcquire semOp = iota + 1 // hold n, queueing if need be
+	semTry                      // hold n only at once, writing nothing otherwise
+	semRelease                  // delete the holder's entry, fenced by token
+	semLeave                    // delete every entry of me, granted or not
+	semSettle                   // grant what may be granted, nothing of me
+)
+
+// semGrant is a waiting entry a transaction grants, with its token.
+type semGrant struct {
+	entry semEntry
+	token int64
+}
+
+// semPlan is what a transaction writes on a semaphore, decided by planSem
+// on what it read: entries deleted (lapsed holders, dead waiters, the
+// releaser's), waiting entries granted in queue order with the next tokens,
+// and the contender's own new entry (granted when its token is set). mine
+// is the contender's entry after the plan: held when its token is set.
+type semPlan struct {
+	deletes  []semEntry
+	grants   []semGrant
+	insert   *semEntry
+	token    int64 // the row's last token after the plan
+	mine     *semEntry
+	tookOver bool // a lapsed holder's permits were counted free
+	writes   bool // the plan writes something: else nothing is committed
+}
+
+// errSemWrongKind names a row that a Lock or Mutex owns.
+func errSemWrongKind(name string, st State) error {
+	return fmt.Errorf("spanmutex: semaphore %q: the row is %s: it belongs to a Lock or a run-once Mutex of the same name; use another name", name, st)
+}
+
+// SizeMismatchError is returned when a Semaphore or RWLock declares a size
+// other than the one stored with its name. Nothing was written.
+type SizeMismatchError struct {
+	Name     string
+	Stored   int64 // the size stored with the name
+	Declared int64 // the size this contender declared
+}
+
+func (e *SizeMismatchError) Error() string {
+	return fmt.Sprintf("spanmutex: semaphore %q has size %d, but this contender declared %d; use size %d, or change it with Resize (spanmutex resize)",
+		e.Name, e.Stored, e.Declared, e.Stored)
+}
+
+// planSem decides, on view v read inside the deciding transaction with
+// Spanner's clock, what request q writes. The grant rule: holders whose
+// declared lease lapsed and waiters dead past waiterTTLFactor leases are
+// deleted; then waiting entries are granted oldest first while their
+// permits fit beside the live holders' (none overtakes a waiter that does
+// not fit: no barging); a new contender holds at once only if nobody live
+// waits and its permits fit.
+func planSem(name string, v semView, q semRequest) (semPlan, error) {
+	if v.exists && v.state != StateShared {
+		return semPlan{}, errSemWrongKind(name, v.state)
+	}
+	entering := q.op == semAcquire || q.op == semTry
+	if v.exists && v.size != q.size && entering {
+		return semPlan{}, &SizeMismatchError{Name: name, Stored: v.size, Declared: q.size}
+	}
+	size := q.size
+	if v.exists && !q.resized {
+		size = v.size // the stored size rules: a Release need not know it
+	}
+	p := semPlan{token: v.token}
+	live, err := p.sweep(v, q)
+	if err != nil {
+		return semPlan{}, err
+	}
+	used := p.grantHeads(live, size)
+	if p.mine == nil && entering {
+		p.enter(used, size, q)
+	}
+	p.writes = len(p.deletes) > 0 || len(p.grants) > 0 || p.insert != nil || q.resized
+	return p, nil
+}
+
+// sweep walks v's entries: it deletes lapsed holders, dead waiters and
+// what q deletes of its own (semRelease, semLeave), and returns the live
+// entries left, oldest first; the plan's mine is q's live entry, if any.
+func (p *semPlan) sweep(v semView, q semRequest) ([]semEntry, error) {
+	var (
+		live     []semEntry
+		released bool
+	)
+	for _, e := range v.entries {
+		switch {
+		case e.permits == 0:
+			continue // not a semaphore's entry
+		case e.id == q.me && (q.op == semRelease || q.op == semLeave):
+			// A release deletes strays of ours too (settles of unknown
+			// outcome), fenced by the entry holding its token.
+			p.deletes = append(p.deletes, e)
+			released = released || e.token == q.token && semEntryLive(e, v.now, q.lease)
+		case !semEntryLive(e, v.now, q.lease):
+			p.deletes = append(p.deletes, e)
+			p.tookOver = p.tookOver || e.token != 0
+		default:
+			live = append(live, e)
+			if e.id == q.me && p.mine == nil {
+				mine := e
+				p.mine = &mine
+			}
+		}
+	}
+	if q.op == semRelease && !released {
+		return nil, errSemReleased
+	}
+	return live, nil
+}
+
+// errSemReleased: the releaser's entry was not found holding its token: its
+// lease lapsed and was deleted by another contender.
+var errSemReleased = fmt.Errorf("%w: the holder's entry is gone", ErrLeaseLost)
+
+// semEntryLive reports whether e counts at Spanner time now: a holder until
+// its declared lease (own if it declared none) has passed since its last
+// renewal; a waiter for waiterTTLFactor of those.
+func semEntryLive(e semEntry, now time.Time, own time.Duration) bool {
+	lease := leaserule.Declared(e.lease, own)
+	if e.token == 0 {
+		lease = waiterTTLFactor * lease
+	}
+	return leaserule.Silent(now, e.renewed) < lease
+}
+
+// grantHeads grants the live waiting entries of live, oldest first, while
+// their permits fit in size beside the holders', and stops at the first
+// that does not. It returns the permits held after the grants, or size+1
+// when a live waiter is left waiting (so that nobody behind it fits).
+func (p *semPlan) grantHeads(live []semEntry, size int64) int64 {
+	var used int64
+	for _, e := range live {
+		if e.token != 0 {
+			used += e.permits
+		}
+	}
+	for _, e := range live {
+		if e.token != 0 {
+			continue
+		}
+		if used+e.permits > size {
+			return size + 1
+		}
+		p.token++
+		used += e.permits
+		p.grants = append(p.grants, semGrant{entry: e, token: p.token})
+		if p.mine != nil && p.mine.key() == e.key() {
+			p.mine.token = p.token
+		}
+	}
+	return used
+}
+
+// enter adds q's contender, not queued yet: holding at once if its
+// permits fit in size beside used (which counts a live waiter left waiting as
+// full), waiting at the back otherwise (semAcquire), or nothing (semTry).
+func (p *semPlan) enter(used, size int64, q semRequest) {
+	e := semEntry{id: q.me, owner: q.owner, lease: q.lease, permits: q.n, wake: q.wake}
+	if used+q.n <= size {
+		p.token++
+		e.token = p.token
+	} else if q.op == semTry {
+		p.deletes, p.grants, p.token = nil, nil, p.token-int64(len(p.grants))
+		return
+	}
+	p.insert, p.mine = &e, &e
+}
+
+// grantedMine reports whether this plan granted mine, a waiting entry.
+func (p *semPlan) grantedMine() bool {
+	for _, g := range p.grants {
+		if p.mine != nil && g.entry.key() == p.mine.key() {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,132 @@
+package spanmutex
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/spanner"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// A semaphore of size 3 grants permits while they fit, refuses what does
+// not fit, grants the head of the queue in order on Release (a large
+// request at the head is not overtaken by a smaller one behind it), and
+// its tokens increase by one per acquisition.
+func TestSemaphoreGrantsInOrderWithoutBarging(t *testing.T) {
+	needEmulator(t)
+	eachDialect(t, func(t *testing.T, db string) {
+		t.Parallel()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		c := newClient(t, db)
+		sem := func(owner string) *Semaphore {
+			s, err := NewSemaphore(c, "backfill", 3, WithOwner(owner), WithLease(10*time.Second))
+			require.NoError(t, err)
+			return s
+		}
+		a, b, big, small := sem("a"), sem("b"), sem("big"), sem("small")
+		la, err := a.Acquire(ctx, 2)
+		require.NoError(t, err)
+		lb, err := b.TryAcquire(ctx, 1)
+		require.NoError(t, err)
+		assert.Equal(t, la.Token()+1, lb.Token())
+		_, err = big.TryAcquire(ctx, 1)
+		var he *HeldError
+		require.ErrorAs(t, err, &he, "all 3 permits are held")
+		assert.Equal(t, "a", he.Holder)
+
+		bigLease := make(chan *Lease, 1)
+		go func() {
+			l, err := big.Acquire(ctx, 3)
+			assert.NoError(t, err)
+			bigLease <- l
+		}()
+		waitQueued(t, c, "backfill", 3)
+		_, err = small.TryAcquire(ctx, 1)
+		require.ErrorAs(t, err, &he, "a waiter is queued: no barging")
+		assert.Equal(t, 1, he.Waiters)
+		smallLease := make(chan *Lease, 1)
+		go func() {
+			l, err := small.Acquire(ctx, 1)
+			assert.NoError(t, err)
+			smallLease <- l
+		}()
+		waitQueued(t, c, "backfill", 4)
+		require.NoError(t, a.Release(ctx))
+		select {
+		case <-bigLease:
+			t.Fatal("3 permits granted while 1 is held")
+		case l := <-smallLease:
+			t.Fatalf("the small request overtook the big one: token %d", l.Token())
+		default:
+		}
+		require.NoError(t, b.Release(ctx))
+		lbig := <-bigLease
+		assert.Equal(t, lb.Token()+1, lbig.Token(), "granted by b's Release")
+		assert.True(t, lbig.HandedOff())
+		require.NoError(t, big.Release(ctx))
+		lsmall := <-smallLease
+		assert.Equal(t, lbig.Token()+1, lsmall.Token())
+		require.NoError(t, small.Release(ctx))
+		assert.Empty(t, queuedIDs(t, c, "backfill"), "every entry released")
+	})
+}
+
+// waitQueued waits until name's queue has n entries.
+func waitQueued(t *testing.T, c *spanner.Client, name string, n int) {
+	t.Helper()
+	require.Eventually(t, func() bool { return len(queuedIDs(t, c, name)) == n }, 30*time.Second, 5*time.Millisecond)
+}
+
+// A contender declaring another size is refused with both sizes named, and
+// writes nothing; Resize changes the stored size.
+func TestSemaphoreSizeIsStoredWithTheName(t *testing.T) {
+	needEmulator(t)
+	eachDialect(t, func(t *testing.T, db string) {
+		t.Parallel()
+		ctx := context.Background()
+		c := newClient(t, db)
+		two, err := NewSemaphore(c, "api", 2)
+		require.NoError(t, err)
+		l, err := two.Acquire(ctx, 1)
+		require.NoError(t, err)
+		five, err := NewSemaphore(c, "api", 5)
+		require.NoError(t, err)
+		_, err = five.Acquire(ctx, 1)
+		var sme *SizeMismatchError
+		require.ErrorAs(t, err, &sme)
+		assert.Equal(t, int64(2), sme.Stored)
+		assert.Equal(t, int64(5), sme.Declared)
+		assert.Contains(t, err.Error(), `semaphore "api" has size 2, but this contender declared 5`)
+		assert.Len(t, queuedIDs(t, c, "api"), 1, "nothing written")
+		require.NoError(t, five.Resize(ctx))
+		l5, err := five.TryAcquire(ctx, 4)
+		require.NoError(t, err, "1 of 5 held: 4 fit")
+		old, err := NewSemaphore(c, "api", 2)
+		require.NoError(t, err)
+		_, err = old.Acquire(ctx, 1)
+		require.ErrorAs(t, err, &sme)
+		require.NoError(t, two.Release(ctx), "a release need not know the size")
+		require.NoError(t, five.Release(ctx))
+		assert.Equal(t, l.Token()+1, l5.Token())
+
+		lock, err := NewLock(c, "api")
+		require.NoError(t, err)
+		_, err = lock.TryLock(ctx)
+		assert.ErrorContains(t, err, "Semaphore")
+		m, err := NewSemaphore(c, "a-lock", 1)
+		require.NoError(t, err)
+		_, err = lock2(t, c).TryLock(ctx)
+		require.NoError(t, err)
+		_, err = m.TryAcquire(ctx, 1)
+		assert.ErrorContains(t, err, "belongs to a Lock")
+	})
+}
+
+func lock2(t *testing.T, c *spanner.Client) *Lock {
+	l, err := NewLock(c, "a-lock")
+	require.NoError(t, err)
+	return l
+}

@@ -1,0 +1,244 @@
+package spanmutex
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/spanmutex/spanmutex/internal/leaserule"
+)
+
+// semWaiter is one Acquire or TryAcquire call of a Semaphore: it settles
+// (reads and writes in one read-write transaction) until its entry is
+// granted, and between settles polls with lock-free reads, woken early by
+// a datagram when its Scope listens. Every decision is planSem's, on a
+// read that shows the present; the local clock only paces reads.
+type semWaiter struct {
+	s             *Semaphore
+	q             semRequest
+	wait          bool
+	reads, writes *attempts
+	wake          <-chan wakeUp
+	// entered: an entry of ours may be queued (a settle that may insert
+	// one was sent), so a call that ends without the lease leaves.
+	entered bool
+}
+
+func (s *Semaphore) newWaiter(n int64, wait bool) *semWaiter {
+	q := semRequest{me: s.cfg.scope.newWaiterID(), owner: s.cfg.owner, n: n, size: s.size, lease: s.cfg.lease, op: semTry}
+	if wait {
+		q.op, q.wake = semAcquire, s.cfg.scope.wakeAddr(s.cfg.logger)
+	}
+	at := s.cfg.newAttempts(s.name, 2)
+	return &semWaiter{s: s, q: q, wait: wait, reads: at[0], writes: at[1]}
+}
+
+func (w *semWaiter) now() time.Time { return w.s.cfg.clock.Now() }
+
+// run returns the lease, or the error the call ends with, having left the
+// queue (and passed on permits granted to it) in that case.
+func (w *semWaiter) run(ctx context.Context) (*Lease, error) {
+	if w.wait {
+		ch, unregister := w.s.cfg.scope.wakes.register(w.q.me)
+		defer unregister()
+		w.wake = ch
+	}
+	lease, err := w.loop(ctx)
+	if err != nil && w.entered {
+		w.leave(ctx)
+	}
+	return lease, err
+}
+
+// loop settles until our entry is granted and the grant rule lets the
+// lease through (grant).
+func (w *semWaiter) loop(ctx context.Context) (*Lease, error) {
+	for {
+		if ctx.Err() != nil {
+			return nil, errNotObtained(ctx)
+		}
+		sent := w.now()
+		w.entered = w.entered || w.wait
+		res, err := w.s.store.settle(ctx, w.s.name, w.q)
+		if err != nil {
+			if err := w.writes.failed(ctx, err, 0); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		w.writes.ok()
+		w.s.wake(ctx, res)
+		mine := res.plan.mine
+		switch {
+		case mine == nil:
+			return nil, semHeld(w.s.name, res.view, w.q.lease)
+		case mine.token == 0:
+			lease, err := w.await(ctx, *mine, readAnchor(sent, res.view.now, mine.renewed))
+			if lease != nil || err != nil {
+				return lease, err
+			}
+			continue
+		}
+		anchor := readAnchor(sent, res.view.now, mine.renewed)
+		if res.plan.insert == mine || res.plan.grantedMine() {
+			anchor = sent // our commit granted it, after sent
+		}
+		lease, err := w.grant(ctx, *mine, anchor, res.plan.tookOver, res.plan.insert != mine)
+		if lease != nil || err != nil {
+			return lease, err
+		}
+	}
+}
+
+// readAnchor is the local time to anchor a lease (or an entry's renewal)
+// that a read sent at local time sent found renewed at Spanner time
+// renewed, the read's clock being now: no later than the renewal.
+func readAnchor(sent, now, renewed time.Time) time.Time {
+	return sent.Add(-leaserule.Silent(now, renewed))
+}
+
+// grant returns the lease of our entry e, granted with token, anchored at
+// anchor: renewed first if our clock counts it old (freshen), and only if
+// ctx has not ended, checked last. A lease lost meanwhile sends us back to
+// settle (nil, nil); a renewal that fails otherwise gives the permits back
+// and counts a failure.
+func (w *semWaiter) grant(ctx context.Context, e semEntry, anchor time.Time, takeover, handed bool) (*Lease, error) {
+	if ctx.Err() != nil {
+		return nil, errNotObtained(ctx)
+	}
+	lease := newLease(w.s.name, w.q.owner, w.q.me, e.token, takeover, w.s.cfg.table)
+	lease.queuedAt, lease.acquiredAt, lease.anchor, lease.handedOff = e.at, e.renewed, anchor, handed
+	err := freshen(ctx, semRenewer{w.s.store}, &w.s.cfg, lease)
+	switch {
+	case err == nil && ctx.Err() != nil:
+		return nil, errNotObtained(ctx)
+	case err == nil:
+		return lease, nil
+	case errors.Is(err, ErrLeaseLost):
+		w.s.cfg.logger.Debug("semaphore: permits granted to us were lost before the grant; waiting again", "token", e.token)
+		return nil, nil
+	}
+	w.leave(ctx)
+	return nil, w.writes.failed(ctx, err, 0)
+}
+
+// await polls until our waiting entry e (renewed at local time renewed, or
+// before) is granted, returning the lease, or until the read shows a grant
+// or a deletion to make (nil, nil: settle again), or our entry is gone. It
+// renews the entry every two leases.
+func (w *semWaiter) await(ctx context.Context, e semEntry, renewed time.Time) (*Lease, error) {
+	interval := lockPollInterval
+	var token int64
+	for {
+		if err := w.pause(ctx, interval, renewed); err != nil {
+			return nil, err
+		}
+		if w.now().Sub(renewed) >= 2*w.q.lease {
+			sent := w.now()
+			if err := w.s.store.renewEntry(ctx, w.s.name, e.key()); errors.Is(err, ErrLeaseLost) {
+				return nil, nil // judged dead and deleted: join again
+			} else if err == nil {
+				renewed = sent
+			}
+		}
+		sent := w.now()
+		v, err := w.s.store.look(ctx, w.s.name)
+		if err != nil {
+			if err := w.reads.failed(ctx, err, 0); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		w.reads.ok()
+		mine, ok := v.find(e.key())
+		switch {
+		case !ok:
+			return nil, nil
+		case mine.token != 0:
+			return w.grant(ctx, mine, readAnchor(sent, v.now, mine.renewed), false, true)
+		}
+		p, err := planSem(w.s.name, v, semRequest{op: semSettle, size: w.q.size, lease: w.q.lease})
+		if err != nil || p.writes {
+			return nil, err
+		}
+		if v.token != token {
+			token, interval = v.token, lockPollInterval
+		}
+		interval = min(2*interval, w.maxPoll(), max(v.nextChange(w.q.lease), lockPollInterval))
+	}
+}
+
+// pause waits d, or less if our entry's renewal falls due sooner, or until
+// a wake-up arrives; it fails once ctx ends.
+func (w *semWaiter) pause(ctx context.Context, d time.Duration, renewed time.Time) error {
+	d = min(d, max(2*w.q.lease-w.now().Sub(renewed), 0))
+	c, stop := w.s.cfg.clock.NewTimer(d)
+	defer stop()
+	select {
+	case <-c:
+		return nil
+	case <-w.wake:
+		return nil
+	case <-ctx.Done():
+		return errNotObtained(ctx)
+	}
+}
+
+// maxPoll bounds the interval between a waiter's reads: a second, or a
+// quarter of its lease if shorter. A Scope that listens is woken by the
+// Release that grants it; the reads insure against lost datagrams.
+func (w *semWaiter) maxPoll() time.Duration { return min(time.Second, w.q.lease/4) }
+
+// leave deletes our entries and passes on permits granted to them, with
+// the finish timeout even when ctx has ended.
+func (w *semWaiter) leave(ctx context.Context) {
+	err := w.s.finish(ctx, semRequest{me: w.q.me, op: semLeave, size: w.q.size, lease: w.q.lease})
+	if err != nil {
+		w.s.cfg.logger.Warn("semaphore: could not leave the queue; our entry expires after four leases", "err", err)
+		return
+	}
+	w.entered = false
+}
+
+// find returns the entry of key in v.
+func (v semView) find(key queueKey) (semEntry, bool) {
+	for _, e := range v.entries {
+		if e.key() == key {
+			return e, true
+		}
+	}
+	return semEntry{}, false
+}
+
+// nextChange is how long, by v's clock, until the first live entry of v
+// lapses (a holder) or dies (a waiter): a read then may find a grant to
+// make. own judges entries that declared no lease.
+func (v semView) nextChange(own time.Duration) time.Duration {
+	next := time.Duration(1<<63 - 1)
+	for _, e := range v.entries {
+		lease := leaserule.Declared(e.lease, own)
+		if e.token == 0 {
+			lease *= waiterTTLFactor
+		}
+		if left := lease - leaserule.Silent(v.now, e.renewed); left > 0 {
+			next = min(next, left+time.Millisecond)
+		}
+	}
+	return next
+}
+
+// semHeld is TryAcquire's error for a semaphore read as v: the first live
+// holder, the last token and the live waiters.
+func semHeld(name string, v semView, own time.Duration) *HeldError {
+	he := &HeldError{Name: name, Token: v.token}
+	for _, e := range v.entries {
+		switch {
+		case e.permits == 0 || !semEntryLive(e, v.now, own):
+		case e.token == 0:
+			he.Waiters++
+		case he.Holder == "":
+			he.Holder, he.LeaseLeft = e.owner, leaserule.Declared(e.lease, own)-leaserule.Silent(v.now, e.renewed)
+		}
+	}
+	return he
+}
