@@ -1,0 +1,806 @@
+//go:build go1.25
+
+package spanmutex
+
+// The Semaphore and RWLock in the deterministic simulation. Processes of
+// one to three contenders each acquire, hold and release permits of one
+// semaphore (or read and write one RWLock) on a simulated Spanner that
+// applies each read-write transaction atomically at its commit instant,
+// in virtual time (testing/synctest). Every choice comes from the seed:
+// the processes' clocks and latencies, faults (calls that fail before
+// Spanner, aborted transactions, answers lost after the commit), pauses,
+// crashes and restarts, cancelled ctxs. The invariants are checked after
+// every step of the store and at every grant (doc/simulation.md, "The
+// Semaphore").
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"github.com/stretchr/testify/assert"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/spanmutex/spanmutex/internal/testutil"
+)
+
+// semSimParams are a schedule's settings, drawn from its seed.
+type semSimParams struct {
+	procs      int
+	size       int64
+	rw         bool // an RWLock: readers take 1, writers rwPermits
+	lease      time.Duration
+	faultRate  float64
+	pauses     bool
+	crashes    bool
+	cancelRate float64
+	bound      time.Duration
+}
+
+func drawSemParams(r *rand.Rand) semSimParams {
+	p := semSimParams{procs: 2 + r.IntN(4), size: 1 + r.Int64N(4), rw: r.IntN(3) == 0,
+		lease: []time.Duration{500 * time.Millisecond, time.Second, 2 * time.Second}[r.IntN(3)], bound: 60 * time.Second}
+	if p.rw {
+		p.size = rwPermits
+	}
+	p.faultRate = []float64{0, 0, 0.02, 0.05, 0.15}[r.IntN(5)]
+	p.pauses = r.IntN(2) == 0
+	p.crashes = r.IntN(2) == 0
+	p.cancelRate = []float64{0, 0.1, 0.3}[r.IntN(3)]
+	return p
+}
+
+// semSimRules break the simulated store on purpose, to show that the
+// invariants catch what they claim to (TestSemSimCheckerCatches).
+type semSimRules struct {
+	overGrant bool // holders are hidden from the plan: permits granted twice
+	barging   bool // waiters are hidden from a newcomer's plan: it overtakes them
+	stale     bool // a waiter's read shows the past: a grant read after its entry lapsed
+}
+
+// semSim runs one schedule and checks it.
+type semSim struct {
+	seed  uint64
+	rules semSimRules
+	par   semSimParams
+	rng   *rand.Rand
+	start time.Time
+
+	mu sync.Mutex // the store and the harness
+	// The store: the row and the queue.
+	exists  bool
+	token   int64
+	entries []semEntry
+	last    time.Time
+	past    []semView // every view after a write, for stale reads
+	steps   int
+	// The harness.
+	holds      []*semHold
+	tokens     map[int64]bool
+	grants     int
+	violations []string
+	ring       []string
+	procs      []*semProc
+	running    sync.WaitGroup
+}
+
+// semHold is a lease a contender holds, from Acquire's return until it
+// calls Release, its lease ends, or its process crashes.
+type semHold struct {
+	p     *semProc
+	who   string
+	lease *Lease
+	n     int64
+	ended bool
+}
+
+const semSimName = "sem"
+
+func (h *semSim) eventLocked(who, format string, args ...any) {
+	line := fmt.Sprintf("%10v %-6s %s", time.Since(h.start), who, fmt.Sprintf(format, args...))
+	h.ring = append(h.ring, line)
+	if len(h.ring) > 80 {
+		h.ring = h.ring[1:]
+	}
+}
+
+func (h *semSim) event(who, format string, args ...any) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.eventLocked(who, format, args...)
+}
+
+func (h *semSim) violateLocked(format string, args ...any) {
+	msg := fmt.Sprintf("seed %d: %s", h.seed, fmt.Sprintf(format, args...))
+	h.eventLocked("CHECK", "VIOLATION %s", msg)
+	if len(h.violations) == 0 {
+		h.violations = append(h.violations, msg+"\n  trace:\n    "+strings.Join(h.ring, "\n    "))
+		return
+	}
+	h.violations = append(h.violations, msg)
+}
+
+// --- the store ------------------------------------------------------------------
+
+// commitTS returns the next commit timestamp: now, strictly after the last.
+func (h *semSim) commitTS() time.Time {
+	t := time.Now()
+	if !t.After(h.last) {
+		t = h.last.Add(time.Microsecond)
+	}
+	h.last = t
+	return t
+}
+
+func (h *semSim) viewLocked(now time.Time) semView {
+	return semView{now: now, exists: h.exists, state: StateShared, size: h.par.size, token: h.token, entries: slices.Clone(h.entries)}
+}
+
+// applyLocked writes plan p at ts, as semMutations does on Spanner.
+func (h *semSim) applyLocked(p semPlan, ts time.Time) {
+	for _, d := range p.deletes {
+		h.entries = slices.DeleteFunc(h.entries, func(e semEntry) bool { return e.key() == d.key() })
+	}
+	for _, g := range p.grants {
+		for i := range h.entries {
+			if h.entries[i].key() == g.entry.key() {
+				h.entries[i].token, h.entries[i].renewed = g.token, ts
+			}
+		}
+	}
+	if p.insert != nil {
+		e := *p.insert
+		e.at, e.renewed = ts, ts
+		h.entries = append(h.entries, e)
+	}
+	h.exists, h.token = true, p.token
+	h.past = append(h.past, h.viewLocked(ts))
+	if len(h.past) > 64 {
+		h.past = h.past[1:]
+	}
+}
+
+// checkStoreLocked checks the store after a step at ts: the permits of the
+// granted entries never exceed the size (inv S1), tokens are unique and
+// at most the row's (inv S3), and no live waiter is left before a holder
+// granted after it (inv S4, FIFO without barging).
+func (h *semSim) checkStoreLocked(ts time.Time, p semPlan) {
+	var used int64
+	seen := map[int64]bool{}
+	for _, e := range h.entries {
+		if e.token == 0 {
+			continue
+		}
+		used += e.permits
+		if seen[e.token] || e.token > h.token {
+			h.violateLocked("inv S3: token %d granted twice or above the row's %d", e.token, h.token)
+		}
+		seen[e.token] = true
+	}
+	if used > h.par.size {
+		h.violateLocked("inv S1: granted entries hold %d permits, size %d", used, h.par.size)
+	}
+	granted := map[queueKey]bool{}
+	for _, g := range p.grants {
+		granted[g.entry.key()] = true
+	}
+	if p.insert != nil && p.insert.token != 0 {
+		granted[queueKey{at: ts.UTC(), id: p.insert.id}] = true
+	}
+	for i, e := range h.entries {
+		if !granted[e.key()] {
+			continue
+		}
+		for _, before := range h.entries[:i] {
+			if before.token == 0 && semEntryLive(before, ts, h.par.lease) {
+				h.violateLocked("inv S4: %s granted (token %d) past the live waiter %s", short(e.id), e.token, short(before.id))
+			}
+		}
+	}
+}
+
+// checkHoldsLocked checks the contenders' holds at virtual time now: the
+// leases whose holders' clocks still count them unlapsed hold at most the
+// size (inv S2; for an RWLock, no reader beside a writer).
+func (h *semSim) checkHoldsLocked() {
+	var used int64
+	var who []string
+	for _, hd := range h.holds {
+		if hd.valid() {
+			used += hd.n
+			who = append(who, fmt.Sprintf("%s(%d, token %d)", hd.who, hd.n, hd.lease.Token()))
+		}
+	}
+	if used > h.par.size {
+		h.violateLocked("inv S2: holders %s hold %d permits, size %d", strings.Join(who, ", "), used, h.par.size)
+	}
+}
+
+// valid reports whether the holder still counts its lease as held: not
+// ended, and unlapsed on its own clock.
+func (hd *semHold) valid() bool {
+	return !hd.ended && hd.p.Now().Sub(hd.lease.lastAnchor()) < hd.p.lease
+}
+
+// --- a process ------------------------------------------------------------------
+
+// semProc is one incarnation of a process: a clock, a Scope, a connection
+// to the simulated Spanner (it is the semStore), and its contenders.
+type semProc struct {
+	h      *semSim
+	name   string
+	seed   uint64
+	off    time.Duration
+	rate   float64
+	lease  time.Duration
+	scope  *Scope
+	ctx    context.Context
+	kill   context.CancelFunc
+	nextID atomic.Int64
+
+	mu       sync.Mutex
+	paused   bool
+	crashed  bool
+	resume   chan struct{}
+	dead     chan struct{}
+	deferred []func()
+}
+
+var _ semStore = (*semProc)(nil)
+
+func (p *semProc) draw(salt uint64) *rand.Rand {
+	return rand.New(rand.NewPCG(p.seed^uint64(time.Now().UnixNano()), salt))
+}
+
+// Now is the process's clock: virtual time, offset, running rate times as
+// fast (rate >= 1, assumption A5).
+func (p *semProc) Now() time.Time {
+	return p.h.start.Add(p.off + time.Duration(float64(time.Since(p.h.start))*p.rate))
+}
+
+// NewTimer fires after d of the process's clock, not while it is paused.
+func (p *semProc) NewTimer(d time.Duration) (<-chan time.Time, func() bool) {
+	ch := make(chan time.Time, 1)
+	var stopped atomic.Bool
+	t := time.AfterFunc(time.Duration(float64(d)/p.rate)+1, func() {
+		p.whenRunning(func() {
+			if !stopped.Load() {
+				ch <- p.Now()
+			}
+		})
+	})
+	return ch, func() bool { stopped.Store(true); return t.Stop() }
+}
+
+func (p *semProc) whenRunning(fn func()) {
+	p.mu.Lock()
+	if p.paused && !p.crashed {
+		p.deferred = append(p.deferred, fn)
+		p.mu.Unlock()
+		return
+	}
+	p.mu.Unlock()
+	fn()
+}
+
+func (p *semProc) isCrashed() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.crashed
+}
+
+// gate waits while the process is paused; it fails once it has crashed.
+func (p *semProc) gate() error {
+	for {
+		p.mu.Lock()
+		if p.crashed {
+			p.mu.Unlock()
+			return errSimCrashed
+		}
+		if !p.paused {
+			p.mu.Unlock()
+			return nil
+		}
+		ch := p.resume
+		p.mu.Unlock()
+		select {
+		case <-ch:
+		case <-p.dead:
+		}
+	}
+}
+
+func (p *semProc) flight(ctx context.Context) error {
+	r := p.draw(drawLatency)
+	d := min(200*time.Microsecond+time.Duration(r.ExpFloat64()*float64(1500*time.Microsecond)), 20*time.Millisecond)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctxError(ctx)
+	case <-p.dead:
+		return errSimCrashed
+	}
+}
+
+func (p *semProc) pause(d time.Duration) {
+	p.mu.Lock()
+	if p.paused || p.crashed {
+		p.mu.Unlock()
+		return
+	}
+	p.paused, p.resume = true, make(chan struct{})
+	p.mu.Unlock()
+	p.h.event(p.name, "PAUSED for %v", d)
+	time.AfterFunc(d, func() {
+		p.mu.Lock()
+		if !p.paused {
+			p.mu.Unlock()
+			return
+		}
+		p.paused = false
+		close(p.resume)
+		fns := p.deferred
+		p.deferred = nil
+		p.mu.Unlock()
+		p.h.event(p.name, "resumed")
+		for _, fn := range fns {
+			fn()
+		}
+	})
+}
+
+func (p *semProc) crash() {
+	p.mu.Lock()
+	if p.crashed {
+		p.mu.Unlock()
+		return
+	}
+	p.crashed = true
+	close(p.dead)
+	if p.paused {
+		close(p.resume)
+	}
+	p.paused, p.deferred = false, nil
+	p.mu.Unlock()
+	h := p.h
+	h.mu.Lock()
+	for _, hd := range h.holds {
+		if hd.p == p {
+			hd.ended = true
+		}
+	}
+	h.eventLocked(p.name, "CRASHED")
+	h.mu.Unlock()
+	p.kill()
+}
+
+// call runs one Spanner call: the request's flight, a fault drawn, fn
+// applied atomically at the commit instant, the answer's flight.
+func (p *semProc) call(ctx context.Context, op string, write bool, fn func(ts time.Time) error) error {
+	if err := p.gate(); err != nil {
+		return err
+	}
+	if err := p.flight(ctx); err != nil {
+		return err
+	}
+	f := faultNone
+	if r := p.draw(drawFaults); r.Float64() < p.h.par.faultRate {
+		f = []simFault{faultBefore, faultAbort, faultLost}[r.IntN(3)]
+	}
+	switch {
+	case f == faultBefore || f == faultAbort && !write:
+		p.h.event(p.name, "%s: unavailable", op)
+		return status.Error(codes.Unavailable, "sim: unavailable")
+	case f == faultAbort:
+		p.h.event(p.name, "%s: aborted", op)
+		return status.Error(codes.Aborted, "sim: aborted")
+	}
+	h := p.h
+	h.mu.Lock()
+	if p.isCrashed() {
+		h.mu.Unlock()
+		return errSimCrashed
+	}
+	err := fn(h.commitTS())
+	h.steps++
+	h.checkHoldsLocked()
+	h.mu.Unlock()
+	if err := p.flight(ctx); err != nil {
+		return err
+	}
+	if err := p.gate(); err != nil {
+		return err
+	}
+	if f == faultLost && write {
+		h.event(p.name, "%s: answer lost (applied, err=%v)", op, err)
+		return status.Error(codes.Unavailable, "sim: answer lost")
+	}
+	return err
+}
+
+func (p *semProc) look(ctx context.Context, name string) (semView, error) {
+	var v semView
+	err := p.call(ctx, "look", false, func(ts time.Time) error {
+		v = p.h.viewLocked(ts)
+		if p.h.rules.stale && len(p.h.past) > 4 {
+			v = p.h.past[len(p.h.past)-4]
+		}
+		return nil
+	})
+	return v, err
+}
+
+func (p *semProc) settle(ctx context.Context, name string, q semRequest) (semResult, error) {
+	var res semResult
+	err := p.call(ctx, "settle", true, func(ts time.Time) error {
+		h := p.h
+		v := h.viewLocked(ts)
+		seen := v
+		switch {
+		case h.rules.overGrant:
+			seen.entries = slices.DeleteFunc(slices.Clone(v.entries), func(e semEntry) bool { return e.token != 0 && e.id != q.me })
+		case h.rules.barging && q.op == semAcquire:
+			seen.entries = slices.DeleteFunc(slices.Clone(v.entries), func(e semEntry) bool { return e.token == 0 && e.id != q.me })
+		}
+		plan, err := planSem(name, seen, q)
+		if err != nil {
+			h.eventLocked(p.name, "settle %v: %v", q.op, err)
+			return err
+		}
+		res = semResult{plan: plan, view: v}
+		if !plan.writes {
+			return nil
+		}
+		h.applyLocked(plan, ts)
+		plan.stamp(ts)
+		res.plan, res.at = plan, ts
+		h.eventLocked(p.name, "settle %v by %s: %s", q.op, short(q.me), plan.describe())
+		h.checkStoreLocked(ts, plan)
+		return nil
+	})
+	return res, err
+}
+
+func (p *semProc) renewEntry(ctx context.Context, name string, key queueKey) error {
+	return p.call(ctx, "renew", true, func(ts time.Time) error {
+		for i := range p.h.entries {
+			if p.h.entries[i].key() == key {
+				p.h.entries[i].renewed = ts
+				return nil
+			}
+		}
+		return fmt.Errorf("%w: semaphore %q: the entry is gone", ErrLeaseLost, name)
+	})
+}
+
+// describe is a plan in a trace.
+func (p semPlan) describe() string {
+	var b strings.Builder
+	for _, d := range p.deletes {
+		fmt.Fprintf(&b, "-%s ", short(d.id))
+	}
+	for _, g := range p.grants {
+		fmt.Fprintf(&b, "grant %s(%d)=%d ", short(g.entry.id), g.entry.permits, g.token)
+	}
+	if p.insert != nil {
+		fmt.Fprintf(&b, "+%s(%d) token %d", short(p.insert.id), p.insert.permits, p.insert.token)
+	}
+	return b.String()
+}
+
+func (o semOp) String() string {
+	return [...]string{"?", "acquire", "try", "release", "leave", "settle"}[o]
+}
+
+// --- the schedule -----------------------------------------------------------------
+
+func (h *semSim) newProc(slot, inc int) *semProc {
+	name := fmt.Sprintf("P%d.%d", slot, inc)
+	p := &semProc{h: h, name: name, seed: h.rng.Uint64(), dead: make(chan struct{}), rate: 1, lease: h.par.lease,
+		off: time.Duration(h.rng.Int64N(int64(2*time.Hour))) - time.Hour}
+	p.rate = []float64{1, 1, 1, 1.001, 1.01}[h.rng.IntN(5)]
+	p.ctx, p.kill = context.WithCancel(context.Background())
+	p.scope = NewScope(WithoutWakeUps())
+	p.scope.id = fmt.Sprintf("p%di%02d-%06x", slot, inc, h.rng.IntN(1<<24))
+	pid := slot*16 + inc
+	p.scope.ids = func() string { return fmt.Sprintf("%08x-%04x-7000-8000-000000000000", p.nextID.Add(1), pid) }
+	h.mu.Lock()
+	h.procs = append(h.procs, p)
+	h.eventLocked(name, "started")
+	h.mu.Unlock()
+	for i := range 1 + h.rng.IntN(3) {
+		s := h.newSemaphore(p, i)
+		cycles := 2 + h.rng.IntN(4)
+		r := rand.New(rand.NewPCG(h.rng.Uint64(), h.rng.Uint64()))
+		h.running.Add(1)
+		go func() {
+			defer h.running.Done()
+			p.contender(s, fmt.Sprintf("%s/c%d", name, i), cycles, r)
+		}()
+	}
+	return p
+}
+
+func (h *semSim) newSemaphore(p *semProc, i int) *Semaphore {
+	cfg, err := configure(semSimName, []LockOption{WithLease(p.lease), WithOwner(fmt.Sprintf("%s/c%d", p.name, i)), WithScope(p.scope),
+		WithFinishTimeout(2 * time.Second), WithMaxFailures(8), WithBackOff(func() backoff.BackOff { return &semSimBackOff{p: p} })})
+	if err != nil {
+		panic(err)
+	}
+	cfg.clock = p
+	cfg.random = rand.New(rand.NewPCG(p.seed, uint64(1000+i))).Float64
+	return &Semaphore{name: semSimName, size: h.par.size, cfg: cfg, store: p}
+}
+
+// semSimBackOff is the default backoff's shape, drawn from the seed.
+type semSimBackOff struct {
+	p   *semProc
+	cur time.Duration
+}
+
+func (b *semSimBackOff) Reset() { b.cur = 0 }
+
+func (b *semSimBackOff) NextBackOff() time.Duration {
+	if b.cur == 0 {
+		b.cur = DefaultInitialBackOff
+	}
+	d := time.Duration(float64(b.cur) * (0.5 + b.p.draw(drawBackOff).Float64()))
+	b.cur = min(time.Duration(float64(b.cur)*1.6), DefaultMaxBackOff)
+	return d
+}
+
+// weight draws what a contender asks for: 1 to size permits, or for an
+// RWLock a read (1) or, one time in three, a write (all).
+func (h *semSim) weight(r *rand.Rand) int64 {
+	if h.par.rw {
+		if r.IntN(3) == 0 {
+			return rwPermits
+		}
+		return 1
+	}
+	return 1 + r.Int64N(h.par.size)
+}
+
+// contender acquires, holds and releases, cycles times.
+func (p *semProc) contender(s *Semaphore, who string, cycles int, r *rand.Rand) {
+	h := p.h
+	for range cycles {
+		if p.isCrashed() {
+			return
+		}
+		n, try := h.weight(r), r.IntN(5) == 0
+		ctx, cancel := context.WithCancel(p.ctx)
+		if r.Float64() < h.par.cancelRate {
+			t := time.AfterFunc(time.Duration(r.Int64N(int64(3*p.lease))), cancel)
+			defer t.Stop()
+		}
+		h.event(who, "acquire %d (try %v)", n, try)
+		acquire := s.Acquire
+		if try {
+			acquire = s.TryAcquire
+		}
+		lease, err := acquire(ctx, n)
+		ended := ctx.Err() != nil
+		if err != nil {
+			cancel()
+			h.event(who, "acquire: %s", errShort(err))
+			if p.sleep(time.Duration(r.Int64N(int64(p.lease)))) != nil {
+				return
+			}
+			continue
+		}
+		hd := h.granted(p, who, lease, n, ended)
+		hold := time.Duration(r.Int64N(int64(2 * p.lease)))
+		select {
+		case <-time.After(hold):
+		case <-lease.Done():
+		case <-p.dead:
+		}
+		h.mu.Lock()
+		hd.ended = true
+		h.mu.Unlock()
+		err = s.Release(p.ctx)
+		cancel()
+		h.event(who, "released token %d: %v", lease.Token(), err)
+	}
+}
+
+func (p *semProc) sleep(d time.Duration) error {
+	select {
+	case <-time.After(d):
+		return nil
+	case <-p.dead:
+		return errSimCrashed
+	}
+}
+
+// granted records a lease Acquire returned, and checks it: its ctx had not
+// ended (inv S5), its token is new (inv S3), the store shows its entry
+// granted with that token and unlapsed (inv S5: a read of the present), and
+// the holds do not exceed the size (inv S2).
+func (h *semSim) granted(p *semProc, who string, l *Lease, n int64, ctxEnded bool) *semHold {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.grants++
+	hd := &semHold{p: p, who: who, lease: l, n: n}
+	h.eventLocked(who, "GRANTED %d permits, token %d", n, l.Token())
+	if ctxEnded {
+		h.violateLocked("inv S5: %s got token %d after its ctx ended", who, l.Token())
+	}
+	if h.tokens[l.Token()] {
+		h.violateLocked("inv S3: token %d granted twice", l.Token())
+	}
+	h.tokens[l.Token()] = true
+	now := time.Now()
+	i := slices.IndexFunc(h.entries, func(e semEntry) bool { return e.id == l.id && e.token == l.Token() })
+	if i < 0 || !semEntryLive(h.entries[i], now, h.par.lease) {
+		h.violateLocked("inv S5: %s got token %d, which the store does not show granted and unlapsed", who, l.Token())
+	}
+	h.holds = append(h.holds, hd)
+	h.checkHoldsLocked()
+	return hd
+}
+
+type semSimResult struct {
+	seed       uint64
+	steps      int
+	grants     int
+	violations []string
+}
+
+// runSemSchedule runs schedule seed in a synctest bubble.
+func runSemSchedule(t *testing.T, seed uint64, rules semSimRules) (res semSimResult) {
+	res.seed = seed
+	defer func() {
+		if e := recover(); e != nil {
+			res.violations = append(res.violations, fmt.Sprintf("seed %d: the schedule panicked: %v", seed, e))
+		}
+	}()
+	synctest.Test(t, func(t *testing.T) {
+		h := &semSim{seed: seed, rules: rules, tokens: map[int64]bool{}, start: time.Now()}
+		h.rng = rand.New(rand.NewPCG(seed, 0x5e3a))
+		h.par = drawSemParams(h.rng)
+		h.eventLocked("sim", "params %+v", h.par)
+		incs := make([]int, h.par.procs)
+		for i := range h.par.procs {
+			h.newProc(i, 0)
+		}
+		done := make(chan struct{})
+		stop := make(chan struct{})
+		go func() { h.chaos(stop, incs); h.running.Wait(); close(done) }()
+		time.Sleep(h.par.bound / 3)
+		close(stop)
+		select {
+		case <-done:
+		case <-time.After(h.par.bound):
+			h.mu.Lock()
+			h.violateLocked("stuck: contenders still waiting %v after the chaos ended", h.par.bound)
+			h.mu.Unlock()
+		}
+		h.mu.Lock()
+		procs := slices.Clone(h.procs)
+		h.mu.Unlock()
+		for _, p := range procs {
+			p.crash()
+		}
+		<-done
+		time.Sleep(3 * h.par.lease)
+		h.mu.Lock()
+		res.steps, res.grants, res.violations = h.steps, h.grants, h.violations
+		h.mu.Unlock()
+	})
+	return res
+}
+
+// chaos pauses, crashes and restarts processes until stop closes.
+func (h *semSim) chaos(stop <-chan struct{}, incs []int) {
+	for {
+		select {
+		case <-stop:
+			return
+		case <-time.After(time.Duration(h.rng.Int64N(int64(4 * h.par.lease)))):
+		}
+		h.mu.Lock()
+		slot := h.rng.IntN(h.par.procs)
+		var p *semProc
+		for _, q := range h.procs {
+			if q.name == fmt.Sprintf("P%d.%d", slot, incs[slot]) {
+				p = q
+			}
+		}
+		h.mu.Unlock()
+		switch x := h.rng.IntN(4); {
+		case x < 2 && h.par.pauses:
+			p.pause(time.Duration(h.rng.Int64N(int64(3 * h.par.lease))))
+		case x == 2 && h.par.crashes:
+			p.crash()
+			incs[slot]++
+			h.newProc(slot, incs[slot])
+		}
+	}
+}
+
+// TestSemSimulation runs seeded schedules of the Semaphore and RWLock
+// (SPANMUTEX_SIM_SEM_SEEDS=A-B; default 10,000, 200,000 with
+// SPANMUTEX_SOAK=1) and checks their invariants.
+func TestSemSimulation(t *testing.T) {
+	first, last := testutil.SeedRange(t, "SPANMUTEX_SIM_SEM", 10_000, 200_000)
+	began := time.Now()
+	n, steps, grants, failed := semSimRun(t, first, last, semSimRules{})
+	violations := 0
+	for i, r := range failed {
+		violations += len(r.violations)
+		if i < 10 {
+			t.Errorf("%s", strings.Join(r.violations, "\n  "))
+		}
+	}
+	t.Logf("wall time %v", time.Since(began).Round(time.Millisecond))
+	t.Logf("semaphore simulation: %d schedules, %d steps, %d grants, %d violations (seeds %d-%d)", n, steps, grants, violations, first, last)
+}
+
+// semSimRun runs the schedules of seeds first..last on two workers.
+func semSimRun(t *testing.T, first, last uint64, rules semSimRules) (schedules, steps, grants int64, failed []semSimResult) {
+	var (
+		next                 atomic.Uint64
+		nSched, nSteps, nGrt atomic.Int64
+		mu                   sync.Mutex
+	)
+	next.Store(first)
+	t.Run("workers", func(t *testing.T) {
+		for w := range max(2, runtime.GOMAXPROCS(0)) {
+			t.Run(fmt.Sprint(w), func(t *testing.T) {
+				t.Parallel()
+				for seed := next.Add(1) - 1; seed <= last; seed = next.Add(1) - 1 {
+					res := runSemSchedule(t, seed, rules)
+					nSched.Add(1)
+					nSteps.Add(int64(res.steps))
+					nGrt.Add(int64(res.grants))
+					if len(res.violations) > 0 {
+						mu.Lock()
+						failed = append(failed, res)
+						mu.Unlock()
+					}
+				}
+			})
+		}
+	})
+	slices.SortFunc(failed, func(a, b semSimResult) int { return cmp.Compare(a.seed, b.seed) })
+	return nSched.Load(), nSteps.Load(), nGrt.Load(), failed
+}
+
+// The invariants catch a broken store: each rule breaks the grant rule one
+// way, and the invariant named fails within the first 300 schedules.
+func TestSemSimCheckerCatches(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		rules semSimRules
+		inv   string
+	}{
+		{"permits granted twice", semSimRules{overGrant: true}, "inv S1"},
+		{"a newcomer overtakes the queue", semSimRules{barging: true}, "inv S4"},
+		{"reads show the past", semSimRules{stale: true}, "inv S5"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, _, _, failed := semSimRun(t, 1, 300, c.rules)
+			found := false
+			for _, r := range failed {
+				found = found || strings.Contains(strings.Join(r.violations, "\n"), c.inv)
+			}
+			assert.True(t, found, "%s not caught in 300 schedules (%d failed otherwise)", c.inv, len(failed))
+		})
+	}
+}
