@@ -137,10 +137,19 @@ func planSem(name string, v semView, q semRequest) (semPlan, error) {
 	return p, nil
 }
 
-// sweep walks v's entries: it deletes lapsed holders, dead waiters and
-// what q deletes of its own (semRelease, semLeave), and returns the live
-// entries left, oldest first; the plan's mine is q's live entry, if any.
+// sweep walks v's entries: it deletes lapsed holders, dead waiters, the
+// waiters of a lapsed holder's Scope (its process is taken to be dead or
+// cut off, its other entries with it, as a Lock's takeover does:
+// sameScopeAsSilent) and what q deletes of its own (semRelease,
+// semLeave), and returns the live entries left, oldest first; the plan's
+// mine is q's live entry, if any.
 func (p *semPlan) sweep(v semView, q semRequest) ([]semEntry, error) {
+	silent := map[string]bool{}
+	for _, e := range v.entries {
+		if e.permits != 0 && e.token != 0 && !semEntryLive(e, v.now, q.lease) {
+			silent[scopeOf(e.id)] = true
+		}
+	}
 	var (
 		live     []semEntry
 		released bool
@@ -154,7 +163,7 @@ func (p *semPlan) sweep(v semView, q semRequest) ([]semEntry, error) {
 			// outcome), fenced by the entry holding its token.
 			p.deletes = append(p.deletes, e)
 			released = released || e.token == q.token && semEntryLive(e, v.now, q.lease)
-		case !semEntryLive(e, v.now, q.lease):
+		case !semEntryLive(e, v.now, q.lease) || e.token == 0 && e.id != q.me && silent[scopeOf(e.id)]:
 			p.deletes = append(p.deletes, e)
 			p.tookOver = p.tookOver || e.token != 0
 		default:

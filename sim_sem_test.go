@@ -45,7 +45,10 @@ type semSimParams struct {
 	pauses     bool
 	crashes    bool
 	cancelRate float64
-	bound      time.Duration
+	// calm: no faults or pauses (crashes and cancelled ctxs may happen):
+	// the liveness invariant S6 is checked.
+	calm  bool
+	bound time.Duration
 }
 
 func drawSemParams(r *rand.Rand) semSimParams {
@@ -58,6 +61,9 @@ func drawSemParams(r *rand.Rand) semSimParams {
 	p.pauses = r.IntN(2) == 0
 	p.crashes = r.IntN(2) == 0
 	p.cancelRate = []float64{0, 0.1, 0.3}[r.IntN(3)]
+	if r.IntN(10) < 3 {
+		p.calm, p.faultRate, p.pauses = true, 0, false
+	}
 	return p
 }
 
@@ -93,6 +99,12 @@ type semSim struct {
 	ring       []string
 	procs      []*semProc
 	running    sync.WaitGroup
+	// inv S6: whose entry each waiter id is, and since when the first
+	// waiter of a live process has been kept waiting by nothing but
+	// crashed processes' entries (zero: it is not).
+	idOf         map[string]*semProc
+	stalledSince time.Time
+	stallDead    map[*semProc]bool
 }
 
 // semHold is a lease a contender holds, from Acquire's return until it
@@ -231,6 +243,61 @@ func (h *semSim) checkHoldsLocked() {
 // ended, and unlapsed on its own clock.
 func (hd *semHold) valid() bool {
 	return !hd.ended && hd.p.Now().Sub(hd.lease.lastAnchor()) < hd.p.lease
+}
+
+// watchStalls checks inv S6 every 50 ms of virtual time until done
+// closes: a crashed process costs the live waiters at most one lease
+// (plus a second of polls and latency) for each of its entries in the
+// way, never its waiting entries' time to live.
+func (h *semSim) watchStalls(done <-chan struct{}) {
+	for {
+		select {
+		case <-done:
+			return
+		case <-time.After(50 * time.Millisecond):
+		}
+		h.mu.Lock()
+		h.checkStallLocked(time.Now())
+		h.mu.Unlock()
+	}
+}
+
+// checkStallLocked finds the first live waiting entry of a live process
+// and whether the live processes' holders leave it room: if they do, it
+// is kept waiting by crashed processes' entries (or by nothing), and the
+// stall is bounded by a lease and a second for each crashed process in
+// the way since the stall began.
+func (h *semSim) checkStallLocked(now time.Time) {
+	var head *semEntry
+	var used int64
+	for i, e := range h.entries {
+		p := h.idOf[e.id]
+		alive := p != nil && !p.isCrashed()
+		switch {
+		case !semEntryLive(e, now, h.par.lease):
+		case alive && e.token != 0:
+			used += e.permits
+		case alive && head == nil:
+			head = &h.entries[i]
+		case !alive:
+			if !h.stalledSince.IsZero() {
+				h.stallDead[p] = true
+			}
+		}
+	}
+	if head == nil || used+head.permits > h.par.size {
+		h.stalledSince, h.stallDead = time.Time{}, map[*semProc]bool{}
+		return
+	}
+	if h.stalledSince.IsZero() {
+		h.stalledSince = now
+		return
+	}
+	bound := time.Duration(max(len(h.stallDead), 1)) * (h.par.lease + time.Second)
+	if stalled := now.Sub(h.stalledSince); stalled > bound {
+		h.violateLocked("inv S6: %s kept waiting %v by crashed processes' entries (bound %v)", short(head.id), stalled, bound)
+		h.stalledSince = now
+	}
 }
 
 // --- a process ------------------------------------------------------------------
@@ -517,7 +584,13 @@ func (h *semSim) newProc(slot, inc int) *semProc {
 	p.scope = NewScope(WithoutWakeUps())
 	p.scope.id = fmt.Sprintf("p%di%02d-%06x", slot, inc, h.rng.IntN(1<<24))
 	pid := slot*16 + inc
-	p.scope.ids = func() string { return fmt.Sprintf("%08x-%04x-7000-8000-000000000000", p.nextID.Add(1), pid) }
+	p.scope.ids = func() string {
+		id := fmt.Sprintf("%08x-%04x-7000-8000-000000000000", p.nextID.Add(1), pid)
+		h.mu.Lock()
+		h.idOf[id[:24]+p.scope.id] = p
+		h.mu.Unlock()
+		return id
+	}
 	h.mu.Lock()
 	h.procs = append(h.procs, p)
 	h.eventLocked(name, "started")
@@ -671,7 +744,7 @@ func runSemSchedule(t *testing.T, seed uint64, rules semSimRules) (res semSimRes
 		}
 	}()
 	synctest.Test(t, func(t *testing.T) {
-		h := &semSim{seed: seed, rules: rules, tokens: map[int64]bool{}, start: time.Now()}
+		h := &semSim{seed: seed, rules: rules, tokens: map[int64]bool{}, start: time.Now(), idOf: map[string]*semProc{}, stallDead: map[*semProc]bool{}}
 		h.rng = rand.New(rand.NewPCG(seed, 0x5e3a))
 		h.par = drawSemParams(h.rng)
 		h.eventLocked("sim", "params %+v", h.par)
@@ -682,6 +755,9 @@ func runSemSchedule(t *testing.T, seed uint64, rules semSimRules) (res semSimRes
 		done := make(chan struct{})
 		stop := make(chan struct{})
 		go func() { h.chaos(stop, incs); h.running.Wait(); close(done) }()
+		if h.par.calm {
+			go h.watchStalls(done)
+		}
 		time.Sleep(h.par.bound / 3)
 		close(stop)
 		select {
@@ -802,5 +878,31 @@ func TestSemSimCheckerCatches(t *testing.T) {
 			}
 			assert.True(t, found, "%s not caught in 300 schedules (%d failed otherwise)", c.inv, len(failed))
 		})
+	}
+}
+
+// semSimRegressions are schedules that once broke an invariant; they run
+// every time.
+var semSimRegressions = []struct {
+	seed uint64
+	why  string
+}{
+	// A crashed process's two waiting entries, which did not fit
+	// together, were granted one after the other, each lapsing a lease
+	// later: the process cost the live waiters two leases (inv S6). Fixed:
+	// a lapsed holder's Scope's waiting entries are deleted with it.
+	{58, "a crashed process's entries granted in turn cost two leases (inv S6)"},
+	{115, "a crashed process's entries granted in turn cost two leases (inv S6)"},
+}
+
+// TestSemSimRegressions replays the schedules that once failed.
+func TestSemSimRegressions(t *testing.T) {
+	for _, s := range semSimRegressions {
+		for range simReplays {
+			if res := runSemSchedule(t, s.seed, semSimRules{}); len(res.violations) > 0 {
+				t.Errorf("regression seed %d (%s) fails again:\n%s", s.seed, s.why, strings.Join(res.violations, "\n"))
+				break
+			}
+		}
 	}
 }
