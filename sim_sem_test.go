@@ -86,6 +86,7 @@ type semSim struct {
 	mu sync.Mutex // the store and the harness
 	// The store: the row and the queue.
 	exists  bool
+	size    int64
 	token   int64
 	entries []semEntry
 	last    time.Time
@@ -156,11 +157,14 @@ func (h *semSim) commitTS() time.Time {
 }
 
 func (h *semSim) viewLocked(now time.Time) semView {
-	return semView{now: now, exists: h.exists, state: StateShared, size: h.par.size, token: h.token, entries: slices.Clone(h.entries)}
+	return semView{now: now, exists: h.exists, state: StateShared, size: h.size, token: h.token, entries: slices.Clone(h.entries)}
 }
 
 // applyLocked writes plan p at ts, as semMutations does on Spanner.
-func (h *semSim) applyLocked(p semPlan, ts time.Time) {
+func (h *semSim) applyLocked(p semPlan, q semRequest, ts time.Time) {
+	if !h.exists || q.resized {
+		h.size = q.size
+	}
 	for _, d := range p.deletes {
 		h.entries = slices.DeleteFunc(h.entries, func(e semEntry) bool { return e.key() == d.key() })
 	}
@@ -200,8 +204,8 @@ func (h *semSim) checkStoreLocked(ts time.Time, p semPlan) {
 		}
 		seen[e.token] = true
 	}
-	if used > h.par.size {
-		h.violateLocked("inv S1: granted entries hold %d permits, size %d", used, h.par.size)
+	if used > h.size {
+		h.violateLocked("inv S1: granted entries hold %d permits, size %d", used, h.size)
 	}
 	granted := map[queueKey]bool{}
 	for _, g := range p.grants {
@@ -234,8 +238,8 @@ func (h *semSim) checkHoldsLocked() {
 			who = append(who, fmt.Sprintf("%s(%d, token %d)", hd.who, hd.n, hd.lease.Token()))
 		}
 	}
-	if used > h.par.size {
-		h.violateLocked("inv S2: holders %s hold %d permits, size %d", strings.Join(who, ", "), used, h.par.size)
+	if used > h.size {
+		h.violateLocked("inv S2: holders %s hold %d permits, size %d", strings.Join(who, ", "), used, h.size)
 	}
 }
 
@@ -285,7 +289,7 @@ func (h *semSim) checkStallLocked(now time.Time) {
 			}
 		}
 	}
-	if head == nil || used+head.permits > h.par.size {
+	if head == nil || used+head.permits > h.size {
 		h.stalledSince, h.stallDead = time.Time{}, map[*semProc]bool{}
 		return
 	}
@@ -532,7 +536,7 @@ func (p *semProc) settle(ctx context.Context, name string, q semRequest) (semRes
 		if !plan.writes {
 			return nil
 		}
-		h.applyLocked(plan, ts)
+		h.applyLocked(plan, q, ts)
 		plan.stamp(ts)
 		res.plan, res.at = plan, ts
 		h.eventLocked(p.name, "settle %v by %s: %s", q.op, short(q.me), plan.describe())
@@ -574,6 +578,13 @@ func (o semOp) String() string {
 }
 
 // --- the schedule -----------------------------------------------------------------
+
+// bareProc starts a process without contenders, as a scenario's store.
+func (h *semSim) bareProc(slot int) *semProc {
+	p := &semProc{h: h, name: fmt.Sprintf("S%d", slot), seed: uint64(slot), dead: make(chan struct{}), rate: 1, lease: h.par.lease}
+	p.ctx, p.kill = context.WithCancel(context.Background())
+	return p
+}
 
 func (h *semSim) newProc(slot, inc int) *semProc {
 	name := fmt.Sprintf("P%d.%d", slot, inc)
