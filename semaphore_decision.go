@@ -146,7 +146,7 @@ func planSem(name string, v semView, q semRequest) (semPlan, error) {
 func (p *semPlan) sweep(v semView, q semRequest) ([]semEntry, error) {
 	silent := map[string]bool{}
 	for _, e := range v.entries {
-		if e.permits != 0 && e.token != 0 && !semEntryLive(e, v.now, q.lease) {
+		if e.permits != 0 && e.token != 0 && scopeOf(e.id) != "" && !semEntryLive(e, v.now, q.lease) {
 			silent[scopeOf(e.id)] = true
 		}
 	}

@@ -130,3 +130,43 @@ func lock2(t *testing.T, c *spanner.Client) *Lock {
 	require.NoError(t, err)
 	return l
 }
+
+// Counted from the wire: an uncontended Acquire and a Release are one
+// statement and one Commit each (the transaction's begin is inlined in
+// the statement); a lease renewal is one blind Commit; a refused
+// TryAcquire writes nothing.
+func TestSemaphoreRPCs(t *testing.T) {
+	needEmulator(t)
+	eachDialect(t, func(t *testing.T, db string) {
+		ctx := context.Background()
+		var log rpcLog
+		client := countingClient(t, db, &log)
+		s, err := NewSemaphore(client, "counted", 1, WithScope(NewScope(WithoutWakeUps())))
+		require.NoError(t, err)
+		_, err = s.Acquire(ctx, 1) // the first call reads the dialect
+		require.NoError(t, err)
+		require.NoError(t, s.Release(ctx))
+
+		n := log.len()
+		lease, err := s.Acquire(ctx, 1)
+		require.NoError(t, err)
+		assert.Equal(t, []string{"ExecuteStreamingSql", "Commit"}, log.since(n), "an uncontended Acquire")
+		assert.Equal(t, []string{tagSemAcquire, tagSemAcquire}, log.tagsSince(n))
+
+		n = log.len()
+		require.NoError(t, semRenewer{s.store}.renew(ctx, lease))
+		assert.Equal(t, []string{"Commit"}, log.since(n), "a renewal")
+
+		other, err := NewSemaphore(client, "counted", 1, WithScope(NewScope(WithoutWakeUps())))
+		require.NoError(t, err)
+		n = log.len()
+		_, err = other.TryAcquire(ctx, 1)
+		require.ErrorIs(t, err, ErrHeld)
+		assert.Equal(t, "ExecuteStreamingSql", log.since(n)[0], "a refused TryAcquire reads")
+		assert.NotContains(t, log.since(n), "Commit", "and writes nothing")
+
+		n = log.len()
+		require.NoError(t, s.Release(ctx))
+		assert.Equal(t, []string{"ExecuteStreamingSql", "Commit"}, log.since(n), "a Release")
+	})
+}
