@@ -14,7 +14,8 @@ import (
 
 // Guard checks, inside the caller's own read-write transaction, that the
 // lease is still held: the row is STARTED under this acquisition's id and
-// token. It returns a *LeaseLostError if not, and the caller should then
+// token (for a Semaphore's or RWLock's lease: its queue entry still holds
+// its token). It returns a *LeaseLostError if not, and the caller should then
 // return it to make the transaction roll back. Once the holder has released
 // the lease, Guard returns Err (matching ErrReleased) without reading.
 //
@@ -38,6 +39,9 @@ func (l *Lease) Guard(ctx context.Context, txn *spanner.ReadWriteTransaction) er
 	if err := l.Err(); errors.Is(err, ErrReleased) {
 		return err
 	}
+	if l.shared {
+		return l.guardEntry(ctx, txn)
+	}
 	r, err := txn.ReadRow(ctx, l.table, spanner.Key{l.name}, []string{"State", "Owner", "LeaseID", "Token"})
 	if errors.Is(err, spanner.ErrRowNotFound) {
 		return &LeaseLostError{Name: l.name, Token: l.token, Reason: "the row was deleted"}
@@ -46,6 +50,27 @@ func (l *Lease) Guard(ctx context.Context, txn *spanner.ReadWriteTransaction) er
 		return fmt.Errorf("spanmutex: Guard %q: %w", l.name, err)
 	}
 	return l.checkHeld(r)
+}
+
+// guardEntry is Guard for a Semaphore's lease: its entry, read by key in
+// txn, must still hold its token. A holder whose permits were counted free
+// (its lease lapsed) had its entry deleted by that commit.
+func (l *Lease) guardEntry(ctx context.Context, txn *spanner.ReadWriteTransaction) error {
+	r, err := txn.ReadRow(ctx, l.table+ddl.QueueSuffix, spanner.Key{l.name, l.queuedAt, l.id}, []string{"Token"})
+	if errors.Is(err, spanner.ErrRowNotFound) {
+		return &LeaseLostError{Name: l.name, Token: l.token, Reason: "its entry is gone: its permits were counted free after its lease ran out unrenewed"}
+	}
+	if err != nil {
+		return fmt.Errorf("spanmutex: Guard %q: %w", l.name, err)
+	}
+	var token spanner.NullInt64
+	if err := r.Columns(&token); err != nil {
+		return fmt.Errorf("spanmutex: decode entry of %q: %w", l.name, err)
+	}
+	if token.Int64 != l.token {
+		return &LeaseLostError{Name: l.name, Token: l.token, CurrentToken: token.Int64, Reason: "its entry holds another token"}
+	}
+	return nil
 }
 
 // checkHeld returns a *LeaseLostError unless r (State, Owner, LeaseID,
@@ -88,6 +113,11 @@ func (l *Lease) GuardSQL(d ddl.Dialect) string {
 	q := func(ident string) string { return "`" + ident + "`" }
 	if d == ddl.PostgreSQL {
 		q = func(ident string) string { return `"` + ident + `"` }
+	}
+	if l.shared { // a Semaphore's: its entry holds its token
+		return fmt.Sprintf("EXISTS (SELECT 1 FROM %s AS g WHERE g.%s = %s AND g.%s = %s AND g.%s = %s)",
+			q(l.table+ddl.QueueSuffix), q("Name"), sqlString(d, l.name), q("WaiterID"), sqlString(d, l.id),
+			q("Token"), strconv.FormatInt(l.token, 10))
 	}
 	return fmt.Sprintf("EXISTS (SELECT 1 FROM %s AS g WHERE g.%s = %s AND g.%s = '%s' AND g.%s = %s AND g.%s = %s)",
 		q(l.table), q("Name"), sqlString(d, l.name), q("State"), StateStarted,

@@ -61,5 +61,22 @@ func TestGuardSQLAgreesWithGuard(t *testing.T) {
 		check("a lease whose holder unlocked, not told", stale, false)
 		check("the released lease", held, false)
 		assert.Equal(t, "FALSE", held.GuardSQL(d), "a released lease needs no read")
+
+		// A Semaphore's lease is held by its queue entry.
+		sem, err := NewRWLock(client, name+" rw")
+		require.NoError(t, err)
+		w, err := sem.Lock(ctx)
+		require.NoError(t, err)
+		entryLease := func(token int64, id string) *Lease {
+			l := newLease(w.name, w.owner, id, token, false, table)
+			l.queuedAt, l.shared = w.queuedAt, true
+			return l
+		}
+		check("a writer's lease", w, true)
+		check("a writer's lease, a later token", entryLease(w.token+1, w.id), false)
+		check("a writer's lease, another id", entryLease(w.token, "another-id"), false)
+		staleW := entryLease(w.token, w.id)
+		require.NoError(t, sem.Unlock(ctx))
+		check("a writer's lease whose holder unlocked, not told", staleW, false)
 	})
 }

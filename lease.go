@@ -33,6 +33,9 @@ type Lease struct {
 	queuedAt   time.Time
 	takeover   bool
 	handedOff  bool
+	// shared: a Semaphore's or RWLock's lease, held by its queue entry
+	// (name, queuedAt, id), not by the row.
+	shared bool
 	// attempt is, for a run-once section, the row's Attempts as this
 	// acquisition committed it: which attempt of its generation it is.
 	attempt int64

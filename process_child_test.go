@@ -60,6 +60,7 @@ func runContender(js string) int {
 	roles := map[string]func(context.Context, *spanner.Client, procSpec, *eventWriter) error{
 		"counter": runCounter, "storm": runStorm, "interactive": runInteractive,
 		"candidate": runCandidate, "observer": runObserver,
+		"semaphore": runSemaphore,
 	}
 	role := roles[spec.Role]
 	if role == nil {
@@ -388,4 +389,193 @@ func queueCalls(ctx context.Context, client *spanner.Client, h contended, n, cal
 func reportLoss(lease *Lease, call int, out *eventWriter) {
 	<-lease.Done()
 	out.emit(leaseEvent("lost", call, lease, time.Now(), lease.Err()))
+}
+
+// runSemaphore runs one Semaphore (or RWLock) of spec.Lock, driven by
+// commands read from stdin, one a line, until "exit" or the end of stdin:
+//
+//	new SIZE          make the Semaphore, of SIZE permits
+//	rwlock            make an RWLock instead
+//	acquire N         Acquire N permits (a 2m ctx)
+//	rlock, lock       RLock, Lock (a 2m ctx)
+//	release           Release
+//	runlock, unlock   RUnlock, Unlock
+//	admit RESOURCE    Fence.Admit of RESOURCE with the lease's token: class
+//	                  "stale-token" when the fence refuses it
+//	count N           N holds of 1 permit, each counted in the shared file
+//	                  spec.Dir/semcount for spec.Duration (holdCounted):
+//	                  an "acquire" and a "release" event each, then "count"
+//
+// Each command writes one event of its name; a lease that acquire, rlock
+// or lock took writes a "lost" event when its Done closes. Only an unknown
+// command is an error: a call's error is recorded in its event.
+func runSemaphore(ctx context.Context, client *spanner.Client, spec procSpec, out *eventWriter) error {
+	fence, err := NewFence(client)
+	if err != nil {
+		return err
+	}
+	c := &semContender{client: client, spec: spec, fence: fence, out: out}
+	sc := bufio.NewScanner(os.Stdin)
+	for call := 1; sc.Scan(); call++ {
+		cmd, arg, _ := strings.Cut(strings.TrimSpace(sc.Text()), " ")
+		if cmd == "exit" {
+			return nil
+		}
+		if err := c.command(ctx, cmd, arg, call); err != nil {
+			return fmt.Errorf("command %q: %w", sc.Text(), err)
+		}
+	}
+	return sc.Err()
+}
+
+// semContender is what runSemaphore holds: its Semaphore or RWLock, and
+// the lease taken by the last acquire, rlock or lock (nil if none).
+type semContender struct {
+	client *spanner.Client
+	spec   procSpec
+	fence  *Fence
+	out    *eventWriter
+	sem    *Semaphore
+	rw     *RWLock
+	lease  *Lease
+}
+
+// command runs one command of runSemaphore, with its argument arg, and
+// writes its event.
+func (c *semContender) command(ctx context.Context, cmd, arg string, call int) error {
+	start := time.Now()
+	var n int64
+	if cmd == "new" || cmd == "acquire" || cmd == "count" {
+		if _, err := fmt.Sscan(arg, &n); err != nil {
+			return err
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	var err error
+	switch cmd {
+	case "new":
+		c.sem, err = NewSemaphore(c.client, c.spec.Lock, n, c.spec.options(c.spec.ID)...)
+	case "rwlock":
+		c.rw, err = NewRWLock(c.client, c.spec.Lock, c.spec.options(c.spec.ID)...)
+	case "acquire", "rlock", "lock":
+		c.lease, err = c.acquire(ctx, cmd, n)
+		if c.lease != nil {
+			go reportLoss(c.lease, call, c.out)
+		}
+	case "release", "runlock", "unlock":
+		err = c.release(ctx, cmd)
+	case "admit":
+		err = c.fence.Admit(ctx, arg, c.spec.Lock, c.lease.Token())
+	case "count":
+		err = c.count(ctx, n, call)
+	default:
+		return fmt.Errorf("unknown command %q", cmd)
+	}
+	e := leaseEvent(cmd, call, c.lease, start, err)
+	if errors.Is(err, ErrStaleToken) {
+		e.Class = "stale-token"
+	}
+	c.out.emit(e)
+	if cmd == "release" || cmd == "runlock" || cmd == "unlock" {
+		c.lease = nil
+	}
+	return nil
+}
+
+// acquire runs the acquire, rlock or lock command cmd (n permits).
+func (c *semContender) acquire(ctx context.Context, cmd string, n int64) (*Lease, error) {
+	switch cmd {
+	case "rlock":
+		return c.rw.RLock(ctx)
+	case "lock":
+		return c.rw.Lock(ctx)
+	}
+	return c.sem.Acquire(ctx, n)
+}
+
+// release runs the release, runlock or unlock command cmd.
+func (c *semContender) release(ctx context.Context, cmd string) error {
+	switch cmd {
+	case "runlock":
+		return c.rw.RUnlock(ctx)
+	case "unlock":
+		return c.rw.Unlock(ctx)
+	}
+	return c.sem.Release(ctx)
+}
+
+// count makes n holds of one permit of the Semaphore, the call-th
+// command's: each Acquire writes an "acquire" event and each Release a
+// "release" event (calls call*100+i). The first error ends it.
+func (c *semContender) count(ctx context.Context, n int64, call int) error {
+	for i := range int(n) {
+		start := time.Now()
+		lease, err := c.sem.Acquire(ctx, 1)
+		c.out.emit(leaseEvent("acquire", call*100+i, lease, start, err))
+		if err != nil {
+			return err
+		}
+		err = holdCounted(c.spec.Dir, lease, c.spec.Duration)
+		start = time.Now()
+		rerr := c.sem.Release(ctx)
+		c.out.emit(leaseEvent("release", call*100+i, lease, start, rerr))
+		if err = errors.Join(err, rerr); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// semCountFile, in a count's spec.Dir, holds "HOLDERS MOST HOLDS": how many
+// processes count themselves holders now, the most that ever did at once,
+// and how many holds were counted. It changes only under flock.
+const semCountFile = "semcount"
+
+// holdCounted counts lease's holder in dir's semCountFile for d, or until
+// the lease ends: in when it begins, out when it ends. It fails if the
+// lease ended meanwhile, when the holder might have been counted beside
+// the permits' next holder rightly.
+func holdCounted(dir string, lease *Lease, d time.Duration) error {
+	if err := semCount(dir, +1); err != nil {
+		return err
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-lease.Done():
+	}
+	return errors.Join(lease.Err(), semCount(dir, -1))
+}
+
+// semCount adds delta (+1 or -1) to the holders of dir's semCountFile,
+// under an exclusive flock: +1 counts a hold, and raises the most held at
+// once if the holders now outnumber it.
+func semCount(dir string, delta int64) (err error) {
+	f, err := os.OpenFile(dir+"/"+semCountFile, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, f.Close()) }() // the flock goes with the file
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		return err
+	}
+	var holders, most, holds int64
+	if st, err := f.Stat(); err != nil {
+		return err
+	} else if st.Size() > 0 {
+		if _, err := fmt.Fscan(f, &holders, &most, &holds); err != nil {
+			return fmt.Errorf("%s: %w", semCountFile, err)
+		}
+	}
+	holders += delta
+	if delta > 0 {
+		most, holds = max(most, holders), holds+1
+	}
+	if err := f.Truncate(0); err != nil {
+		return err
+	}
+	_, err = f.WriteAt(fmt.Appendf(nil, "%d %d %d\n", holders, most, holds), 0)
+	return err
 }

@@ -107,7 +107,7 @@ func (w *semWaiter) grant(ctx context.Context, e semEntry, anchor time.Time, tak
 		return nil, errNotObtained(ctx)
 	}
 	lease := newLease(w.s.name, w.q.owner, w.q.me, e.token, takeover, w.s.cfg.table)
-	lease.queuedAt, lease.acquiredAt, lease.anchor, lease.handedOff = e.at, e.renewed, anchor, handed
+	lease.queuedAt, lease.acquiredAt, lease.anchor, lease.handedOff, lease.shared = e.at, e.renewed, anchor, handed, true
 	err := freshen(ctx, semRenewer{w.s.store}, &w.s.cfg, lease)
 	switch {
 	case err == nil && ctx.Err() != nil:
