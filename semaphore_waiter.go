@@ -19,8 +19,9 @@ type semWaiter struct {
 	wait          bool
 	reads, writes *attempts
 	wake          <-chan wakeUp
-	// entered: an entry of ours may be queued (a settle that may insert
-	// one was sent), so a call that ends without the lease leaves.
+	// entered: an entry of ours may be queued (a settle inserted one, or
+	// failed with an outcome that may be unknown), so a call that ends
+	// without the lease leaves.
 	entered bool
 }
 
@@ -58,14 +59,15 @@ func (w *semWaiter) loop(ctx context.Context) (*Lease, error) {
 			return nil, errNotObtained(ctx)
 		}
 		sent := w.now()
-		w.entered = w.entered || w.wait
 		res, err := w.s.store.settle(ctx, w.s.name, w.q)
 		if err != nil {
+			w.entered = true // its outcome may be unknown: an entry of ours may be queued
 			if err := w.writes.failed(ctx, err, 0); err != nil {
 				return nil, err
 			}
 			continue
 		}
+		w.entered = w.entered || res.plan.insert != nil
 		w.writes.ok()
 		w.s.wake(ctx, res)
 		mine := res.plan.mine
