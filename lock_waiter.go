@@ -219,7 +219,11 @@ func (w *waiter) act(ctx context.Context, v lockView, sent time.Time, wait bool)
 	d := decideLock(v, w.id, w.pol)
 	switch d.action {
 	case lockWrongKind:
-		return nil, fmt.Errorf("spanmutex: lock %q: the row is %s: it belongs to a run-once Mutex of the same name (or was written by something else); use another name for the lock", w.lock.name, v.State)
+		owner := "a run-once Mutex of the same name (or was written by something else)"
+		if v.State == StateShared {
+			owner = "a Semaphore or RWLock of the same name"
+		}
+		return nil, fmt.Errorf("spanmutex: lock %q: the row is %s: it belongs to %s; use another name for the lock", w.lock.name, v.State, owner)
 	case lockHeld:
 		return w.handed(v, sent), nil
 	case lockAcquire, lockTakeOver, lockPassOn:

@@ -29,6 +29,7 @@ Examples:
   spanmutex demo spreadsheets        # the request-queue example: HTTP load, a killed worker, checks
   spanmutex emulator                 # in one terminal; paste its export lines into another
   spanmutex run migrate-v42 -- ./migrate --to 42
+  spanmutex lock --permits 4 render -- ./render.sh     # at most 4 at once
   spanmutex status migrate-v42
 
 Run 'spanmutex help SUBCOMMAND' or 'spanmutex SUBCOMMAND --help' for details.`

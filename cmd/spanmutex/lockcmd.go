@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
 
@@ -44,18 +43,34 @@ forwarded to it (and COMMAND is killed if it has not exited --grace later);
 received while waiting, they stop the wait. On Linux, COMMAND is
 killed (SIGKILL) if this process dies first, even of SIGKILL.
 
+With --permits N, NAME is a semaphore of N permits instead: COMMANDs run
+together while the permits they hold (--weight each, default 1) fit in N.
+Waiters are served first come, first served, and none overtakes one that
+needs more permits than are free. N is stored with NAME by its first
+holder: a holder that gives another N is refused (exit 1) until
+'spanmutex resize' changes it.
+
+With --shared or --rw, NAME is a reader-writer lock: COMMANDs that hold
+it with --shared run together, one that holds it with --rw (without
+--shared) runs alone, and a waiting --rw holder blocks new --shared ones.
+
+Whatever NAME is, the lease, the fencing token, the signals and the exit
+statuses are as for the lock.
+
 Flags go before NAME or between NAME and "--".`,
 	After: `Exit status:
   N    COMMAND's own exit status (0 when it succeeded; 128+signal if a signal
        killed it; 127 if it was not found, 126 if it could not be started)
-  76   the lock was lost while COMMAND ran: COMMAND was sent SIGTERM, and
-       another holder may have run meanwhile
+  76   the lock (the permits, the read or write lock) was lost while
+       COMMAND ran: COMMAND was sent SIGTERM, and another holder may have
+       run meanwhile
   69   gave up waiting because Spanner kept failing (--max-failures calls in
        a row, each given --call-timeout): COMMAND did not run; stderr names
        the host and the last error
   2    usage error
   1    any other error, stated on stderr; among them: interrupted while
-       waiting (COMMAND did not run)
+       waiting, and a NAME that is another kind or size of lock than the
+       flags say (COMMAND did not run)
 
 Environment:
   SPANMUTEX_DATABASE     default for --database
@@ -63,13 +78,18 @@ Environment:
 
 Examples:
   spanmutex lock nightly-report -- ./report.sh
-  spanmutex lock --lease 1m deploy-prod -- ./deploy.sh "$SPANMUTEX_TOKEN"`,
+  spanmutex lock --lease 1m deploy-prod -- ./deploy.sh "$SPANMUTEX_TOKEN"
+  spanmutex lock --permits 4 render -- ./render.sh          # at most 4 at once
+  spanmutex lock --permits 4 --weight 2 render -- ./render-big.sh
+  spanmutex lock --shared index -- ./query.sh                # readers together
+  spanmutex lock --rw index -- ./reindex.sh                  # a writer alone`,
 }
 
 // lockOptions are the flags of "spanmutex lock".
 type lockOptions struct {
 	holdFlags
 	outageFlags
+	kindFlags
 }
 
 // lockFlags defines the flags of "spanmutex lock" on a new flag set.
@@ -81,21 +101,28 @@ func lockFlags() (*flag.FlagSet, *lockOptions) {
 		"log the lock's decisions to stderr")
 	o.registerOwner(fs)
 	o.registerOutage(fs)
+	o.registerKind(fs)
 	return fs, o
 }
 
 // cmdLock is "spanmutex lock [flags] NAME -- COMMAND [ARGS...]".
 func cmdLock(ctx context.Context, s streams, args []string) int {
 	fs, o := lockFlags()
-	name, command, code, done := parseHoldArgs(s, "lock", fs, lockHelp, &o.holdFlags, args, func() error { return o.checkOutage("lock") })
+	name, command, code, done := parseHoldArgs(s, "lock", fs, lockHelp, &o.holdFlags, args, func() error {
+		if err := o.checkOutage("lock"); err != nil {
+			return err
+		}
+		return o.checkKind("lock", fs)
+	})
 	if done {
 		return code
 	}
 	return holdLock(ctx, s, o, name, command)
 }
 
-// holdLock takes the lock, runs COMMAND under it, releases it, and returns
-// the exit status that "spanmutex lock" documents.
+// holdLock takes NAME as the flags say (a lock, permits of a semaphore, a
+// side of a reader-writer lock), runs COMMAND under it, releases it, and
+// returns the exit status that "spanmutex lock" documents.
 func holdLock(ctx context.Context, s streams, o *lockOptions, name string, command []string) int {
 	client, scopeOpts, closeAll, err := o.open(ctx, "lock")
 	if err != nil {
@@ -106,7 +133,7 @@ func holdLock(ctx context.Context, s streams, o *lockOptions, name string, comma
 	for _, lo := range o.outageOptions() {
 		opts = append(opts, lo)
 	}
-	l, err := spanmutex.NewLock(client, name, opts...)
+	l, err := o.newLocker(client, name, opts)
 	if errors.Is(err, spanmutex.ErrInvalidConfig) {
 		return cmdline.ReportUsage(s, configUsage("lock", err))
 	}
@@ -123,9 +150,9 @@ func holdLock(ctx context.Context, s streams, o *lockOptions, name string, comma
 			defer cancel()
 			return l.Unlock(ctx)
 		}
-		return lease, unlock, err
+		return lease, unlock, explainSize(name, err)
 	}
-	code, _ := holdWhile(ctx, s, o.grace, command, take, "the lock "+strconv.Quote(name))
+	code, _ := holdWhile(ctx, s, o.grace, command, take, o.what(name))
 	return code
 }
 

@@ -32,10 +32,11 @@ type subcommand struct {
 func subcommands() []subcommand {
 	return []subcommand{
 		{"run", "run COMMAND as critical section NAME, at most once across all processes", cmdRun},
-		{"lock", "hold the reusable lock NAME while COMMAND runs, every time; waiters are served FIFO", cmdLock},
+		{"lock", "hold the lock NAME while COMMAND runs, every time, FIFO (also a semaphore or a reader-writer lock)", cmdLock},
 		{"lead", "campaign in the election NAME and run COMMAND while this process leads", cmdLead},
 		{"reset", "re-arm NAME after it failed or gave up, so that the next run starts it (refuses a live holder)", cmdReset},
-		{"status", "show the mutex table: state, owner, token, attempts, age", cmdStatus},
+		{"resize", "change the size of the semaphore NAME ('lock --permits')", cmdResize},
+		{"status", "show the mutex table: state, owner, token, attempts, age; a semaphore's holders", cmdStatus},
 		{"ddl", "print the schema of the mutex table", cmdDDL},
 		{"emulator", "start a local Cloud Spanner emulator with the schema applied", cmdEmulator},
 		{"demo", "race instances on one mutex, with a takeover; 'demo spreadsheets': a queue under load", cmdDemo},

@@ -95,13 +95,14 @@ func TestHelp(t *testing.T) {
 	}
 	wants := map[string][]string{
 		"run":      {"Usage: spanmutex run [flags] NAME -- COMMAND [ARGS...]", "--lease duration", "(default " + spanmutex.DefaultLease.String() + ")", "--max-attempts int", "--database string", "--table string", "--owner string", "--staleness duration", "--verbose", "Exit status:", "75", "SPANMUTEX_TOKEN", "Examples:"},
-		"status":   {"Usage: spanmutex status [flags] [NAME]", "--database string", "--table string", "Examples:"},
 		"ddl":      {"Usage: spanmutex ddl [--table TABLE]", `(default "Mutexes")`, "Examples:"},
 		"emulator": {"Usage: spanmutex emulator [flags]", "--fault-injection", "export SPANNER_EMULATOR_HOST", "Examples:"},
 		"demo":     {"Usage: spanmutex demo [flags]", "--instances int", "(default 8)", "--lease duration", "Examples:"},
 		"help":     {"Usage: spanmutex help [SUBCOMMAND]"},
 		"lead":     {"Usage: spanmutex lead [flags] NAME -- COMMAND [ARGS...]", "--value string", "--lease duration", "--listen string"},
-		"lock":     {"--owner string", "--lease duration"},
+		"lock":     {"--owner string", "--lease duration", "--permits int", "--weight int", "(default 1)", "--shared", "--rw", "spanmutex lock --shared index"},
+		"resize":   {"Usage: spanmutex resize [flags] --permits N NAME", "--permits int", "--database string", "--table string", "Exit status:", "Examples:"},
+		"status":   {"Usage: spanmutex status [flags] [NAME]", "--database string", "--table string", "SHARED", "Examples:"},
 	}
 	unwants := map[string][]string{
 		"lead": {"--owner"}, // a candidate is recorded under its --value

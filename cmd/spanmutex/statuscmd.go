@@ -27,7 +27,15 @@ NAME is. Names, owners, versions and errors holding characters that do not
 show as themselves (control characters, bidirectional overrides such as
 U+202E, zero-width characters such as U+200B, invalid UTF-8) are shown
 quoted and escaped, as Go writes strings ("a\u202eb"). It reads one
-consistent snapshot and takes no locks.`,
+consistent snapshot and takes no locks.
+
+A semaphore or reader-writer lock ('spanmutex lock --permits', '--shared',
+'--rw') shows as state SHARED, with the last token issued. Below the
+table, each one's size, the permits held and the number of live waiters
+follow, then its holders: owner, permits (shared or exclusive for a
+reader-writer lock), fencing token, and the lease left by Spanner's clock
+("lapsed" once its permits count free). They are read in a second
+snapshot, consistent in itself.`,
 	After: `Exit status: 0 on success (also when there are no rows), 2 on a usage error,
 1 on any other error.
 
@@ -82,6 +90,14 @@ func cmdStatus(ctx context.Context, s streams, args []string) int {
 		}
 	}
 	writeStatus(s.Stdout, rows, *wide || name != "")
+	if !slices.ContainsFunc(rows, func(r spanmutex.Record) bool { return r.State == spanmutex.StateShared }) {
+		return exitOK
+	}
+	shared, err := readShared(ctx, client, *table, name)
+	if err != nil {
+		return cmdline.ReportError(s, cmdline.ExplainConnection(err), exitError)
+	}
+	writeShared(s.Stdout, shared, *wide || name != "")
 	return exitOK
 }
 
@@ -89,12 +105,7 @@ func cmdStatus(ctx context.Context, s streams, args []string) int {
 // owners are cut to maxColumn characters. Text that would not show as
 // itself is quoted (shown).
 func writeStatus(w io.Writer, rows []spanmutex.Record, wide bool) {
-	cell := func(s string) string {
-		if wide {
-			return shown(s)
-		}
-		return shown(cut(s, maxColumn))
-	}
+	cell := cellOf(wide)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	versions := slices.ContainsFunc(rows, func(r spanmutex.Record) bool { return r.Version != "" })
 	if versions {
@@ -111,6 +122,79 @@ func writeStatus(w io.Writer, rows []spanmutex.Record, wide bool) {
 			cell(r.Name), r.State, version, dash(cell(r.Owner)), r.Token, r.Attempts, formatAge(r.Age), dash(shown(oneLine(r.LastError, maxLastError))))
 	}
 	_ = tw.Flush()
+}
+
+// writeShared writes, below the table, what each semaphore and RWLock is,
+// what is held of it and how many wait (summary), then its holders as an
+// aligned table: owner, permits (an RWLock's: shared or exclusive), token
+// and the lease left by Spanner's clock at the read ("lapsed": its permits
+// count free). Unless wide, names and owners are cut as in the table.
+func writeShared(w io.Writer, rows []sharedRow, wide bool) {
+	cell := cellOf(wide)
+	for _, r := range rows {
+		fmt.Fprintf(w, "\n%s\n", r.summary(cell(r.name)))
+		if len(r.holders) == 0 {
+			continue
+		}
+		column := "PERMITS"
+		if r.rwLock() {
+			column = "HOLDS"
+		}
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintf(tw, "  OWNER\t%s\tTOKEN\tLEASE LEFT\n", column)
+		for _, h := range r.holders {
+			left := "lapsed"
+			if h.left > 0 {
+				left = formatAge(h.left)
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\n", dash(cell(h.owner)), r.holds(h), h.token, left)
+		}
+		_ = tw.Flush()
+	}
+}
+
+// summary says what r (named name) is, what is held of it and how many
+// live waiters are queued: "semaphore x: size 4, 3 held, 1 waiter".
+func (r sharedRow) summary(name string) string {
+	waiters := plural(r.waiters, "waiter")
+	if !r.rwLock() {
+		return fmt.Sprintf("semaphore %s: size %d, %d held, %s", name, r.size, r.held(), waiters)
+	}
+	held := plural(r.held(), "reader") // a reader holds 1 permit
+	if r.held() >= rwLockSize {
+		held = "1 writer"
+	}
+	return fmt.Sprintf("reader-writer lock %s: %s, %s", name, held, waiters)
+}
+
+// holds says what holder h of r holds: its permits, or an RWLock's side.
+func (r sharedRow) holds(h sharedHolder) string {
+	switch {
+	case !r.rwLock():
+		return strconv.FormatInt(h.permits, 10)
+	case h.permits == rwLockSize:
+		return "exclusive"
+	}
+	return "shared"
+}
+
+// plural returns "1 waiter" or "n waiters".
+func plural(n int64, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
+}
+
+// cellOf returns how a name or owner shows in a cell: quoted if it would
+// not show as itself (shown), and unless wide, cut to maxColumn characters.
+func cellOf(wide bool) func(string) string {
+	return func(s string) string {
+		if wide {
+			return shown(s)
+		}
+		return shown(cut(s, maxColumn))
+	}
 }
 
 // formatAge rounds an age for reading: tenths of a second under a minute,

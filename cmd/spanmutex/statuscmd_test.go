@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/spanmutex/spanmutex"
@@ -58,5 +59,48 @@ func TestStatusWideFlag(t *testing.T) {
 	}
 	if !strings.Contains(wide, long) || !strings.Contains(one, long) {
 		t.Errorf("status --wide or status NAME do not show the full name:\n%s\n%s", wide, one)
+	}
+}
+
+// TestWriteShared: below the table, a semaphore shows its size, the
+// permits its live holders hold and its waiters, then each holder (a
+// lapsed one as such); a reader-writer lock shows its readers or writer,
+// and which side each holder holds.
+func TestWriteShared(t *testing.T) {
+	rows := []sharedRow{
+		{name: "render", size: 4, token: 7, waiters: 1, holders: []sharedHolder{
+			{owner: "a", permits: 1, token: 5, left: 12300 * time.Millisecond},
+			{owner: "b", permits: 2, token: 6, left: -time.Second},
+			{owner: "", permits: 1, token: 7, left: 90 * time.Second},
+		}},
+		{name: "index", size: rwLockSize, token: 3, holders: []sharedHolder{{owner: "w", permits: rwLockSize, token: 3, left: time.Second}}},
+		{name: "docs", size: rwLockSize, token: 2, waiters: 2, holders: []sharedHolder{
+			{owner: "r1", permits: 1, token: 1, left: time.Second},
+			{owner: "r2", permits: 1, token: 2, left: time.Second},
+		}},
+		{name: "idle", size: 2, token: 9},
+	}
+	var out bytes.Buffer
+	writeShared(&out, rows, false)
+	want := `
+semaphore render: size 4, 2 held, 1 waiter
+  OWNER  PERMITS  TOKEN  LEASE LEFT
+  a      1        5      12.3s
+  b      2        6      lapsed
+  -      1        7      1m30s
+
+reader-writer lock index: 1 writer, 0 waiters
+  OWNER  HOLDS      TOKEN  LEASE LEFT
+  w      exclusive  3      1.0s
+
+reader-writer lock docs: 2 readers, 2 waiters
+  OWNER  HOLDS   TOKEN  LEASE LEFT
+  r1     shared  1      1.0s
+  r2     shared  2      1.0s
+
+semaphore idle: size 2, 0 held, 0 waiters
+`
+	if out.String() != want {
+		t.Errorf("writeShared wrote:\n%s\nwant:\n%s", out.String(), want)
 	}
 }
