@@ -32,6 +32,7 @@ func (c *contender) hasEvent(kind string) bool {
 // TestLockGrantRule runs the grant rule's scenarios on one database per
 // dialect (the emulator allows 100 databases per instance).
 func TestLockGrantRule(t *testing.T) {
+	t.Parallel() // waits out leases, beside the other waiting tests
 	eachDialect(t, func(t *testing.T, db string) {
 		t.Run("WaiterPausedAcrossHandOff", func(t *testing.T) { testWaiterPausedAcrossHandOff(t, db) })
 		t.Run("CancelledWaiterPassesOn", func(t *testing.T) { testCancelledWaiterPassesOn(t, db) })

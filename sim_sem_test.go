@@ -825,6 +825,7 @@ func (h *semSim) chaos(stop <-chan struct{}, incs []int) {
 // (SPANMUTEX_SIM_SEM_SEEDS=A-B; default 10,000, 200,000 with
 // SPANMUTEX_SOAK=1) and checks their invariants.
 func TestSemSimulation(t *testing.T) {
+	t.Parallel() // CPU-bound: it runs beside the tests that wait out leases
 	first, last := testutil.SeedRange(t, "SPANMUTEX_SIM_SEM", 10_000, 200_000)
 	began := time.Now()
 	n, steps, grants, failed := semSimRun(t, first, last, semSimRules{})
@@ -872,6 +873,7 @@ func semSimRun(t *testing.T, first, last uint64, rules semSimRules) (schedules, 
 // The invariants catch a broken store: each rule breaks the grant rule one
 // way, and the invariant named fails within the first 300 schedules.
 func TestSemSimCheckerCatches(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name  string
 		rules semSimRules

@@ -213,6 +213,7 @@ func reportFailures(t *testing.T, failed []simResult, max int) {
 // TestSimulation runs many seeded schedules of the Lock protocol against
 // the simulated Spanner and checks its invariants (doc/simulation.md).
 func TestSimulation(t *testing.T) {
+	t.Parallel() // CPU-bound: it runs beside the tests that wait out leases
 	first, last := simSeedRange(t)
 	began := time.Now()
 	n, steps, failed := simRun(t, first, last, simRules{}, max(2, runtime.GOMAXPROCS(0)))

@@ -307,6 +307,7 @@ func scenarioPassOnToTheHead(t *testing.T, env scenarioEnv, name string) {
 // TestStoreScenariosOnTheEmulator runs the table on the emulator, both
 // dialects.
 func TestStoreScenariosOnTheEmulator(t *testing.T) {
+	t.Parallel() // waits out leases, beside the other waiting tests
 	eachDialect(t, func(t *testing.T, db string) {
 		client := newClient(t, db)
 		cfg, err := configure[LockOption]("scenario", nil)

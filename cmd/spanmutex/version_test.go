@@ -46,7 +46,8 @@ func TestRunVersionReArms(t *testing.T) {
 func TestDDLUpgrade(t *testing.T) {
 	code, stdout, stderr := cli(t, "ddl", "--upgrade", "--table", "Locks")
 	want := "ALTER TABLE Locks ADD COLUMN LeaseMicros INT64;\n\nALTER TABLE Locks ADD COLUMN Version STRING(256);\n\nALTER TABLE Locks ADD COLUMN Queued BOOL;\n\n" +
-		"ALTER TABLE LocksQueue ADD COLUMN LeaseMicros INT64;\n\nALTER TABLE LocksQueue ADD COLUMN WakeAddr STRING(64);\n"
+		"ALTER TABLE LocksQueue ADD COLUMN LeaseMicros INT64;\n\nALTER TABLE LocksQueue ADD COLUMN WakeAddr STRING(64);\n\n" +
+		"ALTER TABLE Locks ADD COLUMN Permits INT64;\n\nALTER TABLE LocksQueue ADD COLUMN Permits INT64;\n\nALTER TABLE LocksQueue ADD COLUMN Token INT64;\n"
 	if code != exitOK || stdout != want {
 		t.Errorf("ddl --upgrade: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
