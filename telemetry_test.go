@@ -296,3 +296,44 @@ func TestTelemetrySectionPanic(t *testing.T) {
 	require.Len(t, sections, 1)
 	assert.Equal(t, "panic", sections[0]["spanmutex.outcome"])
 }
+
+// A Semaphore reports as a Lock does: an acquire span per Acquire or
+// TryAcquire (kinds acquire, tryacquire), a hold span per lease, an Unlock
+// span per Release, and the same metrics, hand-offs included.
+func TestTelemetrySemaphore(t *testing.T) {
+	db := freshDatabase(t)
+	c := newClient(t, db)
+	r := newRecorded(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	a, err := NewSemaphore(c, "tel/sem", 1, append(r.opts, WithOwner("a"))...)
+	require.NoError(t, err)
+	b, err := NewSemaphore(c, "tel/sem", 1, append(r.opts, WithOwner("b"))...)
+	require.NoError(t, err)
+	lease, err := a.Acquire(ctx, 1)
+	require.NoError(t, err)
+	_, err = b.TryAcquire(ctx, 1)
+	require.ErrorIs(t, err, ErrHeld)
+	got := make(chan error, 1)
+	go func() {
+		_, err := b.Acquire(ctx, 1)
+		got <- err
+	}()
+	waitQueued(t, c, "tel/sem", 2)
+	require.NoError(t, a.Release(ctx))
+	require.NoError(t, <-got)
+	require.NoError(t, b.Release(ctx))
+
+	acq := r.spansNamed("spanmutex.acquire")
+	require.Len(t, acq, 3)
+	assert.Equal(t, "acquired", acq[0]["spanmutex.outcome"])
+	assert.Equal(t, fmt.Sprint(lease.Token()), acq[0]["spanmutex.token"])
+	assert.Equal(t, "tryacquire", acq[1]["spanmutex.kind"])
+	assert.Equal(t, "held", acq[1]["spanmutex.outcome"])
+	assert.Equal(t, "yes", acq[2]["event:hand-off"], "b was granted by a's Release")
+	assert.Len(t, r.spansNamed("spanmutex.hold"), 2)
+	assert.Len(t, r.spansNamed("spanmutex.Unlock"), 2)
+	m := r.sums(t)
+	assert.Equal(t, int64(2), m["spanmutex.acquisitions"]["spanmutex.kind=acquire,spanmutex.outcome=acquired,"])
+	assert.Equal(t, int64(1), sum(m["spanmutex.handoffs"]))
+}

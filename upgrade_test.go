@@ -88,3 +88,44 @@ func TestUpgradeFromTablesWithoutDeclaredLeases(t *testing.T) {
 	assert.Equal(t, time.Second.Microseconds(), us, "the new holder declares its lease")
 	require.NoError(t, hasty.Unlock(ctx))
 }
+
+// A table upgraded before the Semaphore's columns existed serves Locks, and
+// refuses a Semaphore with the statement that adds them, writing nothing;
+// once upgraded, the Semaphore works.
+func TestUpgradeForTheSemaphore(t *testing.T) {
+	needEmulator(t)
+	ctx := context.Background()
+	upgrade, err := ddl.Upgrade(DefaultTable)
+	require.NoError(t, err)
+	var before, after []string
+	for _, s := range upgrade {
+		if strings.Contains(s, "Permits") || strings.Contains(s, "Token") {
+			after = append(after, s)
+		} else {
+			before = append(before, s)
+		}
+	}
+	db, err := emu.CreateDatabase(ctx, olderSchema(t)...)
+	require.NoError(t, err)
+	applyDDL(t, db, before...)
+	c := newClient(t, db)
+	l, err := NewLock(c, "a-lock")
+	require.NoError(t, err)
+	_, err = l.TryLock(ctx)
+	require.NoError(t, err, "a Lock needs no Semaphore column")
+	require.NoError(t, l.Unlock(ctx))
+
+	s, err := NewSemaphore(c, "a-semaphore", 2)
+	require.NoError(t, err)
+	_, err = s.TryAcquire(ctx, 1)
+	require.ErrorIs(t, err, ErrSchema)
+	assert.Contains(t, err.Error(), "Permits INT64 missing")
+	assert.Contains(t, err.Error(), "spanmutex ddl --upgrade --table Mutexes")
+	assert.Empty(t, queuedIDs(t, c, "a-semaphore"), "nothing written")
+
+	applyDDL(t, db, after...)
+	lease, err := s.TryAcquire(ctx, 1)
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), lease.Token())
+	require.NoError(t, s.Release(ctx))
+}
