@@ -13,7 +13,7 @@ import (
 // Scope (one of its own if WithScope gave none) and its telemetry. New and
 // NewLock call it; every error it returns wraps ErrInvalidConfig.
 func configure[O MutexOption](name string, opts []O) (config, error) {
-	if err := ValidateName(name); err != nil {
+	if err := validateName(name); err != nil {
 		return config{}, err
 	}
 	cfg, err := newConfig(opts) // options.go
@@ -38,5 +38,5 @@ func defaultOwner() string {
 	if err != nil || host == "" {
 		host = "unknown-host"
 	}
-	return truncate(fmt.Sprintf("%s:%d:%s", host, os.Getpid(), uuid.NewString()[:8]), MaxNameLength-1)
+	return truncate(fmt.Sprintf("%s:%d:%s", host, os.Getpid(), uuid.NewString()[:8]), maxNameLength-1)
 }

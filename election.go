@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"cloud.google.com/go/spanner"
+
+	"github.com/spanmutex/spanmutex/internal/names"
 )
 
 // Election elects one leader at a time among the candidates that campaign
@@ -100,7 +102,7 @@ func (e *Election) Campaign(ctx context.Context, value string) (*Leadership, err
 	if err := e.made(); err != nil {
 		return nil, err
 	}
-	if err := validateText("value", value, MaxNameLength); err != nil {
+	if err := names.Text("value", value, maxNameLength); err != nil {
 		return nil, fmt.Errorf("spanmutex: Campaign for %q: %v", e.name, err)
 	}
 	if !e.begin() {
@@ -226,30 +228,15 @@ func newLeadership(e *Election, l *Lock, lease *Lease, value string) *Leadership
 // Value returns the value this leader campaigned with.
 func (ld *Leadership) Value() string { return ld.value }
 
-// Token returns the term's fencing token: higher than every earlier term's.
-func (ld *Leadership) Token() int64 { return ld.lease.Token() }
-
-// Lease returns the lease behind the term, for Fence and for what a Lease
-// reports (AcquiredAt, TookOver, HandedOff).
+// Lease returns the lease behind the term: its Token fences the leader's
+// writes (Lease.Guard, Fence), and it reports AcquiredAt, TookOver,
+// HandedOff.
 func (ld *Leadership) Lease() *Lease { return ld.lease }
 
 // Context returns a context that is cancelled when the term ends: with a
-// *LeaseLostError as its cause when leadership was lost, with ErrResigned
-// when Resign was called. Run leader-only work under it.
+// *LeaseLostError as its cause (context.Cause) when leadership was lost,
+// with ErrResigned when Resign was called. Run leader-only work under it.
 func (ld *Leadership) Context() context.Context { return ld.ctx }
-
-// Done returns a channel that is closed when the term ends, lost or resigned.
-func (ld *Leadership) Done() <-chan struct{} { return ld.ctx.Done() }
-
-// Err returns nil while this instance leads; afterwards a *LeaseLostError
-// (matching ErrLeaseLost) if leadership was lost, or ErrResigned.
-func (ld *Leadership) Err() error { return context.Cause(ld.ctx) }
-
-// Guard checks, inside the caller's read-write transaction, that this term
-// still leads; see Lease.Guard.
-func (ld *Leadership) Guard(ctx context.Context, txn *spanner.ReadWriteTransaction) error {
-	return ld.lease.Guard(ctx, txn)
-}
 
 // Resign ends the term: Context is cancelled with ErrResigned first, then
 // the lock is handed to the next candidate in the same transaction that

@@ -127,7 +127,7 @@ func tokensOf(evs []procEvent) []int64 {
 func startCandidate(t *testing.T, id, db, name string, wm time.Duration) *contender {
 	t.Helper()
 	c := startContender(t, procSpec{Role: "interactive", ID: id, Database: db, Lock: name, Lease: wm,
-		Jitter: DefaultJitter, Election: true})
+		Jitter: defaultJitter, Election: true})
 	c.await(t, time.Minute, 0, "ready", nil)
 	return c
 }
@@ -153,10 +153,10 @@ func TestElectionProcessesKilledLeader(t *testing.T) {
 	require.True(t, nl.ok(), nl.Err)
 	after := time.Unix(0, nl.End).Sub(killed)
 	t.Logf("the next candidate led %v after the leader was killed (lease %v, jitter up to %v; took over: %v)",
-		after, wm, time.Duration(DefaultJitter*float64(wm)), nl.TookOver)
+		after, wm, time.Duration(defaultJitter*float64(wm)), nl.TookOver)
 	assert.True(t, nl.TookOver, "the dead leader's term was taken over")
 	assert.Greater(t, nl.Token, led.Token)
-	assert.LessOrEqual(t, after, wm+time.Duration(DefaultJitter*float64(wm))+time.Second,
+	assert.LessOrEqual(t, after, wm+time.Duration(defaultJitter*float64(wm))+time.Second,
 		"failover later than the leader's lease plus jitter plus a second")
 
 	e, err := NewElection(check, name)

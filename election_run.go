@@ -55,7 +55,7 @@ func (e *Election) Run(ctx context.Context, value string, cb LeaderCallbacks) er
 	defer stopAfter()
 	cb.OnStartedLeading(leadCtx)
 
-	lost := ld.Err()
+	lost := context.Cause(ld.Context())
 	rctx, stopResign := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.finishTimeout)
 	defer stopResign()
 	resignErr := ld.Resign(rctx)

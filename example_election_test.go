@@ -56,8 +56,8 @@ func ExampleElection() {
 		log.Fatal(err)
 	}
 	second := <-next
-	fmt.Printf("leader %s, token %d\n", second.Value(), second.Token())
-	fmt.Println("first term ended:", errors.Is(first.Err(), spanmutex.ErrResigned))
+	fmt.Printf("leader %s, token %d\n", second.Value(), second.Lease().Token())
+	fmt.Println("first term ended:", errors.Is(context.Cause(first.Context()), spanmutex.ErrResigned))
 	if err := second.Resign(ctx); err != nil {
 		log.Fatal(err)
 	}

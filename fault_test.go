@@ -417,7 +417,7 @@ func TestFaultUnlockAnswerLost(t *testing.T) {
 				name := "unlock-lost"
 				in, err := faultinject.New(4, faultinject.Rule{Name: "unlock answer lost", Methods: []string{"Commit"},
 					Action: faultinject.DropResponse, Probability: 1, Limit: 1, Codes: []codes.Code{code},
-					Match: commitWrites(DefaultTable, "State")}) // an unlock writes State; a renewal does not
+					Match: commitWrites(defaultTable, "State")}) // an unlock writes State; a renewal does not
 				require.NoError(t, err)
 				a, b, check := faultyAndPlainLocks(t, db, name, in)
 				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -570,7 +570,7 @@ func afterDroppedCommit(table, column string) []faultinject.Rule {
 func TestFaultUnlockAnswerLostThenReadFails(t *testing.T) {
 	db := freshDatabase(t)
 	name := "unlock-blip"
-	in, err := faultinject.New(6, afterDroppedCommit(DefaultTable, "State")...)
+	in, err := faultinject.New(6, afterDroppedCommit(defaultTable, "State")...)
 	require.NoError(t, err)
 	a, b, check := faultyAndPlainLocks(t, db, name, in)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -606,7 +606,7 @@ func TestFaultUnlockAnswerLostThenReadFails(t *testing.T) {
 func TestFaultLostJoinAnswerThenLookUpFails(t *testing.T) {
 	db := freshDatabase(t)
 	name := "join-blip"
-	queueTable := DefaultTable + "Queue"
+	queueTable := defaultTable + "Queue"
 	in, err := faultinject.New(7, afterDroppedCommit(queueTable, "")...)
 	require.NoError(t, err)
 	cw := faultyClients(t, db, in, 1)[0]
@@ -666,7 +666,7 @@ func TestFaultTransientErrorOnFirstRead(t *testing.T) {
 			require.NoError(t, err)
 			out, err := m.Run(context.Background(), func(context.Context, *Lease) error { return nil })
 			assert.Equal(t, int64(1), in.Stats().Injected(faultinject.Fail))
-			assert.NoError(t, err, "one failed read with %d attempts allowed", DefaultMaxAttempts)
+			assert.NoError(t, err, "one failed read with %d attempts allowed", defaultMaxAttempts)
 			assert.Equal(t, Executed, out)
 		})
 	}

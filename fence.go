@@ -7,6 +7,7 @@ import (
 
 	"cloud.google.com/go/spanner"
 
+	"github.com/spanmutex/spanmutex/internal/names"
 	"github.com/spanmutex/spanmutex/internal/sqldialect"
 )
 
@@ -52,7 +53,7 @@ type Fence struct {
 }
 
 // NewFence returns a Fence stored in client's database, in the fence table
-// (WithTable; default DefaultFenceTable). It takes WithTable and WithDialect
+// (WithTable; default "Fences"). It takes WithTable and WithDialect
 // (which it needs not: a Fence issues no SQL, only key reads and mutations,
 // the same in both dialects; but a declared dialect is checked once, by the
 // first Admit, as everywhere: a wrong one is a wrong configuration). Every
@@ -61,7 +62,7 @@ func NewFence(client *spanner.Client, opts ...Option) (*Fence, error) {
 	if client == nil {
 		return nil, fmt.Errorf("%w: NewFence: nil *spanner.Client", ErrInvalidConfig)
 	}
-	cfg, err := newConfig(append([]Option{WithTable(DefaultFenceTable)}, opts...)) // options.go
+	cfg, err := newConfig(append([]Option{WithTable(defaultFenceTable)}, opts...)) // options.go
 	if err != nil {
 		return nil, err
 	}
@@ -79,7 +80,7 @@ func NewFence(client *spanner.Client, opts ...Option) (*Fence, error) {
 // Admit, which is what AdmitTx is for.
 //
 // A resource must be 1 to 1024 characters of valid UTF-8 with no control
-// characters (no NUL, no newline), lockName a valid name (ValidateName) and
+// characters (no NUL, no newline), lockName a valid name (names.Name) and
 // token at least 1, as every Lease's is; otherwise Admit returns an error
 // wrapping ErrInvalidConfig and records nothing. A Fence not made by
 // NewFence (its zero value) returns such an error too.
@@ -106,10 +107,10 @@ func (f *Fence) validate(resource, lockName string, token int64) error {
 	if f == nil || f.client == nil {
 		return fmt.Errorf("%w: Fence used without NewFence", ErrInvalidConfig)
 	}
-	if err := validateText("fence resource", resource, maxResourceLength); err != nil { // name.go
+	if err := names.Text("fence resource", resource, maxResourceLength); err != nil { // name.go
 		return fmt.Errorf("%w: %v", ErrInvalidConfig, err)
 	}
-	if err := ValidateName(lockName); err != nil {
+	if err := validateName(lockName); err != nil {
 		return err
 	}
 	if token < 1 {

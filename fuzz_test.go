@@ -322,7 +322,7 @@ func FuzzValidateName(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, name string) {
-		err := ValidateName(name)
+		err := validateName(name)
 		// The rule, decoded by hand: 1 to 256 runes of valid UTF-8, none a
 		// control character.
 		valid, runes := name != "", 0
@@ -334,16 +334,16 @@ func FuzzValidateName(f *testing.F) {
 			runes++
 			i += size
 		}
-		valid = valid && runes <= MaxNameLength
+		valid = valid && runes <= maxNameLength
 		if valid != (err == nil) {
-			t.Fatalf("ValidateName(%q) = %v; want valid=%v (%d runes)", name, err, valid, runes)
+			t.Fatalf("validateName(%q) = %v; want valid=%v (%d runes)", name, err, valid, runes)
 		}
 		if err != nil {
 			if !errors.Is(err, ErrInvalidConfig) || !strings.HasPrefix(err.Error(), "spanmutex: ") {
-				t.Fatalf("ValidateName(%q) = %v; want an error wrapping ErrInvalidConfig", name, err)
+				t.Fatalf("validateName(%q) = %v; want an error wrapping ErrInvalidConfig", name, err)
 			}
 			if !utf8.ValidString(err.Error()) {
-				t.Fatalf("ValidateName(%q): the message is not valid UTF-8: %q", name, err.Error())
+				t.Fatalf("validateName(%q): the message is not valid UTF-8: %q", name, err.Error())
 			}
 		}
 	})

@@ -125,7 +125,7 @@ func (l *Lease) GuardSQL(d ddl.Dialect) string {
 }
 
 // sqlString is s as a string literal of dialect d. A name has no control
-// characters (ValidateName); quotes and backslashes are escaped.
+// characters (names.Name); quotes and backslashes are escaped.
 func sqlString(d ddl.Dialect, s string) string {
 	if d == ddl.PostgreSQL {
 		return "'" + strings.ReplaceAll(s, "'", "''") + "'"

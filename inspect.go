@@ -29,7 +29,7 @@ type Record struct {
 }
 
 // Inspect reads the rows of the mutex table (WithTable; default
-// DefaultTable) from one strong snapshot, ordered by name: all of them if
+// "Mutexes") from one strong snapshot, ordered by name: all of them if
 // name is empty, else that one (none if it does not exist). It is read-only
 // and takes no locks. It takes WithTable and WithDialect.
 func Inspect(ctx context.Context, client *spanner.Client, name string, opts ...Option) ([]Record, error) {
@@ -45,7 +45,7 @@ func Inspect(ctx context.Context, client *spanner.Client, name string, opts ...O
 		return nil, err
 	}
 	table := cfg.table
-	st := cfg.newStore(client) // the lease, which Inspect does not take, is DefaultLease
+	st := cfg.newStore(client) // the lease, which Inspect does not take, is defaultLease
 	st.readOnly = true
 	if err := st.checkSchema(ctx); err != nil {
 		return nil, st.unreached(ctx, err, began)

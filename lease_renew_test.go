@@ -29,7 +29,7 @@ func TestKeepAliveRenewsALateLeaseAtOnce(t *testing.T) {
 		default:
 		}
 		return nil
-	}), &cfg, newLease("late", "me", "id", 1, false, DefaultTable), anchor, func(err error) { lost <- err })
+	}), &cfg, newLease("late", "me", "id", 1, false, defaultTable), anchor, func(err error) { lost <- err })
 	defer stop()
 	select {
 	case at := <-renewed:

@@ -103,8 +103,8 @@ func TestLocalLockHolders(t *testing.T) {
 func TestLocalLockGroupCommitsJoins(t *testing.T) {
 	db := freshDatabase(t)
 	c := newClient(t, db)
-	s := newSpannerStore(c, DefaultTable, time.Minute)
-	ll := NewScope().get(localKey{database: c.DatabaseName(), table: DefaultTable, name: "group"})
+	s := newSpannerStore(c, defaultTable, time.Minute)
+	ll := NewScope().get(localKey{database: c.DatabaseName(), table: defaultTable, name: "group"})
 	ctx := context.Background()
 	const n = 50
 	// The lock's row exists, as it does once the lock was ever taken: a

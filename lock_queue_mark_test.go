@@ -184,7 +184,7 @@ func TestTryLockRefusedOnOneKeyRead(t *testing.T) {
 		var he *HeldError
 		require.ErrorAs(t, err, &he)
 		assert.Positive(t, he.LeaseLeft, "the holder just took it")
-		assert.LessOrEqual(t, he.LeaseLeft, DefaultLease, "at most the lease it declared")
+		assert.LessOrEqual(t, he.LeaseLeft, defaultLease, "at most the lease it declared")
 		he.LeaseLeft = 0
 		assert.Equal(t, HeldError{Name: "tried", Holder: "holder", Token: held.Token(), Waiters: 0}, *he)
 		assert.Equal(t, []string{"StreamingRead"}, log.since(n))
@@ -216,7 +216,7 @@ func TestTryLockWithoutRowButQueued(t *testing.T) {
 	needEmulator(t)
 	db := freshDatabase(t)
 	c := newClient(t, db)
-	s := newSpannerStore(c, DefaultTable, time.Minute)
+	s := newSpannerStore(c, defaultTable, time.Minute)
 	id := NewScope().newWaiterID()
 	_, err := s.enqueue(context.Background(), "queued-no-row", []queueInsert{{id: id, owner: "w", lease: time.Minute}})
 	require.NoError(t, err)
@@ -233,7 +233,7 @@ func TestTryLockWithoutRowButQueued(t *testing.T) {
 func withoutQueued(t *testing.T) []string {
 	t.Helper()
 	var out []string
-	up, err := ddl.Upgrade(DefaultTable)
+	up, err := ddl.Upgrade(defaultTable)
 	require.NoError(t, err)
 	for _, s := range up {
 		if !strings.Contains(s, "Queued") {
@@ -250,7 +250,7 @@ func TestLockBlindJoinWithoutRow(t *testing.T) {
 	needEmulator(t)
 	db := freshDatabase(t)
 	c := newClient(t, db)
-	s := newSpannerStore(c, DefaultTable, time.Minute)
+	s := newSpannerStore(c, defaultTable, time.Minute)
 	id := NewScope().newWaiterID()
 	_, err := s.enqueue(context.Background(), "no-row-yet", []queueInsert{{id: id, owner: "w", lease: time.Minute}})
 	require.NoError(t, err)
@@ -278,7 +278,7 @@ func TestLockQueuePathsRPCs(t *testing.T) {
 		require.NoError(t, err)
 		st := holder.sp
 		n := log.len()
-		_, err = st.enqueue(ctx, "paths", []queueInsert{{id: "waiter-a", owner: "a", lease: DefaultLease}})
+		_, err = st.enqueue(ctx, "paths", []queueInsert{{id: "waiter-a", owner: "a", lease: defaultLease}})
 		require.NoError(t, err)
 		assert.Equal(t, []string{"Commit"}, log.since(n), "a blind join: one single-use commit")
 		assert.Equal(t, []string{tagJoin}, log.tagsSince(n))
@@ -311,7 +311,7 @@ func TestLockQueuePathsRPCs(t *testing.T) {
 		// statement.
 		handed := newLease("paths", "a", "waiter-a", to.token, false, st.table)
 		handed.handedOff = true
-		_, err = st.enqueue(ctx, "paths", []queueInsert{{id: "waiter-c", owner: "c", lease: DefaultLease}})
+		_, err = st.enqueue(ctx, "paths", []queueInsert{{id: "waiter-c", owner: "c", lease: defaultLease}})
 		require.NoError(t, err)
 		n = log.len()
 		to, err = st.unlock(ctx, handed)
@@ -320,7 +320,7 @@ func TestLockQueuePathsRPCs(t *testing.T) {
 		assert.Equal(t, []string{"ExecuteStreamingSql", "Commit"}, log.since(n), "a hand-off's Unlock")
 		assert.Equal(t, []string{tagUnlock, tagUnlock}, log.tagsSince(n))
 
-		_, err = st.enqueue(ctx, "paths", []queueInsert{{id: "waiter-b", owner: "b", lease: DefaultLease}})
+		_, err = st.enqueue(ctx, "paths", []queueInsert{{id: "waiter-b", owner: "b", lease: defaultLease}})
 		require.NoError(t, err)
 		key, ok, err = st.findQueued(ctx, "paths", "waiter-b")
 		require.NoError(t, err)

@@ -35,7 +35,7 @@ func queuedColumn(t *testing.T, c *spanner.Client, name, col string) []string {
 	t.Helper()
 	var out []string
 	// A key read, in key order (EnqueuedAt, WaiterID): the same in both dialects.
-	it := c.Single().Read(context.Background(), DefaultTable+ddl.QueueSuffix, spanner.Key{name}.AsPrefix(), []string{col})
+	it := c.Single().Read(context.Background(), defaultTable+ddl.QueueSuffix, spanner.Key{name}.AsPrefix(), []string{col})
 	require.NoError(t, it.Do(func(r *spanner.Row) error {
 		var v string
 		out = append(out, v)
@@ -75,7 +75,7 @@ func testLockUncontended(t *testing.T, db string) {
 	assert.Equal(t, "a", held.Holder)
 	assert.Equal(t, lease.Token(), held.Token)
 	assert.Positive(t, held.LeaseLeft, "the holder just acquired")
-	assert.LessOrEqual(t, held.LeaseLeft, DefaultLease, "at most the lease the holder declared")
+	assert.LessOrEqual(t, held.LeaseLeft, defaultLease, "at most the lease the holder declared")
 	assert.Empty(t, queued(t, c, "uncontended"), "TryLock never queues")
 
 	_, err = l.Lock(ctx)
@@ -465,13 +465,13 @@ func TestDialectReadBeforeTransactions(t *testing.T) {
 func testDialectReadBeforeTransactions(t *testing.T, db string) {
 	c := newClient(t, db)
 	ctx := context.Background()
-	require.NoError(t, newSpannerStore(c, DefaultTable, time.Second).purgeWaiter(ctx, "first", "w1"))
-	_, err := newSpannerStore(c, DefaultTable, time.Second).leave(ctx, "first", "w1")
+	require.NoError(t, newSpannerStore(c, defaultTable, time.Second).purgeWaiter(ctx, "first", "w1"))
+	_, err := newSpannerStore(c, defaultTable, time.Second).leave(ctx, "first", "w1")
 	require.NoError(t, err)
-	d, lease, err := newSpannerStore(c, DefaultTable, time.Second).acquire(ctx, "first", policy{lease: time.Second, maxAttempts: 1}, claim{owner: "o", leaseID: "l1"})
+	d, lease, err := newSpannerStore(c, defaultTable, time.Second).acquire(ctx, "first", policy{lease: time.Second, maxAttempts: 1}, claim{owner: "o", leaseID: "l1"})
 	require.NoError(t, err)
 	require.Equal(t, actAcquire, d.action)
 	require.NotNil(t, lease)
-	_, err = newSpannerStore(c, DefaultTable, time.Second).reset(ctx, "first", time.Second, "l2", false)
+	_, err = newSpannerStore(c, defaultTable, time.Second).reset(ctx, "first", time.Second, "l2", false)
 	require.ErrorAs(t, err, new(*ResetRefusedError), "a live holder is refused, after the row was read")
 }

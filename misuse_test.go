@@ -228,7 +228,7 @@ func TestWrongDialectFailsOnFirstUse(t *testing.T) {
 			})
 		}
 		assert.Empty(t, inspectAll(t, c), "nothing written to the mutex table")
-		_, err = c.Single().ReadRow(ctx, DefaultFenceTable, spanner.Key{"res"}, []string{"Token"})
+		_, err = c.Single().ReadRow(ctx, defaultFenceTable, spanner.Key{"res"}, []string{"Token"})
 		assert.ErrorIs(t, err, spanner.ErrRowNotFound, "nothing written to the fence table")
 
 		scope := NewScope(WithoutWakeUps())
@@ -315,7 +315,7 @@ func TestFenceAdmitRefusesBadInput(t *testing.T) {
 		})
 	}
 	n := 0
-	require.NoError(t, c.Single().Read(ctx, DefaultFenceTable, spanner.AllKeys(), []string{"Resource"}).Do(func(*spanner.Row) error { n++; return nil }))
+	require.NoError(t, c.Single().Read(ctx, defaultFenceTable, spanner.AllKeys(), []string{"Resource"}).Do(func(*spanner.Row) error { n++; return nil }))
 	assert.Zero(t, n, "nothing written")
 	require.NoError(t, f.Admit(ctx, "res", "lock", 1), "a good resource is admitted")
 }

@@ -12,39 +12,21 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/spanmutex/spanmutex/ddl"
+	"github.com/spanmutex/spanmutex/internal/defaults"
+	"github.com/spanmutex/spanmutex/internal/names"
 )
 
-// Defaults of the options.
+// Defaults of the options, stated in each option's godoc.
 const (
-	// DefaultTable is the mutex table's name.
-	DefaultTable = ddl.DefaultMutexTable
-	// DefaultFenceTable is the fence table's name (see NewFence).
-	DefaultFenceTable = ddl.DefaultFenceTable
-	// DefaultLease is how long a STARTED row may go without its holder
-	// renewing it before another contender may take it over. Holders renew
-	// every third of it while the section runs, so it bounds how long a
-	// crashed holder blocks others, not how long a section may take.
-	DefaultLease = 30 * time.Second
-	// DefaultMaxAttempts is how many times a section may be started (across
-	// all processes) before it is given up as FAILED.
-	DefaultMaxAttempts = 3
-	// DefaultMaxFailures is how many Spanner calls of one kind may fail in a
-	// row, each retried after a backoff, before a call gives up.
-	DefaultMaxFailures = 3
-	// DefaultJitter is the fraction of the lease, drawn at random per
-	// Run, Lock or TryLock call, that a contender waits past the lease
-	// before a takeover, so that contenders do not all take over at the same
-	// moment.
-	DefaultJitter = 0.2
-	// DefaultInitialBackOff and DefaultMaxBackOff bound the waits between
-	// retries of a failed Spanner call, and a Mutex's waits between reads
-	// while another holder runs the section.
-	DefaultInitialBackOff = 100 * time.Millisecond
-	DefaultMaxBackOff     = 2 * time.Second
-	// DefaultFinishTimeout bounds how long a write that must not be lost
-	// (Run recording DONE or FAILED, Unlock, a waiter leaving the queue)
-	// keeps trying after its ctx was cancelled.
-	DefaultFinishTimeout = 30 * time.Second
+	defaultTable          = ddl.DefaultMutexTable
+	defaultFenceTable     = ddl.DefaultFenceTable
+	defaultLease          = defaults.Lease
+	defaultMaxAttempts    = defaults.MaxAttempts
+	defaultMaxFailures    = defaults.MaxFailures
+	defaultJitter         = defaults.Jitter
+	defaultInitialBackOff = defaults.InitialBackOff
+	defaultMaxBackOff     = defaults.MaxBackOff
+	defaultFinishTimeout  = defaults.FinishTimeout
 )
 
 // MinLease is the shortest lease accepted: a lease is renewed every
@@ -62,9 +44,9 @@ const MinLease = 100 * time.Millisecond
 // Mutex.ForceReset ("spanmutex reset --force NAME").
 const MaxLease = time.Hour
 
-// MaxNameLength is the longest section name, in characters (the Name column
-// is STRING(256)).
-const MaxNameLength = 256
+// maxNameLength is the longest section name, owner identity or value, in
+// characters (the columns are STRING(256)).
+const maxNameLength = names.MaxLength
 
 // The options are typed by what they apply to, so that an option a
 // constructor cannot use does not compile. Each kind is accepted by its
@@ -182,21 +164,21 @@ type config struct {
 
 func defaultConfig() config {
 	return config{
-		table:         DefaultTable,
-		lease:         DefaultLease,
-		maxAttempts:   DefaultMaxAttempts,
-		maxFailures:   DefaultMaxFailures,
-		jitter:        DefaultJitter,
+		table:         defaultTable,
+		lease:         defaultLease,
+		maxAttempts:   defaultMaxAttempts,
+		maxFailures:   defaultMaxFailures,
+		jitter:        defaultJitter,
 		newBackOff:    defaultBackOff,
 		logger:        slog.New(slog.NewTextHandler(io.Discard, nil)),
-		finishTimeout: DefaultFinishTimeout,
+		finishTimeout: defaultFinishTimeout,
 		clock:         realClock{},
 	}
 }
 
 // WithTable sets the table's name: the mutex table for New, NewLock,
-// NewElection and Inspect (default DefaultTable), the fence table for
-// NewFence (default DefaultFenceTable). The defaults are those of the ddl
+// NewElection and Inspect (default "Mutexes"), the fence table for
+// NewFence (default "Fences"). The defaults are those of the ddl
 // package.
 func WithTable(name string) Option {
 	return anyOption(func(c *config) { c.table = name })
@@ -208,7 +190,7 @@ func WithOwner(id string) LockOption {
 	return lockOption(func(c *config) { c.owner = id })
 }
 
-// WithLease sets the lease this contender declares (default DefaultLease,
+// WithLease sets the lease this contender declares (default 30s,
 // at least MinLease, at most MaxLease): when it holds the section or lock it writes the
 // lease into the row (LeaseMicros) and renews it every third of it, and
 // nobody takes over before the row has gone that long unrenewed by
@@ -242,7 +224,7 @@ func WithNeeded(needed func(ctx context.Context) (bool, error)) MutexOption {
 // waited for (and taken over once its lease lapses) as usual. Versions are
 // compared for equality only: during a rolling deploy, replicas of the old
 // and the new release alternate it, so make the section idempotent (as
-// migrate.Up is). At most MaxNameLength characters; default "" (the version
+// migrate.Up is). At most maxNameLength characters; default "" (the version
 // is neither compared nor written). The table needs the Version column
 // (`spanmutex ddl --upgrade` prints the statement that adds it).
 func WithVersion(v string) MutexOption {
@@ -265,7 +247,7 @@ func WithRenewInterval(d time.Duration) LeaseOption {
 // WithFinishTimeout bounds how long a write that must not be lost keeps
 // trying after its ctx ended: Run recording DONE or FAILED, Unlock and
 // Resign giving the lease back, a Lock call leaving the queue, a commit of
-// unknown outcome read again (default DefaultFinishTimeout).
+// unknown outcome read again (default 30s).
 func WithFinishTimeout(d time.Duration) LeaseOption {
 	return leaseOption(func(c *config) { c.finishTimeout = d })
 }
@@ -277,11 +259,11 @@ func (c *config) validate() error {
 	if err := ddl.ValidateTableName(c.table); err != nil {
 		return fmt.Errorf("%w: WithTable: %v", ErrInvalidConfig, err)
 	}
-	if err := validateText("owner", c.owner, MaxNameLength); err != nil {
+	if err := names.Text("owner", c.owner, maxNameLength); err != nil {
 		return fmt.Errorf("%w: WithOwner: %v", ErrInvalidConfig, err)
 	}
 	if c.version != "" {
-		if err := validateText("version", c.version, MaxNameLength); err != nil {
+		if err := names.Text("version", c.version, maxNameLength); err != nil {
 			return fmt.Errorf("%w: WithVersion: %v", ErrInvalidConfig, err)
 		}
 	}

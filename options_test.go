@@ -98,7 +98,7 @@ func TestNewAcceptsGoodInput(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "svc-a", m.Owner())
 	assert.Equal(t, "migrations/2030-01-01 add index ✓", m.Name())
-	longest := strings.Repeat("é", MaxNameLength) // 256 characters, 512 bytes
+	longest := strings.Repeat("é", maxNameLength) // 256 characters, 512 bytes
 	_, err = New(&spanner.Client{}, longest)
 	assert.NoError(t, err)
 }
@@ -236,7 +236,7 @@ func TestLockAndTableOptionsAccepted(t *testing.T) {
 	assert.ErrorContains(t, err, "option 0 is nil")
 	f, err := NewFence(client)
 	require.NoError(t, err)
-	assert.Equal(t, DefaultFenceTable, f.table)
+	assert.Equal(t, defaultFenceTable, f.table)
 	f, err = NewFence(client, WithTable("MyFences"))
 	require.NoError(t, err)
 	assert.Equal(t, "MyFences", f.table)
@@ -250,9 +250,9 @@ func TestMaxAttemptsAndMaxFailuresAreApart(t *testing.T) {
 	m, err := New(&spanner.Client{}, "s", WithMaxAttempts(7))
 	require.NoError(t, err)
 	assert.Equal(t, 7, m.cfg.maxAttempts)
-	assert.Equal(t, DefaultMaxFailures, m.cfg.maxFailures)
+	assert.Equal(t, defaultMaxFailures, m.cfg.maxFailures)
 	m, err = New(&spanner.Client{}, "s", WithMaxFailures(9))
 	require.NoError(t, err)
-	assert.Equal(t, DefaultMaxAttempts, m.cfg.maxAttempts)
+	assert.Equal(t, defaultMaxAttempts, m.cfg.maxAttempts)
 	assert.Equal(t, 9, m.cfg.maxFailures)
 }

@@ -157,17 +157,17 @@ func leaseOf(ld *Leadership) *Lease {
 // leaderTerm is a leader's work: two guarded writes, hold apart.
 func leaderTerm(ctx context.Context, client *spanner.Client, ld *Leadership, hold time.Duration) error {
 	if err := guardedWrite(ctx, client, ld.Lease()); err != nil {
-		return fmt.Errorf("token %d: first guarded write: %w", ld.Token(), err)
+		return fmt.Errorf("token %d: first guarded write: %w", ld.Lease().Token(), err)
 	}
 	t := time.NewTimer(hold)
 	defer t.Stop()
 	select {
 	case <-t.C:
-	case <-ld.Done():
-		return fmt.Errorf("token %d: leadership ended while leading: %w", ld.Token(), ld.Err())
+	case <-ld.Context().Done():
+		return fmt.Errorf("token %d: leadership ended while leading: %w", ld.Lease().Token(), context.Cause(ld.Context()))
 	}
 	if err := guardedWrite(ctx, client, ld.Lease()); err != nil {
-		return fmt.Errorf("token %d: second guarded write: %w", ld.Token(), err)
+		return fmt.Errorf("token %d: second guarded write: %w", ld.Lease().Token(), err)
 	}
 	return nil
 }

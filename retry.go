@@ -94,7 +94,7 @@ func (a *attempts) settled(ctx context.Context, err error) error {
 
 // WithMaxAttempts sets how many times the section may be started across all
 // processes in one generation of the row (a generation starts when the row
-// is created or goes stale; default DefaultMaxAttempts, at least 1). Failed
+// is created or goes stale; default 3, at least 1). Failed
 // Spanner calls are bounded by WithMaxFailures.
 func WithMaxAttempts(n int) MutexOption {
 	return mutexOption(func(c *config) { c.maxAttempts = n })
@@ -103,7 +103,7 @@ func WithMaxAttempts(n int) MutexOption {
 // WithMaxFailures sets how many Spanner calls of one kind (reads, or
 // writes) may fail in a row, each retried after a backoff (WithBackOff),
 // before Run, Lock or TryLock gives up with an *OutageError (default
-// DefaultMaxFailures, at least 1). Each failed call takes up to its
+// 3, at least 1). Each failed call takes up to its
 // timeout (WithFinishTimeout) when Spanner does not answer, and each retry
 // waits up to the backoff's maximum (WithBackOff), so a wait notices an
 // outage within about MaxFailures times their sum. Errors that another try cannot mend,
@@ -114,7 +114,7 @@ func WithMaxFailures(n int) LeaseOption {
 
 // WithJitter sets the fraction of the lease, in [0, 1), from which each
 // Run, Lock or TryLock call draws the extra wait it adds before taking over
-// from a silent holder (default DefaultJitter).
+// from a silent holder (default 0.2).
 func WithJitter(fraction float64) LeaseOption {
 	return leaseOption(func(c *config) { c.jitter = fraction })
 }
@@ -122,8 +122,8 @@ func WithJitter(fraction float64) LeaseOption {
 // WithBackOff sets how the waits grow between retries of a failed Spanner
 // call, and between a Mutex's reads while another process runs the
 // section; newBackOff is called once per Run, Lock, TryLock, Unlock or
-// Observe call (default: exponential from DefaultInitialBackOff to
-// DefaultMaxBackOff, randomised by half). A backoff.Stop from it ends the
+// Observe call (default: exponential from 100ms to
+// 2s, randomised by half). A backoff.Stop from it ends the
 // call with ErrAttemptsExhausted.
 func WithBackOff(newBackOff func() backoff.BackOff) LeaseOption {
 	return leaseOption(func(c *config) { c.newBackOff = newBackOff })
@@ -131,8 +131,8 @@ func WithBackOff(newBackOff func() backoff.BackOff) LeaseOption {
 
 func defaultBackOff() backoff.BackOff {
 	b := backoff.NewExponentialBackOff()
-	b.InitialInterval = DefaultInitialBackOff
-	b.MaxInterval = DefaultMaxBackOff
+	b.InitialInterval = defaultInitialBackOff
+	b.MaxInterval = defaultMaxBackOff
 	b.Multiplier = 1.6
 	b.RandomizationFactor = 0.5
 	b.MaxElapsedTime = 0 // Run's ctx and MaxAttempts bound the waiting

@@ -137,7 +137,7 @@ func checkHoldTokens(t *testing.T, evs []procEvent, procs, holds int) {
 func entryRenewedAt(t *testing.T, c *spanner.Client, name, owner string) time.Time {
 	t.Helper()
 	var renewed []time.Time
-	it := c.Single().Read(context.Background(), DefaultTable+ddl.QueueSuffix, spanner.Key{name}.AsPrefix(), []string{"Owner", "RenewedAt"})
+	it := c.Single().Read(context.Background(), defaultTable+ddl.QueueSuffix, spanner.Key{name}.AsPrefix(), []string{"Owner", "RenewedAt"})
 	require.NoError(t, it.Do(func(r *spanner.Row) error {
 		var o string
 		var at time.Time
@@ -252,7 +252,7 @@ func TestRWLockProcessesPausedReader(t *testing.T) {
 // fencedToken reads the highest token the Fence accepted for resource.
 func fencedToken(t *testing.T, c *spanner.Client, resource string) int64 {
 	t.Helper()
-	r, err := c.Single().ReadRow(context.Background(), DefaultFenceTable, spanner.Key{resource}, []string{"Token"})
+	r, err := c.Single().ReadRow(context.Background(), defaultFenceTable, spanner.Key{resource}, []string{"Token"})
 	require.NoError(t, err)
 	var token int64
 	require.NoError(t, r.Columns(&token))

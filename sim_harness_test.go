@@ -713,11 +713,11 @@ func (b *simBackOff) Reset() { b.cur = 0 }
 
 func (b *simBackOff) NextBackOff() time.Duration {
 	if b.cur == 0 {
-		b.cur = DefaultInitialBackOff
+		b.cur = defaultInitialBackOff
 	}
 	f := 0.5 + b.p.draw(drawBackOff).Float64()
 	d := time.Duration(float64(b.cur) * f)
-	b.cur = min(time.Duration(float64(b.cur)*1.6), DefaultMaxBackOff)
+	b.cur = min(time.Duration(float64(b.cur)*1.6), defaultMaxBackOff)
 	return d
 }
 

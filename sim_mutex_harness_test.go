@@ -271,8 +271,8 @@ func (mh *simMutexHarness) crashedHolderLocked(ts time.Time, prev row) {
 	late, slack := ts.Sub(from), simStallSlack
 	if prev.Attempts > 1 {
 		// A retry of a failed section: a waiter may be backing off before
-		// its own retry (d.retry), up to 1.5 times DefaultMaxBackOff.
-		slack += DefaultMaxBackOff * 3 / 2
+		// its own retry (d.retry), up to 1.5 times defaultMaxBackOff.
+		slack += defaultMaxBackOff * 3 / 2
 	}
 	if late <= slack {
 		return

@@ -53,7 +53,7 @@ var simMutexRegressionSeeds = []struct {
 	{13623, "finish gave up after its timeout with the last try's lost lease as the cause, though the outcome was unknown"},
 	// A checker bound, not a library bug: a waiter backing off before its
 	// retry of a failed section takes a crashed holder's row over up to
-	// 1.5 DefaultMaxBackOff late (inv9 now allows it).
+	// 1.5 defaultMaxBackOff late (inv9 now allows it).
 	{34117, "a crashed holder's row taken 1.46 s after its lease by a waiter in its retry backoff"},
 }
 

@@ -127,7 +127,7 @@ func scenarioHandOffInEntryOrder(t *testing.T, env scenarioEnv, name string) {
 
 // leaseOfRow is the lease of the holder r shows of lock name.
 func leaseOfRow(name string, r row) *Lease {
-	return newLease(name, r.Owner, r.LeaseID, r.Token, false, DefaultTable)
+	return newLease(name, r.Owner, r.LeaseID, r.Token, false, defaultTable)
 }
 
 // A stray entry of a contender's own (a join whose answer was lost) is

@@ -235,7 +235,7 @@ func TestTelemetryLeaseLostAndTakeover(t *testing.T) {
 // on the emulator, whose time they are a part of.
 func BenchmarkTelemetryOff(b *testing.B) {
 	ctx := context.Background()
-	lease := newLease("bench", "owner", "id", 1, false, DefaultTable)
+	lease := newLease("bench", "owner", "id", 1, false, defaultTable)
 	helpers := func(b *testing.B, opts ...LeaseOption) {
 		cfg := defaultConfig()
 		for _, o := range opts {

@@ -17,7 +17,7 @@ import (
 // declared: without the columns ddl.Upgrade adds.
 func olderSchema(t *testing.T) []string {
 	t.Helper()
-	stmts, err := ddl.Statements(DefaultTable)
+	stmts, err := ddl.Statements(defaultTable)
 	require.NoError(t, err)
 	for i, s := range stmts {
 		var keep []string
@@ -61,13 +61,13 @@ func TestUpgradeFromTablesWithoutDeclaredLeases(t *testing.T) {
 	_, err = m.Run(ctx, func(context.Context, *Lease) error { t.Error("ran on an old schema"); return nil })
 	require.ErrorIs(t, err, ErrSchema)
 
-	upgrade, err := ddl.Upgrade(DefaultTable)
+	upgrade, err := ddl.Upgrade(defaultTable)
 	require.NoError(t, err)
 	applyDDL(t, db, upgrade...)
 
 	// A holder of the earlier version: STARTED, renewed 5 s ago, no lease.
 	renewed := time.Now().Add(-5 * time.Second)
-	_, err = c.Apply(ctx, []*spanner.Mutation{spanner.Insert(DefaultTable,
+	_, err = c.Apply(ctx, []*spanner.Mutation{spanner.Insert(defaultTable,
 		[]string{"Name", "State", "Owner", "LeaseID", "Token", "Attempts", "CreatedAt", "StartedAt", "RenewedAt", "UpdatedAt"},
 		[]any{"legacy", "STARTED", "old", "old-lease", int64(7), int64(0), renewed, renewed, renewed, renewed})})
 	require.NoError(t, err)
@@ -81,7 +81,7 @@ func TestUpgradeFromTablesWithoutDeclaredLeases(t *testing.T) {
 	require.NoError(t, err, "5 s of silence is past a second")
 	assert.True(t, lease.TookOver())
 	assert.Equal(t, int64(8), lease.Token())
-	row, err := c.Single().ReadRow(ctx, DefaultTable, spanner.Key{"legacy"}, []string{"LeaseMicros"})
+	row, err := c.Single().ReadRow(ctx, defaultTable, spanner.Key{"legacy"}, []string{"LeaseMicros"})
 	require.NoError(t, err)
 	var us int64
 	require.NoError(t, row.Columns(&us))
@@ -95,7 +95,7 @@ func TestUpgradeFromTablesWithoutDeclaredLeases(t *testing.T) {
 func TestUpgradeForTheSemaphore(t *testing.T) {
 	needEmulator(t)
 	ctx := context.Background()
-	upgrade, err := ddl.Upgrade(DefaultTable)
+	upgrade, err := ddl.Upgrade(defaultTable)
 	require.NoError(t, err)
 	var before, after []string
 	for _, s := range upgrade {

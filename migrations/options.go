@@ -10,6 +10,7 @@ import (
 	"google.golang.org/api/option"
 
 	"github.com/spanmutex/spanmutex"
+	"github.com/spanmutex/spanmutex/internal/names"
 )
 
 // Defaults of the options.
@@ -92,7 +93,7 @@ func WithAdminClientOptions(opts ...option.ClientOption) Option {
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
 
 func (c *config) validate() error {
-	if err := spanmutex.ValidateName(c.lockName); err != nil {
+	if err := names.Name(c.lockName); err != nil {
 		return fmt.Errorf("%w: WithLockName: %w", ErrInvalidConfig, err)
 	}
 	if !identifier.MatchString(c.migrationsTable) {

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/spanmutex/spanmutex"
+	"github.com/spanmutex/spanmutex/internal/names"
 )
 
 // Worker claims requests from a Queue and hands them to its Handler, one
@@ -281,7 +282,7 @@ func (w *Worker) tryPage(ctx context.Context, cands []string, tried map[string]b
 // should that be too long, with the table name replaced by its hash.
 func lockName(table, resource string) string {
 	name := "queue/" + table + "/" + resource
-	if utf8.RuneCountInString(name) <= spanmutex.MaxNameLength {
+	if utf8.RuneCountInString(name) <= names.MaxLength {
 		return name
 	}
 	sum := sha256.Sum256([]byte(table))

@@ -9,7 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/spanmutex/spanmutex"
+	"github.com/spanmutex/spanmutex/internal/names"
 )
 
 // Defaults of the worker options.
@@ -95,7 +95,7 @@ func WithMaxAttempts(n int) WorkerOption { return func(c *workerConfig) { c.maxA
 func WithLogger(l *slog.Logger) WorkerOption { return func(c *workerConfig) { c.logger = l } }
 
 func (c *workerConfig) validate() error {
-	if err := spanmutex.ValidateName(c.id); err != nil {
+	if err := names.Name(c.id); err != nil {
 		// Same rules as a lock owner: 1-256 printable characters.
 		return fmt.Errorf("%w: WithWorkerID(%q): %w", ErrInvalidConfig, c.id, err)
 	}

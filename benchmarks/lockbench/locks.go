@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/spanmutex/spanmutex"
+	"github.com/spanmutex/spanmutex/ddl"
 	"github.com/spanmutex/spanmutex/internal/bench"
 )
 
@@ -68,7 +69,7 @@ func spannerFleet(ctx context.Context, sp spec) (*fleet, error) {
 		}
 	case Naive:
 		for g := range sp.Goroutines {
-			l := bench.NewNaiveLock(client, spanmutex.DefaultTable, sp.Name, fmt.Sprintf("p%d-g%d", sp.Proc, g))
+			l := bench.NewNaiveLock(client, ddl.DefaultMutexTable, sp.Name, fmt.Sprintf("p%d-g%d", sp.Proc, g))
 			f.lockers = append(f.lockers, naiveOf{l})
 		}
 	}

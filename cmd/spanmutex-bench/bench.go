@@ -15,7 +15,7 @@ import (
 	"cloud.google.com/go/spanner"
 	"google.golang.org/api/option"
 
-	"github.com/spanmutex/spanmutex"
+	"github.com/spanmutex/spanmutex/ddl"
 	"github.com/spanmutex/spanmutex/emulator"
 	"github.com/spanmutex/spanmutex/internal/bench"
 	"github.com/spanmutex/spanmutex/internal/cmdline"
@@ -82,7 +82,7 @@ func benchFlags() (*flag.FlagSet, *benchOptions) {
 	fs.IntVar(&o.clients, "clients", bench.DefaultClients, "how many Spanner clients the contenders of a run are spread over, 1 to 100")
 	fs.StringVar(&o.database, "database", "",
 		"use this database, which must hold the mutex table and its queue table, instead of an embedded emulator (default $"+cmdline.DatabaseEnv+"; \"\": the embedded emulator)")
-	fs.StringVar(&o.table, "table", spanmutex.DefaultTable, "the mutex table (its queue table is named after it)")
+	fs.StringVar(&o.table, "table", ddl.DefaultMutexTable, "the mutex table (its queue table is named after it)")
 	return fs, o
 }
 

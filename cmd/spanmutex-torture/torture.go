@@ -314,7 +314,7 @@ func (t *torture) newClient(ctx context.Context, i int) (*tortureClient, error) 
 	if err != nil {
 		return nil, err
 	}
-	sc, err := t.emu.NewClient(ctx, t.emu.Database(), cf.clientOptions(t.rec.RenewalObserver(id, spanmutex.DefaultTable))...)
+	sc, err := t.emu.NewClient(ctx, t.emu.Database(), cf.clientOptions(t.rec.RenewalObserver(id, ddl.DefaultMutexTable))...)
 	if err != nil {
 		return nil, err
 	}

@@ -68,10 +68,10 @@ func parseOnlyFlags(s streams, sub string, fs *flag.FlagSet, h helpText, args []
 	return cmdline.ParseOnlyFlags(s, fullCommand(sub), fs, h, args)
 }
 
-// badName is the usage error of sub for a NAME that spanmutex.ValidateName
-// refused with err.
+// badName is the usage error of sub for a NAME that names.Name refused
+// with err.
 func badName(sub string, err error) *usageError {
-	return usage(sub, "bad NAME: "+strings.TrimPrefix(err.Error(), spanmutex.ErrInvalidConfig.Error()+": "))
+	return usage(sub, "bad NAME: "+err.Error())
 }
 
 // libraryOption matches a library option as the library's errors name it,

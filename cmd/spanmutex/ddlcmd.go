@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/spanmutex/spanmutex"
 	"github.com/spanmutex/spanmutex/ddl"
 	"github.com/spanmutex/spanmutex/internal/cmdline"
 )
@@ -49,7 +48,7 @@ it).`,
 // cmdDDL is "spanmutex ddl [--table TABLE]".
 func cmdDDL(_ context.Context, s streams, args []string) int {
 	fs := newFlagSet("ddl")
-	table := fs.String("table", spanmutex.DefaultTable, "the mutex table's name")
+	table := fs.String("table", ddl.DefaultMutexTable, "the mutex table's name")
 	requests := fs.String("requests", "", "also print the request queue (package queue) under this table name, e.g. "+ddl.DefaultRequestsTable)
 	stream := fs.String("change-stream", "", "also print this change stream over the --watch tables, and the capture's checkpoint table")
 	watch := fs.String("watch", "", "comma-separated tables the --change-stream watches")

@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/spanmutex/spanmutex"
+	"github.com/spanmutex/spanmutex/ddl"
 	"github.com/spanmutex/spanmutex/emulator"
 	"github.com/spanmutex/spanmutex/internal/cmdline"
 )
@@ -72,7 +73,7 @@ func demoFlags() (*flag.FlagSet, *demoOptions) {
 	fs := newFlagSet("demo")
 	fs.StringVar(&o.database, "database", "",
 		"use this database, which must hold the mutex table, instead of an embedded emulator (default $"+cmdline.DatabaseEnv+"; \"\": the embedded emulator)")
-	fs.StringVar(&o.table, "table", spanmutex.DefaultTable, "the mutex table")
+	fs.StringVar(&o.table, "table", ddl.DefaultMutexTable, "the mutex table")
 	fs.IntVar(&o.instances, "instances", 8, "how many service instances to simulate, 3 to 100")
 	fs.DurationVar(&o.lease, "lease", 2*time.Second, "how long a silent holder keeps the mutex before a takeover")
 	fs.DurationVar(&o.work, "work", 300*time.Millisecond, "how long the migration takes; below --lease")

@@ -14,6 +14,7 @@ import (
 	"github.com/golang-migrate/migrate/v4/source/iofs"
 
 	"github.com/spanmutex/spanmutex"
+	"github.com/spanmutex/spanmutex/ddl"
 	"github.com/spanmutex/spanmutex/internal/cmdline"
 	"github.com/spanmutex/spanmutex/migrations"
 )
@@ -54,7 +55,7 @@ func cmdDemoReplica(ctx context.Context, s streams, args []string) int {
 	fs := flag.NewFlagSet("spanmutex demo replica", flag.ContinueOnError)
 	fs.SetOutput(s.Stderr)
 	database := fs.String("database", "", "the database")
-	table := fs.String("table", spanmutex.DefaultTable, "the mutex table")
+	table := fs.String("table", ddl.DefaultMutexTable, "the mutex table")
 	release := fs.String("release", "release1", "the release whose migrations to apply: a directory of demomigrations")
 	instance := fs.Int("instance", 0, "the instance number")
 	lease := fs.Duration("lease", 10*time.Second, "the lock's lease")

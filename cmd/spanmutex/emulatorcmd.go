@@ -7,7 +7,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/spanmutex/spanmutex"
+	"github.com/spanmutex/spanmutex/ddl"
 	"github.com/spanmutex/spanmutex/emulator"
 	"github.com/spanmutex/spanmutex/internal/cmdline"
 )
@@ -42,7 +42,7 @@ Examples:
 func cmdEmulator(ctx context.Context, s streams, args []string) int {
 	fs := newFlagSet("emulator")
 	faults := fs.Bool("fault-injection", false, "make the emulator abort commits at random, to exercise retries")
-	table := fs.String("table", spanmutex.DefaultTable, "the mutex table to create (the default table is always created)")
+	table := fs.String("table", ddl.DefaultMutexTable, "the mutex table to create (the default table is always created)")
 	verbose := fs.Bool("verbose", false, "copy the emulator's own log to stderr")
 	dialectName := cmdline.AddDialectFlag(fs)
 	if code, done := parseOnlyFlags(s, "emulator", fs, emulatorHelp, args); done {
@@ -74,7 +74,7 @@ func cmdEmulator(ctx context.Context, s streams, args []string) int {
 	if *verbose {
 		opts = append(opts, emulator.WithLog(s.Stderr))
 	}
-	if *table != spanmutex.DefaultTable {
+	if *table != ddl.DefaultMutexTable {
 		stmts, err := d.Statements(*table)
 		if err != nil {
 			return cmdline.ReportError(s, err, exitUsage)

@@ -10,7 +10,9 @@ import (
 	"cloud.google.com/go/spanner"
 
 	"github.com/spanmutex/spanmutex"
+	"github.com/spanmutex/spanmutex/ddl"
 	"github.com/spanmutex/spanmutex/internal/cmdline"
+	"github.com/spanmutex/spanmutex/internal/defaults"
 )
 
 // holdFlags are the flags "run", "lock" and "lead" share: where the row is, who
@@ -31,8 +33,8 @@ type holdFlags struct {
 func (h *holdFlags) register(fs *flag.FlagSet, graceUsage, verboseUsage string) {
 	h.listen.register(fs)
 	fs.StringVar(&h.database, "database", "", cmdline.DatabaseFlagUsage)
-	fs.StringVar(&h.table, "table", spanmutex.DefaultTable, "the mutex table")
-	fs.DurationVar(&h.lease, "lease", spanmutex.DefaultLease,
+	fs.StringVar(&h.table, "table", ddl.DefaultMutexTable, "the mutex table")
+	fs.DurationVar(&h.lease, "lease", defaults.Lease,
 		"the lease this process declares when it holds NAME (100ms to 1h): it renews within it, and no other process takes over before it has passed unrenewed, by Spanner's clock")
 	fs.DurationVar(&h.grace, "grace", defaultGrace, graceUsage)
 	fs.BoolVar(&h.verbose, "verbose", false, verboseUsage)

@@ -14,7 +14,6 @@ import (
 
 	"cloud.google.com/go/spanner"
 
-	"github.com/spanmutex/spanmutex"
 	"github.com/spanmutex/spanmutex/ddl"
 	"github.com/spanmutex/spanmutex/internal/cmdline"
 	"github.com/spanmutex/spanmutex/internal/testutil"
@@ -102,7 +101,7 @@ func sharedOf(t *testing.T, client *spanner.Client, name string) sharedRow {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	rows, err := readShared(ctx, client, spanmutex.DefaultTable, name)
+	rows, err := readShared(ctx, client, ddl.DefaultMutexTable, name)
 	if err != nil {
 		t.Fatal(err)
 	}

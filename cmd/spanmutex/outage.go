@@ -8,6 +8,7 @@ import (
 
 	"github.com/spanmutex/spanmutex"
 	"github.com/spanmutex/spanmutex/internal/cmdline"
+	"github.com/spanmutex/spanmutex/internal/defaults"
 )
 
 // How "run" and "lock" tell a Spanner outage: a wait that gives up because
@@ -34,7 +35,7 @@ type outageFlags struct {
 
 // registerOutage defines --max-failures and --call-timeout on fs.
 func (f *outageFlags) registerOutage(fs *flag.FlagSet) {
-	fs.IntVar(&f.maxFailures, "max-failures", spanmutex.DefaultMaxFailures,
+	fs.IntVar(&f.maxFailures, "max-failures", defaults.MaxFailures,
 		"give up waiting (exit 69) once this many Spanner calls in a row have failed")
 	fs.DurationVar(&f.callTimeout, "call-timeout", defaultCallTimeout,
 		"how long one Spanner call may take before it counts as failed; also bounds recording how COMMAND ended and releasing NAME")
@@ -59,8 +60,8 @@ func (f *outageFlags) outageOptions() []spanmutex.LeaseOption {
 }
 
 // maxBackOffWait is the longest wait of the library's default backoff
-// between two calls: spanmutex.DefaultMaxBackOff, randomised by half.
-const maxBackOffWait = spanmutex.DefaultMaxBackOff * 3 / 2
+// between two calls: defaults.MaxBackOff, randomised by half.
+const maxBackOffWait = defaults.MaxBackOff * 3 / 2
 
 // outageBound is how long after Spanner stops answering a wait gives up:
 // until its next call (poll: at most maxBackOffWait for "run", lockPoll

@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/spanmutex/spanmutex"
 	"github.com/spanmutex/spanmutex/internal/cmdline"
+	"github.com/spanmutex/spanmutex/internal/defaults"
 )
 
 // TestStatus shows a DONE row with its name, state and token, and a row
@@ -94,7 +94,7 @@ func TestHelp(t *testing.T) {
 		}
 	}
 	wants := map[string][]string{
-		"run":      {"Usage: spanmutex run [flags] NAME -- COMMAND [ARGS...]", "--lease duration", "(default " + spanmutex.DefaultLease.String() + ")", "--max-attempts int", "--database string", "--table string", "--owner string", "--staleness duration", "--verbose", "Exit status:", "75", "SPANMUTEX_TOKEN", "Examples:"},
+		"run":      {"Usage: spanmutex run [flags] NAME -- COMMAND [ARGS...]", "--lease duration", "(default " + defaults.Lease.String() + ")", "--max-attempts int", "--database string", "--table string", "--owner string", "--staleness duration", "--verbose", "Exit status:", "75", "SPANMUTEX_TOKEN", "Examples:"},
 		"ddl":      {"Usage: spanmutex ddl [--table TABLE]", `(default "Mutexes")`, "Examples:"},
 		"emulator": {"Usage: spanmutex emulator [flags]", "--fault-injection", "export SPANNER_EMULATOR_HOST", "Examples:"},
 		"demo":     {"Usage: spanmutex demo [flags]", "--instances int", "(default 8)", "--lease duration", "Examples:"},

@@ -6,7 +6,10 @@ import (
 	"fmt"
 
 	"github.com/spanmutex/spanmutex"
+	"github.com/spanmutex/spanmutex/ddl"
 	"github.com/spanmutex/spanmutex/internal/cmdline"
+	"github.com/spanmutex/spanmutex/internal/defaults"
+	"github.com/spanmutex/spanmutex/internal/names"
 )
 
 // resetHelp is the help of "spanmutex reset".
@@ -43,8 +46,8 @@ Examples:
 func cmdReset(ctx context.Context, s streams, args []string) int {
 	fs := newFlagSet("reset")
 	database := cmdline.AddDatabaseFlag(fs)
-	table := fs.String("table", spanmutex.DefaultTable, "the mutex table")
-	lease := fs.Duration("lease", spanmutex.DefaultLease,
+	table := fs.String("table", ddl.DefaultMutexTable, "the mutex table")
+	lease := fs.Duration("lease", defaults.Lease,
 		"a STARTED holder that renewed its lease within this long, by Spanner's clock, is live and is not reset; use the --lease NAME runs with")
 	force := fs.Bool("force", false, "reset a STARTED row even within its lease: evict a holder known to be dead, bumping the token")
 	connect := cmdline.AddConnectTimeoutFlag(fs)
@@ -56,7 +59,7 @@ func cmdReset(ctx context.Context, s streams, args []string) int {
 		return cmdline.ReportUsage(s, usage("reset", fmt.Sprintf("want exactly one NAME, got %d argument(s)", len(positional))))
 	}
 	name := positional[0]
-	if err := spanmutex.ValidateName(name); err != nil {
+	if err := names.Name(name); err != nil {
 		return cmdline.ReportUsage(s, badName("reset", err))
 	}
 	if err := checkLease("reset", *lease); err != nil {

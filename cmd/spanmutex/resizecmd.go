@@ -7,7 +7,9 @@ import (
 	"cloud.google.com/go/spanner"
 
 	"github.com/spanmutex/spanmutex"
+	"github.com/spanmutex/spanmutex/ddl"
 	"github.com/spanmutex/spanmutex/internal/cmdline"
+	"github.com/spanmutex/spanmutex/internal/names"
 )
 
 // resizeHelp is the help of "spanmutex resize".
@@ -34,7 +36,7 @@ Examples:
 func cmdResize(ctx context.Context, s streams, args []string) int {
 	fs := newFlagSet("resize")
 	database := cmdline.AddDatabaseFlag(fs)
-	table := fs.String("table", spanmutex.DefaultTable, "the mutex table")
+	table := fs.String("table", ddl.DefaultMutexTable, "the mutex table")
 	size := fs.Int64("permits", 0, "the semaphore's new size, in permits (at least 1)")
 	connect := cmdline.AddConnectTimeoutFlag(fs)
 	positional, code, done := parseFlags(s, "resize", fs, resizeHelp, args)
@@ -45,7 +47,7 @@ func cmdResize(ctx context.Context, s streams, args []string) int {
 		return cmdline.ReportUsage(s, usage("resize", fmt.Sprintf("want exactly one NAME, got %d argument(s)", len(positional))))
 	}
 	name := positional[0]
-	switch err := spanmutex.ValidateName(name); {
+	switch err := names.Name(name); {
 	case err != nil:
 		return cmdline.ReportUsage(s, badName("resize", err))
 	case !cmdline.FlagWasSet(fs, "permits"):

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"flag"
-	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -11,6 +10,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/spanmutex/spanmutex"
+	"github.com/spanmutex/spanmutex/internal/defaults"
+	"github.com/spanmutex/spanmutex/internal/names"
 )
 
 // runHelp is the help of "spanmutex run".
@@ -104,7 +105,7 @@ func runFlags() (*flag.FlagSet, *runOptions) {
 	o.registerOutage(fs)
 	fs.DurationVar(&o.staleness, "staleness", 0,
 		"run NAME again once its DONE or FAILED row is older than this (0: never); must be above --lease")
-	fs.IntVar(&o.maxAttempts, "max-attempts", spanmutex.DefaultMaxAttempts,
+	fs.IntVar(&o.maxAttempts, "max-attempts", defaults.MaxAttempts,
 		"give up (exit 75) once NAME has been started this many times without success")
 	fs.StringVar(&o.version, "version", "",
 		"run NAME once per version (a release): a row DONE at another version runs again, with fresh attempts; the same version stays DONE")
@@ -149,7 +150,7 @@ func checkHoldArgs(sub string, positional, command []string, hasDash bool) (stri
 		return "", usagef(sub, "COMMAND is empty")
 	}
 	name := positional[0]
-	if err := spanmutex.ValidateName(name); err != nil {
+	if err := names.Name(name); err != nil {
 		return "", badName(sub, err)
 	}
 	return name, nil
@@ -197,19 +198,10 @@ func (o *runOptions) checkRunFlags() error {
 	return nil
 }
 
-// validateOwner applies the rules the library applies to owner identities:
-// valid UTF-8, at most spanmutex.MaxNameLength characters, no control characters.
+// validateOwner applies the rules the library applies to owner identities
+// (names.Text).
 func validateOwner(owner string) error {
-	if !utf8.ValidString(owner) {
-		return fmt.Errorf("%q is not valid UTF-8", owner)
-	}
-	if n := utf8.RuneCountInString(owner); n > spanmutex.MaxNameLength {
-		return fmt.Errorf("%d characters long; at most %d are allowed", n, spanmutex.MaxNameLength)
-	}
-	if i := slices.IndexFunc([]rune(owner), unicode.IsControl); i >= 0 {
-		return fmt.Errorf("%q has a control character", owner)
-	}
-	return nil
+	return names.Text("owner", owner, names.MaxLength)
 }
 
 // mutexOptions turns the flags, and those of --listen (scopeOpts), into

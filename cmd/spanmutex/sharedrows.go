@@ -9,6 +9,7 @@ import (
 
 	"github.com/spanmutex/spanmutex"
 	"github.com/spanmutex/spanmutex/ddl"
+	"github.com/spanmutex/spanmutex/internal/defaults"
 	"github.com/spanmutex/spanmutex/internal/leaserule"
 	"github.com/spanmutex/spanmutex/internal/sqldialect"
 )
@@ -72,7 +73,7 @@ func sharedSQL(table string, one bool) string {
 // strong snapshot. Liveness is judged with Spanner's clock at the read
 // (CURRENT_TIMESTAMP() against the entries' commit timestamps), by the
 // rule the library grants by (internal/leaserule); an entry that declared
-// no lease is judged by spanmutex.DefaultLease.
+// no lease is judged by defaults.Lease.
 func readShared(ctx context.Context, client *spanner.Client, table, name string) ([]sharedRow, error) {
 	d, err := sqldialect.Detect(ctx, client)
 	if err != nil {
@@ -100,7 +101,7 @@ func readShared(ctx context.Context, client *spanner.Client, table, name string)
 			return nil
 		}
 		row := &out[len(out)-1]
-		declared := leaserule.Declared(time.Duration(lease.Int64)*time.Microsecond, spanmutex.DefaultLease)
+		declared := leaserule.Declared(time.Duration(lease.Int64)*time.Microsecond, defaults.Lease)
 		silent := leaserule.Silent(now.Time, renewed.Time)
 		switch {
 		case granted.Valid:

@@ -176,7 +176,7 @@ func queuedOwners(t *testing.T, client *spanner.Client, name string) []string {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var owners []string
-	it := client.Single().Read(ctx, spanmutex.DefaultTable+ddl.QueueSuffix, spanner.Key{name}.AsPrefix(), []string{"Owner"})
+	it := client.Single().Read(ctx, ddl.DefaultMutexTable+ddl.QueueSuffix, spanner.Key{name}.AsPrefix(), []string{"Owner"})
 	if err := it.Do(func(r *spanner.Row) error {
 		var owner spanner.NullString
 		if err := r.Columns(&owner); err != nil {

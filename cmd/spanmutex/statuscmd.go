@@ -12,7 +12,9 @@ import (
 	"unicode/utf8"
 
 	"github.com/spanmutex/spanmutex"
+	"github.com/spanmutex/spanmutex/ddl"
 	"github.com/spanmutex/spanmutex/internal/cmdline"
+	"github.com/spanmutex/spanmutex/internal/names"
 )
 
 // statusHelp is the help of "spanmutex status".
@@ -55,7 +57,7 @@ const maxColumn = 48
 func cmdStatus(ctx context.Context, s streams, args []string) int {
 	fs := newFlagSet("status")
 	database := cmdline.AddDatabaseFlag(fs)
-	table := fs.String("table", spanmutex.DefaultTable, "the mutex table")
+	table := fs.String("table", ddl.DefaultMutexTable, "the mutex table")
 	connect := cmdline.AddConnectTimeoutFlag(fs)
 	wide := fs.Bool("wide", false, "show names and owners in full, however long")
 	positional, code, done := parseFlags(s, "status", fs, statusHelp, args)
@@ -67,7 +69,7 @@ func cmdStatus(ctx context.Context, s streams, args []string) int {
 	case 0:
 	case 1:
 		name = positional[0]
-		if err := spanmutex.ValidateName(name); err != nil {
+		if err := names.Name(name); err != nil {
 			return cmdline.ReportUsage(s, badName("status", err))
 		}
 	default:

@@ -9,13 +9,14 @@ import (
 
 	"github.com/spanmutex/spanmutex"
 	"github.com/spanmutex/spanmutex/internal/cmdline"
+	"github.com/spanmutex/spanmutex/internal/names"
 )
 
 // TestStatusColumnWidth: one 256-character name does not widen every row:
 // names and owners are cut to maxColumn characters with "…", and --wide
 // (or asking for the one NAME) shows them in full.
 func TestStatusColumnWidth(t *testing.T) {
-	long := strings.Repeat("n", spanmutex.MaxNameLength)
+	long := strings.Repeat("n", names.MaxLength)
 	rows := []spanmutex.Record{
 		{Name: long, State: spanmutex.StateDone, Owner: strings.Repeat("o", 200), Token: 1},
 		{Name: "short", State: spanmutex.StateNeeded},
@@ -47,7 +48,7 @@ func TestStatusWideFlag(t *testing.T) {
 	needEmulator(t)
 	t.Setenv(cmdline.EmulatorHostEnv, emu.Host())
 	db := newDatabase(t)
-	long := strings.Repeat("w", spanmutex.MaxNameLength)
+	long := strings.Repeat("w", names.MaxLength)
 	if code, _, stderr := cli(t, "run", "--database", db, long, "--", "true"); code != exitOK {
 		t.Fatalf("run exited %d: %s", code, stderr)
 	}

@@ -10,7 +10,6 @@ import (
 	"cloud.google.com/go/spanner"
 	"google.golang.org/api/option"
 
-	"github.com/spanmutex/spanmutex"
 	"github.com/spanmutex/spanmutex/ddl"
 )
 
@@ -58,7 +57,7 @@ const MaxContenders = 10000
 const FIFOTolerance = 100 * time.Millisecond
 
 // The wind-down of a run is bounded: after the drain, cancelled contenders
-// get stopTimeout to finish their clean-up (spanmutex.DefaultFinishTimeout
+// get stopTimeout to finish their clean-up (defaults.FinishTimeout
 // bounds Unlock and leaving the queue); then the clients are closed, which
 // fails every RPC still under way, and closeTimeout later Run gives up on
 // them. A run so ends within Duration + Drain + 50s.
@@ -106,7 +105,7 @@ type Config struct {
 	// Drain is how long, after Duration, Lock calls still waiting may
 	// complete before they are cancelled (default DefaultDrain).
 	Drain time.Duration
-	// Table is the mutex table (default spanmutex.DefaultTable); the lock's
+	// Table is the mutex table (default ddl.DefaultMutexTable); the lock's
 	// queue table is named after it.
 	Table string
 	// Progress, if set, receives a line as each run starts and ends.
@@ -146,7 +145,7 @@ func (c Config) withDefaults() (Config, error) {
 		c.Drain = DefaultDrain
 	}
 	if c.Table == "" {
-		c.Table = spanmutex.DefaultTable
+		c.Table = ddl.DefaultMutexTable
 	}
 	switch {
 	case c.Clients < 0:

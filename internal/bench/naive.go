@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/spanmutex/spanmutex"
+	"github.com/spanmutex/spanmutex/internal/defaults"
 )
 
 // The naive lock's backoff while the lock is held: randomised exponential
@@ -23,7 +24,7 @@ const (
 
 // naiveReleaseTimeout bounds a release, which runs even after the caller's
 // ctx ended (the same bound as spanmutex's Unlock).
-const naiveReleaseTimeout = spanmutex.DefaultFinishTimeout
+const naiveReleaseTimeout = defaults.FinishTimeout
 
 // errBusy is returned by a naive acquisition that found the lock held.
 var errBusy = errors.New("bench: the naive lock is held")

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/spanmutex/spanmutex"
+	"github.com/spanmutex/spanmutex/ddl"
 	"github.com/spanmutex/spanmutex/internal/faultinject"
 	"github.com/spanmutex/spanmutex/internal/history"
 )
@@ -36,7 +37,7 @@ func openClient(t *testing.T, db string, rec *history.Recorder, id string, silen
 		require.NoError(t, err)
 		opts = append(opts, in.ClientOptions()...)
 	}
-	opts = append(opts, option.WithGRPCDialOption(grpc.WithChainUnaryInterceptor(rec.RenewalObserver(id, spanmutex.DefaultTable))))
+	opts = append(opts, option.WithGRPCDialOption(grpc.WithChainUnaryInterceptor(rec.RenewalObserver(id, ddl.DefaultMutexTable))))
 	c, err := emu.NewClient(context.Background(), db, opts...)
 	require.NoError(t, err)
 	t.Cleanup(c.Close)

@@ -230,7 +230,7 @@ func ReadBack(ctx context.Context, client *spanner.Client, writesTable, mutexTab
 		}
 	}
 	if mutexTable == "" {
-		mutexTable = spanmutex.DefaultTable
+		mutexTable = ddl.DefaultMutexTable
 	}
 	rows, err := spanmutex.Inspect(ctx, client, "", spanmutex.WithTable(mutexTable))
 	if err != nil {

@@ -1,0 +1,29 @@
+// Package defaults holds the defaults of spanmutex's options, once for the
+// library and the commands built on it. The library's godoc states each.
+package defaults
+
+import "time"
+
+const (
+	// Lease is the lease a holder declares: how long it may go without
+	// renewing before another contender may take over. Holders renew
+	// every third of it, so it bounds how long a crashed holder blocks
+	// others, not how long a section may take.
+	Lease = 30 * time.Second
+	// MaxAttempts is how many times a section may be started (across all
+	// processes) before it is given up as FAILED.
+	MaxAttempts = 3
+	// MaxFailures is how many Spanner calls of one kind may fail in a row,
+	// each retried after a backoff, before a call gives up.
+	MaxFailures = 3
+	// Jitter is the fraction of the lease, drawn at random per call, that
+	// a contender waits past the lease before a takeover.
+	Jitter = 0.2
+	// InitialBackOff and MaxBackOff bound the waits between retries of a
+	// failed Spanner call, and a Mutex's waits between reads.
+	InitialBackOff = 100 * time.Millisecond
+	MaxBackOff     = 2 * time.Second
+	// FinishTimeout bounds how long a write that must not be lost keeps
+	// trying after its ctx was cancelled.
+	FinishTimeout = 30 * time.Second
+)
