@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+
+	"github.com/spanmutex/spanmutex/internal/pace"
 )
 
 // detached returns a ctx for one Spanner call of a Lock or Run call whose
@@ -48,17 +50,5 @@ func pauseWith(ctx context.Context, clk clock, bo backoff.BackOff, limit time.Du
 	if wait != nil {
 		return wait(ctx, d)
 	}
-	return sleep(ctx, clk, d)
-}
-
-// sleep waits d on clk, or until ctx ends.
-func sleep(ctx context.Context, clk clock, d time.Duration) error {
-	c, stop := clk.NewTimer(d)
-	defer stop()
-	select {
-	case <-c:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return pace.SleepOn(ctx, clk.NewTimer, d)
 }

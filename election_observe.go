@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+
+	"github.com/spanmutex/spanmutex/internal/pace"
 )
 
 // Observe reports the election's leadership terms, in the order they began,
@@ -61,7 +63,7 @@ func (o *observer) run(ctx context.Context) {
 		next = 0 // Observe's first read failed
 	}
 	for {
-		if sleep(ctx, o.e.cfg.clock, next) != nil {
+		if pace.SleepOn(ctx, o.e.cfg.clock.NewTimer, next) != nil {
 			return
 		}
 		if err := o.poll(ctx); err != nil {

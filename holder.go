@@ -20,20 +20,21 @@ type holderRecord struct {
 
 // holderMutation is the one write that makes a holder, for every
 // primitive: it moves the row read as r to STARTED under h with the next
-// fencing token (r.Token + 1, so tokens strictly increase), and stamps
-// StartedAt and RenewedAt with the commit timestamp, from which contenders
-// judge the holder's silence by Spanner's clock. A missing row is
-// inserted.
-func (s *spannerStore) holderMutation(r row, name string, h holderRecord) *spanner.Mutation {
+// fencing token, which it returns (r.Token + 1, so tokens strictly
+// increase), and stamps StartedAt and RenewedAt with the commit timestamp,
+// from which contenders judge the holder's silence by Spanner's clock. A
+// missing row is inserted.
+func (s *spannerStore) holderMutation(r row, name string, h holderRecord) (*spanner.Mutation, int64) {
+	token := r.Token + 1
 	declared := spanner.NullInt64{Int64: h.lease.Microseconds(), Valid: h.lease > 0}
 	cols := []string{"Name", "State", "Owner", "LeaseID", "Token", "Attempts", "StartedAt", "RenewedAt", "FinishedAt", "UpdatedAt", "LeaseMicros"}
-	vals := []any{name, string(StateStarted), h.owner, h.leaseID, r.Token + 1, h.attempts,
+	vals := []any{name, string(StateStarted), h.owner, h.leaseID, token, h.attempts,
 		spanner.CommitTimestamp, spanner.CommitTimestamp, nil, spanner.CommitTimestamp, declared}
 	if h.version != "" {
 		cols, vals = append(cols, "Version"), append(vals, h.version)
 	}
 	if !r.Exists {
-		return spanner.Insert(s.table, append(cols, "CreatedAt"), append(vals, spanner.CommitTimestamp))
+		return spanner.Insert(s.table, append(cols, "CreatedAt"), append(vals, spanner.CommitTimestamp)), token
 	}
-	return spanner.Update(s.table, cols, vals)
+	return spanner.Update(s.table, cols, vals), token
 }

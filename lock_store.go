@@ -293,7 +293,8 @@ func (s *spannerStore) acquireLock(ctx context.Context, name string, key queueKe
 				return acquireResult{}, s.explain(ctx, err)
 			}
 		}
-		ms = append(ms, s.holderMutation(v.row, name, holderRecord{owner: c.owner, leaseID: c.leaseID, lease: p.lease}))
+		m, token := s.holderMutation(v.row, name, holderRecord{owner: c.owner, leaseID: c.leaseID, lease: p.lease})
+		ms, res.token = append(ms, m), token
 		ms = s.markEmpty(ms, v.row, name, v.emptyRead)
 		if v.queued {
 			ms = append(ms, spanner.Delete(s.queueTable(), spanner.Key{name, key.at, key.id}))
@@ -330,7 +331,7 @@ func (s *spannerStore) acquireLock(ctx context.Context, name string, key queueKe
 	if d.action == lockWait || d.action == lockPassOn {
 		return acquireResult{decision: lockDecision{action: lockWait}, key: queueKey{at: commitTS, id: c.leaseID}, view: v}, nil
 	}
-	lease := newLease(name, c.owner, c.leaseID, v.Token+1, d.action == lockTakeOver, s.table)
+	lease := newLease(name, c.owner, c.leaseID, res.token, d.action == lockTakeOver, s.table)
 	lease.acquiredAt = commitTS
 	return acquireResult{decision: d, lease: lease, key: endOfQueue}, nil
 }
@@ -490,6 +491,7 @@ type acquireResult struct {
 	lease    *Lease
 	key      queueKey
 	sent     bool
+	token    int64 // the token the acquisition wrote (holderMutation)
 }
 
 func (s *spannerStore) unlock(ctx context.Context, l *Lease) (handOff, error) {
@@ -547,9 +549,9 @@ func (s *spannerStore) handOffMutations(v row, head []*queueEntry, complete bool
 		ms = append(ms, spanner.Delete(s.queueTable(), spanner.Key{name, e.EnqueuedAt, e.WaiterID}))
 		if s.takes(v, e, from, skip) {
 			declared := time.Duration(e.LeaseMicros.Int64) * time.Microsecond
-			ms = append(ms, s.holderMutation(v, name, holderRecord{owner: e.Owner.StringVal, leaseID: e.WaiterID, lease: declared}))
-			ms = s.markEmpty(ms, v, name, complete && i == len(head)-1)
-			return handOff{owner: e.Owner.StringVal, waiterID: e.WaiterID, wakeAddr: e.WakeAddr.StringVal, token: v.Token + 1}, ms
+			m, token := s.holderMutation(v, name, holderRecord{owner: e.Owner.StringVal, leaseID: e.WaiterID, lease: declared})
+			ms = s.markEmpty(append(ms, m), v, name, complete && i == len(head)-1)
+			return handOff{owner: e.Owner.StringVal, waiterID: e.WaiterID, wakeAddr: e.WakeAddr.StringVal, token: token}, ms
 		}
 	}
 	if !v.Exists {

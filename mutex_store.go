@@ -58,18 +58,19 @@ func (s *spannerStore) acquire(ctx context.Context, name string, p policy, c cla
 		d = decide(r, p) // Spanner's clock: r.Now is CURRENT_TIMESTAMP() of this transaction.
 		switch d.action {
 		case actAcquire, actTakeOver:
-			lease = newLease(name, c.owner, c.leaseID, r.Token+1, d.action == actTakeOver, s.table)
 			attempts := r.Attempts + 1
 			if d.fresh {
 				attempts = 1
 			}
-			lease.attempt = attempts
 			// We declare our own lease: contenders judge our silence by it.
 			h := holderRecord{owner: c.owner, leaseID: c.leaseID, lease: p.lease, attempts: attempts}
 			if s.versioned {
 				h.version = p.version
 			}
-			return tx.BufferWrite([]*spanner.Mutation{s.holderMutation(r, name, h)})
+			m, token := s.holderMutation(r, name, h)
+			lease = newLease(name, c.owner, c.leaseID, token, d.action == actTakeOver, s.table)
+			lease.attempt = attempts
+			return tx.BufferWrite([]*spanner.Mutation{m})
 		case actAbandon:
 			msg := fmt.Sprintf("abandoned: holder %q (token %d) did not renew or finish within its lease of %v on attempt %d of %d",
 				r.Owner, r.Token, holderLease(r, p.lease), r.Attempts, p.maxAttempts)

@@ -22,6 +22,8 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+
+	"github.com/spanmutex/spanmutex/internal/pace"
 )
 
 // simName is the lock every contender of a schedule contends for.
@@ -966,7 +968,7 @@ func (p *simProc) contender(l *Lock, who string, cycles int, r *rand.Rand) {
 		if p.ctx.Err() != nil {
 			return
 		}
-		if err := sleep(p.ctx, p.clk, time.Duration(r.Int64N(int64(time.Second)))); err != nil {
+		if err := pace.SleepOn(p.ctx, p.clk.NewTimer, time.Duration(r.Int64N(int64(time.Second)))); err != nil {
 			return
 		}
 		ctx, cancel := context.WithCancel(withSimCall(p.ctx))

@@ -26,6 +26,7 @@ import (
 	"github.com/cenkalti/backoff/v4"
 
 	"github.com/spanmutex/spanmutex/internal/leaserule"
+	"github.com/spanmutex/spanmutex/internal/pace"
 )
 
 // simMutexParams are a schedule's settings, drawn from its seed.
@@ -601,7 +602,7 @@ type simPanic struct{}
 // that ends as the schedule's rates say, and a ctx cancelled at random.
 func (mh *simMutexHarness) runner(m *Mutex, run *simMutexRun, r *rand.Rand) {
 	p, par := run.p, mh.par
-	if err := sleep(p.ctx, p.clk, time.Duration(r.Int64N(int64(5*time.Second)))); err != nil {
+	if err := pace.SleepOn(p.ctx, p.clk.NewTimer, time.Duration(r.Int64N(int64(5*time.Second)))); err != nil {
 		mh.returned(run, NoOutcome, err)
 		return
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/spanmutex/spanmutex"
 	"github.com/spanmutex/spanmutex/ddl"
+	"github.com/spanmutex/spanmutex/internal/pace"
 )
 
 // lockedDriver is the database.Driver golang-migrate runs against: its
@@ -217,7 +218,7 @@ func (d *lockedDriver) runDDL(body []byte, stmts []string) error {
 			d.markUnapplied()
 			return &database.Error{OrigErr: err, Err: fmt.Sprintf("DDL migration rejected for %v because of concurrent schema changes or transactions", d.cfg.retryTimeout), Query: body}
 		}
-		if !pause(d.ctx, wait) {
+		if pace.Sleep(d.ctx, wait) != nil {
 			d.markUnapplied()
 			return &database.Error{OrigErr: errors.Join(err, context.Cause(d.ctx)), Err: "DDL migration stopped while Spanner rejected it", Query: body}
 		}
@@ -237,19 +238,6 @@ func ddlBackOff(timeout time.Duration) backoff.BackOff {
 	bo.InitialInterval, bo.MaxInterval, bo.MaxElapsedTime = 50*time.Millisecond, 2*time.Second, timeout
 	bo.Reset()
 	return bo
-}
-
-// pause waits for wait, or until ctx ends; it reports whether it waited
-// the whole of wait.
-func pause(ctx context.Context, wait time.Duration) bool {
-	t := time.NewTimer(wait)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
 
 // openUpstream opens golang-migrate's spanner driver, which creates the
@@ -282,7 +270,7 @@ func openUpstream(ctx context.Context, client *spanner.Client, admin *dbadmin.Da
 		if wait == backoff.Stop {
 			return nil, retries, err
 		}
-		if !pause(ctx, wait) {
+		if pace.Sleep(ctx, wait) != nil {
 			return nil, retries, errors.Join(err, ctx.Err())
 		}
 	}

@@ -4,7 +4,8 @@ import (
 	"fmt"
 	"time"
 	"unicode"
-	"unicode/utf8"
+
+	"github.com/spanmutex/spanmutex/internal/names"
 )
 
 // Kind is what a request asks for.
@@ -82,16 +83,8 @@ func (r Request) validate(maxPayload int) string {
 	if r.Resource == "" {
 		return "empty resource: name the resource (e.g. the spreadsheet id) the request is about"
 	}
-	if !utf8.ValidString(r.Resource) {
-		return fmt.Sprintf("resource %q is not valid UTF-8", r.Resource)
-	}
-	if n := utf8.RuneCountInString(r.Resource); n > MaxResourceLength {
-		return fmt.Sprintf("resource is %d characters long; at most %d are allowed", n, MaxResourceLength)
-	}
-	for i, c := range r.Resource {
-		if unicode.IsControl(c) {
-			return fmt.Sprintf("resource %q has a control character at byte %d; use printable characters", r.Resource, i)
-		}
+	if err := names.Text("resource", r.Resource, MaxResourceLength); err != nil {
+		return err.Error()
 	}
 	if len(r.Payload) > maxPayload {
 		return fmt.Sprintf("payload is %d bytes; at most %d are allowed (WithMaxPayload); store large data elsewhere and enqueue a reference", len(r.Payload), maxPayload)

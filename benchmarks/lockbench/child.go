@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/spanmutex/spanmutex/internal/bench"
+	"github.com/spanmutex/spanmutex/internal/pace"
 )
 
 // MaybeChild makes this process a contender if ChildEnv is set: it runs
@@ -195,7 +196,7 @@ func contendAll(ctx context.Context, sp spec, lockers []locker, end int64) (call
 				calls = append(calls, c)
 				mu.Unlock()
 				if !c.Acquired && !c.Cancelled {
-					_ = pause(ctx, errorPause)
+					_ = pace.Sleep(ctx, errorPause)
 				}
 			}
 		}()
@@ -293,7 +294,7 @@ func settle(ctx context.Context, rpcs func() map[string]int64) {
 	last := bench.TotalRPCs(rpcs())
 	deadline := time.Now().Add(3 * time.Second)
 	for time.Now().Before(deadline) {
-		if pause(ctx, 100*time.Millisecond) != nil {
+		if pace.Sleep(ctx, 100*time.Millisecond) != nil {
 			return
 		}
 		now := bench.TotalRPCs(rpcs())
@@ -301,17 +302,6 @@ func settle(ctx context.Context, rpcs func() map[string]int64) {
 			return
 		}
 		last = now
-	}
-}
-
-func pause(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
 	}
 }
 

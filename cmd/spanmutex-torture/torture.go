@@ -21,6 +21,7 @@ import (
 	"github.com/spanmutex/spanmutex/emulator"
 	"github.com/spanmutex/spanmutex/internal/cmdline"
 	"github.com/spanmutex/spanmutex/internal/history"
+	"github.com/spanmutex/spanmutex/internal/pace"
 )
 
 // tortureHelp is the help of "spanmutex-torture".
@@ -564,7 +565,7 @@ func (t *torture) pauseNowAndThen(ctx context.Context) {
 	rng := rand.New(rand.NewPCG(t.opts.seed, 1<<32))
 	between := func(lo, hi float64) float64 { return lo + rng.Float64()*(hi-lo) }
 	for {
-		if !wait(ctx, time.Duration(between(2, 5)*float64(wm))) {
+		if pace.Sleep(ctx, time.Duration(between(2, 5)*float64(wm))) != nil {
 			return
 		}
 		var holders []*tortureClient
@@ -582,22 +583,9 @@ func (t *torture) pauseNowAndThen(ctx context.Context) {
 		paused := t.rec.Begin(history.Op{Client: c.ID, Kind: history.Pause})
 		c.faults.freezer.freeze()
 		t.pauses.Add(1)
-		wait(ctx, time.Duration(between(1.3, 2.5)*float64(c.lease)))
+		_ = pace.Sleep(ctx, time.Duration(between(1.3, 2.5)*float64(c.lease)))
 		c.faults.freezer.thaw()
 		paused.End(history.Result{Outcome: history.OK})
-	}
-}
-
-// wait waits d, or until ctx ends; it reports whether d passed. The timer
-// stands for time passing in the workload, not for synchronisation.
-func wait(ctx context.Context, d time.Duration) bool {
-	tm := time.NewTimer(d)
-	defer tm.Stop()
-	select {
-	case <-tm.C:
-		return true
-	case <-ctx.Done():
-		return false
 	}
 }
 
@@ -650,7 +638,7 @@ func (t *torture) runOnce(ctx context.Context, c *tortureClient) {
 		}
 		// Work for up to a lease: long enough, half the time, for the
 		// lease to be renewed.
-		wait(context.WithoutCancel(sctx), time.Duration(c.rng.Int64N(int64(c.lease))))
+		_ = pace.Sleep(context.WithoutCancel(sctx), time.Duration(c.rng.Int64N(int64(c.lease))))
 		if c.rng.Float64() < 0.1 {
 			return errOnPurpose
 		}
@@ -689,14 +677,14 @@ func (t *torture) lockCycle(ctx context.Context, c *tortureClient, try bool) {
 		}
 		if try || impatient {
 			// Held: come back a little later rather than spin.
-			wait(ctx, time.Duration(c.rng.Int64N(int64(c.lease/10))))
+			_ = pace.Sleep(ctx, time.Duration(c.rng.Int64N(int64(c.lease/10))))
 		}
 		return
 	}
 	c.holding.Store(true)
 	for i := range 1 + c.rng.IntN(3) {
 		if i > 0 {
-			wait(context.WithoutCancel(ctx), time.Duration(c.rng.Int64N(int64(c.lease/4))))
+			_ = pace.Sleep(context.WithoutCancel(ctx), time.Duration(c.rng.Int64N(int64(c.lease/4))))
 		}
 		if err := t.write(ctx, c, lease, name); errors.Is(err, spanmutex.ErrLeaseLost) {
 			break

@@ -15,6 +15,7 @@ import (
 	"github.com/spanmutex/spanmutex/ddl"
 	"github.com/spanmutex/spanmutex/internal/cmdline"
 	"github.com/spanmutex/spanmutex/internal/names"
+	"github.com/spanmutex/spanmutex/internal/textcut"
 )
 
 // statusHelp is the help of "spanmutex status".
@@ -195,7 +196,7 @@ func cellOf(wide bool) func(string) string {
 		if wide {
 			return shown(s)
 		}
-		return shown(cut(s, maxColumn))
+		return shown(textcut.Runes(s, maxColumn))
 	}
 }
 
@@ -210,19 +211,7 @@ func formatAge(d time.Duration) string {
 
 // oneLine flattens text onto one line and cuts it to at most n characters.
 func oneLine(text string, n int) string {
-	text = strings.Join(strings.Fields(text), " ")
-	if utf8.RuneCountInString(text) <= n {
-		return text
-	}
-	return string([]rune(text)[:n-1]) + "…"
-}
-
-// cut shortens s to at most n characters, the last of them "…".
-func cut(s string, n int) string {
-	if utf8.RuneCountInString(s) <= n {
-		return s
-	}
-	return string([]rune(s)[:n-1]) + "…"
+	return textcut.Runes(strings.Join(strings.Fields(text), " "), n)
 }
 
 // shown returns s as it is if every character of it shows as itself on a

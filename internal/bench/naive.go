@@ -12,6 +12,7 @@ import (
 
 	"github.com/spanmutex/spanmutex"
 	"github.com/spanmutex/spanmutex/internal/defaults"
+	"github.com/spanmutex/spanmutex/internal/pace"
 )
 
 // The naive lock's backoff while the lock is held: randomised exponential
@@ -74,7 +75,7 @@ func (n *naiveLock) lock(ctx context.Context) (acquisition, error) {
 			n.undo(ctx, id)
 			return acquisition{}, err
 		}
-		if err := pause(ctx, fullJitter(retry, rand.Int64N)); err != nil {
+		if err := pace.Sleep(ctx, fullJitter(retry, rand.Int64N)); err != nil {
 			return acquisition{}, err
 		}
 	}
@@ -185,17 +186,4 @@ func fullJitter(retry int, draw func(n int64) int64) time.Duration {
 		ceiling = min(ceiling, naiveInitialBackOff<<retry)
 	}
 	return time.Duration(draw(int64(ceiling)))
-}
-
-// pause waits for d, or until ctx ends, whichever is first; it returns
-// ctx.Err() in the latter case.
-func pause(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }

@@ -14,6 +14,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/spanmutex/spanmutex/internal/pace"
 )
 
 // rpcCounter counts the gRPC calls that a run's Spanner clients start, by
@@ -207,7 +209,7 @@ func (c *rpcCounter) pad(ctx context.Context, method string, start time.Time) ti
 	if d <= 0 {
 		return 0
 	}
-	_ = pause(ctx, d) // the call's answer stands, whatever ctx says
+	_ = pace.Sleep(ctx, d) // the call's answer stands, whatever ctx says
 	return d
 }
 

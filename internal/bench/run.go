@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/spanmutex/spanmutex"
+	"github.com/spanmutex/spanmutex/internal/pace"
 )
 
 // Run measures both locks at every number of contenders in cfg, one run at
@@ -253,7 +254,7 @@ func contend(ctx context.Context, id int, c contender, rec *recorder) error {
 				return err
 			}
 			// Whatever failed may fail again at once: do not spin.
-			if pause(ctx, errorPause) != nil {
+			if pace.Sleep(ctx, errorPause) != nil {
 				return nil
 			}
 			continue

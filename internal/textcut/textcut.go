@@ -15,3 +15,12 @@ func Cut(s string, n int, mark string) string {
 	}
 	return s[:n] + mark
 }
+
+// Runes returns s if it is at most n characters long; else its first n-1
+// characters followed by "…", so that it shows in n columns.
+func Runes(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	return string([]rune(s)[:n-1]) + "…"
+}

@@ -28,3 +28,20 @@ func TestCut(t *testing.T) {
 		}
 	}
 }
+
+func TestRunes(t *testing.T) {
+	for _, tc := range []struct {
+		s    string
+		n    int
+		want string
+	}{
+		{"short", 10, "short"},
+		{"exact", 5, "exact"},
+		{"abcdef", 3, "ab…"},
+		{"日本語です", 3, "日本…"},
+	} {
+		if got := Runes(tc.s, tc.n); got != tc.want {
+			t.Errorf("Runes(%q, %d) = %q, want %q", tc.s, tc.n, got, tc.want)
+		}
+	}
+}
