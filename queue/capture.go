@@ -453,15 +453,9 @@ func captureRetryable(ctx context.Context, err error) bool {
 	if errors.Is(err, ErrMapper) || errors.Is(err, ErrUnsupportedRecord) || errors.As(err, &table) {
 		return false
 	}
-	if spanerr.TransactionLost(err) {
-		// Spanner ended the transaction behind the client's back (the
-		// emulator, on one multiplexed session, does it often): a step
-		// reads its checkpoint again, so a retry is harmless.
-		return true
-	}
-	switch spanner.ErrCode(err) {
-	case codes.Unavailable, codes.Aborted, codes.DeadlineExceeded, codes.ResourceExhausted, codes.Internal, codes.Unknown:
-		return true
-	}
-	return false
+	// A step reads its checkpoint again, so a retry is harmless: of a
+	// transaction Spanner ended behind the client's back (the emulator, on
+	// one multiplexed session, does it often), and of an error of unknown
+	// kind.
+	return spanerr.Retryable(err) || spanner.ErrCode(err) == codes.Unknown
 }

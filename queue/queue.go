@@ -15,6 +15,7 @@ import (
 
 	"github.com/spanmutex/spanmutex"
 	"github.com/spanmutex/spanmutex/ddl"
+	"github.com/spanmutex/spanmutex/internal/spanerr"
 	"github.com/spanmutex/spanmutex/internal/sqldialect"
 )
 
@@ -160,7 +161,7 @@ func (q *Queue) Enqueue(ctx context.Context, reqs ...Request) ([]string, error) 
 	_, err = q.client.ReadWriteTransactionWithOptions(ctx, func(ctx context.Context, txn *spanner.ReadWriteTransaction) error {
 		return q.insert(ctx, txn, prepared)
 	}, spanner.TransactionOptions{TransactionTag: tagEnqueue})
-	if err != nil && commitUnknown(err) {
+	if err != nil && spanerr.UnknownOutcome(err) {
 		// The commit may have landed: read our ids back to know.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		landed, rerr := q.existingIDs(rctx, q.client.Single(), ids(prepared))
@@ -346,15 +347,6 @@ func ids(reqs []Request) []string {
 		out[i] = r.ID
 	}
 	return out
-}
-
-// commitUnknown reports whether err leaves a commit's outcome unknown.
-func commitUnknown(err error) bool {
-	switch spanner.ErrCode(err) {
-	case codes.DeadlineExceeded, codes.Canceled, codes.Unavailable:
-		return true
-	}
-	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
 }
 
 var errNilContext = errors.New("queue: nil context; pass context.Background() or a context with a deadline")

@@ -8,11 +8,10 @@ import (
 	"time"
 
 	"cloud.google.com/go/spanner"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/spanmutex/spanmutex"
 	"github.com/spanmutex/spanmutex/ddl"
+	"github.com/spanmutex/spanmutex/internal/spanerr"
 )
 
 // finishing is a job whose outcome is to be recorded: the requests of ids,
@@ -95,7 +94,7 @@ func (w *Worker) step(ctx context.Context, lease *spanmutex.Lease, resource stri
 		return txn.BufferWrite(ms)
 	}, spanner.TransactionOptions{TransactionTag: tagStep})
 	ts := resp.CommitTs
-	if err != nil && !errors.Is(err, spanmutex.ErrLeaseLost) && stepOutcomeUnknown(err) {
+	if err != nil && !errors.Is(err, spanmutex.ErrLeaseLost) && spanerr.UnknownOutcome(err) {
 		if at, landed := w.settleStep(ctx, in.prev, res.next, in.pid); landed {
 			ts, err = at, nil
 		}
@@ -274,23 +273,4 @@ func (w *Worker) finishMutations(reqs map[string]Request, prev *finishing) ([]*s
 		}
 	}
 	return ms, recorded
-}
-
-// stepOutcomeUnknown reports whether a failed step may nevertheless have
-// committed: the call ended without Spanner's answer to Commit (deadline,
-// cancellation, a dropped connection), or with an error that does not say.
-// Retrying such a step blindly would claim our own claim again as if it had
-// been abandoned; it is settled by reading rows back instead.
-func stepOutcomeUnknown(err error) bool {
-	if commitUnknown(err) {
-		return true
-	}
-	if _, ok := status.FromError(err); !ok {
-		return false // not an RPC error: our own code failed before any commit
-	}
-	switch spanner.ErrCode(err) {
-	case codes.Internal, codes.Unknown:
-		return true
-	}
-	return false
 }

@@ -11,11 +11,9 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"cloud.google.com/go/spanner"
-	"google.golang.org/grpc/codes"
-
 	"github.com/spanmutex/spanmutex"
 	"github.com/spanmutex/spanmutex/internal/names"
+	"github.com/spanmutex/spanmutex/internal/spanerr"
 )
 
 // Worker claims requests from a Queue and hands them to its Handler, one
@@ -193,7 +191,7 @@ func (w *Worker) pass(ctx context.Context, sweep bool) (bool, error) {
 			if ctx.Err() != nil {
 				return worked, nil
 			}
-			if permanent(err) {
+			if spanerr.Permanent(err) {
 				return worked, err
 			}
 			w.cfg.logger.Warn("scan failed; trying again at the next poll", "err", err)
@@ -287,14 +285,4 @@ func lockName(table, resource string) string {
 	}
 	sum := sha256.Sum256([]byte(table))
 	return "queue/" + hex.EncodeToString(sum[:8]) + "/" + resource
-}
-
-// permanent reports whether err is one that retrying cannot mend: a missing
-// table or index, a malformed query, no permission.
-func permanent(err error) bool {
-	switch spanner.ErrCode(err) {
-	case codes.NotFound, codes.InvalidArgument, codes.PermissionDenied, codes.Unauthenticated:
-		return true
-	}
-	return false
 }

@@ -10,10 +10,10 @@ import (
 
 	"cloud.google.com/go/spanner"
 	"github.com/google/uuid"
-	"google.golang.org/grpc/codes"
 
 	"github.com/spanmutex/spanmutex"
 	"github.com/spanmutex/spanmutex/internal/pace"
+	"github.com/spanmutex/spanmutex/internal/spanerr"
 )
 
 // Run measures both locks at every number of contenders in cfg, one run at
@@ -279,14 +279,7 @@ const errorPause = 100 * time.Millisecond
 
 // fatal reports whether err means that no Lock call of the run can succeed.
 func fatal(err error) bool {
-	if errors.Is(err, spanmutex.ErrSchema) || errors.Is(err, spanmutex.ErrInvalidConfig) {
-		return true
-	}
-	switch spanner.ErrCode(err) {
-	case codes.NotFound, codes.InvalidArgument, codes.PermissionDenied, codes.Unauthenticated:
-		return true
-	}
-	return false
+	return errors.Is(err, spanmutex.ErrSchema) || errors.Is(err, spanmutex.ErrInvalidConfig) || spanerr.Permanent(err)
 }
 
 // waitFor waits until done is closed, d has passed, or ctx ends, and

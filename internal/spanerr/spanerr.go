@@ -54,6 +54,20 @@ func Transient(err error) bool {
 	return TransactionLost(err)
 }
 
+// Permanent reports whether err is one no retry mends: the database,
+// table or column is missing, the request is malformed, or the caller may
+// not make it. A transaction Spanner ended (TransactionLost, NotFound too)
+// is not permanent.
+func Permanent(err error) bool {
+	switch spanner.ErrCode(err) {
+	case codes.NotFound:
+		return !TransactionLost(err)
+	case codes.InvalidArgument, codes.PermissionDenied, codes.Unauthenticated:
+		return true
+	}
+	return false
+}
+
 // UnknownOutcome reports whether a failed read-write transaction may
 // nevertheless have committed: the call ended (deadline, cancellation, a
 // dropped connection) without Spanner's answer to Commit. Such an outcome is

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"testing"
 
+	"cloud.google.com/go/spanner"
+
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -44,5 +46,22 @@ func TestClassify(t *testing.T) {
 				t.Errorf("Retryable = %v, want %v", got, want)
 			}
 		})
+	}
+}
+
+// Permanent: what no retry mends, but never a transaction Spanner ended.
+func TestPermanent(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{spanner.ToSpannerError(status.Error(codes.NotFound, "Table not found: Requests")), true},
+		{spanner.ToSpannerError(status.Error(codes.NotFound, "Transaction not found: 7")), false},
+		{spanner.ToSpannerError(status.Error(codes.PermissionDenied, "no")), true},
+		{spanner.ToSpannerError(status.Error(codes.Unavailable, "reset")), false},
+	} {
+		if got := Permanent(c.err); got != c.want {
+			t.Errorf("Permanent(%v) = %v, want %v", c.err, got, c.want)
+		}
 	}
 }
