@@ -15,7 +15,7 @@ import (
 )
 
 // lockStore is the narrow interface between a Lock's waiting loop and
-// Spanner, as store is for the run-once Mutex. The decisions stay in
+// Spanner, as mutexStore is for the run-once Mutex. The decisions stay in
 // decideLock, a pure function; the store reads with Spanner's clock and
 // writes in read-write transactions that decide again. Times in its answers
 // are Spanner's.

@@ -20,7 +20,7 @@ import (
 type Mutex struct {
 	name          string
 	cfg           config
-	store         store
+	store         mutexStore
 	schemaChecked atomic.Bool
 }
 

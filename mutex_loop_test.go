@@ -132,7 +132,7 @@ func (s *memStore) interrupt(ctx context.Context, l *Lease, reason string) error
 	return nil
 }
 
-func newTestMutex(t *testing.T, st store, opts ...MutexOption) *Mutex {
+func newTestMutex(t *testing.T, st mutexStore, opts ...MutexOption) *Mutex {
 	t.Helper()
 	opts = append([]MutexOption{WithBackOff(func() backoff.BackOff { return &backoff.ZeroBackOff{} })}, opts...)
 	m, err := newMutex("section", opts)

@@ -8,10 +8,10 @@ import (
 	"cloud.google.com/go/spanner"
 )
 
-// store is the narrow interface between Run's loop and Spanner. The decision
+// mutexStore is the narrow interface between Run's loop and Spanner. The decision
 // logic stays in decide, a pure function; the store reads rows with Spanner's
 // clock and writes them in read-write transactions that decide again.
-type store interface {
+type mutexStore interface {
 	// read returns the row and Spanner's clock from one strong, lock-free
 	// snapshot.
 	read(ctx context.Context, name string) (row, error)

@@ -3,7 +3,7 @@
 package spanmutex
 
 // The simulated Spanner of the run-once Mutex: one section's row, kept as
-// every committed version, behind the store interface (mutex_store.go) with
+// every committed version, behind the mutexStore interface (mutex_store.go) with
 // spannerStore's semantics. The row's NEEDED/STARTED/DONE/FAILED state
 // machine is the real pure function decide, applied inside the read-write
 // transaction on the transaction's clock; a new holder is written as
@@ -164,7 +164,7 @@ type simMutexConn struct {
 	p  *simProc
 }
 
-var _ store = (*simMutexConn)(nil)
+var _ mutexStore = (*simMutexConn)(nil)
 
 // call runs one Spanner call: the request's flight, its fault, fn applied
 // atomically under the database's lock, the checker, and the answer's
