@@ -80,9 +80,10 @@ const waiterTTLFactor = 4
 // liveEntry is the SQL condition, on queue entry q, that the waiter renewed
 // it within waiterTTLFactor of its declared leases (or of @lease, the
 // reader's own, for an entry that declared none) by Spanner's clock, in
-// dialect d (interval arithmetic is spelled differently in each).
+// dialect d (interval arithmetic is spelled differently in each): takes's
+// rule (TestLivenessRulesAgree holds the two to the same cases).
 func liveEntry(d ddl.Dialect) string {
-	return "q.`RenewedAt` >= " + sqldialect.SubMicros(d, "CURRENT_TIMESTAMP()", fmt.Sprintf("%d * COALESCE(q.`LeaseMicros`, @lease)", waiterTTLFactor))
+	return "q.`RenewedAt` > " + sqldialect.SubMicros(d, "CURRENT_TIMESTAMP()", fmt.Sprintf("%d * COALESCE(q.`LeaseMicros`, @lease)", waiterTTLFactor))
 }
 
 // lockSQL reads the lock's row, Spanner's clock, how many live entries are
@@ -118,13 +119,14 @@ func queuedSelect(marked bool) string {
 
 // sameScopeAsSilent is the SQL condition, on queue entry q and the lock's
 // row m, that m's holder has gone silent past its declared lease (or
-// @lease) by Spanner's clock and that q belongs to the holder's Scope (the
+// @lease) by Spanner's clock (holderLive's rule: silentFor, which falls
+// back on StartedAt and UpdatedAt, is at least the lease) and that q belongs to the holder's Scope (the
 // last 12 characters of a waiter id name its Scope: scopeOf). A silent
 // holder's process is taken to be dead or cut off, its other entries with
 // it: they do not count as live, and the takeover deletes them
 // (takeOverMutations), as etcd deletes a dead session's keys. In dialect d.
 func sameScopeAsSilent(d ddl.Dialect) string {
-	return "m.`State` = '" + string(StateStarted) + "' AND m.`RenewedAt` < " +
+	return "m.`State` = '" + string(StateStarted) + "' AND COALESCE(m.`RenewedAt`, m.`StartedAt`, m.`UpdatedAt`) <= " +
 		sqldialect.SubMicros(d, "CURRENT_TIMESTAMP()", "COALESCE(m.`LeaseMicros`, @lease)") +
 		" AND SUBSTR(q.`WaiterID`, 25) = SUBSTR(m.`LeaseID`, 25)"
 }
