@@ -193,8 +193,9 @@ func (h *semSim) applyLocked(p semPlan, q semRequest, ts time.Time) {
 // left before a holder granted after it (inv S4, FIFO without barging),
 // and no entry is granted while a holder of its Scope has lapsed (inv S6:
 // a dead process's waiting entries go with its first lapsed holder, so it
-// costs the waiters no more than a lease after that).
-func (h *semSim) checkStoreLocked(ts time.Time, v semView, p semPlan) {
+// costs the waiters no more than a lease after that), save the entry of
+// the contender that settles, me, whose process is alive.
+func (h *semSim) checkStoreLocked(ts time.Time, v semView, p semPlan, me string) {
 	var used int64
 	seen := map[int64]bool{}
 	for _, e := range h.entries {
@@ -213,7 +214,7 @@ func (h *semSim) checkStoreLocked(ts time.Time, v semView, p semPlan) {
 	granted := map[queueKey]bool{}
 	for _, g := range p.grants {
 		granted[g.entry.key()] = true
-		if scope := scopeOf(g.entry.id); scope != "" && slices.ContainsFunc(v.entries, func(e semEntry) bool {
+		if scope := scopeOf(g.entry.id); scope != "" && g.entry.id != me && slices.ContainsFunc(v.entries, func(e semEntry) bool {
 			return e.token != 0 && scopeOf(e.id) == scope && !semEntryLive(e, ts, h.par.lease)
 		}) {
 			h.violateLocked("inv S6: %s granted although a holder of its Scope had lapsed: its process may be dead", short(g.entry.id))
@@ -566,7 +567,7 @@ func (p *semProc) settle(ctx context.Context, name string, q semRequest) (semRes
 		plan.stamp(ts)
 		res.plan, res.at = plan, ts
 		h.eventLocked(p.name, "settle %v by %s: %s", q.op, short(q.me), plan.describe())
-		h.checkStoreLocked(ts, v, plan)
+		h.checkStoreLocked(ts, v, plan, q.me)
 		return nil
 	})
 	return res, err
