@@ -92,7 +92,10 @@ func exactlyOnce(t *testing.T, clients []*spanner.Client, rounds, contenders int
 
 // 32 goroutines over 4 separate clients race on one name, 20 rounds: the
 // section runs exactly once per round and everyone else gets AlreadyDone.
-func TestExactlyOnce(t *testing.T) { eachDialect(t, testExactlyOnce) }
+func TestExactlyOnce(t *testing.T) {
+	t.Parallel() // beside the tests that wait out leases
+	eachDialect(t, testExactlyOnce)
+}
 
 func testExactlyOnce(t *testing.T, db string) {
 	clients := []*spanner.Client{newClient(t, db), newClient(t, db), newClient(t, db), newClient(t, db)}

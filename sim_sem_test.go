@@ -898,7 +898,7 @@ func semSimRun(t *testing.T, first, last uint64, rules semSimRules) (schedules, 
 }
 
 // The invariants catch a broken store: each rule breaks the grant rule one
-// way, and the invariant named fails within the first 300 schedules.
+// way, and the invariant named fails within the first 100 schedules.
 func TestSemSimCheckerCatches(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
@@ -911,12 +911,12 @@ func TestSemSimCheckerCatches(t *testing.T) {
 		{"reads show the past", semSimRules{stale: true}, "inv S5"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			_, _, _, failed := semSimRun(t, 1, 300, c.rules)
+			_, _, _, failed := semSimRun(t, 1, 100, c.rules)
 			found := false
 			for _, r := range failed {
 				found = found || strings.Contains(strings.Join(r.violations, "\n"), c.inv)
 			}
-			assert.True(t, found, "%s not caught in 300 schedules (%d failed otherwise)", c.inv, len(failed))
+			assert.True(t, found, "%s not caught in 100 schedules (%d failed otherwise)", c.inv, len(failed))
 		})
 	}
 }
