@@ -18,6 +18,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"runtime"
 	"slices"
 	"strings"
@@ -54,9 +55,6 @@ type semSimParams struct {
 func drawSemParams(r *rand.Rand) semSimParams {
 	p := semSimParams{procs: 2 + r.IntN(4), size: 1 + r.Int64N(4), rw: r.IntN(3) == 0,
 		lease: []time.Duration{500 * time.Millisecond, time.Second, 2 * time.Second}[r.IntN(3)], bound: 60 * time.Second}
-	if p.rw {
-		p.size = rwPermits
-	}
 	p.faultRate = []float64{0, 0, 0.02, 0.05, 0.15}[r.IntN(5)]
 	p.pauses = r.IntN(2) == 0
 	p.crashes = r.IntN(2) == 0
@@ -70,6 +68,9 @@ func drawSemParams(r *rand.Rand) semSimParams {
 // semSimRules break the simulated store on purpose, to show that the
 // invariants catch what they claim to (TestSemSimCheckerCatches).
 type semSimRules struct {
+	// kind, if set, makes every schedule a "semaphore" or an "rwlock"
+	// (SPANMUTEX_SIM_SEM_KIND), the draws staying as they were.
+	kind      string
 	overGrant bool // holders are hidden from the plan: permits granted twice
 	barging   bool // waiters are hidden from a newcomer's plan: it overtakes them
 	stale     bool // a waiter's read shows the past: a grant read after its entry lapsed
@@ -768,6 +769,7 @@ func (h *semSim) granted(p *semProc, who string, l *Lease, n int64, ctxEnded boo
 
 type semSimResult struct {
 	seed       uint64
+	rw         bool // the schedule ran an RWLock
 	steps      int
 	grants     int
 	violations []string
@@ -785,6 +787,16 @@ func runSemSchedule(t *testing.T, seed uint64, rules semSimRules) (res semSimRes
 		h := &semSim{seed: seed, rules: rules, tokens: map[int64]bool{}, start: time.Now(), idOf: map[string]*semProc{}, stallDead: map[*semProc]bool{}}
 		h.rng = rand.New(rand.NewPCG(seed, 0x5e3a))
 		h.par = drawSemParams(h.rng)
+		switch rules.kind {
+		case "semaphore":
+			h.par.rw = false
+		case "rwlock":
+			h.par.rw = true
+		}
+		if h.par.rw {
+			h.par.size = rwPermits
+		}
+		res.rw = h.par.rw
 		h.eventLocked("sim", "params %+v", h.par)
 		incs := make([]int, h.par.procs)
 		for i := range h.par.procs {
@@ -850,12 +862,13 @@ func (h *semSim) chaos(stop <-chan struct{}, incs []int) {
 
 // TestSemSimulation runs seeded schedules of the Semaphore and RWLock
 // (SPANMUTEX_SIM_SEM_SEEDS=A-B; default 10,000, 200,000 with
-// SPANMUTEX_SOAK=1) and checks their invariants.
+// SPANMUTEX_SOAK=1; SPANMUTEX_SIM_SEM_KIND=semaphore or rwlock makes them
+// all one kind) and checks their invariants.
 func TestSemSimulation(t *testing.T) {
 	t.Parallel() // CPU-bound: it runs beside the tests that wait out leases
 	first, last := testutil.SeedRange(t, "SPANMUTEX_SIM_SEM", 10_000, 200_000)
 	began := time.Now()
-	n, steps, grants, failed := semSimRun(t, first, last, semSimRules{})
+	st, failed := semSimRun(t, first, last, semSimRules{kind: os.Getenv("SPANMUTEX_SIM_SEM_KIND")})
 	violations := 0
 	for i, r := range failed {
 		violations += len(r.violations)
@@ -864,15 +877,22 @@ func TestSemSimulation(t *testing.T) {
 		}
 	}
 	t.Logf("wall time %v", time.Since(began).Round(time.Millisecond))
-	t.Logf("semaphore simulation: %d schedules, %d steps, %d grants, %d violations (seeds %d-%d)", n, steps, grants, violations, first, last)
+	t.Logf("semaphore simulation: %d schedules (%d of a Semaphore, %d of an RWLock), %d steps, %d grants, %d violations (seeds %d-%d)",
+		st.schedules.Load(), st.schedules.Load()-st.rw.Load(), st.rw.Load(), st.steps.Load(), st.grants.Load(), violations, first, last)
 }
 
-// semSimRun runs the schedules of seeds first..last on two workers.
-func semSimRun(t *testing.T, first, last uint64, rules semSimRules) (schedules, steps, grants int64, failed []semSimResult) {
+// semSimStats counts what a run of schedules did.
+type semSimStats struct {
+	schedules, rw, steps, grants atomic.Int64
+}
+
+// semSimRun runs the schedules of seeds first..last on two workers and
+// returns what they did and the failing ones, in seed order.
+func semSimRun(t *testing.T, first, last uint64, rules semSimRules) (st *semSimStats, failed []semSimResult) {
+	st = &semSimStats{}
 	var (
-		next                 atomic.Uint64
-		nSched, nSteps, nGrt atomic.Int64
-		mu                   sync.Mutex
+		next atomic.Uint64
+		mu   sync.Mutex
 	)
 	next.Store(first)
 	t.Run("workers", func(t *testing.T) {
@@ -881,9 +901,12 @@ func semSimRun(t *testing.T, first, last uint64, rules semSimRules) (schedules, 
 				t.Parallel()
 				for seed := next.Add(1) - 1; seed <= last; seed = next.Add(1) - 1 {
 					res := runSemSchedule(t, seed, rules)
-					nSched.Add(1)
-					nSteps.Add(int64(res.steps))
-					nGrt.Add(int64(res.grants))
+					st.schedules.Add(1)
+					st.steps.Add(int64(res.steps))
+					st.grants.Add(int64(res.grants))
+					if res.rw {
+						st.rw.Add(1)
+					}
 					if len(res.violations) > 0 {
 						mu.Lock()
 						failed = append(failed, res)
@@ -894,7 +917,7 @@ func semSimRun(t *testing.T, first, last uint64, rules semSimRules) (schedules, 
 		}
 	})
 	slices.SortFunc(failed, func(a, b semSimResult) int { return cmp.Compare(a.seed, b.seed) })
-	return nSched.Load(), nSteps.Load(), nGrt.Load(), failed
+	return st, failed
 }
 
 // The invariants catch a broken store: each rule breaks the grant rule one
@@ -911,7 +934,7 @@ func TestSemSimCheckerCatches(t *testing.T) {
 		{"reads show the past", semSimRules{stale: true}, "inv S5"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			_, _, _, failed := semSimRun(t, 1, 100, c.rules)
+			_, failed := semSimRun(t, 1, 100, c.rules)
 			found := false
 			for _, r := range failed {
 				found = found || strings.Contains(strings.Join(r.violations, "\n"), c.inv)
