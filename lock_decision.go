@@ -59,7 +59,7 @@ type lockDecision struct {
 // there. FIFO: nobody acquires while a live waiter is queued before it.
 func decideLock(v lockView, myID string, p policy) lockDecision {
 	r := v.row
-	if r.Exists && (r.State == StateDone || r.State == StateFailed || !r.State.Valid()) {
+	if r.Exists && (r.State == StateDone || r.State == StateFailed || !r.State.valid()) {
 		// A run-once Mutex's row, or one written by something else: never ours to take.
 		return lockDecision{action: lockWrongKind}
 	}

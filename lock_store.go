@@ -458,7 +458,7 @@ func (s *spannerStore) glance(ctx context.Context, name string) (row, error) {
 	switch {
 	case err != nil:
 		return row{}, s.explain(ctx, err)
-	case r.Exists && !r.State.Valid():
+	case r.Exists && !r.State.valid():
 		return row{}, s.unknownState(name, r.State)
 	}
 	if r.Now, err = ro.Timestamp(); err != nil {
@@ -632,7 +632,7 @@ func (s *spannerStore) readForHandOff(ctx context.Context, tx *spanner.ReadWrite
 	if err != nil {
 		return row{}, nil, false, err
 	}
-	if v.Exists && !v.State.Valid() {
+	if v.Exists && !v.State.valid() {
 		return row{}, nil, false, s.unknownState(name, v.State)
 	}
 	v.Now = v.lastWritten()
@@ -655,7 +655,7 @@ func (s *spannerStore) readRowThenHead(ctx context.Context, tx *spanner.ReadWrit
 	if err != nil {
 		return row{}, nil, false, err
 	}
-	if v.Exists && !v.State.Valid() {
+	if v.Exists && !v.State.valid() {
 		return row{}, nil, false, s.unknownState(name, v.State)
 	}
 	v.Now = v.lastWritten()

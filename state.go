@@ -27,8 +27,8 @@ const (
 	StateFailed State = "FAILED"
 )
 
-// Valid reports whether s is one of the four states.
-func (s State) Valid() bool {
+// valid reports whether s is one of the four states a Mutex or Lock writes.
+func (s State) valid() bool {
 	switch s {
 	case StateNeeded, StateStarted, StateDone, StateFailed:
 		return true

@@ -62,7 +62,7 @@ func (s *spannerStore) queryRow(ctx context.Context, q querier, d ddl.Dialect, n
 	if err != nil {
 		return row{}, fmt.Errorf("spanmutex: decode row %q of %s: %w", name, s.table, err)
 	}
-	if out.Exists && !out.State.Valid() {
+	if out.Exists && !out.State.valid() {
 		return row{}, s.unknownState(name, out.State)
 	}
 	return out, nil
@@ -158,7 +158,7 @@ func (s *spannerStore) readIn(ctx context.Context, ro *spanner.ReadOnlyTransacti
 		if out, err = decodeReadRow(r, s.versioned); err != nil {
 			return row{}, fmt.Errorf("spanmutex: decode row %q of %s: %w", name, s.table, err)
 		}
-		if !out.State.Valid() {
+		if !out.State.valid() {
 			return row{}, s.unknownState(name, out.State)
 		}
 	}
