@@ -84,8 +84,11 @@ func (l *RWLock) release(ctx context.Context, n int64) error {
 	if l == nil || l.sem == nil {
 		return errNotMade("RWLock", "NewRWLock")
 	}
-	if held := l.sem.heldPermits(); held != 0 && held != n {
-		return fmt.Errorf("spanmutex: %s of RWLock %q, which this RWLock holds %s", map[bool]string{true: "RUnlock", false: "Unlock"}[n == 1], l.sem.name, map[bool]string{true: "shared (use RUnlock)", false: "exclusively (use Unlock)"}[held == 1])
+	switch held := l.sem.heldPermits(); {
+	case held == 1 && n != 1:
+		return fmt.Errorf("spanmutex: Unlock of RWLock %q, which this RWLock holds shared: use RUnlock", l.sem.name)
+	case held == rwPermits && n != rwPermits:
+		return fmt.Errorf("spanmutex: RUnlock of RWLock %q, which this RWLock holds exclusively: use Unlock", l.sem.name)
 	}
 	return l.sem.Release(ctx)
 }
