@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"cloud.google.com/go/spanner"
+
+	"github.com/spanmutex/spanmutex/internal/leaserule"
 )
 
 // Record is one row of the mutex table, as Inspect reports it.
@@ -26,6 +28,23 @@ type Record struct {
 	// Age is how long ago, by Spanner's clock at the read, the row last
 	// changed (UpdatedAt).
 	Age time.Duration
+	// For a Semaphore or RWLock (State SHARED; the table upgraded with
+	// ddl --upgrade): its size, its holders oldest first (lapsed ones too,
+	// until a grant deletes them), and how many live waiters are queued.
+	Permits int64
+	Holders []Holder
+	Waiters int
+}
+
+// Holder is a holder of a Semaphore or RWLock, as Inspect reports it.
+type Holder struct {
+	Owner   string
+	Permits int64
+	Token   int64
+	// LeaseLeft is the holder's declared lease left unrenewed, by
+	// Spanner's clock at the read; at or below 0 the lease lapsed, and its
+	// permits count free.
+	LeaseLeft time.Duration
 }
 
 // Inspect reads the rows of the mutex table (WithTable; default
@@ -44,50 +63,106 @@ func Inspect(ctx context.Context, client *spanner.Client, name string, opts ...O
 	if err != nil {
 		return nil, err
 	}
-	table := cfg.table
 	st := cfg.newStore(client) // the lease, which Inspect does not take, is defaultLease
 	st.readOnly = true
 	if err := st.checkSchema(ctx); err != nil {
 		return nil, st.unreached(ctx, err, began)
 	}
-	version := "" // a table created before the Version column
-	if st.hasVersion.Load() {
-		version = ", `Version`"
-	}
-	sql := fmt.Sprintf("SELECT CURRENT_TIMESTAMP(), `Name`, `State`, `Owner`, `Token`, `Attempts`, `LastError`, `StartedAt`, `RenewedAt`, `FinishedAt`, `UpdatedAt`%s FROM `%s`", version, table)
-	params := map[string]any{}
-	if name != "" {
-		sql += " WHERE `Name` = @name"
-		params["name"] = name
-	}
-	sql += " ORDER BY `Name`"
-	stmt, err := st.dialect.Statement(ctx, sql, params)
+	stmt, err := st.dialect.Statement(ctx, st.inspectSQL(name != ""), map[string]any{"name": name, "shared": string(StateShared)})
 	if err != nil {
 		return nil, st.unreached(ctx, err, began)
 	}
 	var out []Record
 	err = client.Single().Query(ctx, stmt).Do(func(r *spanner.Row) error {
-		var (
-			now                                 time.Time
-			s                                   Record
-			state, owner, lastErr, ver          spanner.NullString
-			started, renewed, finished, updated spanner.NullTime
-		)
-		dest := []any{&now, &s.Name, &state, &owner, &s.Token, &s.Attempts, &lastErr, &started, &renewed, &finished, &updated}
-		if version != "" {
-			dest = append(dest, &ver)
-		}
-		if err := r.Columns(dest...); err != nil {
-			return err
-		}
-		s.State, s.Owner, s.LastError, s.Version = State(state.StringVal), owner.StringVal, lastErr.StringVal, ver.StringVal
-		s.StartedAt, s.RenewedAt, s.FinishedAt, s.UpdatedAt = nullTime(started), nullTime(renewed), nullTime(finished), nullTime(updated)
-		s.Age = now.Sub(s.UpdatedAt)
-		out = append(out, s)
-		return nil
+		return st.inspected(r, &out)
 	})
 	if err != nil {
 		return nil, st.unreached(ctx, st.explainOther(err), began)
 	}
 	return out, nil
+}
+
+// inspectSQL reads the rows of the mutex table, all or (one) @name's, with
+// Spanner's clock, their Version when the table has it and, when the
+// tables have the Semaphore's columns, a SHARED row's size and entries:
+// one result row per entry, the row's columns repeated, or one with NULL
+// entry columns. One statement: one snapshot.
+func (s *spannerStore) inspectSQL(one bool) string {
+	sel, join, where, order := "", "", "", ""
+	if s.hasVersion.Load() {
+		sel += ", m.`Version`"
+	}
+	if s.hasPermits.Load() {
+		sel += ", m.`Permits`, q.`EnqueuedAt`, q.`Owner`, q.`RenewedAt`, q.`LeaseMicros`, q.`Permits`, q.`Token`"
+		join = fmt.Sprintf(" LEFT JOIN `%s` AS q ON q.`Name` = m.`Name` AND m.`State` = @shared AND q.`Permits` IS NOT NULL", s.queueTable())
+		order = ", q.`EnqueuedAt`, q.`WaiterID`"
+	}
+	if one {
+		where = " WHERE m.`Name` = @name"
+	}
+	return fmt.Sprintf("SELECT CURRENT_TIMESTAMP(), m.`Name`, m.`State`, m.`Owner`, m.`Token`, m.`Attempts`, m.`LastError`, "+
+		"m.`StartedAt`, m.`RenewedAt`, m.`FinishedAt`, m.`UpdatedAt`%s FROM `%s` AS m%s%s ORDER BY m.`Name`%s", sel, s.table, join, where, order)
+}
+
+// inspected decodes a result row of inspectSQL into out: a new Record, or
+// an entry of the last one.
+func (s *spannerStore) inspected(r *spanner.Row, out *[]Record) error {
+	var (
+		now                                 time.Time
+		rec                                 Record
+		state, owner, lastErr, ver          spanner.NullString
+		started, renewed, finished, updated spanner.NullTime
+		permits                             spanner.NullInt64
+		e                                   semEntryColumns
+	)
+	dest := []any{&now, &rec.Name, &state, &owner, &rec.Token, &rec.Attempts, &lastErr, &started, &renewed, &finished, &updated}
+	if s.hasVersion.Load() {
+		dest = append(dest, &ver)
+	}
+	if s.hasPermits.Load() {
+		dest = append(append(dest, &permits), e.dest()...)
+	}
+	if err := r.Columns(dest...); err != nil {
+		return err
+	}
+	if n := len(*out); n == 0 || (*out)[n-1].Name != rec.Name {
+		rec.State, rec.Owner, rec.LastError, rec.Version = State(state.StringVal), owner.StringVal, lastErr.StringVal, ver.StringVal
+		rec.StartedAt, rec.RenewedAt, rec.FinishedAt, rec.UpdatedAt = nullTime(started), nullTime(renewed), nullTime(finished), nullTime(updated)
+		rec.Age, rec.Permits = now.Sub(rec.UpdatedAt), permits.Int64
+		*out = append(*out, rec)
+	}
+	if e.at.Valid {
+		(*out)[len(*out)-1].add(e.entry(), now, s.lease)
+	}
+	return nil
+}
+
+// add records entry e of a SHARED row read at Spanner time now: a holder,
+// or a live waiter (semEntryLive, by the entry's declared lease, own if
+// none).
+func (rec *Record) add(e semEntry, now time.Time, own time.Duration) {
+	switch {
+	case e.token != 0:
+		left := leaserule.Declared(e.lease, own) - leaserule.Silent(now, e.renewed)
+		rec.Holders = append(rec.Holders, Holder{Owner: e.owner, Permits: e.permits, Token: e.token, LeaseLeft: left})
+	case semEntryLive(e, now, own):
+		rec.Waiters++
+	}
+}
+
+// semEntryColumns receive a semaphore entry's columns, NULL when there is
+// none.
+type semEntryColumns struct {
+	at, renewed           spanner.NullTime
+	owner                 spanner.NullString
+	lease, permits, token spanner.NullInt64
+}
+
+func (c *semEntryColumns) dest() []any {
+	return []any{&c.at, &c.owner, &c.renewed, &c.lease, &c.permits, &c.token}
+}
+
+func (c *semEntryColumns) entry() semEntry {
+	return semEntry{at: c.at.Time, owner: c.owner.StringVal, renewed: c.renewed.Time,
+		lease: time.Duration(c.lease.Int64) * time.Microsecond, permits: c.permits.Int64, token: c.token.Int64}
 }

@@ -62,6 +62,15 @@ func TestSemaphoreGrantsInOrderWithoutBarging(t *testing.T) {
 			t.Fatalf("the small request overtook the big one: token %d", l.Token())
 		default:
 		}
+		recs, err := Inspect(ctx, c, "backfill")
+		require.NoError(t, err)
+		require.Len(t, recs, 1)
+		assert.Equal(t, StateShared, recs[0].State)
+		assert.Equal(t, int64(3), recs[0].Permits)
+		require.Len(t, recs[0].Holders, 1, "b holds 1 permit")
+		assert.Equal(t, Holder{Owner: "b", Permits: 1, Token: lb.Token(), LeaseLeft: recs[0].Holders[0].LeaseLeft}, recs[0].Holders[0])
+		assert.Positive(t, recs[0].Holders[0].LeaseLeft)
+		assert.Equal(t, 2, recs[0].Waiters, "big and small")
 		require.NoError(t, b.Release(ctx))
 		lbig := <-bigLease
 		assert.Equal(t, lb.Token()+1, lbig.Token(), "granted by b's Release")

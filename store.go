@@ -40,6 +40,9 @@ type spannerStore struct {
 	versioned bool
 	// hasVersion: checkSchema found the Version column.
 	hasVersion atomic.Bool
+	// hasPermits: checkSchema found the Semaphore's columns (Permits in
+	// both tables, Token in the queue).
+	hasPermits atomic.Bool
 	// hasQueue: checkSchema found the waiters' queue table, which a Mutex
 	// uses only for its watchers (mutex_watch.go) and may lack.
 	hasQueue atomic.Bool

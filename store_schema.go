@@ -44,6 +44,7 @@ func (s *spannerStore) checkSchema(ctx context.Context) error {
 	}
 	have := columnTypes(mutex)
 	s.hasVersion.Store(have["Version"] != "")
+	s.hasPermits.Store(have["Permits"] != "" && queue.Name != "" && columnTypes(queue)["Token"] != "")
 	s.recordQueued(have)
 	missing := missingColumns(have, s.neededColumns(d), "")
 	s.hasQueue.Store(queue.Name != "")

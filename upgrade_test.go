@@ -122,6 +122,10 @@ func TestUpgradeForTheSemaphore(t *testing.T) {
 	assert.Contains(t, err.Error(), "Permits INT64 missing")
 	assert.Contains(t, err.Error(), "spanmutex ddl --upgrade --table Mutexes")
 	assert.Empty(t, queuedIDs(t, c, "a-semaphore"), "nothing written")
+	recs, err := Inspect(ctx, c, "")
+	require.NoError(t, err, "Inspect reads a table without the Semaphore's columns")
+	require.Len(t, recs, 1)
+	assert.Equal(t, "a-lock", recs[0].Name)
 
 	applyDDL(t, db, after...)
 	lease, err := s.TryAcquire(ctx, 1)

@@ -14,6 +14,7 @@ import (
 
 	"cloud.google.com/go/spanner"
 
+	"github.com/spanmutex/spanmutex"
 	"github.com/spanmutex/spanmutex/ddl"
 	"github.com/spanmutex/spanmutex/internal/cmdline"
 	"github.com/spanmutex/spanmutex/internal/testutil"
@@ -101,10 +102,11 @@ func sharedOf(t *testing.T, client *spanner.Client, name string) sharedRow {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	rows, err := readShared(ctx, client, ddl.DefaultMutexTable, name)
+	recs, err := spanmutex.Inspect(ctx, client, name)
 	if err != nil {
 		t.Fatal(err)
 	}
+	rows := sharedRows(recs)
 	if len(rows) != 1 {
 		return sharedRow{}
 	}

@@ -93,16 +93,11 @@ func readSemaphore(ctx context.Context, client *spanner.Client, table, name stri
 	case rows[0].State != spanmutex.StateShared:
 		return sharedRow{}, fmt.Errorf("%q is not a semaphore: its row is %s, a run-once section's or a lock's", name, rows[0].State)
 	}
-	shared, err := readShared(ctx, client, table, name)
-	switch {
-	case err != nil:
-		return sharedRow{}, err
-	case len(shared) == 0:
-		return sharedRow{}, fmt.Errorf("the row of %q changed while it was read: run resize again", name)
-	case shared[0].rwLock():
+	shared := sharedRows(rows)[0]
+	if shared.rwLock() {
 		return sharedRow{}, fmt.Errorf("%q is a reader-writer lock, which has no size to change", name)
 	}
-	return shared[0], nil
+	return shared, nil
 }
 
 // resize stores size as the size of the semaphore name of table.

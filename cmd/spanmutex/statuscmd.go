@@ -96,11 +96,7 @@ func cmdStatus(ctx context.Context, s streams, args []string) int {
 	if !slices.ContainsFunc(rows, func(r spanmutex.Record) bool { return r.State == spanmutex.StateShared }) {
 		return exitOK
 	}
-	shared, err := readShared(ctx, client, *table, name)
-	if err != nil {
-		return cmdline.ReportError(s, cmdline.ExplainConnection(err), exitError)
-	}
-	writeShared(s.Stdout, shared, *wide || name != "")
+	writeShared(s.Stdout, sharedRows(rows), *wide || name != "")
 	return exitOK
 }
 
