@@ -38,7 +38,7 @@ type simObserver struct {
 
 // newObserver starts an observer process, drawing from r alone.
 func (h *simHarness) newObserver(r *rand.Rand) *simObserver {
-	p := &simProc{h: h, name: "OBS", slot: -1, dead: make(chan struct{}), seed: r.Uint64(), lease: h.par.lease}
+	p := &simProc{h: h, name: "OBS", slot: -1, simLife: newSimLife(), seed: r.Uint64(), lease: h.par.lease}
 	p.ctx, p.kill = context.WithCancel(context.Background())
 	p.clk = &simClock{p: p, off: time.Duration(r.Int64N(int64(2*time.Hour))) - time.Hour, rate: 1, start: h.start}
 	p.conn = &simConn{db: h.db, p: p}

@@ -474,16 +474,11 @@ type simProc struct {
 	lease   time.Duration // its Locks'
 	waiting int           // Lock calls under way, under h.mu
 	gone    bool          // crashed, as h knows it, under h.mu
-	mu      sync.Mutex
-	paused  bool
+	simLife               // running, paused or crashed; its mu guards the rest
 	// cut: its Spanner calls fail before they reach Spanner until
 	// partitioned; lossy: they reach it, and their answers are lost.
 	partitioned time.Time
 	lossy       bool
-	resume      chan struct{}
-	crashed     bool
-	dead        chan struct{}
-	deferred    []func()
 	// inflight counts its Spanner calls under way, and idleSince is when
 	// the last one ended (inv10), under h.mu.
 	inflight  int
@@ -508,33 +503,6 @@ const (
 	drawAnswerPause // and the next
 	drawMark        = drawAnswerPause + 2
 )
-
-func (p *simProc) isCrashed() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.crashed
-}
-
-// gate waits while the process is paused; it fails once it has crashed.
-func (p *simProc) gate() error {
-	for {
-		p.mu.Lock()
-		if p.crashed {
-			p.mu.Unlock()
-			return errSimCrashed
-		}
-		if !p.paused {
-			p.mu.Unlock()
-			return nil
-		}
-		ch := p.resume
-		p.mu.Unlock()
-		select {
-		case <-ch:
-		case <-p.dead:
-		}
-	}
-}
 
 // latency draws one network flight to or from Spanner: 0.2-20 ms.
 func (p *simProc) latency() time.Duration {
@@ -585,44 +553,22 @@ func (p *simProc) drawFault(write, aborts bool) simFault {
 	return faultBefore
 }
 
-// whenRunning runs fn now, or when the process resumes if it is paused.
-func (p *simProc) whenRunning(fn func()) {
-	p.mu.Lock()
-	if p.paused && !p.crashed {
-		p.deferred = append(p.deferred, fn)
-		p.mu.Unlock()
-		return
-	}
-	p.mu.Unlock()
-	fn()
-}
-
 // pause stops the process (SIGSTOP) for d: its timers do not fire, its
 // Spanner calls and datagrams wait.
 func (p *simProc) pause(d time.Duration) {
-	p.mu.Lock()
-	if p.paused || p.crashed {
-		p.mu.Unlock()
+	if !p.stop() {
 		return
 	}
-	p.paused, p.resume = true, make(chan struct{})
-	p.mu.Unlock()
 	p.h.excuseLimbo(p, "", "paused")
 	p.h.event(p.name, "PAUSED for %v", d)
 	time.AfterFunc(d, p.unpause)
 }
 
 func (p *simProc) unpause() {
-	p.mu.Lock()
-	if !p.paused {
-		p.mu.Unlock()
+	fns, ok := p.cont()
+	if !ok {
 		return
 	}
-	p.paused = false
-	close(p.resume)
-	fns := p.deferred
-	p.deferred = nil
-	p.mu.Unlock()
 	p.h.event(p.name, "resumed")
 	for _, fn := range fns {
 		fn()
@@ -633,20 +579,9 @@ func (p *simProc) unpause() {
 // nothing, its datagrams are lost, its callers' ctxs are cancelled, and it
 // no longer counts as a holder. Its goroutines wind down on their own.
 func (p *simProc) crash() {
-	p.mu.Lock()
-	if p.crashed {
-		p.mu.Unlock()
+	fns, ok := p.end()
+	if !ok {
 		return
-	}
-	p.crashed = true
-	close(p.dead)
-	wasPaused := p.paused
-	p.paused = false
-	fns := p.deferred
-	p.deferred = nil
-	p.mu.Unlock()
-	if wasPaused {
-		close(p.resume)
 	}
 	h := p.h
 	h.db.mu.Lock()
@@ -865,7 +800,7 @@ func (h *simHarness) newProc(slot, inc int, listening bool) *simProc {
 	if inc > 0 {
 		name = fmt.Sprintf("P%d.%d", slot, inc)
 	}
-	p := &simProc{h: h, name: name, slot: slot, dead: make(chan struct{}),
+	p := &simProc{h: h, name: name, slot: slot, simLife: newSimLife(),
 		seed: h.rng.Uint64()}
 	p.ctx, p.kill = context.WithCancel(context.Background())
 	p.clk = &simClock{p: p, off: time.Duration(h.rng.Int64N(int64(2*time.Hour))) - time.Hour, rate: 1, start: h.start}

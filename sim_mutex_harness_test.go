@@ -499,7 +499,7 @@ func (mh *simMutexHarness) newProcess(slot, inc int) *simProc {
 	if inc > 0 {
 		name = fmt.Sprintf("P%d.%d", slot, inc)
 	}
-	p := &simProc{h: h, name: name, slot: slot, dead: make(chan struct{}), seed: mh.rng.Uint64()}
+	p := &simProc{h: h, name: name, slot: slot, simLife: newSimLife(), seed: mh.rng.Uint64()}
 	p.ctx, p.kill = context.WithCancel(context.Background())
 	p.clk = &simClock{p: p, off: time.Duration(mh.rng.Int64N(int64(2*time.Hour))) - time.Hour, rate: 1, start: h.start}
 	if mh.drift != nil {

@@ -366,7 +366,7 @@ func newSimEnv() (lockEnv, *simHarness) {
 	}
 	return lockEnv{database: "sim", queued: queued, scope: func() *Scope { return NewScope(WithoutWakeUps()) }, store: func(*testing.T) lockStore {
 		n++
-		p := &simProc{h: h, name: "P" + string(rune('0'+n)), dead: make(chan struct{}), seed: uint64(n)}
+		p := &simProc{h: h, name: "P" + string(rune('0'+n)), simLife: newSimLife(), seed: uint64(n)}
 		p.ctx, p.kill = context.WithCancel(context.Background())
 		p.clk = &simClock{p: p}
 		p.conn = &simConn{db: h.db, p: p}

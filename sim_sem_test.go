@@ -337,23 +337,17 @@ func (h *semSim) checkStallLocked(now time.Time) {
 // semProc is one incarnation of a process: a clock, a Scope, a connection
 // to the simulated Spanner (it is the semStore), and its contenders.
 type semProc struct {
-	h      *semSim
-	name   string
-	seed   uint64
-	off    time.Duration
-	rate   float64
-	lease  time.Duration
-	scope  *Scope
-	ctx    context.Context
-	kill   context.CancelFunc
-	nextID atomic.Int64
-
-	mu       sync.Mutex
-	paused   bool
-	crashed  bool
-	resume   chan struct{}
-	dead     chan struct{}
-	deferred []func()
+	h       *semSim
+	name    string
+	seed    uint64
+	off     time.Duration
+	rate    float64
+	lease   time.Duration
+	scope   *Scope
+	ctx     context.Context
+	kill    context.CancelFunc
+	nextID  atomic.Int64
+	simLife // running, paused or crashed
 }
 
 var _ semStore = (*semProc)(nil)
@@ -382,44 +376,6 @@ func (p *semProc) NewTimer(d time.Duration) (<-chan time.Time, func() bool) {
 	return ch, func() bool { stopped.Store(true); return t.Stop() }
 }
 
-func (p *semProc) whenRunning(fn func()) {
-	p.mu.Lock()
-	if p.paused && !p.crashed {
-		p.deferred = append(p.deferred, fn)
-		p.mu.Unlock()
-		return
-	}
-	p.mu.Unlock()
-	fn()
-}
-
-func (p *semProc) isCrashed() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.crashed
-}
-
-// gate waits while the process is paused; it fails once it has crashed.
-func (p *semProc) gate() error {
-	for {
-		p.mu.Lock()
-		if p.crashed {
-			p.mu.Unlock()
-			return errSimCrashed
-		}
-		if !p.paused {
-			p.mu.Unlock()
-			return nil
-		}
-		ch := p.resume
-		p.mu.Unlock()
-		select {
-		case <-ch:
-		case <-p.dead:
-		}
-	}
-}
-
 func (p *semProc) flight(ctx context.Context) error {
 	r := p.draw(drawLatency)
 	d := min(200*time.Microsecond+time.Duration(r.ExpFloat64()*float64(1500*time.Microsecond)), 20*time.Millisecond)
@@ -436,25 +392,15 @@ func (p *semProc) flight(ctx context.Context) error {
 }
 
 func (p *semProc) pause(d time.Duration) {
-	p.mu.Lock()
-	if p.paused || p.crashed {
-		p.mu.Unlock()
+	if !p.stop() {
 		return
 	}
-	p.paused, p.resume = true, make(chan struct{})
-	p.mu.Unlock()
 	p.h.event(p.name, "PAUSED for %v", d)
 	time.AfterFunc(d, func() {
-		p.mu.Lock()
-		if !p.paused {
-			p.mu.Unlock()
+		fns, ok := p.cont()
+		if !ok {
 			return
 		}
-		p.paused = false
-		close(p.resume)
-		fns := p.deferred
-		p.deferred = nil
-		p.mu.Unlock()
 		p.h.event(p.name, "resumed")
 		for _, fn := range fns {
 			fn()
@@ -463,18 +409,9 @@ func (p *semProc) pause(d time.Duration) {
 }
 
 func (p *semProc) crash() {
-	p.mu.Lock()
-	if p.crashed {
-		p.mu.Unlock()
+	if _, ok := p.end(); !ok {
 		return
 	}
-	p.crashed = true
-	close(p.dead)
-	if p.paused {
-		close(p.resume)
-	}
-	p.paused, p.deferred = false, nil
-	p.mu.Unlock()
 	h := p.h
 	h.mu.Lock()
 	for _, hd := range h.holds {
@@ -609,14 +546,14 @@ func (o semOp) String() string {
 
 // bareProc starts a process without contenders, as a scenario's store.
 func (h *semSim) bareProc(slot int) *semProc {
-	p := &semProc{h: h, name: fmt.Sprintf("S%d", slot), seed: uint64(slot), dead: make(chan struct{}), rate: 1, lease: h.par.lease}
+	p := &semProc{h: h, name: fmt.Sprintf("S%d", slot), seed: uint64(slot), simLife: newSimLife(), rate: 1, lease: h.par.lease}
 	p.ctx, p.kill = context.WithCancel(context.Background())
 	return p
 }
 
 func (h *semSim) newProc(slot, inc int) *semProc {
 	name := fmt.Sprintf("P%d.%d", slot, inc)
-	p := &semProc{h: h, name: name, seed: h.rng.Uint64(), dead: make(chan struct{}), rate: 1, lease: h.par.lease,
+	p := &semProc{h: h, name: name, seed: h.rng.Uint64(), simLife: newSimLife(), rate: 1, lease: h.par.lease,
 		off: time.Duration(h.rng.Int64N(int64(2*time.Hour))) - time.Hour}
 	p.rate = []float64{1, 1, 1, 1.001, 1.01}[h.rng.IntN(5)]
 	p.ctx, p.kill = context.WithCancel(context.Background())
