@@ -28,6 +28,19 @@ func detached(ctx context.Context, timeout time.Duration) (context.Context, cont
 	return octx, func() { stop(); cancel() }
 }
 
+// finishWindow is how long a write that must not be lost (an Unlock, a
+// Release) keeps trying: the finish timeout, or the rest of ctx's deadline
+// if that is longer, or the lease if ctx has neither a deadline nor ended.
+func (c *config) finishWindow(ctx context.Context) time.Duration {
+	timeout := c.finishTimeout
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) > timeout {
+		timeout = time.Until(dl)
+	} else if !ok && ctx.Err() == nil {
+		timeout = max(timeout, c.lease)
+	}
+	return timeout
+}
+
 // detachGrace bounds how long a Spanner call goes on after the ctx of the
 // Lock or Run call that made it ended.
 const detachGrace = 2 * time.Second

@@ -6,8 +6,6 @@ import (
 	"time"
 
 	"cloud.google.com/go/spanner"
-
-	"github.com/spanmutex/spanmutex/internal/leaserule"
 )
 
 // Record is one row of the mutex table, as Inspect reports it.
@@ -143,8 +141,7 @@ func (s *spannerStore) inspected(r *spanner.Row, out *[]Record) error {
 func (rec *Record) add(e semEntry, now time.Time, own time.Duration) {
 	switch {
 	case e.token != 0:
-		left := leaserule.Declared(e.lease, own) - leaserule.Silent(now, e.renewed)
-		rec.Holders = append(rec.Holders, Holder{Owner: e.owner, Permits: e.permits, Token: e.token, LeaseLeft: left})
+		rec.Holders = append(rec.Holders, Holder{Owner: e.owner, Permits: e.permits, Token: e.token, LeaseLeft: e.left(now, own)})
 	case semEntryLive(e, now, own):
 		rec.Waiters++
 	}

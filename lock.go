@@ -224,13 +224,7 @@ func (l *Lock) Unlock(ctx context.Context) (err error) {
 // the finish timeout even if ctx is already done: a lock left held blocks
 // every waiter until its lease runs out.
 func (l *Lock) release(ctx context.Context, ll *localLock, lease *Lease) error {
-	timeout := l.cfg.finishTimeout
-	if dl, ok := ctx.Deadline(); ok && time.Until(dl) > timeout {
-		timeout = time.Until(dl)
-	} else if !ok && ctx.Err() == nil {
-		timeout = max(timeout, l.cfg.lease)
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.finishWindow(ctx))
 	defer cancel()
 	bo := l.cfg.newBackOff()
 	// uncertain: an earlier try may have committed. A later try that finds

@@ -214,13 +214,14 @@ func (s *Semaphore) Resize(ctx context.Context) error {
 }
 
 // finish runs q (a release, a leave or a resize) until it commits, for as
-// long as ctx allows and at least the finish timeout: permits left held
+// long as ctx allows and at least the finish timeout, as Unlock does
+// (finishWindow), even once ctx has ended: permits left held
 // block the waiters until their lease runs out. A try after one of unknown
 // outcome that finds our lease gone reports success: the earlier try
 // released it (a lease held and renewed when Release began is not counted
 // free by anyone before its lease has run).
 func (s *Semaphore) finish(ctx context.Context, q semRequest) error {
-	ctx, cancel := detached(ctx, max(s.cfg.finishTimeout, time.Until(deadlineOr(ctx))))
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.finishWindow(ctx))
 	defer cancel()
 	bo := s.cfg.newBackOff()
 	uncertain := false
@@ -245,14 +246,6 @@ func (s *Semaphore) finish(ctx context.Context, q semRequest) error {
 			return fmt.Errorf("spanmutex: semaphore %q: %w", s.name, err)
 		}
 	}
-}
-
-// deadlineOr returns ctx's deadline, or now if it has none.
-func deadlineOr(ctx context.Context) time.Time {
-	if dl, ok := ctx.Deadline(); ok {
-		return dl
-	}
-	return time.Now()
 }
 
 // wake sends a wake-up to every waiter res granted that listens for them:

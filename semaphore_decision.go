@@ -188,11 +188,18 @@ var errSemReleased = fmt.Errorf("%w: the holder's entry is gone", ErrLeaseLost)
 // its declared lease (own if it declared none) has passed since its last
 // renewal; a waiter for waiterTTLFactor of those.
 func semEntryLive(e semEntry, now time.Time, own time.Duration) bool {
+	return e.left(now, own) > 0
+}
+
+// left is how long, at Spanner time now, e has still to live unrenewed: a
+// holder's declared lease (own if it declared none), a waiter's
+// waiterTTLFactor of them, less its silence. At or below 0 it is dead.
+func (e semEntry) left(now time.Time, own time.Duration) time.Duration {
 	lease := leaserule.Declared(e.lease, own)
 	if e.token == 0 {
 		lease = waiterTTLFactor * lease
 	}
-	return leaserule.Silent(now, e.renewed) < lease
+	return lease - leaserule.Silent(now, e.renewed)
 }
 
 // grantHeads grants the live waiting entries of live, oldest first, while

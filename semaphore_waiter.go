@@ -218,11 +218,7 @@ func (v semView) find(key queueKey) (semEntry, bool) {
 func (v semView) nextChange(own time.Duration) time.Duration {
 	next := time.Duration(1<<63 - 1)
 	for _, e := range v.entries {
-		lease := leaserule.Declared(e.lease, own)
-		if e.token == 0 {
-			lease *= waiterTTLFactor
-		}
-		if left := lease - leaserule.Silent(v.now, e.renewed); left > 0 {
+		if left := e.left(v.now, own); left > 0 {
 			next = min(next, left+time.Millisecond)
 		}
 	}
@@ -239,7 +235,7 @@ func semHeld(name string, v semView, own time.Duration) *HeldError {
 		case e.token == 0:
 			he.Waiters++
 		case he.Holder == "":
-			he.Holder, he.LeaseLeft = e.owner, leaserule.Declared(e.lease, own)-leaserule.Silent(v.now, e.renewed)
+			he.Holder, he.LeaseLeft = e.owner, e.left(v.now, own)
 		}
 	}
 	return he
