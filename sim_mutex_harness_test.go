@@ -799,7 +799,7 @@ func runMutexSchedule(t *testing.T, seed uint64, rules simMutexRules, full *[]st
 		go func() {
 			defer close(partsDone)
 			if h.parts != nil {
-				h.partitions(stop) // sim_harness_test.go
+				h.partitions(stop) // sim_lock_harness_test.go
 			}
 		}()
 		done := make(chan struct{})

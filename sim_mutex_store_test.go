@@ -190,7 +190,7 @@ func (c *simMutexConn) call(ctx context.Context, op string, write bool, fn func(
 			f = ff
 		}
 	}
-	// A partition (sim_harness_test.go): calls cut off before Spanner, or
+	// A partition (sim_lock_harness_test.go): calls cut off before Spanner, or
 	// (lossy) writes reaching it with their answers lost.
 	if cut, lossy := p.partition(); cut && lossy && write {
 		f = faultLost

@@ -4,7 +4,7 @@ package spanmutex
 
 // The simulation's processes, clocks, network, checker and schedules. One
 // schedule (a seed) runs the real Lock code of a few processes against the
-// simulated Spanner (sim_store_test.go) inside a testing/synctest bubble,
+// simulated Spanner (sim_lock_store_test.go) inside a testing/synctest bubble,
 // where time is virtual. See doc/simulation.md.
 
 import (
