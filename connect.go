@@ -15,12 +15,13 @@ import (
 	"google.golang.org/grpc/codes"
 )
 
-// ErrUnreachable is matched by the *UnreachableError returned when Spanner
-// could not be reached at all: no call to it had succeeded yet.
+// ErrUnreachable is matched by the error returned when Spanner could not be
+// reached at all (no call to it had succeeded yet); its message names the
+// host and the cause (connection refused, DNS, TLS, credentials).
 var ErrUnreachable = errors.New("spanmutex: Spanner unreachable")
 
-// ErrNotFound is matched by the *NotFoundError returned when the database,
-// or its instance, does not exist.
+// ErrNotFound is matched by the error returned when the database, or its
+// instance, does not exist; its message names which.
 var ErrNotFound = errors.New("spanmutex: database or instance not found")
 
 // defaultEndpoint is where Spanner clients connect when SPANNER_EMULATOR_HOST
@@ -34,11 +35,11 @@ const emulatorHostEnv = "SPANNER_EMULATOR_HOST"
 // an unreachable endpoint, after the call that failed.
 const probeDialTimeout = 500 * time.Millisecond
 
-// UnreachableError says that Spanner could not be reached, where, and why,
+// unreachableError says that Spanner could not be reached, where, and why,
 // as far as a direct connection attempt to the endpoint can tell. It matches
 // ErrUnreachable and, through Unwrap, the error that revealed it (such as
 // ErrNotObtained and context.DeadlineExceeded).
-type UnreachableError struct {
+type unreachableError struct {
 	Database string // the client's database
 	// Host is the host:port the client connects to: $SPANNER_EMULATOR_HOST,
 	// or Cloud Spanner's default endpoint. A client made with its own
@@ -52,7 +53,7 @@ type UnreachableError struct {
 	Err   error // the error of the call that failed
 }
 
-func (e *UnreachableError) Error() string {
+func (e *unreachableError) Error() string {
 	where := e.Host
 	if os.Getenv(emulatorHostEnv) == e.Host {
 		where += " (" + emulatorHostEnv + ")"
@@ -68,15 +69,15 @@ func (e *UnreachableError) Error() string {
 }
 
 // Is reports whether target is ErrUnreachable.
-func (e *UnreachableError) Is(target error) bool { return target == ErrUnreachable }
+func (e *unreachableError) Is(target error) bool { return target == ErrUnreachable }
 
 // Unwrap returns the error of the call that failed.
-func (e *UnreachableError) Unwrap() error { return e.Err }
+func (e *unreachableError) Unwrap() error { return e.Err }
 
-// NotFoundError says that the database does not exist, or that its
+// notFoundError says that the database does not exist, or that its
 // instance does not: Spanner answered, so the endpoint is reachable. It
 // matches ErrNotFound.
-type NotFoundError struct {
+type notFoundError struct {
 	Database string // projects/P/instances/I/databases/D
 	// Instance is set, to projects/P/instances/I, when the instance itself
 	// does not exist; empty when only the database is missing.
@@ -84,7 +85,7 @@ type NotFoundError struct {
 	Err      error // Spanner's NotFound error
 }
 
-func (e *NotFoundError) Error() string {
+func (e *notFoundError) Error() string {
 	if e.Instance != "" {
 		return fmt.Sprintf("spanmutex: instance %s does not exist (the instance of database %s): check the instance id", e.Instance, e.Database)
 	}
@@ -92,19 +93,19 @@ func (e *NotFoundError) Error() string {
 }
 
 // Is reports whether target is ErrNotFound.
-func (e *NotFoundError) Is(target error) bool { return target == ErrNotFound }
+func (e *notFoundError) Is(target error) bool { return target == ErrNotFound }
 
 // Unwrap returns Spanner's error.
-func (e *NotFoundError) Unwrap() error { return e.Err }
+func (e *notFoundError) Unwrap() error { return e.Err }
 
 // Ping makes one cheap query (SELECT 1) through client and returns nil if
-// Spanner answered. Otherwise it returns a *NotFoundError (the database or
-// its instance does not exist), an *UnreachableError that names the host
+// Spanner answered. Otherwise it returns an error matching ErrNotFound (the database or
+// its instance does not exist), an error matching ErrUnreachable that names the host
 // and the cause (connection refused, DNS, TLS, credentials) when Spanner
 // could not be reached, or Spanner's error wrapped with the database name.
 // If ctx ended first, the error matches ctx.Err() (context.Canceled or
 // context.DeadlineExceeded). A cancelled ctx is never reported as an
-// unreachable Spanner; a deadline is, as an *UnreachableError, when a
+// unreachable Spanner; a deadline is, as an error matching ErrUnreachable, when a
 // direct connection attempt finds the endpoint out of reach, or when Spanner
 // gave no answer for a second or more before it.
 //
@@ -135,22 +136,22 @@ func Ping(ctx context.Context, client *spanner.Client) error {
 	return fmt.Errorf("spanmutex: ping %s: %w", db, err)
 }
 
-// notFound returns a *NotFoundError if err is Spanner's answer that the
+// notFound returns an error matching ErrNotFound if err is Spanner's answer that the
 // database db or its instance does not exist, and nil otherwise.
-func notFound(db string, err error) *NotFoundError {
+func notFound(db string, err error) *notFoundError {
 	if spanner.ErrCode(err) != codes.NotFound {
 		return nil
 	}
 	msg := err.Error()
 	switch {
 	case strings.Contains(msg, "Database not found"):
-		return &NotFoundError{Database: db, Err: err}
+		return &notFoundError{Database: db, Err: err}
 	case strings.Contains(msg, "Instance not found"):
 		inst := db
 		if i := strings.Index(db, "/databases/"); i >= 0 {
 			inst = db[:i]
 		}
-		return &NotFoundError{Database: db, Instance: inst, Err: err}
+		return &notFoundError{Database: db, Instance: inst, Err: err}
 	}
 	return nil
 }
@@ -158,8 +159,8 @@ func notFound(db string, err error) *NotFoundError {
 // answered reports whether err is an answer from Spanner (so it was
 // reached), as opposed to a call that never got one.
 func answered(err error) bool {
-	var se *SchemaError
-	var nf *NotFoundError
+	var se *schemaError
+	var nf *notFoundError
 	if errors.As(err, &se) || errors.As(err, &nf) || errors.Is(err, ErrInvalidConfig) {
 		return true
 	}
@@ -179,12 +180,12 @@ func answered(err error) bool {
 //     probe of the endpoint (the caller stopped waiting; Spanner may be
 //     fine);
 //   - a direct connection attempt, or the credentials, show why Spanner
-//     cannot be reached: an *UnreachableError (matching ctx.Err() too, if
+//     cannot be reached: an error matching ErrUnreachable (matching ctx.Err() too, if
 //     ctx's deadline passed);
 //   - ctx's deadline passed within a second of began, and the endpoint
 //     accepts connections: err, made to match context.DeadlineExceeded:
 //     so short a wait shows no more than a deadline that came first;
-//   - otherwise an *UnreachableError saying that the endpoint accepts
+//   - otherwise an error matching ErrUnreachable saying that the endpoint accepts
 //     connections but Spanner did not answer (matching ctx.Err() too).
 func unanswered(ctx context.Context, db string, err error, began time.Time) error {
 	if answered(err) {
@@ -203,21 +204,21 @@ func unanswered(ctx context.Context, db string, err error, began time.Time) erro
 	return ue
 }
 
-// causeSilent is the Cause of an UnreachableError whose endpoint accepts
+// causeSilent is the Cause of an unreachableError whose endpoint accepts
 // connections.
 const causeSilent = "the endpoint accepts connections but Spanner did not answer before the deadline"
 
 // diagnose explains err, the error of a call to database db that got no
-// answer from Spanner, as an *UnreachableError naming the endpoint and the
+// answer from Spanner, as an error matching ErrUnreachable naming the endpoint and the
 // cause. It tries one connection to the endpoint, for at most
 // probeDialTimeout.
-func diagnose(db string, err error) *UnreachableError {
+func diagnose(db string, err error) *unreachableError {
 	host := os.Getenv(emulatorHostEnv)
 	tlsToo := false
 	if host == "" {
 		host, tlsToo = defaultEndpoint, true
 	}
-	ue := &UnreachableError{Database: db, Host: host, Err: err}
+	ue := &unreachableError{Database: db, Host: host, Err: err}
 	switch code := spanner.ErrCode(err); code {
 	case codes.Unauthenticated, codes.PermissionDenied:
 		ue.Cause = "credentials rejected (" + code.String() + "): check Application Default Credentials and the account's Spanner roles"

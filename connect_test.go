@@ -49,7 +49,7 @@ func TestPingUnreachableFailsFastNamingHostAndCause(t *testing.T) {
 	t.Logf("Ping against 127.0.0.1:1 with a 2s deadline failed after %v: %v", took, err)
 	require.Less(t, took, 3*time.Second, "Ping outlived its ctx by more than the diagnosis allows")
 	require.ErrorIs(t, err, ErrUnreachable)
-	var ue *UnreachableError
+	var ue *unreachableError
 	require.True(t, errors.As(err, &ue))
 	require.Equal(t, "127.0.0.1:1", ue.Host)
 	requireOneLine(t, err, "127.0.0.1:1", "connection refused", "projects/test-project/instances/i1/databases/d1")
@@ -92,7 +92,7 @@ func TestMissingDatabaseOrInstanceSaysWhichOnce(t *testing.T) {
 			check := func(err error) {
 				t.Helper()
 				require.ErrorIs(t, err, ErrNotFound)
-				var nf *NotFoundError
+				var nf *notFoundError
 				require.True(t, errors.As(err, &nf))
 				require.Equal(t, tc.instanceMissing, nf.Instance != "")
 				requireOneLine(t, err, tc.want)

@@ -99,7 +99,7 @@
 // answer. A call whose ctx ends before it holds the section or lock returns
 // an error matching [ErrNotObtained] and ctx.Err(), having left nothing
 // behind; if no call to Spanner had succeeded and Spanner looks out of
-// reach, that error is an [UnreachableError] naming the host and the cause.
+// reach, that error also matches [ErrUnreachable] and names the host and the cause.
 // The library sets no connection timeout of its own: call [Ping] with a
 // deadline of a few seconds at start-up to fail fast.
 package spanmutex

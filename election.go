@@ -72,14 +72,6 @@ func NewElection(client *spanner.Client, name string, opts ...ElectionOption) (*
 		observeEvery: defaultObserveEvery}, nil
 }
 
-// Name returns the election's name.
-func (e *Election) Name() string {
-	if e == nil {
-		return ""
-	}
-	return e.name
-}
-
 // made returns errNotMade unless NewElection made e.
 func (e *Election) made() error {
 	if e == nil || e.sp == nil {
@@ -233,8 +225,8 @@ func (ld *Leadership) Value() string { return ld.value }
 // HandedOff.
 func (ld *Leadership) Lease() *Lease { return ld.lease }
 
-// Context returns a context that is cancelled when the term ends: with a
-// *LeaseLostError as its cause (context.Cause) when leadership was lost,
+// Context returns a context that is cancelled when the term ends: with an
+// error matching ErrLeaseLost as its cause (context.Cause) when leadership was lost,
 // with ErrResigned when Resign was called. Run leader-only work under it.
 func (ld *Leadership) Context() context.Context { return ld.ctx }
 

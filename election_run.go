@@ -26,7 +26,7 @@ type LeaderCallbacks struct {
 // Run campaigns with value, runs cb.OnStartedLeading while this instance
 // leads, then resigns, handing over to the next candidate at once. It
 // returns nil after OnStartedLeading returned and the term was handed over;
-// a *LeaseLostError if leadership was lost meanwhile; the error of Resign if
+// an error matching ErrLeaseLost if leadership was lost meanwhile; the error of Resign if
 // handing over failed; or the error of Campaign (matching ErrNotObtained if
 // ctx ended) if this instance never led. When ctx ends while this instance
 // leads, OnStartedLeading's ctx is cancelled and Run resigns once it

@@ -120,7 +120,7 @@ func testElectionObserveFindsShortTerms(t *testing.T, db string) {
 	require.NoError(t, first.Resign(ctx))
 	for i := range 6 {
 		e := []*Election{a, b}[i%2]
-		ld, err := e.Campaign(ctx, e.Name()+string(rune('0'+i)))
+		ld, err := e.Campaign(ctx, e.name+string(rune('0'+i)))
 		require.NoError(t, err)
 		want = append(want, LeaderInfo{Value: ld.Value(), Token: ld.Lease().Token(), Since: ld.Lease().AcquiredAt().UTC()})
 		if i < 5 {

@@ -10,31 +10,36 @@ import (
 	"github.com/spanmutex/spanmutex/ddl"
 )
 
-// Sentinel errors. Test for them with errors.Is; the typed errors below carry
-// the details and match these sentinels.
+// Sentinel errors: each names a kind of failure. Test for them with
+// errors.Is; the error's message carries the details (which section, which
+// tokens, which owner, what to do). Three kinds come as a type whose fields
+// a caller acts on: *HeldError (who holds the lock and for how long),
+// *SectionError (the section's own error and its attempt) and
+// *InterruptedError (made by Interrupt); and a *SizeMismatchError names a
+// semaphore's stored size.
 var (
 	// ErrInvalidConfig is wrapped by every error New returns for bad input:
 	// a nil client, a bad name, or an invalid option or combination.
 	ErrInvalidConfig = errors.New("spanmutex: invalid configuration")
 
 	// ErrAttemptsExhausted: the section was started MaxAttempts times in this
-	// generation of the row and never completed. Returned as
-	// *ExhaustedError. An *OutageError (Spanner kept failing) matches it
-	// too, as every give-up did before OutageError existed: test
-	// ErrOutage first to tell an outage from used-up attempts.
+	// generation of the row and never completed, or the backoff policy of
+	// WithBackOff stopped a wait. An outage (ErrOutage) matches it too:
+	// test ErrOutage first to tell an outage from used-up attempts.
 	ErrAttemptsExhausted = errors.New("spanmutex: attempt limit reached")
 
 	// ErrOutage: Spanner kept failing: MaxFailures calls of one kind in a
 	// row failed (WithMaxFailures), so Run, Lock or TryLock gave up
 	// waiting. Nothing about the section's attempts is implied: the row
-	// was not changed by the calls that failed. Returned as *OutageError.
+	// was not changed by the calls that failed. errors.Unwrap-chained to
+	// the last failed call's error.
 	ErrOutage = errors.New("spanmutex: Spanner kept failing")
 
 	// ErrLeaseLost: the row stopped being ours while we held it: taken over
 	// after our renewals failed for a lease, recorded abandoned, or
 	// deleted. Work done after that may be done twice; writes fenced with
-	// our token are rejected.
-	// Returned as *LeaseLostError.
+	// our token are rejected. The message names the row's state, owner and
+	// token now, or the reason.
 	ErrLeaseLost = errors.New("spanmutex: lease lost")
 
 	// ErrReleased is matched by a Lease's Err, and by its Guard's error,
@@ -44,8 +49,8 @@ var (
 	ErrReleased = errors.New("spanmutex: lease released")
 
 	// ErrSchema: the mutex table is missing or does not have the columns
-	// spanmutex needs. Returned as *SchemaError, whose message shows how to
-	// create the schema.
+	// spanmutex needs. The message names what is missing and the
+	// 'spanmutex ddl' command that creates or upgrades the schema.
 	ErrSchema = errors.New("spanmutex: schema problem")
 
 	// ErrNotObtained is joined with ctx.Err() when Run's context ends before
@@ -96,12 +101,12 @@ func (e *joinedError) Error() string {
 // Unwrap returns the joined errors.
 func (e *joinedError) Unwrap() []error { return e.errs }
 
-// ExhaustedError is returned by Run when it gives up on the section's
+// exhaustedError is returned by Run when it gives up on the section's
 // attempts: the section was started MaxAttempts times and never completed,
 // or (LastError says so) the backoff policy of WithBackOff stopped a wait.
 // It matches ErrAttemptsExhausted. Failed Spanner calls end in an
-// *OutageError instead.
-type ExhaustedError struct {
+// outageError instead.
+type exhaustedError struct {
 	Name        string // the section
 	Attempts    int64  // starts recorded in the row
 	MaxAttempts int    // the limit: WithMaxAttempts
@@ -109,7 +114,7 @@ type ExhaustedError struct {
 	Err         error  // the error that made Run give up, if any
 }
 
-func (e *ExhaustedError) Error() string {
+func (e *exhaustedError) Error() string {
 	msg := fmt.Sprintf("spanmutex: section %q: gave up after %d of %d attempts", e.Name, e.Attempts, e.MaxAttempts)
 	if e.LastError != "" {
 		msg += ": last error: " + e.LastError
@@ -118,19 +123,19 @@ func (e *ExhaustedError) Error() string {
 }
 
 // Is reports whether target is ErrAttemptsExhausted.
-func (e *ExhaustedError) Is(target error) bool { return target == ErrAttemptsExhausted }
+func (e *exhaustedError) Is(target error) bool { return target == ErrAttemptsExhausted }
 
 // Unwrap returns the Spanner error that made Run give up, if any.
-func (e *ExhaustedError) Unwrap() error { return e.Err }
+func (e *exhaustedError) Unwrap() error { return e.Err }
 
-// OutageError is returned by Run, Lock or TryLock when Spanner kept
+// outageError is returned by Run, Lock or TryLock when Spanner kept
 // failing: MaxFailures calls of one kind (reads, or writes) in a row failed
 // with errors worth another try (unavailable, deadline exceeded), or the
 // backoff policy stopped their retries. The section did not run in that
 // call, and its attempts were not touched. It matches ErrOutage and, for
 // callers written before it existed, ErrAttemptsExhausted; errors.As does
-// not find an *ExhaustedError in it. Unwrap returns the last call's error.
-type OutageError struct {
+// not find an *exhaustedError in it. Unwrap returns the last call's error.
+type outageError struct {
 	Name        string // the section or lock
 	Failures    int    // calls that failed in a row
 	MaxFailures int    // the limit: WithMaxFailures
@@ -140,7 +145,7 @@ type OutageError struct {
 	Err            error // the last failed call's error
 }
 
-func (e *OutageError) Error() string {
+func (e *outageError) Error() string {
 	msg := fmt.Sprintf("spanmutex: %q: Spanner kept failing: %d calls in a row failed (at most %d allowed)", e.Name, e.Failures, e.MaxFailures)
 	if e.BackOffStopped {
 		msg = fmt.Sprintf("spanmutex: %q: Spanner kept failing: the backoff policy stopped the retries after %d failed calls in a row", e.Name, e.Failures)
@@ -152,16 +157,16 @@ func (e *OutageError) Error() string {
 }
 
 // Is reports whether target is ErrOutage or ErrAttemptsExhausted.
-func (e *OutageError) Is(target error) bool {
+func (e *outageError) Is(target error) bool {
 	return target == ErrOutage || target == ErrAttemptsExhausted
 }
 
 // Unwrap returns the last failed call's error.
-func (e *OutageError) Unwrap() error { return e.Err }
+func (e *outageError) Unwrap() error { return e.Err }
 
-// LeaseLostError is returned when a holder finds that the row is no longer
+// leaseLostError is returned when a holder finds that the row is no longer
 // its own. It matches ErrLeaseLost.
-type LeaseLostError struct {
+type leaseLostError struct {
 	Name         string // the section
 	Token        int64  // the token this holder had
 	CurrentState State  // the row's state now ("" if the row is gone)
@@ -175,7 +180,7 @@ type LeaseLostError struct {
 	currentLeaseID string // the acquisition id now in the row
 }
 
-func (e *LeaseLostError) Error() string {
+func (e *leaseLostError) Error() string {
 	if e.Reason != "" {
 		return fmt.Sprintf("spanmutex: %q: lease with token %d lost: %s", e.Name, e.Token, e.Reason)
 	}
@@ -185,10 +190,10 @@ func (e *LeaseLostError) Error() string {
 }
 
 // Is reports whether target is ErrLeaseLost.
-func (e *LeaseLostError) Is(target error) bool { return target == ErrLeaseLost }
+func (e *leaseLostError) Is(target error) bool { return target == ErrLeaseLost }
 
-// SchemaError says what is wrong with the mutex table. It matches ErrSchema.
-type SchemaError struct {
+// schemaError says what is wrong with the mutex table. It matches ErrSchema.
+type schemaError struct {
 	Table   string   // the configured table name
 	Problem string   // what is wrong, in words
 	Missing []string // columns that are absent or of the wrong type
@@ -200,7 +205,7 @@ type SchemaError struct {
 	fix string // what to do, when creating the schema is not it
 }
 
-func (e *SchemaError) Error() string {
+func (e *schemaError) Error() string {
 	msg := fmt.Sprintf("spanmutex: table %s: %s", e.Table, e.Problem)
 	if len(e.Missing) > 0 {
 		msg += " (" + strings.Join(e.Missing, ", ") + ")"
@@ -215,7 +220,7 @@ func (e *SchemaError) Error() string {
 }
 
 // dialectFlag is the --dialect flag of the ddl command for e's database.
-func (e *SchemaError) dialectFlag() string { return dialectFlag(e.Dialect) }
+func (e *schemaError) dialectFlag() string { return dialectFlag(e.Dialect) }
 
 // dialectFlag is the --dialect flag of the ddl command for a database of
 // dialect d.
@@ -228,7 +233,7 @@ func dialectFlag(d ddl.Dialect) string {
 
 // onlyUpgrade reports whether every missing column is one that ddl.Upgrade
 // adds to a table of an earlier spanmutex.
-func (e *SchemaError) onlyUpgrade() bool {
+func (e *schemaError) onlyUpgrade() bool {
 	mutex, queue := e.Dialect.MutexColumns(), e.Dialect.QueueColumns()
 	added := []string{ // as missingColumns describes them, in either table
 		"LeaseMicros " + mutex["LeaseMicros"] + " missing",
@@ -247,10 +252,10 @@ func (e *SchemaError) onlyUpgrade() bool {
 }
 
 // Is reports whether target is ErrSchema.
-func (e *SchemaError) Is(target error) bool { return target == ErrSchema }
+func (e *schemaError) Is(target error) bool { return target == ErrSchema }
 
 // Unwrap returns the Spanner error behind the problem.
-func (e *SchemaError) Unwrap() error { return e.Err }
+func (e *schemaError) Unwrap() error { return e.Err }
 
 // SectionError wraps the error returned by the section itself; the row was
 // marked FAILED with its text. errors.Is and errors.As see through it to the

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"time"
 
 	"github.com/spanmutex/spanmutex"
 	"github.com/spanmutex/spanmutex/emulator"
@@ -55,7 +56,7 @@ func ExampleMutex_ForceReset() {
 	}
 	defer emu.Close()
 
-	dead, err := spanmutex.NewLock(emu.Client(), "nightly", spanmutex.WithOwner("worker-7"), spanmutex.WithLease(spanmutex.MaxLease))
+	dead, err := spanmutex.NewLock(emu.Client(), "nightly", spanmutex.WithOwner("worker-7"), spanmutex.WithLease(time.Hour))
 	if err != nil {
 		log.Fatal(err)
 	}

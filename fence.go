@@ -11,25 +11,26 @@ import (
 	"github.com/spanmutex/spanmutex/internal/sqldialect"
 )
 
-// ErrStaleToken is matched by the *StaleTokenError a Fence returns for an
-// operation that carries a token lower than one the resource already
-// accepted: its holder lost the lock to a newer one.
+// ErrStaleToken is matched by the error a Fence returns for an operation
+// that carries a token lower than one the resource already accepted: its
+// holder lost the lock to a newer one. The message names the resource, the
+// token and the highest token accepted.
 var ErrStaleToken = errors.New("spanmutex: stale fencing token")
 
-// StaleTokenError says which resource rejected which token. It matches
+// staleTokenError says which resource rejected which token. It matches
 // ErrStaleToken.
-type StaleTokenError struct {
+type staleTokenError struct {
 	Resource string
 	Token    int64 // the token the operation carried
 	Highest  int64 // the highest token the resource has accepted
 }
 
-func (e *StaleTokenError) Error() string {
+func (e *staleTokenError) Error() string {
 	return fmt.Sprintf("spanmutex: resource %q rejected fencing token %d: it already accepted token %d from a newer holder", e.Resource, e.Token, e.Highest)
 }
 
 // Is reports whether target is ErrStaleToken.
-func (e *StaleTokenError) Is(target error) bool { return target == ErrStaleToken }
+func (e *staleTokenError) Is(target error) bool { return target == ErrStaleToken }
 
 // Fence guards a resource outside the lock, such as a file in object storage
 // or a spreadsheet behind an API, with fencing tokens: it records in Spanner,
@@ -73,8 +74,8 @@ func NewFence(client *spanner.Client, opts ...Option) (*Fence, error) {
 	return f, nil
 }
 
-// Admit records token as accepted for resource and returns nil, or returns a
-// *StaleTokenError (and records nothing) if the resource already accepted a
+// Admit records token as accepted for resource and returns nil, or returns an
+// error matching ErrStaleToken (and records nothing) if the resource already accepted a
 // higher token of lockName. Apply the operation only after Admit returned
 // nil; and only if the operation itself cannot be delayed past a later
 // Admit, which is what AdmitTx is for.
@@ -149,7 +150,7 @@ func (f *Fence) AdmitTx(ctx context.Context, txn *spanner.ReadWriteTransaction, 
 			return fmt.Errorf("%w: resource %q is fenced by lock %q, not %q: tokens of different locks are not comparable", ErrInvalidConfig, resource, name, lockName)
 		}
 		if token < highest {
-			return &StaleTokenError{Resource: resource, Token: token, Highest: highest}
+			return &staleTokenError{Resource: resource, Token: token, Highest: highest}
 		}
 		if token == highest {
 			return nil

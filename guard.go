@@ -15,7 +15,7 @@ import (
 // Guard checks, inside the caller's own read-write transaction, that the
 // lease is still held: the row is STARTED under this acquisition's id and
 // token (for a Semaphore's or RWLock's lease: its queue entry still holds
-// its token). It returns a *LeaseLostError if not, and the caller should then
+// its token). It returns an error matching ErrLeaseLost if not, and the caller should then
 // return it to make the transaction roll back. Once the holder has released
 // the lease, Guard returns Err (matching ErrReleased) without reading.
 //
@@ -44,7 +44,7 @@ func (l *Lease) Guard(ctx context.Context, txn *spanner.ReadWriteTransaction) er
 	}
 	r, err := txn.ReadRow(ctx, l.table, spanner.Key{l.name}, []string{"State", "Owner", "LeaseID", "Token"})
 	if errors.Is(err, spanner.ErrRowNotFound) {
-		return &LeaseLostError{Name: l.name, Token: l.token, Reason: "the row was deleted"}
+		return &leaseLostError{Name: l.name, Token: l.token, Reason: "the row was deleted"}
 	}
 	if err != nil {
 		return fmt.Errorf("spanmutex: Guard %q: %w", l.name, err)
@@ -58,7 +58,7 @@ func (l *Lease) Guard(ctx context.Context, txn *spanner.ReadWriteTransaction) er
 func (l *Lease) guardEntry(ctx context.Context, txn *spanner.ReadWriteTransaction) error {
 	r, err := txn.ReadRow(ctx, l.table+ddl.QueueSuffix, spanner.Key{l.name, l.queuedAt, l.id}, []string{"Token"})
 	if errors.Is(err, spanner.ErrRowNotFound) {
-		return &LeaseLostError{Name: l.name, Token: l.token, Reason: "its entry is gone: its permits were counted free after its lease ran out unrenewed"}
+		return &leaseLostError{Name: l.name, Token: l.token, Reason: "its entry is gone: its permits were counted free after its lease ran out unrenewed"}
 	}
 	if err != nil {
 		return fmt.Errorf("spanmutex: Guard %q: %w", l.name, err)
@@ -68,12 +68,12 @@ func (l *Lease) guardEntry(ctx context.Context, txn *spanner.ReadWriteTransactio
 		return fmt.Errorf("spanmutex: decode entry of %q: %w", l.name, err)
 	}
 	if token.Int64 != l.token {
-		return &LeaseLostError{Name: l.name, Token: l.token, CurrentToken: token.Int64, Reason: "its entry holds another token"}
+		return &leaseLostError{Name: l.name, Token: l.token, CurrentToken: token.Int64, Reason: "its entry holds another token"}
 	}
 	return nil
 }
 
-// checkHeld returns a *LeaseLostError unless r (State, Owner, LeaseID,
+// checkHeld returns an error matching ErrLeaseLost unless r (State, Owner, LeaseID,
 // Token) shows this lease holding the row.
 func (l *Lease) checkHeld(r *spanner.Row) error {
 	var state, owner, leaseID spanner.NullString
@@ -84,7 +84,7 @@ func (l *Lease) checkHeld(r *spanner.Row) error {
 	if State(state.StringVal) == StateStarted && leaseID.StringVal == l.id && token == l.token {
 		return nil
 	}
-	lost := &LeaseLostError{Name: l.name, Token: l.token, CurrentState: State(state.StringVal),
+	lost := &leaseLostError{Name: l.name, Token: l.token, CurrentState: State(state.StringVal),
 		CurrentOwner: owner.StringVal, CurrentToken: token, currentLeaseID: leaseID.StringVal}
 	if token == l.token && leaseID.StringVal != l.id && State(state.StringVal) == StateFailed {
 		lost.Reason = "another contender recorded the section FAILED as abandoned: " +
@@ -99,7 +99,7 @@ func (l *Lease) checkHeld(r *spanner.Row) error {
 // it in a statement of that transaction (SELECT <cond> AS held, ... FROM
 // ...), and go on only if it is TRUE. It is TRUE exactly when Guard would
 // return nil; when it is FALSE, call Guard in the same transaction for the
-// *LeaseLostError (or ErrReleased) that says why, and return it. Reading
+// error matching ErrLeaseLost (or ErrReleased) that says why, and return it. Reading
 // the condition in a read-write transaction locks the lock's row as
 // Guard's read does, so the fence is as strong.
 //

@@ -150,8 +150,8 @@ func (l *Lease) Done() <-chan struct{} {
 	return l.done
 }
 
-// Err returns nil while the lease is held; once Done is closed, a
-// *LeaseLostError (matching ErrLeaseLost) if it was lost, or an error
+// Err returns nil while the lease is held; once Done is closed, an
+// error matching ErrLeaseLost if it was lost, or an error
 // matching ErrReleased if its holder released it.
 func (l *Lease) Err() error {
 	if l == nil {
@@ -300,7 +300,7 @@ func (l *Lease) lose(err error) {
 // the row was no longer ours, released otherwise (a failed unlock too: the
 // holder no longer renews it). A lease already lost stays lost.
 func (l *Lease) end(err error) {
-	var lost *LeaseLostError
+	var lost *leaseLostError
 	if errors.As(err, &lost) {
 		l.lose(lost)
 		return
@@ -310,7 +310,7 @@ func (l *Lease) end(err error) {
 
 // lostTo is the error of lease l, which finds the row read as r no longer
 // its own.
-func (l *Lease) lostTo(r row) *LeaseLostError {
-	return &LeaseLostError{Name: l.name, Token: l.token, CurrentState: r.State, CurrentOwner: r.Owner,
+func (l *Lease) lostTo(r row) *leaseLostError {
+	return &leaseLostError{Name: l.name, Token: l.token, CurrentState: r.State, CurrentOwner: r.Owner,
 		CurrentToken: r.Token, currentLeaseID: r.LeaseID}
 }

@@ -21,7 +21,7 @@ func (c *config) renewEvery() time.Duration {
 }
 
 // keepAlive renews l in the background until the returned stop is called or
-// the lease is lost; onLost is called at most once, with a *LeaseLostError.
+// the lease is lost; onLost is called at most once, with an error matching ErrLeaseLost.
 //
 // anchor is the local time just before the request whose commit last set
 // RenewedAt was sent. Spanner's commit timestamp of that request is later
@@ -54,7 +54,7 @@ func renewLoop(ctx context.Context, st renewer, cfg *config, l *Lease, anchor ti
 		if clk.Now().Sub(anchor) < lease {
 			return false
 		}
-		onLost(&LeaseLostError{Name: l.name, Token: l.token,
+		onLost(&leaseLostError{Name: l.name, Token: l.token,
 			Reason: "renewals failed for a whole lease (" + lease.String() + "); another holder may take over"})
 		return true
 	}
@@ -109,7 +109,7 @@ func renewLoop(ctx context.Context, st renewer, cfg *config, l *Lease, anchor ti
 // the renewal's send time becomes its anchor; the clock is read again after
 // each renewal, which may itself have been slow. So no caller gets a lease
 // its own clock counts as lapsed, or about to lapse before its first
-// renewal. It returns a *LeaseLostError if the lease was taken over
+// renewal. It returns an error matching ErrLeaseLost if the lease was taken over
 // meanwhile, and any other error of a renewal, or errSlowRenewals after
 // maxFreshen renewals that each came back too late.
 func freshen(ctx context.Context, st renewer, cfg *config, lease *Lease) error {

@@ -94,26 +94,10 @@ func NewLock(client *spanner.Client, name string, opts ...LockOption) (*Lock, er
 	return &Lock{name: name, cfg: cfg, store: sp, sp: sp, key: key, scope: cfg.scope}, nil
 }
 
-// Name returns the lock's name.
-func (l *Lock) Name() string {
-	if l == nil {
-		return ""
-	}
-	return l.name
-}
-
-// Owner returns the owner identity this Lock records as holder.
-func (l *Lock) Owner() string {
-	if l == nil {
-		return ""
-	}
-	return l.cfg.owner
-}
-
 // Lock blocks until this contender holds the lock, and returns its lease.
 // Otherwise it returns an error matching ErrNotObtained and ctx.Err() if ctx
-// ends first; an *OutageError if Spanner kept failing (MaxFailures calls
-// in a row); a *SchemaError; or an error naming the run-once Mutex that owns
+// ends first; an error matching ErrOutage if Spanner kept failing (MaxFailures calls
+// in a row); an error matching ErrSchema; or an error naming the run-once Mutex that owns
 // the name. Whenever it returns without the lease it has left the queue and
 // handed on a lock handed to it meanwhile, in one transaction, so that it
 // delays nobody (if Spanner fails that too for the finish timeout, its entry
@@ -181,7 +165,7 @@ func (l *Lock) lock(ctx context.Context, wait bool) (*Lease, error) {
 
 // Unlock releases the lock, handing it to the oldest live waiter. It is
 // fenced: if the lease was lost (taken over once it lapsed), it returns
-// a *LeaseLostError and leaves the new holder's lock alone. When it
+// an error matching ErrLeaseLost and leaves the new holder's lock alone. When it
 // returns, the lease has ended: its Done is closed, and its Err matches
 // ErrReleased (or ErrLeaseLost, if it was lost).
 func (l *Lock) Unlock(ctx context.Context) (err error) {
@@ -240,7 +224,7 @@ func (l *Lock) release(ctx context.Context, ll *localLock, lease *Lease) error {
 			return nil
 		}
 		if errors.Is(err, ErrLeaseLost) {
-			var lost *LeaseLostError
+			var lost *leaseLostError
 			if uncertain && errors.As(err, &lost) && l.ownUnlock(ctx, lease, lost) {
 				return nil // an earlier try committed; its answer was lost
 			}
@@ -275,7 +259,7 @@ func (l *Lock) release(ctx context.Context, ll *localLock, lease *Lease) error {
 // as of just before cutoff that shows the row moved on, proves that the
 // move was our unlock (and hand-offs after it). Anything else, a failed
 // read included, is reported as lost.
-func (l *Lock) ownUnlock(ctx context.Context, lease *Lease, lost *LeaseLostError) bool {
+func (l *Lock) ownUnlock(ctx context.Context, lease *Lease, lost *leaseLostError) bool {
 	if lost.CurrentState == StateNeeded && lost.currentLeaseID == lease.id && lost.CurrentToken == lease.token {
 		return true
 	}

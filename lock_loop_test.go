@@ -241,7 +241,7 @@ func (s *memLockStore) unlock(_ context.Context, l *Lease) (handOff, error) {
 		return handOff{}, err
 	}
 	if s.r.State != StateStarted || s.r.LeaseID != l.id {
-		return handOff{}, &LeaseLostError{Name: l.name, Token: l.token, CurrentState: s.r.State, CurrentToken: s.r.Token, currentLeaseID: s.r.LeaseID}
+		return handOff{}, &leaseLostError{Name: l.name, Token: l.token, CurrentState: s.r.State, CurrentToken: s.r.Token, currentLeaseID: s.r.LeaseID}
 	}
 	return s.handOn(l.id), err
 }
@@ -275,7 +275,7 @@ func (s *memLockStore) renew(_ context.Context, l *Lease) error {
 		return err
 	}
 	if s.r.State != StateStarted || s.r.LeaseID != l.id {
-		return &LeaseLostError{Name: l.name, Token: l.token, CurrentState: s.r.State, CurrentToken: s.r.Token}
+		return &leaseLostError{Name: l.name, Token: l.token, CurrentState: s.r.State, CurrentToken: s.r.Token}
 	}
 	s.r.RenewedAt = s.now()
 	return nil
@@ -332,7 +332,7 @@ func TestLockRetriesLostTransactions(t *testing.T) {
 }
 
 // A Lock call whose Spanner calls keep failing gives up with an
-// *OutageError after MaxFailures, not an *ExhaustedError.
+// *outageError after MaxFailures, not an *exhaustedError.
 func TestLockGivesUpWithOutageError(t *testing.T) {
 	st := newMemLockStore(time.Second)
 	st.setFault(func(op string) (bool, error) {
@@ -480,7 +480,7 @@ func TestLockJudgesTheHolderByItsDeclaredLease(t *testing.T) {
 	st.mu.Lock()
 	st.r.RenewedAt = st.now().Add(-5 * time.Second) // silent for 5 s: past the contender's 100 ms
 	st.mu.Unlock()
-	hasty := newMemLock(t, st, WithLease(MinLease), WithJitter(0))
+	hasty := newMemLock(t, st, WithLease(minLease), WithJitter(0))
 	_, err := hasty.TryLock(ctx)
 	var held *HeldError
 	require.ErrorAs(t, err, &held, "the holder declared an hour")
@@ -493,7 +493,7 @@ func TestLockJudgesTheHolderByItsDeclaredLease(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, lease.TookOver())
 	r, _ := st.snapshot()
-	assert.Equal(t, MinLease, r.Lease, "the new holder declares its own lease")
+	assert.Equal(t, minLease, r.Lease, "the new holder declares its own lease")
 	require.NoError(t, hasty.Unlock(ctx))
 	assert.True(t, errors.Is(holder.Unlock(ctx), ErrLeaseLost))
 }

@@ -526,7 +526,7 @@ func (s *spannerStore) unlock(ctx context.Context, l *Lease) (handOff, error) {
 		}
 		return tx.BufferWrite(ms)
 	})
-	var lost *LeaseLostError
+	var lost *leaseLostError
 	if errors.As(err, &lost) {
 		return handOff{}, lost
 	}

@@ -355,7 +355,7 @@ func testLockUnlockAfterLossLeavesTheNewHolder(t *testing.T, db string) {
 	assert.ErrorIs(t, la.Err(), ErrLeaseLost)
 	silenceA.Store(false)
 
-	var stale *StaleTokenError
+	var stale *staleTokenError
 	err = fence.Admit(ctx, "sheets/1", "lost", la.Token())
 	require.ErrorAs(t, err, &stale, "the old holder's external operation is rejected")
 	assert.Equal(t, lb.Token(), stale.Highest)
@@ -473,5 +473,5 @@ func testDialectReadBeforeTransactions(t *testing.T, db string) {
 	require.Equal(t, actAcquire, d.action)
 	require.NotNil(t, lease)
 	_, err = newSpannerStore(c, defaultTable, time.Second).reset(ctx, "first", time.Second, "l2", false)
-	require.ErrorAs(t, err, new(*ResetRefusedError), "a live holder is refused, after the row was read")
+	require.ErrorAs(t, err, new(*resetRefusedError), "a live holder is refused, after the row was read")
 }

@@ -53,22 +53,6 @@ func newMutex(name string, opts []MutexOption) (*Mutex, error) {
 	return &Mutex{name: name, cfg: cfg}, nil
 }
 
-// Name returns the section's name.
-func (m *Mutex) Name() string {
-	if m == nil {
-		return ""
-	}
-	return m.name
-}
-
-// Owner returns the owner identity this Mutex records as holder.
-func (m *Mutex) Owner() string {
-	if m == nil {
-		return ""
-	}
-	return m.cfg.owner
-}
-
 // unreached adds to err, if no Spanner call has succeeded yet, that Spanner
 // may be unreachable.
 func (m *Mutex) unreached(ctx context.Context, err error, began time.Time) error {
@@ -89,12 +73,12 @@ func (m *Mutex) unreached(ctx context.Context, err error, began time.Time) error
 //   - Executed, *InterruptedError: fn ran here and returned one (see
 //     Interrupt): it was stopped from outside, and the row was given back,
 //     NEEDED with the attempt not counted, for another contender to run.
-//   - Executed, *LeaseLostError: fn ran here and returned, but the row had
+//   - Executed, ErrLeaseLost: fn ran here and returned, but the row had
 //     been taken over meanwhile (its renewals did not reach Spanner for a
 //     lease, or it was recorded abandoned).
-//   - NoOutcome, *ExhaustedError: the section failed on its last allowed
+//   - NoOutcome, ErrAttemptsExhausted: the section failed on its last allowed
 //     attempt; fn did not run here.
-//   - NoOutcome, *OutageError: Spanner kept failing (MaxFailures calls in
+//   - NoOutcome, ErrOutage: Spanner kept failing (MaxFailures calls in
 //     a row); fn did not run here, and its attempts were not touched.
 //   - NoOutcome, errors.Join(ErrNotObtained, ctx.Err()): ctx ended while
 //     waiting; fn did not run here.
@@ -264,7 +248,7 @@ func (o *obtainer) step(ctx context.Context) (lease *Lease, outcome Outcome, err
 		log.Debug("already done", "token", r.Token)
 		return nil, AlreadyDone, nil, true
 	case actExhausted:
-		return nil, NoOutcome, &ExhaustedError{Name: m.name, Attempts: r.Attempts, MaxAttempts: m.cfg.maxAttempts, LastError: r.LastError}, true
+		return nil, NoOutcome, &exhaustedError{Name: m.name, Attempts: r.Attempts, MaxAttempts: m.cfg.maxAttempts, LastError: r.LastError}, true
 	case actWait:
 		log.Debug("held elsewhere; waiting", "holder", r.Owner, "token", r.Token, "takeover_in", d.wait)
 		o.watch(ctx)
@@ -317,7 +301,7 @@ func (o *obtainer) acquire(ctx context.Context, r row) (lease *Lease, outcome Ou
 		return lease, NoOutcome, nil, true
 	case d.action == actAbandon:
 		log.Warn("holder abandoned the last allowed attempt; recorded FAILED", "holder", r.Owner, "token", r.Token)
-		return nil, NoOutcome, &ExhaustedError{Name: m.name, Attempts: int64(m.cfg.maxAttempts), MaxAttempts: m.cfg.maxAttempts,
+		return nil, NoOutcome, &exhaustedError{Name: m.name, Attempts: int64(m.cfg.maxAttempts), MaxAttempts: m.cfg.maxAttempts,
 			LastError: "holder " + r.Owner + " went silent past its lease on the last attempt"}, true
 	}
 	// Someone else changed the row between our snapshot and our
@@ -381,7 +365,7 @@ func (m *Mutex) runHeld(ctx context.Context, lease *Lease, fn func(context.Conte
 		return NoOutcome, errNotObtained(ctx)
 	}
 	// The section's ctx ends with the caller's, or when the lease is lost,
-	// with the *LeaseLostError as its cause.
+	// with the error matching ErrLeaseLost as its cause.
 	sctx, cancelSection := context.WithCancelCause(ctx)
 	defer cancelSection(nil)
 	sctx, lease.hold = m.cfg.tel.start(sctx, "spanmutex.section", "run", attrToken.Int64(lease.token)) // telemetry.go

@@ -48,11 +48,14 @@ func (e *InterruptedError) Error() string {
 	return msg
 }
 
-// Is reports whether target is ErrInterrupted.
-func (e *InterruptedError) Is(target error) bool { return target == ErrInterrupted }
-
-// Unwrap returns how the section ended.
-func (e *InterruptedError) Unwrap() error { return e.Err }
+// Unwrap returns ErrInterrupted and, if set, Err (how the section ended),
+// so that errors.Is and errors.As see both.
+func (e *InterruptedError) Unwrap() []error {
+	if e.Err == nil {
+		return []error{ErrInterrupted}
+	}
+	return []error{ErrInterrupted, e.Err}
+}
 
 // interrupted gives back the row of a section that returned an
 // *InterruptedError, within the finish timeout even if ctx is done, and
@@ -97,7 +100,7 @@ func (m *Mutex) interrupted(ctx context.Context, lease *Lease, ie *InterruptedEr
 // reason in LastError, fenced on the lease. A try whose answer was lost is
 // recognised: the row NEEDED under our lease id and token.
 func (s *spannerStore) interrupt(ctx context.Context, l *Lease, reason string) error {
-	_, err := s.fencedUpdate(ctx, l, func(lost *LeaseLostError) bool {
+	_, err := s.fencedUpdate(ctx, l, func(lost *leaseLostError) bool {
 		return lost.CurrentState == StateNeeded && lost.currentLeaseID == l.id && lost.CurrentToken == l.token // an earlier try committed
 	}, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
 		r, err := tx.ReadRow(ctx, s.table, spanner.Key{l.name}, []string{"Attempts"})

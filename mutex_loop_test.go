@@ -85,7 +85,7 @@ func (s *memStore) finish(ctx context.Context, l *Lease, to State, lastError str
 	defer s.mu.Unlock()
 	s.finishes++
 	if s.r.State != StateStarted || s.r.LeaseID != l.id {
-		return &LeaseLostError{Name: l.name, Token: l.token, CurrentState: s.r.State, CurrentToken: s.r.Token}
+		return &leaseLostError{Name: l.name, Token: l.token, CurrentState: s.r.State, CurrentToken: s.r.Token}
 	}
 	commit, err := true, error(nil)
 	if s.finishFault != nil {
@@ -107,7 +107,7 @@ func (s *memStore) renew(ctx context.Context, l *Lease) error {
 		}
 	}
 	if s.r.State != StateStarted || s.r.LeaseID != l.id {
-		return &LeaseLostError{Name: l.name, Token: l.token, CurrentState: s.r.State, CurrentToken: s.r.Token}
+		return &leaseLostError{Name: l.name, Token: l.token, CurrentState: s.r.State, CurrentToken: s.r.Token}
 	}
 	s.r.RenewedAt = s.now
 	return nil
@@ -126,7 +126,7 @@ func (s *memStore) interrupt(ctx context.Context, l *Lease, reason string) error
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.r.State != StateStarted || s.r.LeaseID != l.id {
-		return &LeaseLostError{Name: l.name, Token: l.token, CurrentState: s.r.State, CurrentToken: s.r.Token}
+		return &leaseLostError{Name: l.name, Token: l.token, CurrentState: s.r.State, CurrentToken: s.r.Token}
 	}
 	s.r.State, s.r.Attempts, s.r.LastError = StateNeeded, s.r.Attempts-1, reason
 	return nil
@@ -270,9 +270,9 @@ func TestFinishRetriesWhenNotCommitted(t *testing.T) {
 	assert.Equal(t, StateDone, st.r.State)
 }
 
-// Reads that keep failing end in an *OutageError after MaxFailures: it
+// Reads that keep failing end in an *outageError after MaxFailures: it
 // matches ErrOutage, and ErrAttemptsExhausted as before it existed, but
-// errors.As finds no *ExhaustedError (used-up attempts) in it.
+// errors.As finds no *exhaustedError (used-up attempts) in it.
 func TestRunGivesUpAfterFailedReads(t *testing.T) {
 	st := &memStore{now: time.Unix(1000, 0), readFault: func(int) error { return unavailable }}
 	m := newTestMutex(t, st, WithMaxFailures(4))
@@ -289,13 +289,13 @@ func assertOutage(t *testing.T, err error, failures int) {
 	t.Helper()
 	assert.ErrorIs(t, err, ErrOutage)
 	assert.ErrorIs(t, err, unavailable, "the last failed call's error")
-	var outage *OutageError
+	var outage *outageError
 	if assert.ErrorAs(t, err, &outage) {
 		assert.Equal(t, failures, outage.Failures)
 		assert.Equal(t, failures, outage.MaxFailures)
 	}
-	var ex *ExhaustedError
-	assert.False(t, errors.As(err, &ex), "an outage is no *ExhaustedError: %v", err)
+	var ex *exhaustedError
+	assert.False(t, errors.As(err, &ex), "an outage is no *exhaustedError: %v", err)
 	assert.Contains(t, err.Error(), "Spanner kept failing")
 }
 
@@ -376,7 +376,7 @@ func TestRenewalSeesTakeover(t *testing.T) {
 		st.r.LeaseID, st.r.Token, st.r.Owner = "someone-else", st.r.Token+1, "thief"
 		st.mu.Unlock()
 		<-ctx.Done()
-		var lost *LeaseLostError
+		var lost *leaseLostError
 		require.ErrorAs(t, context.Cause(ctx), &lost)
 		assert.Equal(t, l.Token()+1, lost.CurrentToken)
 		return nil

@@ -10,13 +10,13 @@ import (
 	"github.com/google/uuid"
 )
 
-// ErrResetRefused is matched by the *ResetRefusedError that Reset returns
-// when it leaves the row as it was.
+// ErrResetRefused is matched by the error Reset returns when it leaves the
+// row as it was; its message says why.
 var ErrResetRefused = errors.New("spanmutex: reset refused")
 
-// ResetRefusedError says why Reset left a row unchanged. It matches
+// resetRefusedError says why Reset left a row unchanged. It matches
 // ErrResetRefused.
-type ResetRefusedError struct {
+type resetRefusedError struct {
 	Name   string // the section
 	State  State  // the row's state ("" if there is no row)
 	Owner  string // who holds or last held it
@@ -24,12 +24,12 @@ type ResetRefusedError struct {
 	Reason string // why, in words
 }
 
-func (e *ResetRefusedError) Error() string {
+func (e *resetRefusedError) Error() string {
 	return fmt.Sprintf("spanmutex: reset %q refused: %s", e.Name, e.Reason)
 }
 
 // Is reports whether target is ErrResetRefused.
-func (e *ResetRefusedError) Is(target error) bool { return target == ErrResetRefused }
+func (e *resetRefusedError) Is(target error) bool { return target == ErrResetRefused }
 
 // ResetResult is what Reset found and did.
 type ResetResult struct {
@@ -57,11 +57,11 @@ type ResetResult struct {
 // Reset re-arms the section so that the next Run starts it again, with
 // MaxAttempts fresh attempts: the row becomes NEEDED with no attempt counted
 // and a LastError that says it was reset. It is for a section that failed
-// or gave up (Run returned an *ExhaustedError; "spanmutex run" exited 75)
+// or gave up (Run returned an error matching ErrAttemptsExhausted; "spanmutex run" exited 75)
 // once its cause has been fixed.
 //
 // Reset decides in one read-write transaction on Spanner's clock, as an
-// acquisition does. It refuses, with a *ResetRefusedError and the row
+// acquisition does. It refuses, with an error matching ErrResetRefused and the row
 // unchanged, when there is no row, when the row is DONE (the section
 // completed: run it again under a new name or version), and when the row is
 // STARTED by a holder that renewed its lease within the lease it declared
@@ -155,14 +155,14 @@ func (s *spannerStore) reset(ctx context.Context, name string, lease time.Durati
 		}
 		// Spanner's clock: r.Now is CURRENT_TIMESTAMP() of this transaction.
 		if ok, why := decideReset(r, lease, force); !ok {
-			return &ResetRefusedError{Name: name, State: r.State, Owner: r.Owner, Token: r.Token, Reason: why}
+			return &resetRefusedError{Name: name, State: r.State, Owner: r.Owner, Token: r.Token, Reason: why}
 		}
 		res = resetResult(r, lease, force)
 		return tx.BufferWrite([]*spanner.Mutation{spanner.Update(s.table,
 			[]string{"Name", "State", "LeaseID", "Token", "Attempts", "LastError", "UpdatedAt"},
 			[]any{name, string(StateNeeded), leaseID, resetToken(res), int64(0), truncate(resetNote(r, res), maxErrorText), spanner.CommitTimestamp})})
 	})
-	var refused *ResetRefusedError
+	var refused *resetRefusedError
 	if errors.As(err, &refused) {
 		return ResetResult{}, refused
 	}

@@ -48,7 +48,7 @@ func testResetReArmsAnExhaustedSection(t *testing.T, db string) {
 	require.NoError(t, err)
 
 	_, err = m.Reset(ctx)
-	var refused *ResetRefusedError
+	var refused *resetRefusedError
 	require.ErrorAs(t, err, &refused, "no row yet")
 
 	boom := errors.New("boom")
@@ -96,7 +96,7 @@ func TestResetIsFencedOnALiveHolder(t *testing.T) {
 	resetter, err := New(newClient(t, db), "held", WithLease(lease))
 	require.NoError(t, err)
 	_, err = resetter.Reset(context.Background())
-	var refused *ResetRefusedError
+	var refused *resetRefusedError
 	require.ErrorAs(t, err, &refused)
 	assert.Equal(t, StateStarted, refused.State)
 	assert.Equal(t, "holder", refused.Owner)

@@ -32,7 +32,7 @@ type mutexStore interface {
 	// *InterruptedError: NEEDED, one attempt fewer, reason in LastError,
 	// fenced on the lease.
 	interrupt(ctx context.Context, l *Lease, reason string) error
-	// checkSchema returns a *SchemaError if the table is missing or lacks a
+	// checkSchema returns an error matching ErrSchema if the table is missing or lacks a
 	// column spanmutex needs.
 	checkSchema(ctx context.Context) error
 }
@@ -104,7 +104,7 @@ func (s *spannerStore) finish(ctx context.Context, l *Lease, to State, lastError
 		errText = truncate(lastError, maxErrorText)
 	}
 	var watchers []handOff
-	_, err := s.fencedUpdate(ctx, l, func(lost *LeaseLostError) bool {
+	_, err := s.fencedUpdate(ctx, l, func(lost *leaseLostError) bool {
 		return lost.CurrentState == to && lost.currentLeaseID == l.id // an earlier try committed it; its answer was lost
 	}, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
 		// The closure runs again only after an abort, which committed

@@ -226,7 +226,7 @@ func testTakeoverOnlyAfterLease(t *testing.T, db string) {
 	silenceA.Store(false) // the old holder comes back
 	ra := ha.result(t)
 	assert.Equal(t, Executed, ra.outcome)
-	var lost *LeaseLostError
+	var lost *leaseLostError
 	require.ErrorAs(t, ra.err, &lost)
 	assert.Equal(t, la.Token(), lost.Token)
 	assert.Equal(t, lb.Token(), lost.CurrentToken)
@@ -382,7 +382,7 @@ func TestFailuresAreRetriedUpToTheLimit(t *testing.T) {
 
 	out, err = m.Run(ctx, fail)
 	assert.Equal(t, NoOutcome, out)
-	var ex *ExhaustedError
+	var ex *exhaustedError
 	require.ErrorAs(t, err, &ex)
 	assert.Equal(t, int64(2), ex.Attempts)
 	assert.Equal(t, "attempt 2: boom", ex.LastError)
@@ -468,7 +468,7 @@ func TestAbandonedLastAttemptIsRecordedFailed(t *testing.T) {
 
 	silenceA.Store(false) // the holder comes back and learns what happened
 	r := ha.result(t)
-	var lost *LeaseLostError
+	var lost *leaseLostError
 	require.ErrorAs(t, r.err, &lost)
 	assert.Contains(t, lost.Error(), "recorded the section FAILED as abandoned")
 	assert.Equal(t, StateFailed, inspectOne(t, newClient(t, db), "abandoned").State, "the holder did not overwrite FAILED")

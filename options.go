@@ -29,20 +29,11 @@ const (
 	defaultFinishTimeout  = defaults.FinishTimeout
 )
 
-// MinLease is the shortest lease accepted: a lease is renewed every
-// third of it, and a renewal is a Spanner commit, which takes milliseconds
-// to tens of milliseconds; a shorter lease would lapse between renewals.
-const MinLease = 100 * time.Millisecond
-
-// MaxLease is the longest lease accepted. A holder that dies holding a
-// section or lock blocks it for as long as the lease it declared (plus
-// jitter), so the lease bounds that harm; it need not cover a long section
-// or hold, which renewals (every third of the lease) keep alive: only the
-// longest pause a live holder should survive without losing the lease
-// (GC, a stalled network, an overloaded Spanner). An hour is far above
-// any such pause. To break a dead holder's lease sooner, an operator uses
-// Mutex.ForceReset ("spanmutex reset --force NAME").
-const MaxLease = time.Hour
+// The bounds of a declared lease (WithLease), stated in its godoc.
+const (
+	minLease = defaults.MinLease
+	maxLease = defaults.MaxLease
+)
 
 // maxNameLength is the longest section name, owner identity or value, in
 // characters (the columns are STRING(256)).
@@ -191,7 +182,7 @@ func WithOwner(id string) LockOption {
 }
 
 // WithLease sets the lease this contender declares (default 30s,
-// at least MinLease, at most MaxLease): when it holds the section or lock it writes the
+// at least 100ms, at most 1h): when it holds the section or lock it writes the
 // lease into the row (LeaseMicros) and renews it every third of it, and
 // nobody takes over before the row has gone that long unrenewed by
 // Spanner's clock, whatever their own lease. Set it above the longest
@@ -267,11 +258,11 @@ func (c *config) validate() error {
 			return fmt.Errorf("%w: WithVersion: %v", ErrInvalidConfig, err)
 		}
 	}
-	if c.lease > MaxLease {
-		return fmt.Errorf("%w: WithLease(%v): the lease must be at most %v: a holder that dies holding the lock blocks it that long; renewals keep longer work alive", ErrInvalidConfig, c.lease, MaxLease)
+	if c.lease > maxLease {
+		return fmt.Errorf("%w: WithLease(%v): the lease must be at most %v: a holder that dies holding the lock blocks it that long; renewals keep longer work alive", ErrInvalidConfig, c.lease, maxLease)
 	}
-	if c.lease < MinLease {
-		return fmt.Errorf("%w: WithLease(%v): the lease must be at least %v: it is what this holder declares and renews every third of; set it above the longest pause (GC, network) a live holder may suffer", ErrInvalidConfig, c.lease, MinLease)
+	if c.lease < minLease {
+		return fmt.Errorf("%w: WithLease(%v): the lease must be at least %v: it is what this holder declares and renews every third of; set it above the longest pause (GC, network) a live holder may suffer", ErrInvalidConfig, c.lease, minLease)
 	}
 	if c.staleness < 0 || (c.staleness > 0 && c.staleness <= c.lease) {
 		return fmt.Errorf("%w: WithStaleness(%v): staleness must be 0 (never) or above the lease (%v), or a running section could be restarted", ErrInvalidConfig, c.staleness, c.lease)

@@ -47,9 +47,9 @@ func TestNewRejectsBadInput(t *testing.T) {
 		{"zero lease", "s", []MutexOption{WithLease(0)}, "lease must be at least 100ms"},
 		{"negative lease", "s", []MutexOption{WithLease(-time.Second)}, "lease must be at least 100ms"},
 		{"a lease too short to renew in", "s", []MutexOption{WithLease(time.Nanosecond)}, "lease must be at least 100ms"},
-		{"the shortest lease", "s", []MutexOption{WithLease(MinLease)}, ""},
-		{"the longest lease", "s", []MutexOption{WithLease(MaxLease)}, ""},
-		{"a lease above MaxLease", "s", []MutexOption{WithLease(100000 * time.Hour)}, "WithLease(100000h0m0s): the lease must be at most 1h0m0s"},
+		{"the shortest lease", "s", []MutexOption{WithLease(minLease)}, ""},
+		{"the longest lease", "s", []MutexOption{WithLease(maxLease)}, ""},
+		{"a lease above maxLease", "s", []MutexOption{WithLease(100000 * time.Hour)}, "WithLease(100000h0m0s): the lease must be at most 1h0m0s"},
 		{"renewals less often than twice a lease", "s", []MutexOption{WithLease(time.Second), WithRenewInterval(600 * time.Millisecond)}, "at most half the lease"},
 		{"renewals twice a lease", "s", []MutexOption{WithLease(time.Second), WithRenewInterval(500 * time.Millisecond)}, ""},
 		{"a scope on a run-once Mutex (its wake-ups)", "s", []MutexOption{WithScope(NewScope())}, ""},
@@ -72,7 +72,7 @@ func TestNewRejectsBadInput(t *testing.T) {
 			m, err := New(client, tt.section, tt.opts...)
 			if tt.want == "" {
 				require.NoError(t, err)
-				assert.NotEmpty(t, m.Owner())
+				assert.NotEmpty(t, m.cfg.owner)
 				return
 			}
 			require.Error(t, err)
@@ -96,8 +96,8 @@ func TestNewAcceptsGoodInput(t *testing.T) {
 		WithStaleness(2*time.Second), WithMaxAttempts(1), WithJitter(0.99),
 		WithBackOff(func() backoff.BackOff { return &backoff.ZeroBackOff{} }))
 	require.NoError(t, err)
-	assert.Equal(t, "svc-a", m.Owner())
-	assert.Equal(t, "migrations/2030-01-01 add index ✓", m.Name())
+	assert.Equal(t, "svc-a", m.cfg.owner)
+	assert.Equal(t, "migrations/2030-01-01 add index ✓", m.name)
 	longest := strings.Repeat("é", maxNameLength) // 256 characters, 512 bytes
 	_, err = New(&spanner.Client{}, longest)
 	assert.NoError(t, err)
@@ -108,7 +108,7 @@ func TestDefaultOwnersDiffer(t *testing.T) {
 	require.NoError(t, err)
 	b, err := New(&spanner.Client{}, "s")
 	require.NoError(t, err)
-	assert.NotEqual(t, a.Owner(), b.Owner())
+	assert.NotEqual(t, a.cfg.owner, b.cfg.owner)
 }
 
 func TestRunRejectsNilArguments(t *testing.T) {
@@ -125,20 +125,20 @@ func TestRunRejectsNilArguments(t *testing.T) {
 
 func TestErrorsMatchTheirSentinels(t *testing.T) {
 	cause := errors.New("disk full")
-	assert.ErrorIs(t, &ExhaustedError{Name: "n", Err: cause}, ErrAttemptsExhausted)
-	assert.ErrorIs(t, &ExhaustedError{Name: "n", Err: cause}, cause)
-	assert.ErrorIs(t, &LeaseLostError{Name: "n"}, ErrLeaseLost)
-	assert.ErrorIs(t, &SchemaError{Table: "T"}, ErrSchema)
+	assert.ErrorIs(t, &exhaustedError{Name: "n", Err: cause}, ErrAttemptsExhausted)
+	assert.ErrorIs(t, &exhaustedError{Name: "n", Err: cause}, cause)
+	assert.ErrorIs(t, &leaseLostError{Name: "n"}, ErrLeaseLost)
+	assert.ErrorIs(t, &schemaError{Table: "T"}, ErrSchema)
 	assert.ErrorIs(t, &SectionError{Name: "n", Err: cause}, cause)
-	assert.Contains(t, (&SchemaError{Table: "T", Problem: "does not exist"}).Error(), "spanmutex ddl --table T")
-	assert.Contains(t, (&ExhaustedError{Name: "n", Attempts: 3, MaxAttempts: 3, LastError: "boom"}).Error(), "gave up after 3 of 3 attempts: last error: boom")
-	assert.NotErrorIs(t, &ExhaustedError{Name: "n"}, ErrOutage)
-	outage := &OutageError{Name: "n", Failures: 3, MaxFailures: 3, Err: cause}
+	assert.Contains(t, (&schemaError{Table: "T", Problem: "does not exist"}).Error(), "spanmutex ddl --table T")
+	assert.Contains(t, (&exhaustedError{Name: "n", Attempts: 3, MaxAttempts: 3, LastError: "boom"}).Error(), "gave up after 3 of 3 attempts: last error: boom")
+	assert.NotErrorIs(t, &exhaustedError{Name: "n"}, ErrOutage)
+	outage := &outageError{Name: "n", Failures: 3, MaxFailures: 3, Err: cause}
 	assert.ErrorIs(t, outage, ErrOutage)
-	assert.ErrorIs(t, outage, ErrAttemptsExhausted, "as before OutageError existed")
+	assert.ErrorIs(t, outage, ErrAttemptsExhausted, "as before outageError existed")
 	assert.ErrorIs(t, outage, cause)
 	assert.Equal(t, `spanmutex: "n": Spanner kept failing: 3 calls in a row failed (at most 3 allowed): last error: disk full`, outage.Error())
-	assert.Contains(t, (&OutageError{Name: "n", Failures: 1, MaxFailures: 3, BackOffStopped: true}).Error(), "the backoff policy stopped the retries after 1 failed calls in a row")
+	assert.Contains(t, (&outageError{Name: "n", Failures: 1, MaxFailures: 3, BackOffStopped: true}).Error(), "the backoff policy stopped the retries after 1 failed calls in a row")
 }
 
 func TestOutcomeStrings(t *testing.T) {
@@ -227,7 +227,7 @@ func TestLockAndTableOptionsAccepted(t *testing.T) {
 		WithFinishTimeout(time.Second), WithScope(NewScope())}
 	l, err := NewLock(client, "l", lockOpts...)
 	require.NoError(t, err)
-	assert.Equal(t, "o", l.Owner())
+	assert.Equal(t, "o", l.cfg.owner)
 	assert.Equal(t, 2, l.cfg.maxFailures)
 	assert.Equal(t, "Locks", l.cfg.table)
 	_, err = NewLock(client, "l", WithLease(time.Millisecond))

@@ -166,7 +166,7 @@ func withErr(e procEvent, err error) procEvent {
 // anything else (such as a raw Spanner error).
 func errClass(err error) string {
 	var (
-		outage *OutageError
+		outage *outageError
 		held   *HeldError
 	)
 	switch {

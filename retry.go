@@ -52,7 +52,7 @@ func (a *attempts) ok() { a.n = 0 }
 // it, waits before it (at most limit, when limit > 0). It returns nil to go
 // on, or the error the caller ends with: errors.Join(ErrNotObtained,
 // ctx.Err()) once ctx has ended; err itself when it is not worth another
-// try (see spanerr.Retryable); an *OutageError once max calls in a row
+// try (see spanerr.Retryable); an error matching ErrOutage once max calls in a row
 // failed or the backoff policy stopped their retries.
 func (a *attempts) failed(ctx context.Context, err error, limit time.Duration) error {
 	if ctx.Err() != nil {
@@ -62,12 +62,12 @@ func (a *attempts) failed(ctx context.Context, err error, limit time.Duration) e
 		return err
 	}
 	if a.n++; a.n >= a.max {
-		return &OutageError{Name: a.name, Failures: a.n, MaxFailures: a.max, Err: err}
+		return &outageError{Name: a.name, Failures: a.n, MaxFailures: a.max, Err: err}
 	}
 	a.log.Warn("Spanner call failed; backing off", "err", err, "failures", a.n)
 	perr := pauseWith(ctx, a.clk, a.bo, limit, a.sleep)
 	if errors.Is(perr, errBackOffStopped) {
-		return &OutageError{Name: a.name, Failures: a.n, MaxFailures: a.max, BackOffStopped: true, Err: err}
+		return &outageError{Name: a.name, Failures: a.n, MaxFailures: a.max, BackOffStopped: true, Err: err}
 	}
 	return a.settled(ctx, perr)
 }
@@ -75,11 +75,11 @@ func (a *attempts) failed(ctx context.Context, err error, limit time.Duration) e
 // pause waits for the backoff's next interval (at most limit, when limit >
 // 0), between reads of a section or lock held elsewhere. It returns nil to
 // go on, errors.Join(ErrNotObtained, ctx.Err()) once ctx has ended, or an
-// *ExhaustedError if the backoff policy stopped.
+// error matching ErrAttemptsExhausted if the backoff policy stopped.
 func (a *attempts) pause(ctx context.Context, limit time.Duration) error {
 	err := pauseWith(ctx, a.clk, a.bo, limit, a.sleep)
 	if errors.Is(err, errBackOffStopped) {
-		return &ExhaustedError{Name: a.name, Attempts: int64(a.n), MaxAttempts: a.max, LastError: "the backoff policy stopped", Err: err}
+		return &exhaustedError{Name: a.name, Attempts: int64(a.n), MaxAttempts: a.max, LastError: "the backoff policy stopped", Err: err}
 	}
 	return a.settled(ctx, err)
 }
@@ -102,7 +102,7 @@ func WithMaxAttempts(n int) MutexOption {
 
 // WithMaxFailures sets how many Spanner calls of one kind (reads, or
 // writes) may fail in a row, each retried after a backoff (WithBackOff),
-// before Run, Lock or TryLock gives up with an *OutageError (default
+// before Run, Lock or TryLock gives up with an error matching ErrOutage (default
 // 3, at least 1). Each failed call takes up to its
 // timeout (WithFinishTimeout) when Spanner does not answer, and each retry
 // waits up to the backoff's maximum (WithBackOff), so a wait notices an

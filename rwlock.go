@@ -40,14 +40,6 @@ func NewRWLock(client *spanner.Client, name string, opts ...LockOption) (*RWLock
 	return &RWLock{sem: sem}, nil
 }
 
-// Name returns the lock's name.
-func (l *RWLock) Name() string {
-	if l == nil {
-		return ""
-	}
-	return l.sem.Name()
-}
-
 // RLock blocks until this contender shares the lock, and returns its lease,
 // with Semaphore.Acquire's errors.
 func (l *RWLock) RLock(ctx context.Context) (*Lease, error) { return l.acquire(ctx, 1, true) }

@@ -77,27 +77,11 @@ func NewSemaphore(client *spanner.Client, name string, size int64, opts ...LockO
 	return &Semaphore{name: name, size: size, cfg: cfg, store: sp, sp: sp}, nil
 }
 
-// Name returns the semaphore's name.
-func (s *Semaphore) Name() string {
-	if s == nil {
-		return ""
-	}
-	return s.name
-}
-
-// Size returns the size this Semaphore declares.
-func (s *Semaphore) Size() int64 {
-	if s == nil {
-		return 0
-	}
-	return s.size
-}
-
 // Acquire blocks until this contender holds n permits, and returns its
 // lease. Otherwise it returns an error matching ErrNotObtained and
 // ctx.Err() if ctx ends first (a lease granted meanwhile is given back);
-// an *OutageError if Spanner kept failing; a *SizeMismatchError; a
-// *SchemaError; or an error naming the Lock or Mutex that owns the name.
+// an error matching ErrOutage if Spanner kept failing; a *SizeMismatchError; an
+// error matching ErrSchema; or an error naming the Lock or Mutex that owns the name.
 // Whenever it returns without the lease it has left the queue and passed
 // on permits granted to it, so that it delays nobody (if Spanner fails
 // that too for the finish timeout, its entry expires after four leases).
@@ -167,7 +151,7 @@ func semKind(wait bool) string {
 // the waiters at the head of the queue that they fit, in the same
 // transaction. It is fenced: if the lease was lost (its holder silent past
 // its lease, and its permits counted free by another contender), it
-// returns a *LeaseLostError and changes nothing.
+// returns an error matching ErrLeaseLost and changes nothing.
 // When it returns, the lease has ended: its Done is closed.
 func (s *Semaphore) Release(ctx context.Context) (err error) {
 	if ctx == nil {
@@ -234,7 +218,7 @@ func (s *Semaphore) finish(ctx context.Context, q semRequest) error {
 		case errors.Is(err, ErrLeaseLost) && uncertain:
 			return nil
 		case errors.Is(err, ErrLeaseLost):
-			return &LeaseLostError{Name: s.name, Token: q.token, Reason: "its permits were counted free after its lease ran out unrenewed; another holder may have them"}
+			return &leaseLostError{Name: s.name, Token: q.token, Reason: "its permits were counted free after its lease ran out unrenewed; another holder may have them"}
 		}
 		var sme *SizeMismatchError
 		if errors.As(err, &sme) || !spanerr.Retryable(err) {
@@ -264,7 +248,7 @@ type semRenewer struct{ st semStore }
 func (r semRenewer) renew(ctx context.Context, l *Lease) error {
 	err := r.st.renewEntry(ctx, l.name, queueKey{at: l.queuedAt, id: l.id})
 	if errors.Is(err, ErrLeaseLost) {
-		return &LeaseLostError{Name: l.name, Token: l.token, Reason: "its entry is gone: its permits were counted free after its lease ran out unrenewed"}
+		return &leaseLostError{Name: l.name, Token: l.token, Reason: "its entry is gone: its permits were counted free after its lease ran out unrenewed"}
 	}
 	return err
 }

@@ -211,7 +211,7 @@ func (s *spannerStore) renewEntry(ctx context.Context, name string, key queueKey
 		return nil
 	}
 	explained := s.explain(ctx, err)
-	var se *SchemaError
+	var se *schemaError
 	if spanner.ErrCode(err) == codes.NotFound && !errors.As(explained, &se) {
 		return fmt.Errorf("%w: semaphore %q: the entry is gone", ErrLeaseLost, name)
 	}

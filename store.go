@@ -115,19 +115,19 @@ func (c *config) newStore(client *spanner.Client) *spannerStore {
 }
 
 // fencedUpdate runs a read-write transaction that calls write only while
-// our row is still STARTED under lease l, and returns a *LeaseLostError if
+// our row is still STARTED under lease l, and returns an error matching ErrLeaseLost if
 // it is not; otherwise the commit timestamp.
 //
 // committed, if not nil, recognises in the row found instead (the
-// *LeaseLostError) what write would have written: an earlier try whose
+// error matching ErrLeaseLost) what write would have written: an earlier try whose
 // answer was lost committed it, so nothing is written and fencedUpdate
 // returns nil.
-func (s *spannerStore) fencedUpdate(ctx context.Context, l *Lease, committed func(*LeaseLostError) bool,
+func (s *spannerStore) fencedUpdate(ctx context.Context, l *Lease, committed func(*leaseLostError) bool,
 	write func(ctx context.Context, tx *spanner.ReadWriteTransaction) error) (time.Time, error) {
 	ts, err := s.rw(ctx, tagRenew, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
 		s.stats.rwAttempts.Add(1)
 		err := l.Guard(ctx, tx)
-		var lost *LeaseLostError
+		var lost *leaseLostError
 		if committed != nil && errors.As(err, &lost) && committed(lost) {
 			return nil
 		}
@@ -136,7 +136,7 @@ func (s *spannerStore) fencedUpdate(ctx context.Context, l *Lease, committed fun
 		}
 		return write(ctx, tx)
 	})
-	var lost *LeaseLostError
+	var lost *leaseLostError
 	if errors.As(err, &lost) {
 		return time.Time{}, lost
 	}

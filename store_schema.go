@@ -15,7 +15,7 @@ import (
 // the table.
 func (s *spannerStore) schemaError(ctx context.Context, cause error) error {
 	if err := s.checkSchema(ctx); err != nil {
-		var se *SchemaError
+		var se *schemaError
 		if errors.As(err, &se) {
 			se.Err = cause
 		}
@@ -24,7 +24,7 @@ func (s *spannerStore) schemaError(ctx context.Context, cause error) error {
 	return fmt.Errorf("spanmutex: table %s: %w", s.table, cause)
 }
 
-// checkSchema reads INFORMATION_SCHEMA and returns a *SchemaError naming
+// checkSchema reads INFORMATION_SCHEMA and returns an error matching ErrSchema naming
 // what is missing or mistyped, or nil if the table has every column. The
 // waiters' queue table is checked too when it exists, and must exist for a
 // Lock (a Mutex does not need it). A column not of ours that is NOT NULL
@@ -53,13 +53,13 @@ func (s *spannerStore) checkSchema(ctx context.Context) error {
 	}
 	if len(missing) > 0 {
 		slices.Sort(missing)
-		return &SchemaError{Table: s.table, Problem: "does not have the columns spanmutex needs", Missing: missing, Dialect: d}
+		return &schemaError{Table: s.table, Problem: "does not have the columns spanmutex needs", Missing: missing, Dialect: d}
 	}
 	if s.readOnly {
 		return nil
 	}
 	if s.needsQueue && queue.Name == "" {
-		return &SchemaError{Table: s.table, Dialect: d,
+		return &schemaError{Table: s.table, Dialect: d,
 			Problem: fmt.Sprintf("its waiters' queue table %s, which a Lock needs, does not exist in database %s", s.queueTable(), s.client.DatabaseName()),
 			fix: fmt.Sprintf("create it with the CREATE TABLE %s statement of: spanmutex ddl%s --table %s (only that one: %s exists)",
 				s.queueTable(), dialectFlag(d), s.table, s.table)}
@@ -70,7 +70,7 @@ func (s *spannerStore) checkSchema(ctx context.Context) error {
 // absent is the error of a mutex table that does not exist: on
 // PostgreSQL, it names the tables whose names differ only in case.
 func (s *spannerStore) absent(d ddl.Dialect, mutex *sqldialect.Table) error {
-	se := &SchemaError{Table: s.table, Problem: "does not exist in database " + s.client.DatabaseName(), Dialect: d}
+	se := &schemaError{Table: s.table, Problem: "does not exist in database " + s.client.DatabaseName(), Dialect: d}
 	if len(mutex.Variants) > 0 {
 		se.Problem += fmt.Sprintf(", but %s does: names are case-sensitive on PostgreSQL, where spanmutex quotes them", strings.Join(mutex.Variants, ", "))
 		se.fix = fmt.Sprintf("use that table with --table %s (WithTable(%q))", mutex.Variants[0], mutex.Variants[0])
@@ -78,7 +78,7 @@ func (s *spannerStore) absent(d ddl.Dialect, mutex *sqldialect.Table) error {
 	return se
 }
 
-// extraRequired returns a *SchemaError if the mutex or queue table has a
+// extraRequired returns an error matching ErrSchema if the mutex or queue table has a
 // column that spanmutex does not write and that every insert must write.
 func (s *spannerStore) extraRequired(d ddl.Dialect, mutex, queue *sqldialect.Table) error {
 	var extra []string
@@ -97,7 +97,7 @@ func (s *spannerStore) extraRequired(d ddl.Dialect, mutex, queue *sqldialect.Tab
 		return nil
 	}
 	slices.Sort(extra)
-	return &SchemaError{Table: s.table, Dialect: d,
+	return &schemaError{Table: s.table, Dialect: d,
 		Problem: "has a column spanmutex does not write that is NOT NULL with no default, so its inserts fail: " + strings.Join(extra, ", "),
 		fix:     "give each a DEFAULT, make it nullable, or drop it (ALTER TABLE ... ALTER COLUMN / DROP COLUMN)"}
 }

@@ -13,7 +13,7 @@ import (
 // maxExported bounds the root package's exported names: a ratchet, lowered
 // as the surface shrinks (issue 32 aims at 110), so that it never grows
 // unnoticed.
-const maxExported = 166
+const maxExported = 126
 
 // TestExportedNames counts and prints the names the root package exports:
 // its exported top-level identifiers and the exported methods of its

@@ -20,6 +20,7 @@ import (
 	"github.com/spanmutex/spanmutex/ddl"
 	"github.com/spanmutex/spanmutex/emulator"
 	"github.com/spanmutex/spanmutex/internal/cmdline"
+	"github.com/spanmutex/spanmutex/internal/defaults"
 	"github.com/spanmutex/spanmutex/internal/history"
 	"github.com/spanmutex/spanmutex/internal/pace"
 )
@@ -172,14 +173,14 @@ func (o *tortureOptions) has(f string) bool { return slices.Contains(o.faults, f
 
 // clientLease is the lease client i (from 0) declares:
 // --lease, or with the mismatched fault, for every other
-// client alternately a third of it (at least spanmutex.MinLease) and
+// client alternately a third of it (at least defaults.MinLease) and
 // three times it.
 func (o *tortureOptions) clientLease(i int) time.Duration {
 	switch {
 	case !o.has(faultMismatched) || i%2 == 0:
 		return o.lease
 	case i%4 == 1:
-		return max(o.lease/3, spanmutex.MinLease)
+		return max(o.lease/3, defaults.MinLease)
 	}
 	return 3 * o.lease
 }
@@ -630,7 +631,7 @@ func (t *torture) runOnce(ctx context.Context, c *tortureClient) {
 	}
 	rctx, cancel := context.WithTimeout(ctx, t.holdTimeout(c))
 	defer cancel()
-	out, err := c.Run(rctx, m, func(sctx context.Context, lease *spanmutex.Lease) error {
+	out, err := c.Run(rctx, name, m, func(sctx context.Context, lease *spanmutex.Lease) error {
 		c.holding.Store(true)
 		defer c.holding.Store(false)
 		if err := t.write(sctx, c, lease, name); err != nil {
@@ -670,7 +671,7 @@ func (t *torture) lockCycle(ctx context.Context, c *tortureClient, try bool) {
 	}
 	lctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	lease, err := c.Lock(lctx, l, try)
+	lease, err := c.Lock(lctx, name, l, try)
 	if err != nil {
 		if impatient && errors.Is(err, spanmutex.ErrNotObtained) {
 			c.gaveUp.Add(1)

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spanmutex/spanmutex"
 	"github.com/spanmutex/spanmutex/internal/cmdline"
+	"github.com/spanmutex/spanmutex/internal/defaults"
 	"github.com/spanmutex/spanmutex/internal/testutil"
 )
 
@@ -148,8 +148,8 @@ func TestTortureClientLease(t *testing.T) {
 		t.Errorf("mismatched: %v, want %v", got, want)
 	}
 	o.lease = 200 * time.Millisecond
-	if got := o.clientLease(1); got != spanmutex.MinLease {
-		t.Errorf("a third of 200ms: %v, want the minimum %v", got, spanmutex.MinLease)
+	if got := o.clientLease(1); got != defaults.MinLease {
+		t.Errorf("a third of 200ms: %v, want the minimum %v", got, defaults.MinLease)
 	}
 }
 

@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -71,7 +72,7 @@ func TestTerminateOnCancel(t *testing.T) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	c := &child{}
 	stop := c.terminateOnCancel(ctx, cmd.Process)
-	lost := &spanmutex.LeaseLostError{Name: "n", Token: 1}
+	lost := fmt.Errorf("%w: n", spanmutex.ErrLeaseLost)
 	cancel(lost)
 	err := cmd.Wait()
 	if cause := stop(); !errors.Is(cause, spanmutex.ErrLeaseLost) {

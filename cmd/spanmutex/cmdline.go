@@ -11,6 +11,7 @@ import (
 
 	"github.com/spanmutex/spanmutex"
 	"github.com/spanmutex/spanmutex/internal/cmdline"
+	"github.com/spanmutex/spanmutex/internal/defaults"
 )
 
 // The command-line plumbing spanmutex shares with spanmutex-torture and
@@ -110,9 +111,9 @@ func checkLease(sub string, lease time.Duration) error {
 	switch {
 	case lease <= 0:
 		return usagef(sub, "--lease %v: must be positive", lease)
-	case lease < spanmutex.MinLease || lease > spanmutex.MaxLease:
+	case lease < defaults.MinLease || lease > defaults.MaxLease:
 		return usagef(sub, "--lease %v: must be %v to %v: the holder renews it every third of it, and one that dies blocks NAME that long ('spanmutex reset --force NAME' breaks it)",
-			lease, spanmutex.MinLease, spanmutex.MaxLease)
+			lease, defaults.MinLease, defaults.MaxLease)
 	}
 	return nil
 }

@@ -72,7 +72,7 @@ func (d *demo) collect(results <-chan attempt, n int) []attempt {
 		case a.err == nil:
 			d.out.say(a.instance, "%v after %v: the migration did not run here", a.outcome, a.took.Round(10*time.Millisecond))
 		case errors.Is(a.err, spanmutex.ErrLeaseLost):
-			d.out.say(a.instance, "its late result was rejected: the row moved on to token %d", currentToken(a.err))
+			d.out.say(a.instance, "its late result was rejected (ErrLeaseLost): its lease had been taken over")
 		default:
 			d.out.say(a.instance, "%v: %v", a.outcome, a.err)
 		}
@@ -90,15 +90,6 @@ func fatal(ctx context.Context, attempts []attempt) error {
 		}
 	}
 	return nil
-}
-
-// currentToken returns the token a *LeaseLostError found in the row.
-func currentToken(err error) int64 {
-	var lost *spanmutex.LeaseLostError
-	if errors.As(err, &lost) {
-		return lost.CurrentToken
-	}
-	return 0
 }
 
 // writeAttempts prints the attempts as a table, by instance.

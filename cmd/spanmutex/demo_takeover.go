@@ -137,19 +137,20 @@ func (d *demo) checkTakeover(ctx context.Context, name string, attempts []attemp
 	ok = d.check(completed == 1, "the migration completed exactly once (%d time(s))", completed) && ok
 	ok = d.check(done == len(attempts)-2, "the %d other instances saw AlreadyDone (%d did)", len(attempts)-2, done) && ok
 	ok = d.check(errors.Is(first.err, spanmutex.ErrLeaseLost),
-		"the crashed holder's late DONE was rejected with ErrLeaseLost (%s)", describe(first.err)) && ok
+		"the crashed holder's late DONE was rejected with ErrLeaseLost (%s)", describe(first.err, takeover.lease.Token())) && ok
 	ok = d.check(r.State == spanmutex.StateDone && r.Token == takeover.lease.Token() && r.Attempts == 2,
 		"the row is DONE with the takeover's token %d after 2 attempts (%s, token %d, %d attempts)", takeover.lease.Token(), r.State, r.Token, r.Attempts) && ok
 	return ok, nil
 }
 
-// describe sums up the crashed holder's error for its check line.
-func describe(err error) string {
+// describe sums up the crashed holder's error for its check line; now is
+// the token that took the row over.
+func describe(err error, now int64) string {
 	switch {
 	case err == nil:
 		return "it got no error"
 	case errors.Is(err, spanmutex.ErrLeaseLost):
-		return fmt.Sprintf("the row had moved on to token %d", currentToken(err))
+		return fmt.Sprintf("the row had moved on to token %d", now)
 	}
 	return "got: " + oneLine(err.Error(), 120)
 }

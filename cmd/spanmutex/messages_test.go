@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -33,7 +34,7 @@ func TestMissingDashKeepsEveryArgument(t *testing.T) {
 // TestSigtermNoteSaysSpanmutexOnce: the note that COMMAND was sent SIGTERM
 // does not stutter "spanmutex: ... spanmutex:".
 func TestSigtermNoteSaysSpanmutexOnce(t *testing.T) {
-	lost := &spanmutex.LeaseLostError{Name: "x", Token: 3, Reason: "renewals failed for the lease"}
+	lost := fmt.Errorf(`%w: "x": lease with token 3 lost: renewals failed for the lease`, spanmutex.ErrLeaseLost)
 	for _, cause := range []error{lost, errors.New("plain cause")} {
 		got := sigtermNote(cause)
 		if strings.Count(got, "spanmutex:") != 1 || !strings.HasPrefix(got, "spanmutex: sent COMMAND SIGTERM: ") || strings.Contains(got, "\n") {

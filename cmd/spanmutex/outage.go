@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spanmutex/spanmutex"
@@ -83,16 +84,11 @@ func lockPoll(lease time.Duration) time.Duration {
 // what else is left as it was), and returns exitOutage; it returns false if
 // err is no outage.
 func reportOutage(s streams, what, after string, err error) (int, bool) {
-	var oe *spanmutex.OutageError
-	if !errors.As(err, &oe) {
+	if !errors.Is(err, spanmutex.ErrOutage) {
 		return 0, false
 	}
-	last := "none"
-	if oe.Err != nil {
-		last = cmdline.ErrorLine(oe.Err)
-	}
-	fmt.Fprintf(s.Stderr, "spanmutex: gave up waiting for %s: Spanner failed %d calls in a row (--max-failures %d); last error: %s\n",
-		what, oe.Failures, oe.MaxFailures, last)
+	fmt.Fprintf(s.Stderr, "spanmutex: gave up waiting for %s (--max-failures): %s\n",
+		what, strings.TrimPrefix(cmdline.ErrorLine(err), "spanmutex: "))
 	if after != "" {
 		after = " " + after
 	}

@@ -146,7 +146,8 @@ func checkOutageExit(t *testing.T, p *fileProcess, e *emulator.Emulator, stderr,
 		t.Errorf("exit %d, want %d; stderr:\n%s", code, exitOutage, stderr)
 	}
 	wantLines(t, stderr,
-		"spanmutex: gave up waiting for "+what+": Spanner failed 2 calls in a row (--max-failures 2); last error: ",
+		"spanmutex: gave up waiting for "+what+" (--max-failures): ",
+		"Spanner kept failing: 2 calls in a row failed (at most 2 allowed): last error: ",
 		"spanmutex: Spanner was unreachable or failing (connecting to the emulator at SPANNER_EMULATOR_HOST="+e.Host()+"); COMMAND did not run")
 	for _, wrong := range []string{"attempts: last error", "re-arm", "section \"held\": gave up"} {
 		if strings.Contains(stderr, wrong) {

@@ -10,7 +10,7 @@ import (
 	"github.com/spanmutex/spanmutex/internal/cmdline"
 )
 
-// TestLeaseBelowMinimum: a --lease under spanmutex.MinLease is a usage
+// TestLeaseBelowMinimum: a --lease under defaults.MinLease is a usage
 // error of the command, on one line naming the flag and the bound, not the
 // library's option, and nothing connects (the database does not exist).
 func TestLeaseBelowMinimum(t *testing.T) {

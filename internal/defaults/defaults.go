@@ -26,4 +26,17 @@ const (
 	// FinishTimeout bounds how long a write that must not be lost keeps
 	// trying after its ctx was cancelled.
 	FinishTimeout = 30 * time.Second
+	// MinLease is the shortest lease accepted: a lease is renewed every
+	// third of it, and a renewal is a Spanner commit, which takes
+	// milliseconds to tens of milliseconds; a shorter lease would lapse
+	// between renewals.
+	MinLease = 100 * time.Millisecond
+	// MaxLease is the longest lease accepted. A holder that dies holding a
+	// section or lock blocks it for as long as the lease it declared, so
+	// the lease bounds that harm; renewals keep a long section alive, so
+	// the lease need only cover the longest pause a live holder should
+	// survive (GC, a stalled network, an overloaded Spanner). An hour is
+	// far above any such pause; an operator breaks a dead holder's lease
+	// sooner with Mutex.ForceReset ("spanmutex reset --force NAME").
+	MaxLease = time.Hour
 )

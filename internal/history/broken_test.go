@@ -75,7 +75,7 @@ func pausedHolder(t *testing.T, guard func(*spanmutex.Lease) history.Guard) (*hi
 	}
 	lockA, lockB := lock(a), lock(b)
 
-	leaseA, err := a.Lock(ctx, lockA, false)
+	leaseA, err := a.Lock(ctx, "L", lockA, false)
 	require.NoError(t, err)
 	require.NoError(t, a.Write(ctx, leaseA, "L", guard(leaseA)))
 
@@ -86,7 +86,7 @@ func pausedHolder(t *testing.T, guard func(*spanmutex.Lease) history.Guard) (*hi
 	}
 	got := make(chan locked, 1)
 	go func() {
-		l, err := b.Lock(ctx, lockB, false)
+		l, err := b.Lock(ctx, "L", lockB, false)
 		got <- locked{l, err}
 	}()
 	var leaseB *spanmutex.Lease

@@ -57,13 +57,13 @@ type Client struct {
 }
 
 // Lock calls l.Lock, or l.TryLock if try, and records the acquisition and
-// the start of the holder's section.
-func (c *Client) Lock(ctx context.Context, l *spanmutex.Lock, try bool) (*spanmutex.Lease, error) {
+// the start of the holder's section under name, l's name.
+func (c *Client) Lock(ctx context.Context, name string, l *spanmutex.Lock, try bool) (*spanmutex.Lease, error) {
 	note := "Lock"
 	if try {
 		note = "TryLock"
 	}
-	call := c.Rec.Begin(Op{Client: c.ID, Kind: Acquire, Name: l.Name(), Note: note, Try: try})
+	call := c.Rec.Begin(Op{Client: c.ID, Kind: Acquire, Name: name, Note: note, Try: try})
 	var (
 		lease *spanmutex.Lease
 		err   error
@@ -79,22 +79,19 @@ func (c *Client) Lock(ctx context.Context, l *spanmutex.Lock, try bool) (*spanmu
 	}
 	call.End(Result{Outcome: OK, Token: lease.Token(), Takeover: lease.TookOver(), Commit: lease.AcquiredAt(),
 		Lease: c.Lease, HandedOff: lease.HandedOff()})
-	c.Rec.Event(Op{Client: c.ID, Kind: SectionStart, Name: l.Name(), Token: lease.Token()})
+	c.Rec.Event(Op{Client: c.ID, Kind: SectionStart, Name: name, Token: lease.Token()})
 	return lease, nil
 }
 
 // classifyRefusal says what the error of a Lock (or, if try, TryLock) call
 // that returned no lease matched. Lock's contract allows ErrNotObtained and
-// *OutageError; TryLock's adds *HeldError.
+// ErrOutage; TryLock's adds *HeldError.
 func classifyRefusal(err error, try bool) Refusal {
-	var (
-		outage *spanmutex.OutageError
-		held   *spanmutex.HeldError
-	)
+	var held *spanmutex.HeldError
 	switch {
 	case errors.Is(err, spanmutex.ErrNotObtained):
 		return RefusedNotObtained
-	case errors.As(err, &outage):
+	case errors.Is(err, spanmutex.ErrOutage):
 		return RefusedExhausted
 	case try && errors.As(err, &held):
 		return RefusedHeld
@@ -105,8 +102,8 @@ func classifyRefusal(err error, try bool) Refusal {
 // Unlock records the end of the holder's section, then calls l.Unlock and
 // records the release.
 func (c *Client) Unlock(ctx context.Context, l *spanmutex.Lock, lease *spanmutex.Lease) error {
-	c.Rec.Event(Op{Client: c.ID, Kind: SectionEnd, Name: l.Name(), Token: lease.Token(), Note: lostNote(lease)})
-	call := c.Rec.Begin(Op{Client: c.ID, Kind: Release, Name: l.Name(), Token: lease.Token()})
+	c.Rec.Event(Op{Client: c.ID, Kind: SectionEnd, Name: lease.Name(), Token: lease.Token(), Note: lostNote(lease)})
+	call := c.Rec.Begin(Op{Client: c.ID, Kind: Release, Name: lease.Name(), Token: lease.Token()})
 	err := l.Unlock(ctx)
 	switch {
 	case err == nil:
@@ -128,9 +125,9 @@ func lostNote(l *spanmutex.Lease) string {
 
 // Run calls m.Run with fn as the section, and records the acquisition
 // (when fn is called), the section's start and end, and how Run recorded
-// its end: DONE (Complete), FAILED (Fail), or AlreadyDone (SeeDone).
-func (c *Client) Run(ctx context.Context, m *spanmutex.Mutex, fn func(ctx context.Context, lease *spanmutex.Lease) error) (spanmutex.Outcome, error) {
-	name := m.Name()
+// its end: DONE (Complete), FAILED (Fail), or AlreadyDone (SeeDone), under
+// name, m's name.
+func (c *Client) Run(ctx context.Context, name string, m *spanmutex.Mutex, fn func(ctx context.Context, lease *spanmutex.Lease) error) (spanmutex.Outcome, error) {
 	acquire := c.Rec.Begin(Op{Client: c.ID, Kind: Acquire, Name: name, RunOnce: true, Note: "Run"})
 	var (
 		held   *spanmutex.Lease

@@ -39,13 +39,13 @@ func TestClientRecordsRun(t *testing.T) {
 			return err
 		}
 	}
-	out, err := a.Run(ctx, mutex(a), section(a, failed))
+	out, err := a.Run(ctx, "S", mutex(a), section(a, failed))
 	assert.Equal(t, spanmutex.Executed, out)
 	assert.ErrorIs(t, err, failed)
-	out, err = b.Run(ctx, mutex(b), section(b, nil))
+	out, err = b.Run(ctx, "S", mutex(b), section(b, nil))
 	assert.Equal(t, spanmutex.Executed, out)
 	require.NoError(t, err)
-	out, err = a.Run(ctx, mutex(a), section(a, nil))
+	out, err = a.Run(ctx, "S", mutex(a), section(a, nil))
 	assert.Equal(t, spanmutex.AlreadyDone, out)
 	require.NoError(t, err)
 
@@ -97,16 +97,16 @@ func TestClientRecordsLock(t *testing.T) {
 		return l
 	}
 	la, lb := lock(a), lock(b)
-	held, err := a.Lock(ctx, la, false)
+	held, err := a.Lock(ctx, "L", la, false)
 	require.NoError(t, err)
 	impatient, stop := context.WithTimeout(ctx, 30*time.Millisecond)
-	_, err = b.Lock(impatient, lb, false)
+	_, err = b.Lock(impatient, "L", lb, false)
 	stop()
 	require.ErrorIs(t, err, spanmutex.ErrNotObtained)
-	_, err = b.Lock(ctx, lb, true)
+	_, err = b.Lock(ctx, "L", lb, true)
 	require.ErrorIs(t, err, spanmutex.ErrHeld)
 	require.NoError(t, a.Unlock(ctx, la, held))
-	held, err = b.Lock(ctx, lb, false)
+	held, err = b.Lock(ctx, "L", lb, false)
 	require.NoError(t, err)
 	require.NoError(t, b.Unlock(ctx, lb, held))
 

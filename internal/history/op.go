@@ -118,7 +118,7 @@ type Refusal string
 const (
 	// RefusedNotObtained: spanmutex.ErrNotObtained (its context ended).
 	RefusedNotObtained Refusal = "not-obtained"
-	// RefusedExhausted: a *spanmutex.OutageError (Spanner kept failing).
+	// RefusedExhausted: an error matching spanmutex.ErrOutage (Spanner kept failing).
 	RefusedExhausted Refusal = "exhausted"
 	// RefusedHeld: a *spanmutex.HeldError, from TryLock only.
 	RefusedHeld Refusal = "held"
