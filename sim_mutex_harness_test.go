@@ -369,7 +369,7 @@ func (mh *simMutexHarness) returned(run *simMutexRun, out Outcome, err error) {
 	if ran != (out == Executed) {
 		h.violateLocked("inv7: %s's Run returned %v, but fn ran in it: %v", run.who, out, ran)
 	}
-	var ee *ExhaustedError
+	var ee *exhaustedError
 	// The row may have gone stale, or been started by another version,
 	// since the Run read it.
 	gens := mh.par.staleness > 0 || mh.vers != nil

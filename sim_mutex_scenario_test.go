@@ -53,7 +53,7 @@ func (mh *simMutexHarness) scriptedRun(m *Mutex, run *simMutexRun, crit time.Dur
 // 1.5 s before it reads the row back. The section's staleness is 1 s, so
 // P1, called at 1.2 s, finds DONE stale and starts a new generation. P0's
 // finish then reads the row STARTED under P1 and Run reports a lost lease
-// (Executed, *LeaseLostError) for a section whose DONE was recorded (P1's
+// (Executed, *leaseLostError) for a section whose DONE was recorded (P1's
 // section, run again by the staleness, is not the fault). The checker
 // reports that as inv7; this test fails until the library tells "our
 // commit did not land" from "the row moved on after it".
@@ -107,7 +107,7 @@ func TestSimMutexScenarioStaleFinish(t *testing.T) {
 // its answer lost, and P0 is paused for 1.5 s; P1, called at 1.2 s,
 // acquires the NEEDED row at once. P0's retry finds the row no longer
 // NEEDED under its lease and Run returns the *InterruptedError joined with
-// a *LeaseLostError, though the row was given back (inv7). It fails until
+// a *leaseLostError, though the row was given back (inv7). It fails until
 // the library is fixed.
 func TestSimMutexScenarioInterruptGiveBack(t *testing.T) {
 	var violations, full []string

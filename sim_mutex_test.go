@@ -44,7 +44,7 @@ var simMutexRegressionSeeds = []struct {
 	// held by someone else and Run reported a lost lease, though its own
 	// write did land: "not held by us" was taken for "our commit did not
 	// land" (inv7).
-	{2484, "Executed, *LeaseLostError although DONE landed: a v2 contender started the row anew while the v1 finish's answers were lost (lossy partition)"},
+	{2484, "Executed, *leaseLostError although DONE landed: a v2 contender started the row anew while the v1 finish's answers were lost (lossy partition)"},
 	{725, "Interrupted joined with a lost lease although the give-back landed: a contender acquired the NEEDED row while the interrupter was paused"},
 	{3254, "Section failed joined with a lost lease although FAILED landed: a contender retried the FAILED row before finish read it back"},
 	// Found with the first fix: the settling reads themselves failed.
