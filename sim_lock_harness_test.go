@@ -532,27 +532,6 @@ func (p *simProc) sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// drawFault draws what happens to one call.
-func (p *simProc) drawFault(write, aborts bool) simFault {
-	rate := p.h.par.faultRate
-	if rate == 0 {
-		return faultNone
-	}
-	r := p.draw(drawFaults)
-	if r.Float64() >= rate {
-		return faultNone
-	}
-	switch x := r.IntN(3); {
-	case x == 0:
-		return faultBefore
-	case x == 1 && aborts:
-		return faultAbort
-	case write:
-		return faultLost
-	}
-	return faultBefore
-}
-
 // pause stops the process (SIGSTOP) for d: its timers do not fire, its
 // Spanner calls and datagrams wait.
 func (p *simProc) pause(d time.Duration) {

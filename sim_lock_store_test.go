@@ -20,7 +20,6 @@ import (
 	"sync"
 	"time"
 
-	"cloud.google.com/go/spanner"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -253,53 +252,25 @@ type simConn struct {
 
 var _ lockStore = (*simConn)(nil)
 
-// simFault is what happens to one call.
-type simFault int
-
-const (
-	faultNone   simFault = iota
-	faultBefore          // fails before reaching Spanner: nothing applied
-	faultAbort           // a read-write transaction aborted: nothing applied
-	faultLost            // applied, but the answer is lost
-)
-
-var errSimCrashed = status.Error(codes.Unavailable, "sim: process crashed")
-
-// ctxError is the error a Spanner call returns when its ctx ended.
-func ctxError(ctx context.Context) error { return spanner.ToSpannerError(ctx.Err()) }
-
-// call runs one Spanner call: the request's flight (latency), fault, fn
-// applied atomically under the database's lock at the commit instant, and
-// the answer's flight. sent reports whether the request reached Spanner.
-// aborts says whether the call may be aborted (a read-write transaction
-// the client does not retry itself).
+// call runs one Spanner call of c's process on its database
+// (spannerCall, sim_fault_test.go). sent reports whether the request
+// reached Spanner; aborts says whether the call may be aborted (a
+// read-write transaction the client does not retry itself).
 func (c *simConn) call(ctx context.Context, op string, write, aborts bool, fn func() error) (sent bool, err error) {
-	p := c.p
-	p.h.busy(p, +1)
-	defer p.h.busy(p, -1)
-	if err := p.gate(); err != nil {
-		return false, err
-	}
-	if err := p.flight(ctx); err != nil {
-		return false, err
-	}
-	f := p.drawFault(write, aborts)
-	if cut, lossy := p.partition(); cut && !lossy {
-		f = faultBefore
-	} else if cut && write {
-		f = faultLost
-	} else if cut {
-		f = faultBefore
-	}
-	switch f {
-	case faultBefore:
-		p.h.event(p.name, "%s: unavailable (not applied)", op)
-		return false, status.Error(codes.Unavailable, "sim: unavailable")
-	case faultAbort:
-		p.h.event(p.name, "%s: aborted", op)
-		return true, status.Error(codes.Aborted, "sim: aborted")
-	}
-	d := c.db
+	return c.p.spannerCall(ctx, c.db, op, write, aborts, fn)
+}
+
+// track notes p's calls in flight for the limbo check (inv10).
+func (d *simDB) track(p *simProc, delta int) { d.h.busy(p, delta) }
+
+// forced: the Lock's schedules force no faults.
+func (d *simDB) forced(*simProc, string) (simFault, bool) { return faultNone, false }
+
+// lostAnswer: the Lock's simulation does not count lost answers.
+func (d *simDB) lostAnswer() {}
+
+// commit applies fn at the commit instant and checks the invariants.
+func (d *simDB) commit(p *simProc, _ simFault, fn func() error) (applied bool, err error) {
 	d.mu.Lock()
 	if p.isCrashed() {
 		d.mu.Unlock()
@@ -309,24 +280,6 @@ func (c *simConn) call(ctx context.Context, op string, write, aborts bool, fn fu
 	d.steps++
 	d.h.check(time.Now())
 	d.mu.Unlock()
-	if ferr := p.flight(ctx); ferr != nil {
-		return true, ferr
-	}
-	if p.h.answerPauses && p.draw(drawAnswerPause).IntN(50) == 0 {
-		// The process stops just as the answer arrives (a GC pause, say):
-		// it acts on the answer only after it resumes.
-		p.pause(time.Duration(p.draw(drawAnswerPause + 1).Int64N(int64(3 * p.lease))))
-	}
-	if gerr := p.gate(); gerr != nil {
-		return true, gerr
-	}
-	if f == faultLost {
-		p.h.event(p.name, "%s: answer lost (applied, err=%v)", op, err)
-		if p.draw(drawLost).IntN(2) == 0 {
-			return true, status.Error(codes.DeadlineExceeded, "sim: answer lost")
-		}
-		return true, status.Error(codes.Unavailable, "sim: answer lost")
-	}
 	return true, err
 }
 

@@ -24,9 +24,6 @@ import (
 	"fmt"
 	"sync"
 	"time"
-
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 )
 
 // simMutexName is the section every Run of a schedule runs.
@@ -166,70 +163,54 @@ type simMutexConn struct {
 
 var _ mutexStore = (*simMutexConn)(nil)
 
-// call runs one Spanner call: the request's flight, its fault, fn applied
-// atomically under the database's lock, the checker, and the answer's
-// flight. A read-write transaction's abort is retried by the client
-// (ReadWriteTransaction), so aborts are not drawn; what reaches the caller
-// is a call that never reached Spanner (Unavailable) or a commit whose
-// answer was lost (DeadlineExceeded or Unavailable: unknown outcome), or
-// its ctx ending on the way there or back.
+// call runs one Spanner call of c's process on its database
+// (spannerCall, sim_fault_test.go). A read-write transaction's abort is
+// retried by the client (ReadWriteTransaction), so aborts are not drawn;
+// what reaches the caller is a call that never reached Spanner
+// (Unavailable) or a commit whose answer was lost (DeadlineExceeded or
+// Unavailable: unknown outcome), or its ctx ending on the way there or
+// back.
 func (c *simMutexConn) call(ctx context.Context, op string, write bool, fn func() error) error {
-	p := c.p
-	if err := p.gate(); err != nil {
-		return err
+	_, err := c.p.spannerCall(ctx, c.db, op, write, false, fn)
+	return err
+}
+
+// track: the Mutex's simulation has no limbo check.
+func (d *simMutexDB) track(*simProc, int) {}
+
+// forced is the fault d.force puts on p's call op, if any.
+func (d *simMutexDB) forced(p *simProc, op string) (simFault, bool) {
+	if d.force == nil {
+		return faultNone, false
 	}
-	if err := p.flight(ctx); err != nil {
-		return err
-	}
-	f := p.drawFault(write, false)
-	if c.db.force != nil {
-		c.db.mu.Lock()
-		force := c.db.force
-		c.db.mu.Unlock()
-		if ff, ok := force(p, op); ok {
-			f = ff
-		}
-	}
-	// A partition (sim_lock_harness_test.go): calls cut off before Spanner, or
-	// (lossy) writes reaching it with their answers lost.
-	if cut, lossy := p.partition(); cut && lossy && write {
-		f = faultLost
-	} else if cut {
-		f = faultBefore
-	}
-	if f == faultBefore {
-		p.h.event(p.name, "%s: unavailable (not applied)", op)
-		return status.Error(codes.Unavailable, "sim: unavailable")
-	}
-	d := c.db
+	d.mu.Lock()
+	force := d.force
+	d.mu.Unlock()
+	return force(p, op)
+}
+
+// lostAnswer counts an answer lost ("lost").
+func (d *simMutexDB) lostAnswer() {
+	d.mu.Lock()
+	d.counts["lost"]++
+	d.mu.Unlock()
+}
+
+// commit applies fn at the commit instant, with d.losing set if its answer
+// will be lost, and checks the invariants.
+func (d *simMutexDB) commit(p *simProc, f simFault, fn func() error) (applied bool, err error) {
 	d.mu.Lock()
 	if p.isCrashed() {
 		d.mu.Unlock()
-		return errSimCrashed
+		return false, errSimCrashed
 	}
 	d.losing = f == faultLost
-	err := fn()
+	err = fn()
 	d.losing = false
 	d.steps++
 	d.mh.check()
 	d.mu.Unlock()
-	if ferr := p.flight(ctx); ferr != nil {
-		return ferr
-	}
-	if gerr := p.gate(); gerr != nil {
-		return gerr
-	}
-	if f == faultLost {
-		d.mu.Lock()
-		d.counts["lost"]++
-		d.mu.Unlock()
-		p.h.event(p.name, "%s: answer lost (applied, err=%v)", op, err)
-		if p.draw(drawLost).IntN(2) == 0 {
-			return status.Error(codes.DeadlineExceeded, "sim: answer lost")
-		}
-		return status.Error(codes.Unavailable, "sim: answer lost")
-	}
-	return err
+	return true, err
 }
 
 func (c *simMutexConn) checkSchema(ctx context.Context) error {

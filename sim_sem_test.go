@@ -424,8 +424,14 @@ func (p *semProc) crash() {
 	p.kill()
 }
 
-// call runs one Spanner call: the request's flight, a fault drawn, fn
-// applied atomically at the commit instant, the answer's flight.
+// call runs one Spanner call: the request's flight, a fault drawn
+// (drawSimFault, sim_fault_test.go), fn applied atomically at the commit
+// instant, the answer's flight. It narrows and injects the fault its own
+// way, not as spannerCall does, so that its schedules stay those its
+// seeds name: an abort of a read fails it before Spanner, a read whose
+// answer is lost answers all the same, and a lost answer is always
+// Unavailable (no drawLost draw); nor are there partitions, answer
+// pauses or forced faults.
 func (p *semProc) call(ctx context.Context, op string, write bool, fn func(ts time.Time) error) error {
 	if err := p.gate(); err != nil {
 		return err
@@ -433,10 +439,7 @@ func (p *semProc) call(ctx context.Context, op string, write bool, fn func(ts ti
 	if err := p.flight(ctx); err != nil {
 		return err
 	}
-	f := faultNone
-	if r := p.draw(drawFaults); r.Float64() < p.h.par.faultRate {
-		f = []simFault{faultBefore, faultAbort, faultLost}[r.IntN(3)]
-	}
+	f := drawSimFault(p.draw, p.h.par.faultRate)
 	switch {
 	case f == faultBefore || f == faultAbort && !write:
 		p.h.event(p.name, "%s: unavailable", op)
