@@ -51,7 +51,7 @@ func ExampleElection() {
 		next <- ld
 	}()
 	// Leader-only work runs under first.Context() and fences its writes
-	// with first.Guard or first.Token(); here it just steps down.
+	// with first.Lease().Guard or first.Lease().Token(); here it just steps down.
 	if err := first.Resign(ctx); err != nil {
 		log.Fatal(err)
 	}
@@ -105,4 +105,38 @@ func ExampleElection_Observe() {
 	// a 1
 	// b 2
 	// c 3
+}
+
+// A replica runs its leader-only loop under Run: it campaigns, calls
+// OnStartedLeading once it leads, and hands leadership over to the next
+// candidate when that returns.
+func ExampleElection_Run() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // always bound ctx
+	defer cancel()
+	emu, err := emulator.Start(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer emu.Close()
+
+	e, err := spanmutex.NewElection(emu.Client(), "compactor")
+	if err != nil {
+		log.Fatal(err)
+	}
+	err = e.Run(ctx, "replica-1", spanmutex.LeaderCallbacks{
+		OnStartedLeading: func(ctx context.Context) {
+			// Leader-only work: stop when ctx ends (leadership lost, or
+			// Run's ctx ended). Here one pass, then step down.
+			fmt.Println("leading; compacting once")
+		},
+		OnStoppedLeading: func() { fmt.Println("stopped leading") },
+	})
+	fmt.Println("Run returned:", err)
+	_, err = e.Leader(ctx)
+	fmt.Println("nobody leads now:", errors.Is(err, spanmutex.ErrNoLeader))
+	// Output:
+	// leading; compacting once
+	// stopped leading
+	// Run returned: <nil>
+	// nobody leads now: true
 }

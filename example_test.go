@@ -199,3 +199,23 @@ func ExampleListenScope() {
 	// Output:
 	// listening: true
 }
+
+// At start-up, Ping tells at once whether Spanner answers, and if not, why.
+func ExamplePing() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second) // fail fast
+	defer cancel()
+	emu, err := emulator.Start(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer emu.Close()
+
+	if err := spanmutex.Ping(ctx, emu.Client()); err != nil {
+		// errors.Is(err, spanmutex.ErrNotFound): the database or its
+		// instance does not exist; spanmutex.ErrUnreachable: the message
+		// names the host and the cause (refused, DNS, TLS, credentials).
+		log.Fatal(err)
+	}
+	fmt.Println("Spanner answers")
+	// Output: Spanner answers
+}
