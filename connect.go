@@ -15,15 +15,6 @@ import (
 	"google.golang.org/grpc/codes"
 )
 
-// ErrUnreachable is matched by the error returned when Spanner could not be
-// reached at all (no call to it had succeeded yet); its message names the
-// host and the cause (connection refused, DNS, TLS, credentials).
-var ErrUnreachable = errors.New("spanmutex: Spanner unreachable")
-
-// ErrNotFound is matched by the error returned when the database, or its
-// instance, does not exist; its message names which.
-var ErrNotFound = errors.New("spanmutex: database or instance not found")
-
 // defaultEndpoint is where Spanner clients connect when SPANNER_EMULATOR_HOST
 // is not set and no endpoint option was given.
 const defaultEndpoint = "spanner.googleapis.com:443"

@@ -62,6 +62,34 @@ var (
 
 	// ErrResigned is the cause of a Leadership's context after Resign.
 	ErrResigned = errors.New("spanmutex: leadership resigned")
+
+	// ErrHeld is matched by the *HeldError TryLock returns when the lock is held
+	// or others are queued for it.
+	ErrHeld = errors.New("spanmutex: lock is held")
+
+	// ErrInterrupted is matched by the *InterruptedError a section returns
+	// (through Interrupt) when it was stopped from outside before it could
+	// finish, and by the error Run then returns.
+	ErrInterrupted = errors.New("spanmutex: section interrupted")
+
+	// ErrUnreachable is matched by the error returned when Spanner could not be
+	// reached at all (no call to it had succeeded yet); its message names the
+	// host and the cause (connection refused, DNS, TLS, credentials).
+	ErrUnreachable = errors.New("spanmutex: Spanner unreachable")
+
+	// ErrNotFound is matched by the error returned when the database, or its
+	// instance, does not exist; its message names which.
+	ErrNotFound = errors.New("spanmutex: database or instance not found")
+
+	// ErrResetRefused is matched by the error Reset returns when it leaves the
+	// row as it was; its message says why.
+	ErrResetRefused = errors.New("spanmutex: reset refused")
+
+	// ErrStaleToken is matched by the error a Fence returns for an operation
+	// that carries a token lower than one the resource already accepted: its
+	// holder lost the lock to a newer one. The message names the resource, the
+	// token and the highest token accepted.
+	ErrStaleToken = errors.New("spanmutex: stale fencing token")
 )
 
 // errNotMade is the error of a method called on a typ that ctor did not

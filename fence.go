@@ -11,12 +11,6 @@ import (
 	"github.com/spanmutex/spanmutex/internal/sqldialect"
 )
 
-// ErrStaleToken is matched by the error a Fence returns for an operation
-// that carries a token lower than one the resource already accepted: its
-// holder lost the lock to a newer one. The message names the resource, the
-// token and the highest token accepted.
-var ErrStaleToken = errors.New("spanmutex: stale fencing token")
-
 // staleTokenError says which resource rejected which token. It matches
 // ErrStaleToken.
 type staleTokenError struct {

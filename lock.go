@@ -11,10 +11,6 @@ import (
 	"github.com/spanmutex/spanmutex/internal/spanerr"
 )
 
-// ErrHeld is matched by the *HeldError TryLock returns when the lock is held
-// or others are queued for it.
-var ErrHeld = errors.New("spanmutex: lock is held")
-
 // HeldError says who holds the lock TryLock could not take. It matches ErrHeld.
 type HeldError struct {
 	Name    string

@@ -8,11 +8,6 @@ import (
 	"cloud.google.com/go/spanner"
 )
 
-// ErrInterrupted is matched by the *InterruptedError a section returns
-// (through Interrupt) when it was stopped from outside before it could
-// finish, and by the error Run then returns.
-var ErrInterrupted = errors.New("spanmutex: section interrupted")
-
 // InterruptedError says that a section was stopped from outside (a SIGTERM
 // of a pod eviction, a shutdown) rather than failing by itself. When the
 // section returns one, Run gives the row back instead of recording FAILED:

@@ -10,10 +10,6 @@ import (
 	"github.com/google/uuid"
 )
 
-// ErrResetRefused is matched by the error Reset returns when it leaves the
-// row as it was; its message says why.
-var ErrResetRefused = errors.New("spanmutex: reset refused")
-
 // resetRefusedError says why Reset left a row unchanged. It matches
 // ErrResetRefused.
 type resetRefusedError struct {
