@@ -552,7 +552,7 @@ func (c *simConn) unlock(ctx context.Context, l *Lease) (handOff, error) {
 		c.p.h.event(c.p.name, "unlock token %d: handed to %s token %d", l.token, short(to.waiterID), to.token)
 		return nil
 	})
-	var lost *LeaseLostError
+	var lost *leaseLostError
 	if errors.As(err, &lost) {
 		return handOff{}, lost
 	}
@@ -584,7 +584,7 @@ func (c *simConn) renew(ctx context.Context, l *Lease) error {
 		l.setRenewedAt(ts)
 		return nil
 	})
-	var lost *LeaseLostError
+	var lost *leaseLostError
 	if errors.As(err, &lost) {
 		return lost
 	}

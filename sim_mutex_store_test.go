@@ -319,9 +319,9 @@ func (c *simMutexConn) acquire(ctx context.Context, name string, p policy, cl cl
 	return dec, lease, nil
 }
 
-// guard is Lease.Guard on the row r: a *LeaseLostError unless r is STARTED
+// guard is Lease.Guard on the row r: a *leaseLostError unless r is STARTED
 // under l's id and token.
-func (d *simMutexDB) guard(l *Lease, r row) *LeaseLostError {
+func (d *simMutexDB) guard(l *Lease, r row) *leaseLostError {
 	if d.rules.noFence {
 		return nil
 	}
@@ -341,7 +341,7 @@ func (d *simMutexDB) guard(l *Lease, r row) *LeaseLostError {
 // fenced runs the fenced read-write transaction of op: write runs only
 // while l holds the row; committed recognises an earlier try of op whose
 // answer was lost (fencedUpdate).
-func (c *simMutexConn) fenced(ctx context.Context, op string, l *Lease, committed func(*LeaseLostError) bool, write func(r row, ts time.Time)) (time.Time, error) {
+func (c *simMutexConn) fenced(ctx context.Context, op string, l *Lease, committed func(*leaseLostError) bool, write func(r row, ts time.Time)) (time.Time, error) {
 	d := c.db
 	var ts time.Time
 	err := c.call(ctx, op, true, func() error {
@@ -359,7 +359,7 @@ func (c *simMutexConn) fenced(ctx context.Context, op string, l *Lease, committe
 		write(r, ts)
 		return nil
 	})
-	var lost *LeaseLostError
+	var lost *leaseLostError
 	if errors.As(err, &lost) {
 		return time.Time{}, lost
 	}
@@ -370,7 +370,7 @@ func (c *simMutexConn) fenced(ctx context.Context, op string, l *Lease, committe
 }
 
 func (c *simMutexConn) finish(ctx context.Context, l *Lease, to State, lastError string) error {
-	_, err := c.fenced(ctx, "finish "+string(to), l, func(lost *LeaseLostError) bool {
+	_, err := c.fenced(ctx, "finish "+string(to), l, func(lost *leaseLostError) bool {
 		return lost.CurrentState == to && lost.currentLeaseID == l.id
 	}, func(r row, ts time.Time) {
 		w := r
@@ -417,7 +417,7 @@ func (c *simMutexConn) release(ctx context.Context, l *Lease) error {
 }
 
 func (c *simMutexConn) interrupt(ctx context.Context, l *Lease, reason string) error {
-	_, err := c.fenced(ctx, "interrupt", l, func(lost *LeaseLostError) bool {
+	_, err := c.fenced(ctx, "interrupt", l, func(lost *leaseLostError) bool {
 		return lost.CurrentState == StateNeeded && lost.currentLeaseID == l.id && lost.CurrentToken == l.token
 	}, func(r row, ts time.Time) {
 		w := r
