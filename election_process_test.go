@@ -135,6 +135,7 @@ func startCandidate(t *testing.T, id, db, name string, wm time.Duration) *conten
 // The leader process is killed; the next candidate leads once the leader's
 // declared lease and the candidate's jitter have passed, not much later.
 func TestElectionProcessesKilledLeader(t *testing.T) {
+	t.Parallel() // waits out leases beside the other waiting tests (own database or emulator)
 	db := freshDatabase(t)
 	const name = "killed-leader"
 	wm := 2 * time.Second
@@ -170,6 +171,7 @@ func TestElectionProcessesKilledLeader(t *testing.T) {
 // and writes. When the old leader resumes, it learns that it lost
 // leadership, and its guarded writes are refused.
 func TestElectionProcessesPausedLeader(t *testing.T) {
+	t.Parallel() // waits out leases beside the other waiting tests (own database or emulator)
 	db := freshDatabase(t, historyDDL)
 	check := newClient(t, db)
 	const name = "paused-leader"

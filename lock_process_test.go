@@ -71,6 +71,7 @@ func takeOverPaused(t *testing.T, role string, start func(id string) *contender,
 // run, together): no increment is lost, and the tokens written with them are 1..100, each once,
 // strictly increasing in the order they were written.
 func TestLockProcessesCounter(t *testing.T) {
+	t.Parallel() // waits out leases beside the other waiting tests (own database or emulator)
 	db := freshDatabase(t)
 	dir := t.TempDir()
 	const procs, each = 20, 5
@@ -168,6 +169,7 @@ func stormErrors(calls map[string]*stormCall) (byClass, others map[string]int) {
 // theirs is left in the queue or holding the lock, and a patient Lock gets
 // the free lock at once.
 func TestLockProcessesImpatientStorm(t *testing.T) {
+	t.Parallel() // waits out leases beside the other waiting tests (own database or emulator)
 	db := freshDatabase(t)
 	const name, procs = "storm", 20
 	wm := 5 * time.Second
@@ -249,6 +251,7 @@ func staleEntries(owners []string, calls map[string]*stormCall) []string {
 // lock, within the dead entry's time to live (four leases) plus a
 // margin, with a higher token.
 func TestLockProcessesKilledWaiter(t *testing.T) {
+	t.Parallel() // waits out leases beside the other waiting tests (own database or emulator)
 	db := freshDatabase(t)
 	check := newClient(t, db)
 	const name = "killed-waiter"
@@ -285,6 +288,7 @@ func TestLockProcessesKilledWaiter(t *testing.T) {
 // that its lease was lost, and its guarded writes are rejected while the
 // new holder's land; in commit order, the written tokens never go down.
 func TestLockProcessesPausedHolder(t *testing.T) {
+	t.Parallel() // waits out leases beside the other waiting tests (own database or emulator)
 	db := freshDatabase(t, historyDDL)
 	check := newClient(t, db)
 	const name = "paused-holder"

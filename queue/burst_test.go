@@ -95,6 +95,7 @@ func burstSize(t *testing.T) (resources, updatesPer, workers int) {
 }
 
 func TestWorkerBurst(t *testing.T) {
+	t.Parallel() // waits out leases beside the other waiting tests, on its own database
 	if testing.Short() {
 		t.Skip("burst of 10,000 requests: skipped with -short")
 	}

@@ -82,6 +82,7 @@ func TestCaptureStartsAMergedChildOnceAfterAllItsParents(t *testing.T) {
 }
 
 func TestCaptureOwnerFencesCheckpointsUntilItsLeaseExpires(t *testing.T) {
+	t.Parallel() // waits out leases beside the other waiting tests, on its own database
 	c, start := captureDatabase(t)
 	q, err := New(c)
 	require.NoError(t, err)
@@ -147,6 +148,7 @@ func partitionLease(t *testing.T, c *spanner.Client, token string) (owner string
 // claimant's own; a row that declares none (written by an older capture)
 // is judged by the claimant's own lease.
 func TestCaptureTakesOverOnlyAfterTheOwnersDeclaredLease(t *testing.T) {
+	t.Parallel() // waits out leases beside the other waiting tests, on its own database
 	c, start := captureDatabase(t)
 	q, err := New(c)
 	require.NoError(t, err)

@@ -15,6 +15,7 @@ import (
 )
 
 func TestCaptureConflictPolicies(t *testing.T) {
+	t.Parallel() // waits out leases beside the other waiting tests, on its own database
 	type want struct {
 		kind   Kind
 		status Status

@@ -142,6 +142,7 @@ func capScenarioResume(t *testing.T, env capScenarioEnv) {
 }
 
 func TestCaptureScenariosOnTheEmulator(t *testing.T) {
+	t.Parallel() // waits out leases beside the other waiting tests, on its own database
 	for _, d := range []ddl.Dialect{ddl.GoogleSQL, ddl.PostgreSQL} {
 		t.Run(d.String(), func(t *testing.T) {
 			for _, sc := range capScenarios {

@@ -305,6 +305,7 @@ func requireExactlyOnce(t *testing.T, app *legacyApp, c *spanner.Client) []Reque
 
 // On both dialects: GoogleSQL streams return STRUCTs, PostgreSQL ones JSONB.
 func TestCaptureTurnsEachCommittedChangeIntoOneRequest(t *testing.T) {
+	t.Parallel() // waits out leases beside the other waiting tests, on its own database
 	eachDialect(t, testCaptureTurnsEachCommittedChangeIntoOneRequest)
 }
 
@@ -414,6 +415,7 @@ func childSeen(t *testing.T, c *spanner.Client) bool {
 }
 
 func TestCaptureKilledAndRestartedLosesAndDuplicatesNothing(t *testing.T) {
+	t.Parallel() // waits out leases beside the other waiting tests, on its own database
 	c, start := captureDatabase(t)
 	q, err := New(c)
 	require.NoError(t, err)
@@ -485,6 +487,7 @@ func TestCaptureKilledAndRestartedLosesAndDuplicatesNothing(t *testing.T) {
 }
 
 func TestCaptureTwoInstancesAtOnceDuplicateNothing(t *testing.T) {
+	t.Parallel() // waits out leases beside the other waiting tests, on its own database
 	c, start := captureDatabase(t)
 	q, err := New(c)
 	require.NoError(t, err)
@@ -530,6 +533,7 @@ func TestCaptureTwoInstancesAtOnceDuplicateNothing(t *testing.T) {
 }
 
 func TestCaptureReplayOfTheWholeStreamIsANoOp(t *testing.T) {
+	t.Parallel() // waits out leases beside the other waiting tests, on its own database
 	c, start := captureDatabase(t)
 	replayTable, err := ddl.CaptureStatements("CaptureReplay")
 	require.NoError(t, err)

@@ -219,6 +219,7 @@ func TestPlanClaim(t *testing.T) {
 }
 
 func TestWorkerHandlesRequestsInFIFOOrder(t *testing.T) {
+	t.Parallel() // waits out leases beside the other waiting tests, on its own database
 	eachDialect(t, testWorkerHandlesRequestsInFIFOOrder)
 }
 

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -31,7 +30,7 @@ func TestMain(m *testing.M) {
 		// replicas: be spanmutex.
 		os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
 	}
-	flag.Parse()
+	testutil.WidenParallel() // parses the flags
 	os.Exit(testMain(m))
 }
 

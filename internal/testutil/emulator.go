@@ -2,7 +2,10 @@ package testutil
 
 import (
 	"context"
+	"flag"
 	"os"
+	"runtime"
+	"strconv"
 	"testing"
 	"time"
 
@@ -14,14 +17,34 @@ import (
 // one emulator: emulator.RunTests, keeping the emulator in *emu (nil with
 // -short). It also points $SPANNER_EMULATOR_HOST at it, unless it is set
 // already, so that the testable examples, which call emulator.Start as a
-// user would, attach to it with a fresh database each.
+// user would, attach to it with a fresh database each; and it lets
+// parallelTests parallel tests run at once (WidenParallel).
 func RunTests(m *testing.M, emu **emulator.Emulator) int {
+	WidenParallel()
 	return emulator.RunTests(m, func(e *emulator.Emulator) {
 		*emu = e
 		if os.Getenv(emulator.HostEnv) == "" {
 			os.Setenv(emulator.HostEnv, e.Host())
 		}
 	})
+}
+
+// parallelTests is how many parallel tests WidenParallel lets run at once.
+const parallelTests = 4
+
+// WidenParallel lets parallelTests parallel tests run at once (or
+// GOMAXPROCS, if more) unless -test.parallel was given; call it from
+// TestMain, before m.Run. The packages' parallel tests are
+// simulations, which use every core, and integration tests that mostly wait
+// for leases to pass; with only GOMAXPROCS of them at once (2 on CI), the
+// waiting ones would queue behind the others while the cores idle.
+func WidenParallel() {
+	flag.Parse()
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	if !given {
+		_ = flag.Set("test.parallel", strconv.Itoa(max(parallelTests, runtime.GOMAXPROCS(0))))
+	}
 }
 
 // NeedEmulator skips t when emu is nil: under -short, RunTests starts none.
