@@ -110,7 +110,7 @@ func Ping(ctx context.Context, client *spanner.Client) error {
 		return errNilContext
 	}
 	if client == nil {
-		return fmt.Errorf("%w: Ping: nil *spanner.Client", ErrInvalidConfig)
+		return errNilClient("Ping")
 	}
 	began := time.Now()
 	err := client.Single().Query(ctx, spanner.Statement{SQL: "SELECT 1"}).Do(func(*spanner.Row) error { return nil })

@@ -27,20 +27,32 @@ func WithDialect(d ddl.Dialect) Option {
 	return anyOption(func(c *config) { c.dialect, c.dialectSet = d, true })
 }
 
-// declaredKey names a declared dialect of a database, which a Scope checks
-// once for all its Locks.
-type declaredKey struct {
+// dialectKey names the dialect of a database, declared (WithDialect) or
+// read, which a Scope learns once for all its primitives.
+type dialectKey struct {
 	database string
-	dialect  ddl.Dialect
+	declared bool
+	dialect  ddl.Dialect // the declared one
 }
 
-// declared returns the dialect d declared (WithDialect) for client's
-// database, checked once per Scope s; once per call if s is nil.
-func (s *Scope) declared(client *spanner.Client, d ddl.Dialect) *sqldialect.Of {
-	if s == nil {
-		return sqldialect.Declared(client, d)
+// dialectOf returns the dialect of client's database: d, checked once
+// against the database, if declared (WithDialect); otherwise read once.
+// Once is per Scope s, shared by its Locks, Semaphores and an Election's
+// terms; per call if s is nil.
+func (s *Scope) dialectOf(client *spanner.Client, declared bool, d ddl.Dialect) *sqldialect.Of {
+	fresh := func() *sqldialect.Of {
+		if declared {
+			return sqldialect.Declared(client, d)
+		}
+		return sqldialect.For(client)
 	}
-	of, _ := s.dialects.LoadOrStore(declaredKey{client.DatabaseName(), d}, sqldialect.Declared(client, d))
+	if s == nil {
+		return fresh()
+	}
+	if !declared {
+		d = 0
+	}
+	of, _ := s.dialects.LoadOrStore(dialectKey{client.DatabaseName(), declared, d}, fresh())
 	return of.(*sqldialect.Of)
 }
 

@@ -58,17 +58,22 @@ const defaultObserveEvery = 100 * time.Millisecond
 // to be woken at once when leadership is handed over to it from another
 // process. Every error wraps ErrInvalidConfig.
 func NewElection(client *spanner.Client, name string, opts ...ElectionOption) (*Election, error) {
-	lockOpts := make([]LockOption, 0, len(opts)+2)
-	for _, o := range opts {
-		lockOpts = append(lockOpts, o)
+	if client == nil {
+		return nil, errNilClient("NewElection")
 	}
-	l, err := NewLock(client, name, lockOpts...)
+	cfg, err := configure(name, opts) // configure.go
 	if err != nil {
 		return nil, err
 	}
-	// The Locks of its Campaigns share l's Scope: the one given, or l's own.
-	lockOpts = append(lockOpts, WithScope(l.scope))
-	return &Election{client: client, name: name, opts: lockOpts, cfg: l.cfg, sp: l.sp, rows: l.sp, scope: l.scope,
+	sp := cfg.newStore(client)
+	// The Locks of its Campaigns share its Scope (the one given, or its
+	// own), and with it the database's dialect, learnt once.
+	lockOpts := make([]LockOption, 0, len(opts)+1)
+	for _, o := range opts {
+		lockOpts = append(lockOpts, o)
+	}
+	lockOpts = append(lockOpts, WithScope(cfg.scope))
+	return &Election{client: client, name: name, opts: lockOpts, cfg: cfg, sp: sp, rows: sp, scope: cfg.scope,
 		observeEvery: defaultObserveEvery}, nil
 }
 
@@ -105,7 +110,6 @@ func (e *Election) Campaign(ctx context.Context, value string) (*Leadership, err
 		e.end()
 		return nil, err
 	}
-	l.sp.dialect = e.sp.dialect // read once per Election, not once per term
 	lease, err := l.Lock(ctx)
 	if err != nil {
 		e.end()

@@ -98,6 +98,12 @@ func errNotMade(typ, ctor string) error {
 	return fmt.Errorf("%w: %s used without %s", ErrInvalidConfig, typ, ctor)
 }
 
+// errNilClient is the error of call, a constructor or function, given a nil
+// *spanner.Client. It wraps ErrInvalidConfig.
+func errNilClient(call string) error {
+	return fmt.Errorf("%w: %s: nil *spanner.Client: open one with spanner.NewClient", ErrInvalidConfig, call)
+}
+
 // joinedError is errors.Join on one line: its message is its errors'
 // messages joined by ": ", so that a log line stays one line; errors.Is and
 // errors.As see every one of them.

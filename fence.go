@@ -55,7 +55,7 @@ type Fence struct {
 // error wraps ErrInvalidConfig.
 func NewFence(client *spanner.Client, opts ...Option) (*Fence, error) {
 	if client == nil {
-		return nil, fmt.Errorf("%w: NewFence: nil *spanner.Client", ErrInvalidConfig)
+		return nil, errNilClient("NewFence")
 	}
 	cfg, err := newConfig(append([]Option{WithTable(defaultFenceTable)}, opts...)) // options.go
 	if err != nil {

@@ -54,7 +54,7 @@ func Inspect(ctx context.Context, client *spanner.Client, name string, opts ...O
 		return nil, errNilContext
 	}
 	if client == nil {
-		return nil, fmt.Errorf("%w: nil *spanner.Client", ErrInvalidConfig)
+		return nil, errNilClient("Inspect")
 	}
 	began := time.Now()
 	cfg, err := newConfig(opts) // options.go

@@ -77,7 +77,7 @@ type Lock struct {
 // once it has not for four. Every error wraps ErrInvalidConfig.
 func NewLock(client *spanner.Client, name string, opts ...LockOption) (*Lock, error) {
 	if client == nil {
-		return nil, fmt.Errorf("%w: nil *spanner.Client: open one with spanner.NewClient", ErrInvalidConfig)
+		return nil, errNilClient("NewLock")
 	}
 	cfg, err := configure(name, opts) // configure.go
 	if err != nil {

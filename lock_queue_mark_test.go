@@ -151,6 +151,31 @@ func TestLockUncontendedCycleIsFourRPCs(t *testing.T) {
 	})
 }
 
+// The Locks of one Scope read the database's dialect and the table's
+// columns once between them: a Lock whose Scope already knows them makes
+// its first cycle with no statement, where a Lock in a Scope of its own
+// first makes the two reads of INFORMATION_SCHEMA.
+func TestScopeReadsTheDialectOnce(t *testing.T) {
+	needEmulator(t)
+	eachDialect(t, func(t *testing.T, db string) {
+		var log rpcLog
+		client := countingClient(t, db, &log)
+		shared := NewScope(WithoutWakeUps())
+		first, err := NewLock(client, "dialect-a", WithScope(shared))
+		require.NoError(t, err)
+		cycleRPCs(t, first, &log) // reads the dialect and the columns
+		second, err := NewLock(client, "dialect-b", WithScope(shared))
+		require.NoError(t, err)
+		inShared := cycleRPCs(t, second, &log)
+		alone, err := NewLock(client, "dialect-c", WithScope(NewScope(WithoutWakeUps())))
+		require.NoError(t, err)
+		inOwn := cycleRPCs(t, alone, &log)
+		require.Len(t, inOwn, len(inShared)+2, "alone %v, shared %v", inOwn, inShared)
+		assert.Equal(t, []string{"ExecuteStreamingSql", "ExecuteStreamingSql"}, inOwn[:2], "alone, the dialect and the columns are read")
+		assert.Equal(t, inOwn[2:], inShared, "in the shared Scope, neither is read again")
+	})
+}
+
 // A TryLock that finds the lock held by a live holder, with the row's
 // Queued column saying nobody waits, is refused on one key read (no
 // statement), and says so exactly: the holder, its token, no waiters. On a

@@ -30,7 +30,7 @@ type Mutex struct {
 // ErrInvalidConfig.
 func New(client *spanner.Client, name string, opts ...MutexOption) (*Mutex, error) {
 	if client == nil {
-		return nil, fmt.Errorf("%w: nil *spanner.Client: open one with spanner.NewClient", ErrInvalidConfig)
+		return nil, errNilClient("New")
 	}
 	m, err := newMutex(name, opts)
 	if err != nil {

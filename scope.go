@@ -55,8 +55,9 @@ type Scope struct {
 	// Queued column (queue_mark.go): its Locks check it once, not
 	// once each.
 	queuedCols sync.Map
-	// dialects holds the dialects declared for its Locks' databases
-	// (declaredKey), each checked once against the database (dialect.go).
+	// dialects holds the dialects of its primitives' databases
+	// (dialectKey): each declared one checked, or each read, once
+	// (dialect.go).
 	dialects sync.Map
 }
 

@@ -63,7 +63,7 @@ func (s *Semaphore) heldPermits() int64 {
 // client's database. Every error wraps ErrInvalidConfig.
 func NewSemaphore(client *spanner.Client, name string, size int64, opts ...LockOption) (*Semaphore, error) {
 	if client == nil {
-		return nil, fmt.Errorf("%w: nil *spanner.Client: open one with spanner.NewClient", ErrInvalidConfig)
+		return nil, errNilClient("NewSemaphore")
 	}
 	if size < 1 {
 		return nil, fmt.Errorf("%w: semaphore %q: size %d: a semaphore has at least 1 permit", ErrInvalidConfig, name, size)

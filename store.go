@@ -105,12 +105,11 @@ func newSpannerStore(client *spanner.Client, table string, lease time.Duration) 
 }
 
 // newStore returns the store of c's table in client's database, judging by
-// c's lease, in the dialect WithDialect gave, if it did.
+// c's lease, in the dialect WithDialect gave, if it did, or else read; its
+// Scope learns the dialect once for all its stores.
 func (c *config) newStore(client *spanner.Client) *spannerStore {
 	s := newSpannerStore(client, c.table, c.lease)
-	if c.dialectSet {
-		s.dialect = c.scope.declared(client, c.dialect) // dialect.go
-	}
+	s.dialect = c.scope.dialectOf(client, c.dialectSet, c.dialect) // dialect.go
 	return s
 }
 
