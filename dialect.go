@@ -27,32 +27,34 @@ func WithDialect(d ddl.Dialect) Option {
 	return anyOption(func(c *config) { c.dialect, c.dialectSet = d, true })
 }
 
-// dialectKey names the dialect of a database, declared (WithDialect) or
-// read, which a Scope learns once for all its primitives.
-type dialectKey struct {
+// declaredKey names a dialect declared (WithDialect) for a database, which
+// a Scope checks once for all its primitives.
+type declaredKey struct {
 	database string
-	declared bool
-	dialect  ddl.Dialect // the declared one
+	dialect  ddl.Dialect
 }
+
+// readKey names the dialect of a client's database, which a Scope reads
+// once for all its primitives on that client. It is keyed by the client,
+// whose database a constructor does not ask for (it does no I/O, and a
+// client made for a test may have none).
+type readKey struct{ client *spanner.Client }
 
 // dialectOf returns the dialect of client's database: d, checked once
 // against the database, if declared (WithDialect); otherwise read once.
 // Once is per Scope s, shared by its Locks, Semaphores and an Election's
 // terms; per call if s is nil.
 func (s *Scope) dialectOf(client *spanner.Client, declared bool, d ddl.Dialect) *sqldialect.Of {
-	fresh := func() *sqldialect.Of {
-		if declared {
-			return sqldialect.Declared(client, d)
-		}
+	switch {
+	case s == nil && declared:
+		return sqldialect.Declared(client, d)
+	case s == nil:
 		return sqldialect.For(client)
+	case declared:
+		of, _ := s.dialects.LoadOrStore(declaredKey{client.DatabaseName(), d}, sqldialect.Declared(client, d))
+		return of.(*sqldialect.Of)
 	}
-	if s == nil {
-		return fresh()
-	}
-	if !declared {
-		d = 0
-	}
-	of, _ := s.dialects.LoadOrStore(dialectKey{client.DatabaseName(), declared, d}, fresh())
+	of, _ := s.dialects.LoadOrStore(readKey{client}, sqldialect.For(client))
 	return of.(*sqldialect.Of)
 }
 

@@ -55,8 +55,8 @@ type Scope struct {
 	// Queued column (queue_mark.go): its Locks check it once, not
 	// once each.
 	queuedCols sync.Map
-	// dialects holds the dialects of its primitives' databases
-	// (dialectKey): each declared one checked, or each read, once
+	// dialects holds the dialects of its primitives' databases, each
+	// declared one checked (declaredKey), or each read (readKey), once
 	// (dialect.go).
 	dialects sync.Map
 }
