@@ -31,8 +31,8 @@ var (
 	// ErrOutage: Spanner kept failing: MaxFailures calls of one kind in a
 	// row failed (WithMaxFailures), so Run, Lock or TryLock gave up
 	// waiting. Nothing about the section's attempts is implied: the row
-	// was not changed by the calls that failed. errors.Unwrap-chained to
-	// the last failed call's error.
+	// was not changed by the calls that failed. errors.Is and errors.As
+	// see the last failed call's error too.
 	ErrOutage = errors.New("spanmutex: Spanner kept failing")
 
 	// ErrLeaseLost: the row stopped being ours while we held it: taken over
@@ -63,8 +63,9 @@ var (
 	// ErrResigned is the cause of a Leadership's context after Resign.
 	ErrResigned = errors.New("spanmutex: leadership resigned")
 
-	// ErrHeld is matched by the *HeldError TryLock returns when the lock is held
-	// or others are queued for it.
+	// ErrHeld is matched by the *HeldError a TryLock (or a Semaphore's
+	// TryAcquire, an RWLock's TryRLock) returns when the lock is held or
+	// others are queued for it.
 	ErrHeld = errors.New("spanmutex: lock is held")
 
 	// ErrInterrupted is matched by the *InterruptedError a section returns
