@@ -33,16 +33,19 @@ func RunTests(m *testing.M, emu **emulator.Emulator) int {
 const parallelTests = 4
 
 // WidenParallel lets parallelTests parallel tests run at once (or
-// GOMAXPROCS, if more) unless -test.parallel was given; call it from
-// TestMain, before m.Run. The packages' parallel tests are
-// simulations, which use every core, and integration tests that mostly wait
-// for leases to pass; with only GOMAXPROCS of them at once (2 on CI), the
-// waiting ones would queue behind the others while the cores idle.
+// GOMAXPROCS, if more) unless -test.parallel was given or the race
+// detector is on (its runs are several times slower, and tests that bound
+// a wake-up's latency or demand that every contended call succeed would
+// run out of time beside more of them); call it from TestMain, before
+// m.Run. The packages' parallel tests are simulations, which use every
+// core, and integration tests that mostly wait for leases to pass; with
+// only GOMAXPROCS of them at once (2 on CI), the waiting ones would queue
+// behind the others while the cores idle.
 func WidenParallel() {
 	flag.Parse()
 	given := false
 	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
-	if !given {
+	if !given && !raceDetector {
 		_ = flag.Set("test.parallel", strconv.Itoa(max(parallelTests, runtime.GOMAXPROCS(0))))
 	}
 }
