@@ -34,8 +34,7 @@ type Election struct {
 	sp     *spannerStore // its Campaigns share its dialect
 	// rows is what Leader and Observe read the row's present and history
 	// with: sp, or the simulation's store.
-	rows  historyReader
-	scope *Scope // the Scope of its Campaigns' Locks
+	rows historyReader
 
 	// observeEvery is how often Observe reads the row (defaultObserveEvery);
 	// tests lengthen it to exercise how Observe finds the terms in between.
@@ -73,7 +72,7 @@ func NewElection(client *spanner.Client, name string, opts ...ElectionOption) (*
 		lockOpts = append(lockOpts, o)
 	}
 	lockOpts = append(lockOpts, WithScope(cfg.scope))
-	return &Election{client: client, name: name, opts: lockOpts, cfg: cfg, sp: sp, rows: sp, scope: cfg.scope,
+	return &Election{client: client, name: name, opts: lockOpts, cfg: cfg, sp: sp, rows: sp,
 		observeEvery: defaultObserveEvery}, nil
 }
 

@@ -287,7 +287,7 @@ func (c *candidate) release(ctx context.Context) error {
 	return c.ld.Resign(ctx)
 }
 func (c *candidate) reads() int64   { return c.e.sp.stats.snapshot().reads }
-func (c *candidate) wakeUps() int64 { return c.e.scope.wakeUps().received }
+func (c *candidate) wakeUps() int64 { return c.e.cfg.scope.wakeUps().received }
 
 // interactiveCommand runs one command of runInteractive (with its duration
 // argument d, or 0) on l, which holds lease (nil if none), writes its
