@@ -179,7 +179,10 @@ func (w *waiter) grant(ctx context.Context, lease *Lease) (*Lease, error) {
 		}
 		return lease, nil
 	case errors.Is(err, ErrLeaseLost):
+		// Taken over while we were away: the hand-off that gave it to us
+		// is spent, so forget it, or every turn would find it again.
 		w.lock.cfg.logger.Debug("lock: a lease found ours was lost before it could be granted; waiting again", "token", lease.token, "err", err)
+		w.forgetHandOffs()
 		return nil, nil
 	}
 	w.giveBack(ctx, lease, err)

@@ -108,6 +108,7 @@ var lockScenarios = []struct {
 	{"JoinAfterEmptyQueue", scenarioJoinAfterEmptyQueue},
 	{"TryLockCountsWaiters", scenarioTryLockCountsWaiters},
 	{"DeadEntryAtFreeLock", scenarioDeadEntryAtFreeLock},
+	{"InScopeHandOffLostBeforeGrant", scenarioInScopeHandOffLostBeforeGrant},
 }
 
 // scenarioDeadEntryAtFreeLock: a process died with an entry queued at a

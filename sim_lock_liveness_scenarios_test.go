@@ -1,0 +1,131 @@
+//go:build go1.25
+
+package spanmutex
+
+// Liveness scenarios of the Lock: shapes in which a waiter once spun or
+// waited forever. They run in lockScenarios, on the simulated Spanner and
+// on the emulator.
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// countingStore counts the calls a process makes to its lockStore that
+// a waiting Lock call can repeat: reads, acquisitions and renewals.
+type countingStore struct {
+	lockStore
+	calls atomic.Int64
+}
+
+func (s *countingStore) read(ctx context.Context, name string) (row, error) {
+	s.calls.Add(1)
+	return s.lockStore.read(ctx, name)
+}
+
+func (s *countingStore) glance(ctx context.Context, name string) (row, error) {
+	s.calls.Add(1)
+	return s.lockStore.glance(ctx, name)
+}
+
+func (s *countingStore) readLock(ctx context.Context, name string, key queueKey) (lockView, error) {
+	s.calls.Add(1)
+	return s.lockStore.readLock(ctx, name, key)
+}
+
+func (s *countingStore) acquireLock(ctx context.Context, name string, key queueKey, p policy, c claim, join bool) (acquireResult, error) {
+	s.calls.Add(1)
+	return s.lockStore.acquireLock(ctx, name, key, p, c, join)
+}
+
+func (s *countingStore) renew(ctx context.Context, l *Lease) error {
+	s.calls.Add(1)
+	return s.lockStore.renew(ctx, l)
+}
+
+// stallingHandler is a log handler that blocks the goroutine logging the
+// first record whose message contains match until release is closed: a
+// delay between a waiter reading a wake-up and acting on it, as a paused
+// or descheduled goroutine has. stalled closes when it blocks.
+type stallingHandler struct {
+	match            string
+	once             sync.Once
+	stalled, release chan struct{}
+}
+
+func newStallingHandler(match string) *stallingHandler {
+	return &stallingHandler{match: match, stalled: make(chan struct{}), release: make(chan struct{})}
+}
+
+func (h *stallingHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h *stallingHandler) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h *stallingHandler) WithGroup(string) slog.Handler            { return h }
+func (h *stallingHandler) Handle(_ context.Context, r slog.Record) error {
+	if strings.Contains(r.Message, h.match) {
+		h.once.Do(func() {
+			close(h.stalled)
+			<-h.release
+		})
+	}
+	return nil
+}
+
+// scenarioInScopeHandOffLostBeforeGrant: A hands the lock to B of its own
+// Scope; B's goroutine is delayed before it acts on the wake-up, so long
+// that C, queued behind B in another process, takes B's lease over and
+// frees the lock. B, resumed, finds the hand-off lost and must wait again
+// and take the free lock, with a handful of Spanner calls: it once went
+// back to the lost hand-off every turn, spinning without an RPC pause until
+// its ctx ended (issue 41, fault 1).
+func scenarioInScopeHandOffLostBeforeGrant(t *testing.T, e lockEnv, name string) {
+	ctx := context.Background()
+	scope, st := e.newScope(), e.store(t)
+	a := e.newLock(t, name, "a", scope, st)
+	stall := newStallingHandler("handed to us in our Scope")
+	bst := &countingStore{lockStore: st}
+	b := e.newLock(t, name, "b", scope, bst)
+	b.cfg.logger = slog.New(stall)
+	c := e.process(t, name, "c")
+
+	la, err := a.Lock(ctx)
+	require.NoError(t, err)
+	bctx, cancel := context.WithTimeout(ctx, 20*scenarioLease)
+	defer cancel()
+	type result struct {
+		lease *Lease
+		err   error
+	}
+	gotB := make(chan result, 1)
+	go func() {
+		lease, err := b.Lock(bctx)
+		gotB <- result{lease, err}
+	}()
+	e.waitQueued(t, name, 1)
+	gotC := lockAsync(t, c)
+	e.waitQueued(t, name, 2)
+	require.NoError(t, a.Unlock(ctx))
+	<-stall.stalled // B read the wake-up and is delayed before acting on it
+
+	lc := <-gotC
+	require.NotNil(t, lc)
+	assert.True(t, lc.TookOver(), "C took B's unrenewed lease over")
+	assert.Equal(t, la.Token()+2, lc.Token())
+	require.NoError(t, c.Unlock(ctx))
+
+	before := bst.calls.Load()
+	close(stall.release)
+	rb := <-gotB
+	require.NoError(t, rb.err, "B waits again and takes the free lock")
+	assert.Equal(t, la.Token()+3, rb.lease.Token())
+	calls := bst.calls.Load() - before
+	t.Logf("B's Spanner calls from its resumption to its grant: %d", calls)
+	assert.LessOrEqual(t, calls, int64(10), "B's Spanner calls from its resumption to its grant")
+	require.NoError(t, b.Unlock(ctx))
+}
