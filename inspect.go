@@ -28,10 +28,13 @@ type Record struct {
 	Age time.Duration
 	// For a Semaphore or RWLock (State SHARED; the table upgraded with
 	// ddl --upgrade): its size, its holders oldest first (lapsed ones too,
-	// until a grant deletes them), and how many live waiters are queued.
+	// until a grant deletes them), how many live waiters are queued, and
+	// those waiters in queue order, each with the permits it asks for (an
+	// RWLock's writer asks for all of them) and Token 0.
 	Permits int64
 	Holders []Holder
 	Waiters int
+	Waiting []Holder
 }
 
 // Holder is a holder of a Semaphore or RWLock, as Inspect reports it.
@@ -41,8 +44,12 @@ type Holder struct {
 	Token   int64
 	// LeaseLeft is the holder's declared lease left unrenewed, by
 	// Spanner's clock at the read; at or below 0 the lease lapsed, and its
-	// permits count free.
+	// permits count free. For a waiter, how long its queue entry has
+	// left unrenewed before it counts as dead.
 	LeaseLeft time.Duration
+	// Waited is, for a waiter, how long ago by Spanner's clock at the read
+	// its entry joined the queue; 0 for a holder.
+	Waited time.Duration
 }
 
 // Inspect reads the rows of the mutex table (WithTable; default
@@ -139,11 +146,14 @@ func (s *spannerStore) inspected(r *spanner.Row, out *[]Record) error {
 // or a live waiter (semEntryLive, by the entry's declared lease, own if
 // none).
 func (rec *Record) add(e semEntry, now time.Time, own time.Duration) {
+	h := Holder{Owner: e.owner, Permits: e.permits, Token: e.token, LeaseLeft: e.left(now, own)}
 	switch {
 	case e.token != 0:
-		rec.Holders = append(rec.Holders, Holder{Owner: e.owner, Permits: e.permits, Token: e.token, LeaseLeft: e.left(now, own)})
+		rec.Holders = append(rec.Holders, h)
 	case semEntryLive(e, now, own):
+		h.Waited = now.Sub(e.at)
 		rec.Waiters++
+		rec.Waiting = append(rec.Waiting, h)
 	}
 }
 
