@@ -4,7 +4,9 @@ import (
 	"context"
 	"time"
 
+	"cloud.google.com/go/spanner"
 	"github.com/cenkalti/backoff/v4"
+	"google.golang.org/grpc/codes"
 
 	"github.com/spanmutex/spanmutex/internal/pace"
 )
@@ -19,13 +21,16 @@ import (
 // (by key, a single-use read), and when the token has moved on by more than
 // one since the last read, it finds the terms in between by reading the row
 // as it was at earlier Spanner timestamps. That history is kept for an
-// hour (Spanner's default version retention); a term that began longer ago
-// than that before Observe could look is skipped, which shows as a gap in
-// the tokens. A term is reported when it is seen held, even if its leader
+// hour (Spanner's default version retention): when Observe could not look
+// for longer than that (its reads failed, or its channel was not drained),
+// the terms it can no longer read are skipped, which shows as a gap in the
+// tokens, and it goes on with the terms it can still read and the current
+// one. A term is reported when it is seen held, even if its leader
 // has since stopped renewing: use Leader to ask whether a leader is alive
 // now. Reports wait for the receiver: nothing is dropped, and reading falls
 // behind while the channel is not drained. Failed reads are retried with
-// the Election's backoff; they delay reports, never skip them.
+// the Election's backoff, never sooner than the reading pace (100 ms); they
+// delay reports, and skip them only once the history is out of reach.
 func (e *Election) Observe(ctx context.Context) <-chan LeaderInfo {
 	out := make(chan LeaderInfo)
 	if ctx == nil || e == nil || e.rows == nil {
@@ -71,10 +76,10 @@ func (o *observer) run(ctx context.Context) {
 				return
 			}
 			o.e.cfg.logger.Warn("observe: reading the election failed; retrying", "err", err)
-			if next = b.NextBackOff(); next == backoff.Stop {
-				// A policy that gives up (one with a MaxElapsedTime, say)
-				// cannot end Observe: retry at the reading pace, not back
-				// to back.
+			// A policy that gives up (one with a MaxElapsedTime, say)
+			// cannot end Observe, and none retries faster than the
+			// reading pace: never back to back.
+			if next = b.NextBackOff(); next == backoff.Stop || next < o.e.observeEvery {
 				next = o.e.observeEvery
 			}
 			continue
@@ -128,12 +133,23 @@ func (o *observer) seen(ctx context.Context, r row) error {
 // terms below the middle's token lie in the lower half, those above it in
 // the upper half. It ends when no token is left between a and b, or the
 // interval is a microsecond (Spanner's timestamp resolution) or less.
+//
+// A read Spanner refuses as older than its version retention
+// (FailedPrecondition) puts the lower half out of reach for good: its terms
+// are skipped, and fill looks on in the upper half. So a gap longer than
+// the retention costs at most about 42 refused reads (an hour is 2^32 µs),
+// never a poll that fails for ever.
 func (o *observer) fill(ctx context.Context, lo, hi time.Time, a, b int64) error {
 	if b-a <= 1 || hi.Sub(lo) <= time.Microsecond {
 		return nil
 	}
 	mid := lo.Add(hi.Sub(lo) / 2)
 	r, err := o.e.rows.readAt(ctx, o.e.name, mid)
+	if tooOld(err) {
+		o.e.cfg.logger.Warn("observe: the election's history is out of reach (older than Spanner's version retention); terms that began then are skipped",
+			"at", mid, "after_token", a, "err", err)
+		return o.fill(ctx, mid, hi, a, b)
+	}
 	if err != nil {
 		return err
 	}
@@ -155,6 +171,15 @@ func (o *observer) fill(ctx context.Context, lo, hi time.Time, a, b int64) error
 		}
 	}
 	return o.fill(ctx, mid, hi, r.Token, b)
+}
+
+// tooOld reports whether err is Spanner's refusal of a read at a timestamp
+// older than the database's version retention ("has exceeded the maximum
+// timestamp staleness", code FailedPrecondition). A history read at a
+// timestamp the data is not readable at for another reason fails with the
+// same code, and is as far out of reach.
+func tooOld(err error) bool {
+	return err != nil && spanner.ErrCode(err) == codes.FailedPrecondition
 }
 
 // report sends the term r shows held at Spanner time at, unless a term at
