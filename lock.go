@@ -357,14 +357,15 @@ func (l *Lock) acquire(ctx context.Context, ll *localLock, wait bool) (*Lease, e
 			return nil, err
 		}
 	}
-	att := l.cfg.newAttempts(l.name, 2)
-	w := &waiter{lock: l, st: l.store, local: ll, id: l.scope.newWaiterID(), key: endOfQueue, born: l.cfg.clock.Now(), reads: att[0], writes: att[1],
+	att := l.cfg.newAttempts(l.name, 3)
+	w := &waiter{lock: l, st: l.store, local: ll, id: l.scope.newWaiterID(), key: endOfQueue, born: l.cfg.clock.Now(),
+		reads: att[0], writes: att[1], renewals: att[2],
 		pol: policy{lease: l.cfg.lease, jitter: l.cfg.drawFraction(l.cfg.jitter)}}
 	wake, unregister := l.scope.wakes.register(w.id)
 	defer unregister()
 	defer ll.unqueue(w.id)
 	w.wake = wake
-	w.reads.sleep, w.writes.sleep = w.backOff, w.backOff
+	w.reads.sleep, w.writes.sleep, w.renewals.sleep = w.backOff, w.backOff, w.backOff
 	lease, err := w.run(ctx, wait)
 	if err != nil {
 		if !w.abandon(ctx) {

@@ -54,8 +54,11 @@ type waiter struct {
 	// do not renew together.
 	entryRenewed time.Time
 	renewEvery   time.Duration
-	// reads and writes count failed Spanner calls in a row.
-	reads, writes *attempts
+	// reads and writes count failed Spanner calls in a row; renewals,
+	// the failed renewals of leases found ours before their grant, which
+	// no successful acquisition resets (else a renewal that always fails
+	// would acquire and give back forever).
+	reads, writes, renewals *attempts
 	poll          pollPlan
 	// foundOurs reports that the call ends holding a lease it found ours
 	// and did not grant.
@@ -186,7 +189,7 @@ func (w *waiter) grant(ctx context.Context, lease *Lease) (*Lease, error) {
 		return nil, nil
 	}
 	w.giveBack(ctx, lease, err)
-	return nil, w.writes.failed(ctx, err, 0)
+	return nil, w.renewals.failed(ctx, err, 0)
 }
 
 // giveBack hands on at once a lease found ours that grant could not grant

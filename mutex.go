@@ -135,8 +135,12 @@ func (m *Mutex) Run(ctx context.Context, fn func(ctx context.Context, lease *Lea
 // (freshen): one taken over before the section could begin (this process
 // was paused, say) sends us back to obtain, where the row now says who
 // holds it or that the section is done; one whose renewal fails is given
-// back, and obtained again if the failure is transient.
+// back, and obtained again after a backoff if the failure is transient.
+// Those failures are counted across the whole call, not per obtain, so
+// that renewals that always fail end Run with ErrOutage after
+// WithMaxFailures of them rather than acquiring and giving back forever.
 func (m *Mutex) grant(ctx context.Context) (*Lease, Outcome, error) {
+	renewals := m.cfg.newAttempts(m.name, 1)[0]
 	for {
 		lease, outcome, err := m.obtain(ctx)
 		if lease == nil {
@@ -151,7 +155,7 @@ func (m *Mutex) grant(ctx context.Context) (*Lease, Outcome, error) {
 			continue
 		}
 		m.giveBack(ctx, lease)
-		if !spanerr.Retryable(err) || ctx.Err() != nil {
+		if err := renewals.failed(ctx, err, 0); err != nil {
 			return nil, NoOutcome, err
 		}
 	}

@@ -230,7 +230,7 @@ func WithLogger(l *slog.Logger) LeaseOption {
 
 // WithRenewInterval sets how often a held lease is renewed: while Run's
 // section runs, while a Lock is held, while a leader leads (default: a third
-// of the lease). It must be at most half the lease.
+// of the lease). It must be at least 10ms and at most half the lease.
 func WithRenewInterval(d time.Duration) LeaseOption {
 	return leaseOption(func(c *config) { c.renewInterval = d })
 }
@@ -284,6 +284,9 @@ func (c *config) validate() error {
 	}
 	if c.renewInterval < 0 || c.renewInterval > c.lease/2 {
 		return fmt.Errorf("%w: WithRenewInterval(%v): must be positive and at most half the lease (%v), so that a failed renewal can be retried before the lease expires", ErrInvalidConfig, c.renewInterval, c.lease/2)
+	}
+	if c.renewInterval > 0 && c.renewInterval < defaults.MinRenewInterval {
+		return fmt.Errorf("%w: WithRenewInterval(%v): must be at least %v, longer than a Spanner commit's round trip, or a lease could never be renewed in time to be granted", ErrInvalidConfig, c.renewInterval, defaults.MinRenewInterval)
 	}
 	if c.tracerSet && c.tracerProvider == nil {
 		return fmt.Errorf("%w: WithTracerProvider(nil): give a provider, or leave the option out for otel.GetTracerProvider()", ErrInvalidConfig)

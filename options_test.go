@@ -52,6 +52,7 @@ func TestNewRejectsBadInput(t *testing.T) {
 		{"a lease above maxLease", "s", []MutexOption{WithLease(100000 * time.Hour)}, "WithLease(100000h0m0s): the lease must be at most 1h0m0s"},
 		{"renewals less often than twice a lease", "s", []MutexOption{WithLease(time.Second), WithRenewInterval(600 * time.Millisecond)}, "at most half the lease"},
 		{"renewals twice a lease", "s", []MutexOption{WithLease(time.Second), WithRenewInterval(500 * time.Millisecond)}, ""},
+		{"renewals every nanosecond", "s", []MutexOption{WithRenewInterval(time.Nanosecond)}, "must be at least 10ms"},
 		{"a scope on a run-once Mutex (its wake-ups)", "s", []MutexOption{WithScope(NewScope())}, ""},
 		{"staleness equal to lease", "s", []MutexOption{WithLease(time.Minute), WithStaleness(time.Minute)}, "above the lease"},
 		{"staleness below lease", "s", []MutexOption{WithLease(time.Minute), WithStaleness(time.Second)}, "above the lease"},

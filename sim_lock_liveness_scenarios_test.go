@@ -13,9 +13,13 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/spanmutex/spanmutex/internal/defaults"
 )
 
 // countingStore counts the calls a process makes to its lockStore that
@@ -128,4 +132,46 @@ func scenarioInScopeHandOffLostBeforeGrant(t *testing.T, e lockEnv, name string)
 	t.Logf("B's Spanner calls from its resumption to its grant: %d", calls)
 	assert.LessOrEqual(t, calls, int64(10), "B's Spanner calls from its resumption to its grant")
 	require.NoError(t, b.Unlock(ctx))
+}
+
+// slowLockCommits is a lockStore whose acquisitions and renewals each take
+// delay, as commits do on a slow link.
+type slowLockCommits struct {
+	lockStore
+	delay    time.Duration
+	acquired atomic.Int64
+}
+
+func (s *slowLockCommits) acquireLock(ctx context.Context, name string, key queueKey, p policy, c claim, join bool) (acquireResult, error) {
+	time.Sleep(s.delay)
+	res, err := s.lockStore.acquireLock(ctx, name, key, p, c, join)
+	if res.lease != nil {
+		s.acquired.Add(1)
+	}
+	return res, err
+}
+
+func (s *slowLockCommits) renew(ctx context.Context, l *Lease) error {
+	time.Sleep(s.delay)
+	return s.lockStore.renew(ctx, l)
+}
+
+// A Lock whose leases can never be made fresh before the grant (each
+// commit takes longer than a renewal interval) gives each back and ends
+// with ErrOutage after WithMaxFailures of them: each acquisition that
+// succeeded used to reset the failure count, so it acquired and gave back
+// until its ctx ended (issue 41, fault 7's form in the Lock).
+func TestLockCountsFailedGrants(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e, _ := newSimEnv()
+		st := &slowLockCommits{lockStore: e.store(t), delay: 400 * time.Millisecond}
+		l := e.newLock(t, "slow", "a", e.newScope(), st)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_, err := l.Lock(ctx)
+		require.ErrorIs(t, err, ErrOutage)
+		assert.NotErrorIs(t, err, ErrNotObtained, "ended by the failure limit, not by the ctx")
+		assert.Equal(t, int64(defaults.MaxFailures), st.acquired.Load(), "one acquisition per counted failure")
+		time.Sleep(3 * scenarioLease) // let detached calls end in the bubble
+	})
 }

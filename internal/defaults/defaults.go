@@ -31,6 +31,11 @@ const (
 	// milliseconds to tens of milliseconds; a shorter lease would lapse
 	// between renewals.
 	MinLease = 100 * time.Millisecond
+	// MinRenewInterval is the shortest renewal interval accepted: a lease
+	// found ours is granted only if its last renewal was sent less than
+	// an interval ago, so an interval shorter than a commit's round trip
+	// could never grant one.
+	MinRenewInterval = 10 * time.Millisecond
 	// MaxLease is the longest lease accepted. A holder that dies holding a
 	// section or lock blocks it for as long as the lease it declared, so
 	// the lease bounds that harm; renewals keep a long section alive, so
