@@ -59,7 +59,7 @@ type waiter struct {
 	// no successful acquisition resets (else a renewal that always fails
 	// would acquire and give back forever).
 	reads, writes, renewals *attempts
-	poll          pollPlan
+	poll                    pollPlan
 	// foundOurs reports that the call ends holding a lease it found ours
 	// and did not grant.
 	foundOurs bool
