@@ -135,6 +135,17 @@ func hasLine(t *testing.T, lines []string, re string) {
 	t.Errorf("no line matches %s:\n%s", re, strings.Join(lines, "\n"))
 }
 
+// lineIndex returns the index of the first of lines that matches the
+// regular expression re, or -1.
+func lineIndex(lines []string, re string) int {
+	for i, l := range lines {
+		if regexp.MustCompile(re).MatchString(l) {
+			return i
+		}
+	}
+	return -1
+}
+
 // TestLockPermits: two "lock --permits 2" hold the semaphore at once, a
 // third waits until they release it, and status shows the size, both
 // holders with their tokens and the waiter.
@@ -152,11 +163,14 @@ func TestLockPermits(t *testing.T) {
 			h.notHolding("c")
 
 			lines := h.statusLines()
-			hasLine(t, lines, `^`+regexp.QuoteMeta(h.name)+`\s+SHARED\s+-\s+2\s+0\s`)
+			// The holders' owners, and no attempts, which a semaphore does not count.
+			hasLine(t, lines, `^`+regexp.QuoteMeta(h.name)+`\s+SHARED\s+(a, b|b, a)\s+2\s+-\s`)
 			hasLine(t, lines, `^semaphore `+regexp.QuoteMeta(h.name)+`: size 2, 2 held, 1 waiter$`)
 			hasLine(t, lines, `^\s+OWNER\s+PERMITS\s+TOKEN\s+LEASE LEFT$`)
 			hasLine(t, lines, `^\s+a\s+1\s+`+h.token("a")+`\s+\d+\.\ds$`)
 			hasLine(t, lines, `^\s+b\s+1\s+`+h.token("b")+`\s+\d+\.\ds$`)
+			hasLine(t, lines, `^\s+WAITER\s+WANTS\s+WAITED$`)
+			hasLine(t, lines, `^\s+c\s+1\s+\d+\.\ds$`)
 
 			h.release(a, b, c)
 			if got := h.token("c"); got != "3" {
@@ -182,8 +196,9 @@ func TestLockPermitsWeight(t *testing.T) {
 }
 
 // TestLockShared: two "lock --shared" share the reader-writer lock, a
-// "lock --rw" waits until they are done, and status shows the readers and
-// the waiter. The lock's stored size is rwLockSize, by which status tells
+// "lock --rw" waits until they are done, a third "--shared" waits behind
+// it, and status shows the readers as the row's owners, that a writer
+// waits, and the waiters in queue order with the side each asks for. The lock's stored size is rwLockSize, by which status tells
 // a reader-writer lock.
 func TestLockShared(t *testing.T) {
 	needEmulator(t)
@@ -197,16 +212,27 @@ func TestLockShared(t *testing.T) {
 			w := h.start("w", "--rw")
 			h.waitWaiters(w, 1)
 			h.notHolding("w")
+			r3 := h.start("r3", "--shared")
+			h.waitWaiters(r3, 2)
+			h.notHolding("r3") // behind the waiting writer
 
 			lines := h.statusLines()
-			hasLine(t, lines, `^reader-writer lock `+regexp.QuoteMeta(h.name)+`: 2 readers, 1 waiter$`)
+			hasLine(t, lines, `^`+regexp.QuoteMeta(h.name)+`\s+SHARED\s+(r1, r2|r2, r1)\s+2\s+-\s`)
+			hasLine(t, lines, `^reader-writer lock `+regexp.QuoteMeta(h.name)+`: 2 readers, 2 waiters; a writer waits, so new readers queue behind it$`)
 			hasLine(t, lines, `^\s+OWNER\s+HOLDS\s+TOKEN\s+LEASE LEFT$`)
 			hasLine(t, lines, `^\s+r1\s+shared\s+`+h.token("r1")+`\s`)
 			hasLine(t, lines, `^\s+r2\s+shared\s+`+h.token("r2")+`\s`)
+			hasLine(t, lines, `^\s+WAITER\s+WANTS\s+WAITED$`)
+			if wi, ri := lineIndex(lines, `^\s+w\s+exclusive\s+\d+\.\ds$`), lineIndex(lines, `^\s+r3\s+shared\s+\d+\.\ds$`); wi < 0 || ri < wi {
+				t.Errorf("want the waiting writer w (exclusive), then the reader r3 (shared) behind it:\n%s", strings.Join(lines, "\n"))
+			}
 
-			h.release(r1, r2, w)
+			h.release(r1, r2, w, r3)
 			if got := h.token("w"); got != "3" {
 				t.Errorf("the writer ran with token %s, want 3", got)
+			}
+			if got := h.token("r3"); got != "4" {
+				t.Errorf("the reader behind the writer ran with token %s, want 4", got)
 			}
 			client, err := emu.NewClient(context.Background(), h.db)
 			if err != nil {

@@ -33,12 +33,15 @@ quoted and escaped, as Go writes strings ("a\u202eb"). It reads one
 consistent snapshot and takes no locks.
 
 A semaphore or reader-writer lock ('spanmutex lock --permits', '--shared',
-'--rw') shows as state SHARED, with the last token issued. Below the
-table, each one's size, the permits held and the number of live waiters
-follow, then its holders: owner, permits (shared or exclusive for a
-reader-writer lock), fencing token, and the lease left by Spanner's clock
-("lapsed" once its permits count free). They are read in a second
-snapshot, consistent in itself.`,
+'--rw') shows as state SHARED, with the owners of its live holders and
+the last token issued; it counts no attempts ("-"). Below the table,
+each one's size, the permits held and the number of live waiters follow
+(and, for a reader-writer lock, whether a writer waits: new readers then
+queue behind it), then its holders: owner, permits (shared or exclusive
+for a reader-writer lock), fencing token, and the lease left by Spanner's
+clock ("lapsed" once its permits count free); then its live waiters in
+queue order: owner, the permits it asks for (shared or exclusive), and how
+long it has waited.`,
 	After: `Exit status: 0 on success (also when there are no rows), 2 on a usage error,
 1 on any other error.
 
@@ -117,10 +120,31 @@ func writeStatus(w io.Writer, rows []spanmutex.Record, wide bool) {
 		if versions {
 			version = dash(cell(r.Version)) + "\t"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s%s\t%d\t%d\t%s\t%s\n",
-			cell(r.Name), r.State, version, dash(cell(r.Owner)), r.Token, r.Attempts, formatAge(r.Age), dash(shown(oneLine(r.LastError, maxLastError))))
+		owner, attempts := dash(cell(r.Owner)), strconv.FormatInt(r.Attempts, 10)
+		if r.State == spanmutex.StateShared {
+			owner, attempts = sharedOwners(r, wide), "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s%s\t%d\t%s\t%s\t%s\n",
+			cell(r.Name), r.State, version, owner, r.Token, attempts, formatAge(r.Age), dash(shown(oneLine(r.LastError, maxLastError))))
 	}
 	_ = tw.Flush()
+}
+
+// sharedOwners is the OWNER cell of a SHARED row: the owners of its live
+// holders, oldest first, each shown as itself or quoted (shown), joined
+// with ", " and, unless wide, cut to maxColumn characters; "-" if none
+// holds it. (The row's own Owner column is not written for a semaphore or
+// RWLock, and its attempts are not counted: status shows "-".)
+func sharedOwners(r spanmutex.Record, wide bool) string {
+	owners := sharedRows([]spanmutex.Record{r})[0].owners()
+	for i, o := range owners {
+		owners[i] = shown(o)
+	}
+	s := strings.Join(owners, ", ")
+	if !wide {
+		s = textcut.Runes(s, maxColumn)
+	}
+	return dash(s)
 }
 
 // writeShared writes, below the table, what each semaphore and RWLock is,
@@ -132,23 +156,30 @@ func writeShared(w io.Writer, rows []sharedRow, wide bool) {
 	cell := cellOf(wide)
 	for _, r := range rows {
 		fmt.Fprintf(w, "\n%s\n", r.summary(cell(r.name)))
-		if len(r.holders) == 0 {
-			continue
-		}
-		column := "PERMITS"
-		if r.rwLock() {
-			column = "HOLDS"
-		}
-		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintf(tw, "  OWNER\t%s\tTOKEN\tLEASE LEFT\n", column)
-		for _, h := range r.holders {
-			left := "lapsed"
-			if h.left > 0 {
-				left = formatAge(h.left)
+		if len(r.holders) > 0 {
+			column := "PERMITS"
+			if r.rwLock() {
+				column = "HOLDS"
 			}
-			fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\n", dash(cell(h.owner)), r.holds(h), h.token, left)
+			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+			fmt.Fprintf(tw, "  OWNER\t%s\tTOKEN\tLEASE LEFT\n", column)
+			for _, h := range r.holders {
+				left := "lapsed"
+				if h.left > 0 {
+					left = formatAge(h.left)
+				}
+				fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\n", dash(cell(h.owner)), r.holds(h), h.token, left)
+			}
+			_ = tw.Flush()
 		}
-		_ = tw.Flush()
+		if len(r.waiting) > 0 {
+			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+			fmt.Fprintf(tw, "  WAITER\tWANTS\tWAITED\n")
+			for _, q := range r.waiting {
+				fmt.Fprintf(tw, "  %s\t%s\t%s\n", dash(cell(q.owner)), r.holds(q), formatAge(q.waited))
+			}
+			_ = tw.Flush()
+		}
 	}
 }
 
@@ -163,10 +194,14 @@ func (r sharedRow) summary(name string) string {
 	if r.held() >= rwLockSize {
 		held = "1 writer"
 	}
+	if r.writerWaits() {
+		return fmt.Sprintf("reader-writer lock %s: %s, %s; a writer waits, so new readers queue behind it", name, held, waiters)
+	}
 	return fmt.Sprintf("reader-writer lock %s: %s, %s", name, held, waiters)
 }
 
-// holds says what holder h of r holds: its permits, or an RWLock's side.
+// holds says what holder h of r holds, or waiter h asks for: its permits,
+// or an RWLock's side.
 func (r sharedRow) holds(h sharedHolder) string {
 	switch {
 	case !r.rwLock():

@@ -65,8 +65,10 @@ func TestStatusWideFlag(t *testing.T) {
 
 // TestWriteShared: below the table, a semaphore shows its size, the
 // permits its live holders hold and its waiters, then each holder (a
-// lapsed one as such); a reader-writer lock shows its readers or writer,
-// and which side each holder holds.
+// lapsed one as such), then each waiter with the permits it asks for and
+// how long it has waited; a reader-writer lock shows its readers or
+// writer, whether a writer waits, and which side each holder holds and
+// each waiter asks for.
 func TestWriteShared(t *testing.T) {
 	rows := []sharedRow{
 		{name: "render", size: 4, token: 7, waiters: 1, holders: []sharedHolder{
@@ -78,8 +80,14 @@ func TestWriteShared(t *testing.T) {
 		{name: "docs", size: rwLockSize, token: 2, waiters: 2, holders: []sharedHolder{
 			{owner: "r1", permits: 1, token: 1, left: time.Second},
 			{owner: "r2", permits: 1, token: 2, left: time.Second},
+		}, waiting: []sharedHolder{
+			{owner: "w", permits: rwLockSize, left: time.Minute, waited: 4200 * time.Millisecond},
+			{owner: "r3", permits: 1, left: time.Minute, waited: 1500 * time.Millisecond},
 		}},
 		{name: "idle", size: 2, token: 9},
+		{name: "full", size: 3, token: 4, waiters: 1, holders: []sharedHolder{
+			{owner: "a", permits: 2, token: 4, left: time.Second},
+		}, waiting: []sharedHolder{{owner: "", permits: 2, left: time.Minute, waited: 90 * time.Second}}},
 	}
 	var out bytes.Buffer
 	writeShared(&out, rows, false)
@@ -94,14 +102,49 @@ reader-writer lock index: 1 writer, 0 waiters
   OWNER  HOLDS      TOKEN  LEASE LEFT
   w      exclusive  3      1.0s
 
-reader-writer lock docs: 2 readers, 2 waiters
+reader-writer lock docs: 2 readers, 2 waiters; a writer waits, so new readers queue behind it
   OWNER  HOLDS   TOKEN  LEASE LEFT
   r1     shared  1      1.0s
   r2     shared  2      1.0s
+  WAITER  WANTS      WAITED
+  w       exclusive  4.2s
+  r3      shared     1.5s
 
 semaphore idle: size 2, 0 held, 0 waiters
+
+semaphore full: size 3, 2 held, 1 waiter
+  OWNER  PERMITS  TOKEN  LEASE LEFT
+  a      2        4      1.0s
+  WAITER  WANTS  WAITED
+  -       2      1m30s
 `
 	if out.String() != want {
 		t.Errorf("writeShared wrote:\n%s\nwant:\n%s", out.String(), want)
+	}
+}
+
+// TestWriteStatusSharedRow: in the table, a semaphore's or RWLock's row
+// shows the owners of its live holders (not "-": its own Owner column is
+// never written) and "-" for the attempts, which it does not count; a row
+// nobody holds shows "-" for both.
+func TestWriteStatusSharedRow(t *testing.T) {
+	rows := []spanmutex.Record{
+		{Name: "docs", State: spanmutex.StateShared, Token: 2, Permits: rwLockSize, Holders: []spanmutex.Holder{
+			{Owner: "r1", Permits: 1, Token: 1, LeaseLeft: time.Second},
+			{Owner: "gone", Permits: 1, Token: 2, LeaseLeft: -time.Second},
+			{Owner: "r2", Permits: 1, Token: 3, LeaseLeft: time.Second},
+		}},
+		{Name: "idle", State: spanmutex.StateShared, Token: 9, Permits: 2},
+		{Name: "once", State: spanmutex.StateDone, Owner: "o", Token: 1, Attempts: 1},
+	}
+	var out bytes.Buffer
+	writeStatus(&out, rows, false)
+	want := `NAME  STATE   OWNER   TOKEN  ATTEMPTS  AGE   LAST ERROR
+docs  SHARED  r1, r2  2      -         0.0s  -
+idle  SHARED  -       9      -         0.0s  -
+once  DONE    o       1      1         0.0s  -
+`
+	if out.String() != want {
+		t.Errorf("writeStatus wrote:\n%s\nwant:\n%s", out.String(), want)
 	}
 }
