@@ -285,13 +285,17 @@ func (l *Lock) handedOn(ll *localLock, id string, to handOff, sent time.Time) {
 		// A waiter of our Scope whose call returned and left an entry
 		// behind (its leave, or its purge, failed): nobody will take the
 		// lock handed to it. Hand it on for it at once. (The hand-off
-		// whose lease its call returned is not such.)
+		// whose lease its call returned is not such.) The lease of the
+		// waiter it reaches is anchored before the hand-off was sent: a
+		// pause between its commit and our reading the answer must not
+		// make that lease look fresh (claims 8 and 11).
+		before := l.cfg.clock.Now()
 		next, ok := l.handOnFor(ll, to.waiterID)
 		if !ok {
 			break
 		}
 		l.scope.wakes.adopted(to.waiterID)
-		id, to, sent = to.waiterID, next, l.cfg.clock.Now()
+		id, to, sent = to.waiterID, next, before
 	}
 	switch {
 	case to.waiterID != "" && l.scope.wakes.wake(to.waiterID, wakeUp{sent: sent, token: to.token, at: to.at, owner: to.owner}):

@@ -18,6 +18,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/spanmutex/spanmutex/internal/defaults"
 )
@@ -173,5 +175,147 @@ func TestLockCountsFailedGrants(t *testing.T) {
 		assert.NotErrorIs(t, err, ErrNotObtained, "ended by the failure limit, not by the ctx")
 		assert.Equal(t, int64(defaults.MaxFailures), st.acquired.Load(), "one acquisition per counted failure")
 		time.Sleep(3 * scenarioLease) // let detached calls end in the bubble
+	})
+}
+
+// unreachableLeave is a lockStore whose every way of leaving the queue
+// fails, as if its process were cut off from Spanner when its call ended.
+type unreachableLeave struct{ lockStore }
+
+var errCutOff = status.Error(codes.Unavailable, "cut off")
+
+func (unreachableLeave) leave(context.Context, string, string) (handOff, error) {
+	return handOff{}, errCutOff
+}
+func (unreachableLeave) dequeue(context.Context, string, queueKey) error { return errCutOff }
+func (unreachableLeave) purgeWaiter(context.Context, string, string) error {
+	return errCutOff
+}
+
+// processPause pauses every Spanner call of a process's Locks (those
+// whose store is a pausedStore on it) for a while, as a paused process
+// makes none: a GC pause, a SIGSTOP, a descheduled VM.
+type processPause struct {
+	mu     sync.Mutex
+	resume chan struct{} // nil when running
+}
+
+// pause stops the process's calls for d, then lets them go on.
+func (p *processPause) pause(d time.Duration) {
+	p.mu.Lock()
+	p.resume = make(chan struct{})
+	p.mu.Unlock()
+	time.Sleep(d)
+	p.mu.Lock()
+	close(p.resume)
+	p.resume = nil
+	p.mu.Unlock()
+}
+
+// wait blocks while the process is paused.
+func (p *processPause) wait() {
+	p.mu.Lock()
+	ch := p.resume
+	p.mu.Unlock()
+	if ch != nil {
+		<-ch
+	}
+}
+
+// pausedStore is a lockStore of a process that p pauses.
+type pausedStore struct {
+	lockStore
+	p *processPause
+}
+
+func (s pausedStore) read(ctx context.Context, name string) (row, error) {
+	s.p.wait()
+	return s.lockStore.read(ctx, name)
+}
+
+func (s pausedStore) glance(ctx context.Context, name string) (row, error) {
+	s.p.wait()
+	return s.lockStore.glance(ctx, name)
+}
+
+func (s pausedStore) readLock(ctx context.Context, name string, key queueKey) (lockView, error) {
+	s.p.wait()
+	return s.lockStore.readLock(ctx, name, key)
+}
+
+func (s pausedStore) renew(ctx context.Context, l *Lease) error {
+	s.p.wait()
+	return s.lockStore.renew(ctx, l)
+}
+
+func (s pausedStore) renewWaiter(ctx context.Context, name string, key queueKey) error {
+	s.p.wait()
+	return s.lockStore.renewWaiter(ctx, name, key)
+}
+
+// pausedAfterLeave is a lockStore whose leaves commit and then find the
+// process paused, for pause, before the answer is read.
+type pausedAfterLeave struct {
+	lockStore
+	p     *processPause
+	pause time.Duration
+}
+
+func (s pausedAfterLeave) leave(ctx context.Context, name, waiterID string) (handOff, error) {
+	to, err := s.lockStore.leave(ctx, name, waiterID)
+	s.p.pause(s.pause)
+	return to, err
+}
+
+// An Unlock that hands the lock on for a waiter of its Scope whose call
+// returned (an orphan) anchors the lease of the waiter it hands it to at
+// the time it sent that hand-off, not at its answer: a process paused
+// between the commit and the answer for longer than the lease has the
+// lease taken over meanwhile, and the woken waiter must renew (and so find
+// it lost) before its grant, not take the lease for fresh and hold the lock
+// beside the new holder (issue 41, read fault 4; claims 8 and 11).
+func TestOrphanHandOffAnchorsAtItsSend(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e, _ := newSimEnv()
+		ctx := context.Background()
+		const name = "orphan"
+		scope, st, paused := e.newScope(), e.store(t), &processPause{}
+		a := e.newLock(t, name, "a", scope, pausedAfterLeave{lockStore: st, p: paused, pause: 3 * scenarioLease})
+		o := e.newLock(t, name, "o", scope, unreachableLeave{st})
+		w := e.newLock(t, name, "w", scope, pausedStore{lockStore: st, p: paused})
+		c := e.process(t, name, "c")
+
+		_, err := a.Lock(ctx)
+		require.NoError(t, err)
+		octx, cancel := context.WithCancel(ctx)
+		gotO := make(chan error, 1)
+		go func() { _, err := o.Lock(octx); gotO <- err }()
+		e.waitQueued(t, name, 1)
+		gotW := lockAsync(t, w)
+		e.waitQueued(t, name, 2)
+		gotC := lockAsync(t, c)
+		e.waitQueued(t, name, 3)
+		cancel()
+		require.ErrorIs(t, <-gotO, ErrNotObtained) // its entry stays: an orphan
+		require.NoError(t, a.Unlock(ctx))          // to o, then on for it to w; then paused
+
+		lc := <-gotC
+		require.NotNil(t, lc)
+		assert.True(t, lc.TookOver(), "c took w's unrenewed lease over during the pause")
+		synctest.Wait() // the pause is over, and w has acted on its wake-up
+		var lw *Lease
+		select {
+		case lw = <-gotW:
+			t.Errorf("w was granted token %d while c holds token %d", lw.Token(), lc.Token())
+		default:
+		}
+		require.NoError(t, c.Unlock(ctx))
+		if lw == nil {
+			lw = <-gotW
+			require.NotNil(t, lw)
+			assert.Greater(t, lw.Token(), lc.Token(), "w waited again")
+		}
+		_ = w.Unlock(ctx) // fenced if w was granted the lease c took over
+		time.Sleep(3*scenarioLease + 2*time.Second) // let detached calls end in the bubble
 	})
 }
