@@ -315,7 +315,7 @@ func TestOrphanHandOffAnchorsAtItsSend(t *testing.T) {
 			require.NotNil(t, lw)
 			assert.Greater(t, lw.Token(), lc.Token(), "w waited again")
 		}
-		_ = w.Unlock(ctx) // fenced if w was granted the lease c took over
+		_ = w.Unlock(ctx)                           // fenced if w was granted the lease c took over
 		time.Sleep(3*scenarioLease + 2*time.Second) // let detached calls end in the bubble
 	})
 }
