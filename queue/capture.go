@@ -12,7 +12,6 @@ import (
 
 	"cloud.google.com/go/spanner"
 	"github.com/google/uuid"
-	"google.golang.org/grpc/codes"
 
 	"github.com/spanmutex/spanmutex/ddl"
 	"github.com/spanmutex/spanmutex/internal/spanerr"
@@ -78,6 +77,7 @@ type captureConfig struct {
 	conflict  ConflictPolicy
 	owner     string
 	maxParts  int
+	maxFails  int
 	logger    *slog.Logger
 }
 
@@ -139,6 +139,15 @@ func WithMaxPartitions(n int) CaptureOption {
 	return func(c *captureConfig) { c.maxParts = n }
 }
 
+// WithCaptureMaxFailures sets how many Spanner calls of one loop of a Run
+// may fail in a row (default DefaultCaptureMaxFailures; 1 to 1000): Run's
+// start, its listing and claiming of partitions, and each partition's
+// queries and checkpoints count apart. Each failure is retried after a
+// backoff; the last ends Run with an error matching spanmutex.ErrOutage.
+func WithCaptureMaxFailures(n int) CaptureOption {
+	return func(c *captureConfig) { c.maxFails = n }
+}
+
 // WithCaptureLogger sets where the capture logs partitions claimed,
 // finished and lost, and the errors it retries (default: nowhere).
 func WithCaptureLogger(l *slog.Logger) CaptureOption {
@@ -195,7 +204,7 @@ func (q *Queue) NewCapture(client *spanner.Client, stream string, mapper Mapper,
 	cfg := captureConfig{
 		table: ddl.DefaultCaptureTable, window: DefaultCaptureWindow, heartbeat: DefaultCaptureHeartbeat,
 		lease: DefaultCaptureLease, poll: DefaultCapturePoll, batch: DefaultCaptureBatch,
-		logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		maxFails: DefaultCaptureMaxFailures, logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}
 	for _, o := range opts {
 		if o == nil {
@@ -234,6 +243,8 @@ func (c captureConfig) validate() error {
 		return fmt.Errorf("WithConflictPolicy(%d): use ConflictAdapt or ConflictRecordError", c.conflict)
 	case c.logger == nil:
 		return errors.New("WithCaptureLogger(nil): give a logger, or leave the option out to log nowhere")
+	case c.maxFails < 1 || c.maxFails > 1000:
+		return fmt.Errorf("WithCaptureMaxFailures(%d): use 1 to 1000", c.maxFails)
 	case c.maxParts < 0:
 		return fmt.Errorf("WithMaxPartitions(%d): use 0 (no limit) or more", c.maxParts)
 	case len(c.owner) > 64:
@@ -253,8 +264,19 @@ var errAlreadyRunning = errors.New("queue: capture: Run is already running on th
 // returns earlier with an error matching ErrMapper or ErrUnsupportedRecord,
 // or with a Spanner error it cannot retry (a missing table or stream, a
 // checkpoint older than the stream's retention). Transient Spanner errors
-// are retried from the last checkpoint. Whatever Run returns, the checkpoint
-// table holds where each partition stands, and another Run resumes there.
+// are retried from the last checkpoint, after a backoff (100 ms doubling
+// to 2 s, see WithCaptureMaxFailures); once a loop's calls have failed
+// WithCaptureMaxFailures times in a row, Run returns an error matching
+// spanmutex.ErrOutage. Whatever Run returns, the checkpoint table holds
+// where each partition stands, and another Run resumes there.
+//
+// Its pace: Run lists the partitions it may claim every poll interval, and
+// at once when a partition it read has finished (its children may be
+// runnable); while listing or claiming fails, no sooner than its backoff.
+// Each partition it reads makes one query per query window, and one
+// checkpoint per batch, per window with records, or per quarter lease;
+// a failed query or checkpoint is retried after its backoff, from the
+// checkpoint, without giving the partition back.
 func (c *Capture) Run(ctx context.Context) error {
 	if ctx == nil {
 		return errNilContext
@@ -271,48 +293,55 @@ func (c *Capture) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	r := &captureRun{c: c, ctx: ctx, cancel: cancel, skew: skew, active: map[string]bool{},
-		done: make(chan partitionResult), log: c.cfg.logger.With("stream", c.stream, "capture", c.cfg.owner)}
-	tick := time.NewTicker(c.cfg.poll)
-	defer tick.Stop()
+		done: make(chan partitionResult), log: c.cfg.logger.With("stream", c.stream, "capture", c.cfg.owner),
+		listing: c.newAttempts("listing and claiming partitions")}
+	next := time.Now() // when Run lists the partitions next
 	for {
-		if err := r.startRunnable(); err != nil {
-			return r.stop(err)
-		}
+		t := time.NewTimer(time.Until(next))
 		select {
 		case res := <-r.done:
+			t.Stop()
 			if err := r.ended(res); err != nil {
 				return r.stop(err)
 			}
+			if r.listing.n > 0 {
+				continue // listing fails: wait out its backoff (next)
+			}
 			// A finished partition may have made children runnable: look now.
-		case <-tick.C:
+		case <-t.C:
 		case <-ctx.Done():
+			t.Stop()
 			if err := r.stop(nil); err != nil {
 				return err
 			}
 			return ctx.Err()
 		}
+		wait, err := r.startRunnable()
+		if err != nil {
+			return r.stop(err)
+		}
+		next = time.Now().Add(wait)
 	}
 }
 
 // begin checks the table, records the stream's first partitions if it has
 // none, and returns how far the local clock is behind Spanner's
-// (skewOnce). A transient error is retried every poll interval until ctx
-// ends.
+// (skewOnce). A transient error is retried after a backoff (captureAttempts),
+// up to the failure limit.
 func (c *Capture) begin(ctx context.Context) (skew time.Duration, err error) {
+	fails := c.newAttempts("starting")
 	for {
 		if err = c.store.ensureRoot(ctx); err == nil {
 			if skew, err = c.skewOnce(ctx); err == nil {
 				return skew, nil
 			}
 		}
-		if !captureRetryable(ctx, err) || ctx.Err() != nil {
+		if ctx.Err() != nil {
 			return 0, err
 		}
-		c.cfg.logger.Warn("capture: starting failed; retrying", "stream", c.stream, "capture", c.cfg.owner, "err", err)
-		select {
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		case <-time.After(c.cfg.poll):
+		c.cfg.logger.Warn("capture: starting failed", "stream", c.stream, "capture", c.cfg.owner, "err", err)
+		if err := fails.failed(ctx, err); err != nil {
+			return 0, err
 		}
 	}
 }
@@ -350,6 +379,8 @@ type captureRun struct {
 	active map[string]bool // the tokens of the partitions being read
 	done   chan partitionResult
 	log    *slog.Logger
+	// listing counts and paces the failures of startRunnable's calls.
+	listing *captureAttempts
 }
 
 // partitionResult is how reading one partition ended.
@@ -359,16 +390,32 @@ type partitionResult struct {
 }
 
 // startRunnable claims the runnable partitions not read yet, up to the
-// limit, and starts reading each; it returns an error Run must end with.
-func (r *captureRun) startRunnable() error {
+// limit, and starts reading each. It returns how long Run waits before it
+// lists again (the poll interval; after a failed call, the longer of it
+// and the backoff), or an error Run must end with: one not worth a retry,
+// or the last of too many failures in a row.
+func (r *captureRun) startRunnable() (time.Duration, error) {
+	failed, err := r.claimRunnable()
+	if failed == nil {
+		r.listing.ok()
+		return r.c.cfg.poll, err
+	}
+	if r.ctx.Err() == nil {
+		r.log.Warn("capture: listing or claiming partitions failed; retrying", "err", failed)
+	}
+	wait, err := r.listing.count(r.ctx, failed)
+	return max(wait, r.c.cfg.poll), err
+}
+
+// claimRunnable is startRunnable's work: it returns the last call that
+// failed, if any, and an error Run must end with.
+func (r *captureRun) claimRunnable() (failed, end error) {
 	c := r.c
 	runnable, err := c.store.runnable(r.ctx)
 	if err != nil && !captureRetryable(r.ctx, err) {
-		return err
+		return nil, err
 	}
-	if err != nil && r.ctx.Err() == nil {
-		r.log.Warn("capture: list partitions failed; retrying", "err", err)
-	}
+	failed = err
 	for _, p := range runnable {
 		if r.active[p.token] {
 			continue
@@ -378,7 +425,10 @@ func (r *captureRun) startRunnable() error {
 		}
 		p, claimed, err := c.store.claim(r.ctx, p.token)
 		if err != nil && !captureRetryable(r.ctx, err) {
-			return err
+			return nil, err
+		}
+		if err != nil {
+			failed = err
 		}
 		if !claimed {
 			continue
@@ -392,7 +442,7 @@ func (r *captureRun) startRunnable() error {
 			r.done <- partitionResult{p.token, c.readPartition(r.ctx, p, r.skew)}
 		}(p)
 	}
-	return nil
+	return failed, nil
 }
 
 // ended records how reading a partition ended; it returns an error Run
@@ -404,7 +454,7 @@ func (r *captureRun) ended(res partitionResult) error {
 		r.log.Debug("capture: partition finished", "partition", shortToken(res.token))
 	case errors.Is(res.err, errPartitionLost):
 		r.log.Info("capture: partition taken over by another instance", "partition", shortToken(res.token))
-	case !captureRetryable(r.ctx, res.err):
+	case !captureRetryable(r.ctx, res.err) || isOutage(res.err):
 		return res.err
 	case r.ctx.Err() == nil:
 		r.log.Warn("capture: reading a partition failed; resuming from its checkpoint", "partition", shortToken(res.token), "err", res.err)
@@ -450,12 +500,14 @@ func captureRetryable(ctx context.Context, err error) bool {
 		return true // nil, or Run is stopping anyway
 	}
 	var table *captureTableError
-	if errors.Is(err, ErrMapper) || errors.Is(err, ErrUnsupportedRecord) || errors.As(err, &table) {
+	if errors.Is(err, ErrMapper) || errors.Is(err, ErrUnsupportedRecord) || errors.As(err, &table) || isOutage(err) {
 		return false
 	}
 	// A step reads its checkpoint again, so a retry is harmless: of a
 	// transaction Spanner ended behind the client's back (the emulator, on
-	// one multiplexed session, does it often), and of an error of unknown
-	// kind.
-	return spanerr.Retryable(err) || spanner.ErrCode(err) == codes.Unknown
+	// one multiplexed session, does it often), and of an RPC whose outcome
+	// is unknown (code Unknown or Internal). An error that is not an RPC's
+	// (spanner.ErrCode calls it Unknown too) came from this code or the
+	// client, and a retry meets it again: it ends Run.
+	return spanerr.Retryable(err)
 }

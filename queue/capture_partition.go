@@ -76,82 +76,119 @@ func csDeref[T any](p *T) T {
 // instance takes it over (errPartitionLost), or an error. Each query reads
 // one window; each batch of records is written with its checkpoint. skew
 // is how far the local clock is behind Spanner's.
+//
+// A query or checkpoint that fails is retried from the last checkpoint,
+// keeping the claim, after a backoff (captureAttempts): at most ten tries a
+// second, one every two seconds once failures go on, and never more than
+// the failure limit in a row, counted since the last call that succeeded.
 func (c *Capture) readPartition(ctx context.Context, p capturePartition, skew time.Duration) error {
-	resume := p.resume
-	// The local clock (corrected by skew) decides only how long a query
-	// waits for new changes and when an idle partition renews its lease;
-	// what is captured and who owns a partition are decided by Spanner's
-	// timestamps.
-	lastWrite := time.Now()
+	pr := &partitionRead{c: c, p: p, skew: skew, resume: p.resume, lastWrite: time.Now(),
+		fails: c.newAttempts("reading partition " + shortToken(p.token))}
 	for {
-		end := resume
-		if now := time.Now().Add(skew); now.After(end) {
-			end = now
-		}
-		end = end.Add(c.cfg.window)
-
-		cp := captureCheckpoint{token: p.token, resume: resume}
-		flush := func() error {
-			if _, err := c.store.commit(ctx, cp); err != nil {
-				return err
-			}
-			lastWrite = time.Now()
-			resume = cp.resume
-			cp = captureCheckpoint{token: p.token, resume: cp.resume}
-			return nil
-		}
-		err := c.store.query(ctx, resume, &end, &p.token, func(r csRecord) error {
-			switch {
-			case r.Data != nil:
-				reqs, err := c.mapRecord(r.Data)
-				if err != nil {
-					// Keep what came before the failing change.
-					if ferr := flush(); ferr != nil {
-						return errors.Join(err, ferr)
-					}
-					return err
-				}
-				cp.reqs = append(cp.reqs, reqs...)
-				cp.records++
-				// Inclusive: other records of this commit timestamp may
-				// follow, and a replay of this one is a no-op.
-				cp.resume = csMaxTime(cp.resume, r.Data.CommitTimestamp)
-				if cp.records >= int64(c.cfg.batch) {
-					return flush()
-				}
-			case r.Heartbeat != nil:
-				// Every record up to the heartbeat has been returned.
-				cp.resume = csMaxTime(cp.resume, *r.Heartbeat)
-			case r.Children != nil:
-				cp.finish = r.Children
-				cp.resume = csMaxTime(cp.resume, r.Children.StartTimestamp)
-				if err := flush(); err != nil {
-					return err
-				}
-				return errPartitionEnded
-			}
-			return nil
-		})
+		err := pr.window(ctx)
 		switch {
 		case errors.Is(err, errPartitionEnded):
 			return nil
 		case err != nil:
-			return err
-		}
-		// The query reached end: every record up to it has been returned.
-		// Resuming at end (not after it) reads again any record at exactly
-		// end, whichever way Spanner bounds the window.
-		cp.resume = csMaxTime(cp.resume, end)
-		if cp.records > 0 || time.Since(lastWrite) >= c.cfg.lease/4 {
-			if err := flush(); err != nil {
+			if err := pr.fails.failed(ctx, err); err != nil {
 				return err
 			}
-		} else {
-			// Nothing to write yet: read on from here, and let a later
-			// checkpoint record it (a restart re-reads an empty stretch).
-			resume = cp.resume
+		default:
+			pr.fails.ok()
 		}
 	}
+}
+
+// partitionRead is one readPartition: where it stands.
+type partitionRead struct {
+	c         *Capture
+	p         capturePartition
+	skew      time.Duration
+	resume    time.Time // the checkpoint, or past it over an empty stretch
+	lastWrite time.Time // the local time of the last checkpoint
+	fails     *captureAttempts
+}
+
+// window makes one query from pr.resume to one window past Spanner's now
+// (by the local clock corrected by skew), writes its records in batches
+// with their checkpoints, and moves resume on. It returns errPartitionEnded
+// once the partition's children are recorded.
+func (pr *partitionRead) window(ctx context.Context) error {
+	c, p := pr.c, pr.p
+	// The local clock (corrected by skew) decides only how long a query
+	// waits for new changes and when an idle partition renews its lease;
+	// what is captured and who owns a partition are decided by Spanner's
+	// timestamps.
+	end := pr.resume
+	if now := time.Now().Add(pr.skew); now.After(end) {
+		end = now
+	}
+	end = end.Add(c.cfg.window)
+
+	cp := captureCheckpoint{token: p.token, resume: pr.resume}
+	flush := func() error {
+		if _, err := c.store.commit(ctx, cp); err != nil {
+			return err
+		}
+		pr.fails.ok() // progress: a later failure starts a new count
+		pr.lastWrite = time.Now()
+		pr.resume = cp.resume
+		cp = captureCheckpoint{token: p.token, resume: cp.resume}
+		return nil
+	}
+	err := c.store.query(ctx, pr.resume, &end, &p.token, func(r csRecord) error {
+		return pr.record(r, &cp, flush)
+	})
+	if err != nil {
+		return err
+	}
+	// The query reached end: every record up to it has been returned.
+	// Resuming at end (not after it) reads again any record at exactly
+	// end, whichever way Spanner bounds the window.
+	cp.resume = csMaxTime(cp.resume, end)
+	if cp.records > 0 || time.Since(pr.lastWrite) >= c.cfg.lease/4 {
+		return flush()
+	}
+	// Nothing to write yet: read on from here, and let a later checkpoint
+	// record it (a restart re-reads an empty stretch).
+	pr.resume = cp.resume
+	return nil
+}
+
+// record adds the record r of a query to the checkpoint cp, and flushes
+// cp when the batch is full, before a failing change, and at the
+// partition's end (then it returns errPartitionEnded).
+func (pr *partitionRead) record(r csRecord, cp *captureCheckpoint, flush func() error) error {
+	switch {
+	case r.Data != nil:
+		reqs, err := pr.c.mapRecord(r.Data)
+		if err != nil {
+			// Keep what came before the failing change.
+			if ferr := flush(); ferr != nil {
+				return errors.Join(err, ferr)
+			}
+			return err
+		}
+		cp.reqs = append(cp.reqs, reqs...)
+		cp.records++
+		// Inclusive: other records of this commit timestamp may follow,
+		// and a replay of this one is a no-op.
+		cp.resume = csMaxTime(cp.resume, r.Data.CommitTimestamp)
+		if cp.records >= int64(pr.c.cfg.batch) {
+			return flush()
+		}
+	case r.Heartbeat != nil:
+		// Every record up to the heartbeat has been returned.
+		cp.resume = csMaxTime(cp.resume, *r.Heartbeat)
+	case r.Children != nil:
+		cp.finish = r.Children
+		cp.resume = csMaxTime(cp.resume, r.Children.StartTimestamp)
+		if err := flush(); err != nil {
+			return err
+		}
+		return errPartitionEnded
+	}
+	return nil
 }
 
 // mapRecord maps each mod of a data change record and gives the requests
