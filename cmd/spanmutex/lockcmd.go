@@ -150,7 +150,7 @@ func holdLock(ctx context.Context, s streams, o *lockOptions, name string, comma
 			defer cancel()
 			return l.Unlock(ctx)
 		}
-		return lease, unlock, explainSize(name, err)
+		return lease, unlock, o.explainKind(ctx, client, o.table, name, o.callTimeout, err)
 	}
 	code, _ := holdWhile(ctx, s, o.grace, command, take, o.what(name))
 	return code

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"strconv"
+	"time"
 
 	"cloud.google.com/go/spanner"
 
@@ -142,12 +143,108 @@ func explainSize(name string, err error) error {
 	var hint string
 	switch {
 	case sme.Stored == rwLockSize:
-		hint = fmt.Sprintf("%q is a reader-writer lock: hold it with --shared or --rw, or use another NAME", name)
+		hint = rwLockHint(name)
 	case sme.Declared == rwLockSize:
-		hint = fmt.Sprintf("%q is a semaphore of %d permits: hold it with --permits %d, or use another NAME", name, sme.Stored, sme.Stored)
+		hint = semaphoreHint(name, sme.Stored)
 	default:
 		hint = fmt.Sprintf("semaphore %q has %d permits, not --permits %d: give --permits %d, or change its size with 'spanmutex resize --permits %d %s'",
 			name, sme.Stored, sme.Declared, sme.Stored, sme.Declared, shellQuote(name))
 	}
 	return &sizeError{hint: hint, err: sme}
+}
+
+// rwLockHint says that name is a reader-writer lock, and how to hold it.
+func rwLockHint(name string) string {
+	return fmt.Sprintf("%q is a reader-writer lock: hold it with --shared or --rw, or use another NAME", name)
+}
+
+// semaphoreHint says that name is a semaphore of size permits, and how to
+// hold it.
+func semaphoreHint(name string, size int64) string {
+	return fmt.Sprintf("%q is a semaphore of %d permits: hold it with --permits %d, or use another NAME", name, size, size)
+}
+
+// kindError is an error of the library that NAME's row is another kind of
+// lock than the flags say, said in the terms of the command line: the
+// kind found and the flags to give. The library's own words (a Lock's
+// "use another name", a Semaphore's or RWLock's wrapped twice under
+// "spanmutex:") name neither the kind nor the flags, and carry no type to
+// tell them by: the kind is read from the row (explainKind).
+type kindError struct {
+	hint string
+	err  error
+}
+
+func (e *kindError) Error() string { return e.hint }
+func (e *kindError) Unwrap() error { return e.err }
+
+// explainKind returns err, or a *sizeError or *kindError if the lock
+// failed because NAME (of table) is another kind or size of lock than k
+// says: the size from the error itself, the kind from NAME's row, read
+// once within timeout after a failure that is none of an outage, an
+// unreachable database and an ended ctx. If the row cannot be read, or is
+// of the kind k says, err is returned as it is.
+func (k *kindFlags) explainKind(ctx context.Context, client *spanner.Client, table, name string, timeout time.Duration, err error) error {
+	if err == nil || ctx.Err() != nil {
+		return err
+	}
+	var sme *spanmutex.SizeMismatchError
+	if errors.As(err, &sme) {
+		return explainSize(name, err)
+	}
+	for _, skip := range []error{spanmutex.ErrOutage, spanmutex.ErrUnreachable, spanmutex.ErrNotFound, spanmutex.ErrHeld,
+		spanmutex.ErrInvalidConfig, context.Canceled, context.DeadlineExceeded} {
+		if errors.Is(err, skip) {
+			return err
+		}
+	}
+	rctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	rows, rerr := spanmutex.Inspect(rctx, client, name, spanmutex.WithTable(table))
+	if rerr != nil || len(rows) != 1 {
+		return err
+	}
+	if hint := k.mismatch(name, rows[0]); hint != "" {
+		return &kindError{hint: hint, err: err}
+	}
+	return err
+}
+
+// mismatch says what rec, NAME's row, is and which flags hold it, if k's
+// flags cannot; "" if they can (or the row is of no kind spanmutex
+// writes).
+func (k *kindFlags) mismatch(name string, rec spanmutex.Record) string {
+	asked := "a lock"
+	switch {
+	case k.permits > 0:
+		asked = "a semaphore"
+	case k.shared || k.rw:
+		asked = "a reader-writer lock"
+	}
+	switch rec.State {
+	case spanmutex.StateShared:
+		if rec.Permits == rwLockSize {
+			if asked == "a reader-writer lock" {
+				return ""
+			}
+			return rwLockHint(name)
+		}
+		if asked == "a semaphore" {
+			return "" // another size: a *SizeMismatchError
+		}
+		return semaphoreHint(name, rec.Permits)
+	case spanmutex.StateNeeded, spanmutex.StateStarted:
+		flags := "--permits or --weight"
+		switch asked {
+		case "a lock":
+			return ""
+		case "a reader-writer lock":
+			flags = "--shared or --rw"
+		}
+		return fmt.Sprintf("%q is a lock, not %s: hold it without %s, or use another NAME", name, asked, flags)
+	case spanmutex.StateDone, spanmutex.StateFailed:
+		return fmt.Sprintf("%q is a run-once section ('spanmutex run'; its row is %s), which 'spanmutex lock' cannot hold with any flags: use another NAME",
+			name, rec.State)
+	}
+	return ""
 }

@@ -247,16 +247,20 @@ func TestLockShared(t *testing.T) {
 }
 
 // TestLockKindMismatch: a NAME held as another kind or size of lock than
-// the flags say is refused on one line that says which flags to give;
-// COMMAND does not run.
+// the flags say is refused on one line, with "spanmutex:" once, that names
+// the kind found and the flags to give; COMMAND does not run. Among them a
+// plain "lock" of a semaphore or reader-writer lock (the library said "use
+// another name"), and "lock --rw" of a lock (the library said "semaphore",
+// under "spanmutex: table Mutexes: spanmutex:").
 func TestLockKindMismatch(t *testing.T) {
 	needEmulator(t)
 	t.Setenv(cmdline.EmulatorHostEnv, emu.Host())
 	db, dir := newDatabase(t), t.TempDir()
-	sem, rw := uniqueName(t)+"-sem", uniqueName(t)+"-rw"
-	for _, args := range [][]string{{"--permits", "2", sem}, {"--rw", rw}} {
-		if code, _, stderr := cli(t, append(append([]string{"lock", "--database", db}, args...), "--", "true")...); code != exitOK {
-			t.Fatalf("lock %q: exit %d; stderr:\n%s", args, code, stderr)
+	base := uniqueName(t)
+	sem, rw, plain, once := base+"-sem", base+"-rw", base+"-lock", base+"-once"
+	for _, args := range [][]string{{"lock", "--permits", "5", sem}, {"lock", "--rw", rw}, {"lock", plain}, {"run", once}} {
+		if code, _, stderr := cli(t, append(append([]string{args[0], "--database", db}, args[1:]...), "--", "true")...); code != exitOK {
+			t.Fatalf("%q: exit %d; stderr:\n%s", args, code, stderr)
 		}
 	}
 	ran := filepath.Join(dir, "ran")
@@ -264,14 +268,20 @@ func TestLockKindMismatch(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--permits", "3", sem}, `spanmutex: semaphore "` + sem + `" has 2 permits, not --permits 3: give --permits 2, or change its size with 'spanmutex resize --permits 3 ` + sem + `'`},
-		{[]string{"--shared", sem}, `spanmutex: "` + sem + `" is a semaphore of 2 permits: hold it with --permits 2, or use another NAME`},
+		{[]string{"--permits", "3", sem}, `spanmutex: semaphore "` + sem + `" has 5 permits, not --permits 3: give --permits 5, or change its size with 'spanmutex resize --permits 3 ` + sem + `'`},
+		{[]string{"--shared", sem}, `spanmutex: "` + sem + `" is a semaphore of 5 permits: hold it with --permits 5, or use another NAME`},
+		{[]string{sem}, `spanmutex: "` + sem + `" is a semaphore of 5 permits: hold it with --permits 5, or use another NAME`},
 		{[]string{"--permits", "2", rw}, `spanmutex: "` + rw + `" is a reader-writer lock: hold it with --shared or --rw, or use another NAME`},
-		{[]string{sem}, "SHARED"}, // the library's words; it says a Lock cannot hold it
+		{[]string{rw}, `spanmutex: "` + rw + `" is a reader-writer lock: hold it with --shared or --rw, or use another NAME`},
+		{[]string{"--rw", plain}, `spanmutex: "` + plain + `" is a lock, not a reader-writer lock: hold it without --shared or --rw, or use another NAME`},
+		{[]string{"--shared", plain}, `spanmutex: "` + plain + `" is a lock, not a reader-writer lock: hold it without --shared or --rw, or use another NAME`},
+		{[]string{"--permits", "2", plain}, `spanmutex: "` + plain + `" is a lock, not a semaphore: hold it without --permits or --weight, or use another NAME`},
+		{[]string{once}, `spanmutex: "` + once + `" is a run-once section ('spanmutex run'; its row is DONE), which 'spanmutex lock' cannot hold with any flags: use another NAME`},
+		{[]string{"--rw", once}, `spanmutex: "` + once + `" is a run-once section ('spanmutex run'; its row is DONE), which 'spanmutex lock' cannot hold with any flags: use another NAME`},
 	} {
 		code, _, stderr := cli(t, append(append([]string{"lock", "--database", db}, tc.args...), "--", "touch", ran)...)
-		if code != exitError || !strings.Contains(stderr, tc.want) || strings.Count(stderr, "\n") != 1 {
-			t.Errorf("lock %q: exit %d, stderr:\n%s\nwant exit %d and one line with %q", tc.args, code, stderr, exitError, tc.want)
+		if code != exitError || stderr != tc.want+"\n" {
+			t.Errorf("lock %q: exit %d, stderr:\n%s\nwant exit %d and the one line:\n%s", tc.args, code, stderr, exitError, tc.want)
 		}
 	}
 	if _, err := os.Stat(ran); err == nil {

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
+
+	"cloud.google.com/go/spanner"
 
 	"github.com/spanmutex/spanmutex"
 	"github.com/spanmutex/spanmutex/ddl"
@@ -24,8 +27,10 @@ It is fenced like an acquisition, in one read-write transaction on Spanner's
 clock: it refuses a row STARTED by a holder that renewed its lease within
 --lease (a live holder is never cut off) and says who holds it; a
 holder silent for longer is cut off, and its late result is rejected. It
-refuses a DONE row (nothing to re-arm: use a new NAME or 'run --version')
-and a NAME that has no row.
+refuses a DONE row (nothing to re-arm: use a new NAME or 'run --version'),
+a NAME that has no row, and a semaphore or reader-writer lock ('spanmutex
+lock --permits', '--shared', '--rw'), which needs no reset: a holder of
+it silent past its lease loses it to the next waiter.
 
 --force breaks the lease of a holder you know is dead (killed while holding
 with a long --lease): it resets a STARTED row whatever its lease, bumps the
@@ -87,6 +92,7 @@ func cmdReset(ctx context.Context, s streams, args []string) int {
 		return exitError
 	}
 	if err != nil {
+		err = explainResetKind(ctx, client, *table, name, *connect, err)
 		return cmdline.ReportError(s, cmdline.ExplainConnection(err), exitError)
 	}
 	if res.Evicted != "" {
@@ -102,4 +108,29 @@ func cmdReset(ctx context.Context, s streams, args []string) int {
 		fmt.Fprintf(s.Stderr, "spanmutex: its last error was: %s\n", oneLine(res.LastError, 200))
 	}
 	return exitOK
+}
+
+// explainResetKind returns err, or a *kindError if reset failed because
+// NAME (of table) is a semaphore's or reader-writer lock's row, which
+// reset does not re-arm: the library says so in words that name neither
+// kind and wraps them twice under "spanmutex:", with no type to tell them
+// by, so the row is read, once within timeout.
+func explainResetKind(ctx context.Context, client *spanner.Client, table, name string, timeout time.Duration, err error) error {
+	if ctx.Err() != nil || errors.Is(err, spanmutex.ErrUnreachable) || errors.Is(err, spanmutex.ErrNotFound) ||
+		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	rctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	rows, rerr := spanmutex.Inspect(rctx, client, name, spanmutex.WithTable(table))
+	if rerr != nil || len(rows) != 1 || rows[0].State != spanmutex.StateShared {
+		return err
+	}
+	const notRunOnce = "not a run-once section: reset re-arms only those ('spanmutex run')"
+	if rows[0].Permits == rwLockSize {
+		return &kindError{err: err, hint: fmt.Sprintf("%q is a reader-writer lock, %s; a reader-writer lock needs no reset: a holder silent past its lease loses it to the next waiter",
+			name, notRunOnce)}
+	}
+	return &kindError{err: err, hint: fmt.Sprintf("%q is a semaphore of %d permits, %s; a semaphore needs no reset: a holder silent past its lease loses its permits to the next waiter",
+		name, rows[0].Permits, notRunOnce)}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spanmutex/spanmutex"
+	"github.com/spanmutex/spanmutex/internal/cmdline"
 )
 
 // TestResetReArmsAnExhaustedRun: a run that gave up (exit 75) is re-armed by
@@ -83,4 +84,42 @@ func runToEnd(t *testing.T, args ...string) (int, string) {
 	p := startProcess(t, nil, args...)
 	code := p.wait(t, 60*time.Second)
 	return code, p.stderr.String()
+}
+
+// TestResetRefusesSharedRows: reset (and reset --force) of a semaphore's
+// or reader-writer lock's row is refused on one line, with "spanmutex:"
+// once, that names the kind found (the library said "a Semaphore's or
+// RWLock's", under "spanmutex: table Mutexes: spanmutex:"); the row is
+// unchanged.
+func TestResetRefusesSharedRows(t *testing.T) {
+	needEmulator(t)
+	t.Setenv(cmdline.EmulatorHostEnv, emu.Host())
+	db, base := newDatabase(t), uniqueName(t)
+	sem, rw := base+"-sem", base+"-rw"
+	for _, args := range [][]string{{"--permits", "5", sem}, {"--rw", rw}} {
+		if code, _, stderr := cli(t, append(append([]string{"lock", "--database", db}, args...), "--", "true")...); code != exitOK {
+			t.Fatalf("lock %q: exit %d; stderr:\n%s", args, code, stderr)
+		}
+	}
+	const runOnce = "not a run-once section: reset re-arms only those ('spanmutex run'); "
+	for _, tc := range []struct {
+		name, want string
+	}{
+		{sem, `spanmutex: "` + sem + `" is a semaphore of 5 permits, ` + runOnce +
+			"a semaphore needs no reset: a holder silent past its lease loses its permits to the next waiter"},
+		{rw, `spanmutex: "` + rw + `" is a reader-writer lock, ` + runOnce +
+			"a reader-writer lock needs no reset: a holder silent past its lease loses it to the next waiter"},
+	} {
+		before := inspect(t, db, tc.name)
+		for _, force := range [][]string{nil, {"--force"}} {
+			args := append(append([]string{"reset", "--database", db}, force...), tc.name)
+			code, stdout, stderr := cli(t, args...)
+			if code != exitError || stdout != "" || stderr != tc.want+"\n" {
+				t.Errorf("%q: exit %d, stdout %q, stderr:\n%s\nwant exit %d and the one line:\n%s", args, code, stdout, stderr, exitError, tc.want)
+			}
+		}
+		if after := inspect(t, db, tc.name); after.State != spanmutex.StateShared || after.Token != before.Token || !after.UpdatedAt.Equal(before.UpdatedAt) {
+			t.Errorf("%s: the row changed: %+v, then %+v", tc.name, before, after)
+		}
+	}
 }
