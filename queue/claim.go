@@ -30,6 +30,26 @@ type failure struct {
 	reason string
 }
 
+// maxClaimRequests caps the requests one claim takes, claimed and failed
+// together: the rest wait for the next claim, which the worker makes at
+// once while it holds the lease. A step commits the claim with the outcome
+// of the job before it (at most as many requests), and Spanner refuses a
+// commit of more than 80,000 mutations, counting every column a write
+// sets and every column of each index entry it changes: at most
+// maxMutationsPerRequest each, so a step writes at most 2 x 1,000 x 16 =
+// 32,000 (TestClaimStaysWithinSpannersCommitLimits). Without the cap, a
+// backlog of some thousands of updates of one resource made a commit
+// Spanner refuses, and the create's outcome, in that commit, was never
+// recorded.
+const maxClaimRequests = 1000
+
+// maxMutationsPerRequest bounds the mutations one request's claim, failure
+// or outcome counts: at most 7 columns of the table (key included), the
+// Pending index entry's 5 columns (PendingSince, RequestID, Status, Kind,
+// Resource) and the ByResource entry's 4 (Resource, CreatedAt, Kind,
+// PendingSince).
+const maxMutationsPerRequest = 7 + 5 + 4
+
 // empty reports whether the plan does nothing: the resource has nothing
 // claimable left.
 func (p claimPlan) empty() bool { return len(p.claim) == 0 && len(p.fail) == 0 }
@@ -39,10 +59,14 @@ func (p claimPlan) empty() bool { return len(p.claim) == 0 && len(p.fail) == 0 }
 // pending, it is also among pending), what to claim:
 //
 //   - its create, while pending: alone, since updates wait for it;
-//   - once the create is complete: every pending update, as one group;
-//   - once the create ended in error: nothing, and every pending update ends
+//   - once the create is complete: its pending updates, oldest first, as
+//     one group;
+//   - once the create ended in error: nothing, and its pending updates end
 //     in error "create failed: <its reason>";
-//   - with no create at all: every pending update ends in error.
+//   - with no create at all: its pending updates end in error.
+//
+// A plan takes at most maxClaimRequests requests, the oldest: a later
+// claim takes the rest.
 //
 // A request already claimed maxAttempts times ends in error instead of being
 // claimed again. The caller holds the resource's lease, so a request found
@@ -67,13 +91,16 @@ func planClaim(resource string, pending []Request, create *Request, maxAttempts 
 			reason = "create failed: " + create.LastError
 		}
 		for _, r := range pending {
-			if r.Kind == KindUpdate {
+			if r.Kind == KindUpdate && len(p.fail) < maxClaimRequests {
 				p.fail = append(p.fail, failure{req: r, reason: reason})
 			}
 		}
 		return p
 	}
 	for _, r := range cands {
+		if len(p.claim)+len(p.fail) == maxClaimRequests {
+			break
+		}
 		if r.Attempts >= int64(maxAttempts) {
 			p.fail = append(p.fail, failure{req: r, reason: fmt.Sprintf("gave up after %d claims", r.Attempts)})
 			continue

@@ -24,7 +24,8 @@
 // (commit timestamp of the enqueue, then request id), takes each resource's
 // lock with TryLock, skipping resources that another worker holds, and,
 // holding it, claims and hands to its Handler first the resource's create,
-// then all of its outstanding updates as one Job. See Worker for the steps.
+// then its outstanding updates as one Job (the oldest 1,000 at a time).
+// See Worker for the steps.
 //
 // What it guarantees:
 //

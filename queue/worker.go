@@ -35,7 +35,8 @@ import (
 //     in-progress is skipped without a lock read.
 //  2. Claim: holding the resource's lease, one read-write transaction fenced
 //     by Lease.Guard claims the resource's pending create, or, once the
-//     create is complete, all its pending updates as one job. Requests found
+//     create is complete, its pending updates (up to 1,000, the oldest:
+//     a commit stays within Spanner's mutation limit) as one job. Requests found
 //     in-progress belong to a worker that lost the lease, and are claimed
 //     again (Stats.Recovered). Claims are committed rows, never open
 //     transactions.
