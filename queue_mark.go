@@ -2,6 +2,7 @@ package spanmutex
 
 import (
 	"context"
+	"time"
 
 	"cloud.google.com/go/spanner"
 )
@@ -51,16 +52,23 @@ const (
 // marks reports whether the table has the Queued column, reading
 // INFORMATION_SCHEMA on the first call that gets an answer (checkSchema
 // records it too), once per Scope (shared). A failed check answers no,
-// and the next call checks again. Call it outside a transaction.
+// and the next call checks again. An answer of no is checked again once
+// it is queuedRecheck old: a table upgraded while we run (ddl --upgrade
+// adds the column) must not leave our joins unmarked while processes that
+// started after the upgrade trust the column's FALSE and overtake our
+// entries (claim 12). Call it outside a transaction.
 func (s *spannerStore) marks(ctx context.Context) bool {
-	if st := s.queuedCol.Load(); st != queuedUnchecked {
+	now := time.Now() // local: only ages a cached answer
+	if st := s.queuedCol.Load(); st == queuedPresent || (st == queuedAbsent && !s.recheckDue(s.queuedAt.Load(), now)) {
 		return st == queuedPresent
 	}
 	key := tableKey{database: s.client.DatabaseName(), table: s.table}
 	if s.shared != nil {
-		if st, ok := s.shared.queuedCols.Load(key); ok {
-			s.queuedCol.Store(st.(int32))
-			return st == queuedPresent
+		if v, ok := s.shared.queuedCols.Load(key); ok {
+			if c := v.(queuedCheck); c.present || !s.recheckDue(c.at, now) {
+				s.recordQueued(c.present, c.at)
+				return c.present
+			}
 		}
 	}
 	d, err := s.dialect.Get(ctx)
@@ -71,16 +79,37 @@ func (s *spannerStore) marks(ctx context.Context) bool {
 	if err != nil || len(have) == 0 {
 		return false
 	}
-	s.recordQueued(have)
+	c := queuedCheck{present: have["Queued"] != "", at: now.UnixNano()}
+	s.recordQueued(c.present, c.at)
 	if s.shared != nil {
-		s.shared.queuedCols.Store(key, s.queuedCol.Load())
+		s.shared.queuedCols.Store(key, c)
 	}
-	return s.queuedCol.Load() == queuedPresent
+	return c.present
 }
 
-// recordQueued records whether the mutex table's columns have holds Queued.
-func (s *spannerStore) recordQueued(have map[string]string) {
-	if have["Queued"] != "" {
+// queuedCheck is what a check of the table's columns found of its Queued
+// column, and the local time (UnixNano) it was made.
+type queuedCheck struct {
+	present bool
+	at      int64
+}
+
+// queuedRecheck is how long an answer that the table has no Queued column
+// stands before it is checked again: how long after an upgrade adds it
+// our joins may still leave it unset.
+const queuedRecheck = time.Minute
+
+// recheckDue reports whether an answer of no found at local time at
+// (UnixNano) is to be checked again at now.
+func (s *spannerStore) recheckDue(at int64, now time.Time) bool {
+	return now.Sub(time.Unix(0, at)) >= s.queuedRecheck
+}
+
+// recordQueued records whether the mutex table holds the Queued column,
+// as a check made at local time at (UnixNano) found.
+func (s *spannerStore) recordQueued(present bool, at int64) {
+	s.queuedAt.Store(at)
+	if present {
 		s.queuedCol.Store(queuedPresent)
 	} else {
 		s.queuedCol.Store(queuedAbsent)

@@ -52,8 +52,8 @@ type Scope struct {
 	sent      atomic.Int64
 	received  atomic.Int64
 	// queuedCols remembers, per table (tableKey), whether it has the
-	// Queued column (queue_mark.go): its Locks check it once, not
-	// once each.
+	// Queued column (a queuedCheck, queue_mark.go): its Locks check it
+	// once, not once each (an answer of no, once a minute).
 	queuedCols sync.Map
 	// dialects holds the dialects of its primitives' databases, each
 	// declared one checked (declaredKey), or each read (readKey), once

@@ -58,6 +58,10 @@ type spannerStore struct {
 	// queuedCol: whether the table has the Queued column
 	// (queue_mark.go), once checked.
 	queuedCol atomic.Int32
+	// queuedAt is the local time (UnixNano) of the check that set
+	// queuedCol; queuedRecheck, how long an answer of absent stands.
+	queuedAt      atomic.Int64
+	queuedRecheck time.Duration
 	// shared shares what checks of the Queued column found with the
 	// other stores of a Scope; nil if not shared.
 	shared *Scope
@@ -101,7 +105,7 @@ func (s *spannerStore) unreached(ctx context.Context, err error, began time.Time
 }
 
 func newSpannerStore(client *spanner.Client, table string, lease time.Duration) *spannerStore {
-	return &spannerStore{client: client, table: table, dialect: sqldialect.For(client), lease: lease, stats: &storeStats{}}
+	return &spannerStore{client: client, table: table, dialect: sqldialect.For(client), lease: lease, stats: &storeStats{}, queuedRecheck: queuedRecheck}
 }
 
 // newStore returns the store of c's table in client's database, judging by
