@@ -346,8 +346,9 @@ func (c *Capture) begin(ctx context.Context) (skew time.Duration, err error) {
 	}
 }
 
-// skewOnce measures, once per Run, how far the local clock is behind
-// Spanner's, so that a query's end_timestamp is about one window after
+// skewOnce measures, once per Run (and again by a partition whose query
+// ended at once, its end already past: see measureSkew), how far the local
+// clock is behind Spanner's, so that a query's end_timestamp is about one window after
 // Spanner's now even when the local clock is off (it only paces queries).
 // Spanner read its clock between the call and its answer, so the clock
 // less the local time of the answer never makes a query run longer than

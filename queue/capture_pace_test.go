@@ -185,3 +185,29 @@ func TestCaptureNonRPCErrorEndsRun(t *testing.T) {
 	assert.False(t, captureRetryable(context.Background(), bad))
 	assert.True(t, captureRetryable(context.Background(), spanner.ToSpannerError(status.Error(codes.Unknown, "RPC outcome unknown"))))
 }
+
+// A local clock stepped back after Run measured its skew, by more than the
+// query window, makes a query's end already past: the query ends at once.
+// The partition measures the skew again instead of reading one past window
+// after another, back to back: a clock stepped back an hour, with a
+// checkpoint two hours old, made 36,000 queries in no time before.
+func TestCaptureClockSteppedBackDoesNotPollWithoutPause(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		f := &faultyCapture{captureStore: simpleCaptureStore{}, limit: 1_000, cancel: cancel}
+		c := &Capture{q: &Queue{}, stream: "S", store: f, cfg: captureConfig{window: 100 * time.Millisecond,
+			heartbeat: time.Second, lease: 3 * time.Second, poll: 100 * time.Millisecond, batch: 10, owner: "me",
+			logger: slog.New(slog.NewTextHandler(io.Discard, nil))}}
+		began := time.Now()
+		// Spanner's clock is the bubble's; the local clock, as Run
+		// measured it, an hour behind.
+		p := capturePartition{token: "p1", resume: began.Add(-2 * time.Hour)}
+		err := c.readPartition(ctx, p, -time.Hour)
+		took := time.Since(began)
+		t.Logf("%d queries in %v; readPartition: %v", f.queries.Load(), took, err)
+		require.ErrorIs(t, err, context.DeadlineExceeded, "read until ctx ended, not stopped by the query count")
+		// About one query per window once the skew is right.
+		assert.LessOrEqual(t, f.queries.Load(), int64(took/c.cfg.window)+3)
+	})
+}

@@ -136,11 +136,15 @@ func (pr *partitionRead) window(ctx context.Context) error {
 		cp = captureCheckpoint{token: p.token, resume: cp.resume}
 		return nil
 	}
+	began, wait := time.Now(), end.Sub(time.Now().Add(pr.skew))
 	err := c.store.query(ctx, pr.resume, &end, &p.token, func(r csRecord) error {
 		return pr.record(r, &cp, flush)
 	})
 	if err != nil {
 		return err
+	}
+	if time.Since(began) < wait/2 {
+		pr.measureSkew(ctx)
 	}
 	// The query reached end: every record up to it has been returned.
 	// Resuming at end (not after it) reads again any record at exactly
@@ -153,6 +157,22 @@ func (pr *partitionRead) window(ctx context.Context) error {
 	// record it (a restart re-reads an empty stretch).
 	pr.resume = cp.resume
 	return nil
+}
+
+// measureSkew measures the local clock's skew again, after a query that
+// should have waited for about a window ended at once: its end was already
+// past by Spanner's clock, so the local clock was stepped back since Run
+// measured it (or the process paused before the query). Without it, a clock
+// stepped back by D made each query read one past window, back to back, D
+// per window times. A failed measurement keeps the old skew: the next
+// query's end is past again, and measures again.
+func (pr *partitionRead) measureSkew(ctx context.Context) {
+	skew, err := pr.c.skewOnce(ctx)
+	if err != nil {
+		pr.c.cfg.logger.Warn("capture: reading Spanner's clock failed", "partition", shortToken(pr.p.token), "err", err)
+		return
+	}
+	pr.skew = skew
 }
 
 // record adds the record r of a query to the checkpoint cp, and flushes
