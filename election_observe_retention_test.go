@@ -11,10 +11,10 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// versionRetention is Spanner's default version retention, which the
+// emulatorVersionRetention is Spanner's default version retention, which the
 // emulator applies too: an exact-timestamp read older than it is refused
 // (FailedPrecondition, "has exceeded the maximum timestamp staleness").
-const versionRetention = time.Hour
+const emulatorVersionRetention = time.Hour
 
 // gapTerms makes watcher's Election see a leader "first", then five short
 // terms and a sixth that stays held, all begun now; it returns what
@@ -53,7 +53,7 @@ func TestElectionObservePollSkipsHistoryOlderThanTheRetention(t *testing.T) {
 
 	out := make(chan LeaderInfo)
 	// The last poll, three retentions ago: the gap's middle is out of reach.
-	o := &observer{e: watcher, out: out, last: first, lastAt: time.Now().Add(-3 * versionRetention)}
+	o := &observer{e: watcher, out: out, last: first, lastAt: time.Now().Add(-3 * emulatorVersionRetention)}
 	var (
 		wg  sync.WaitGroup
 		err error
@@ -88,7 +88,7 @@ func TestElectionObserveResumesAfterAGapLongerThanTheRetention(t *testing.T) {
 	first, want := gapTerms(t, ctx, db, "gap-run")
 
 	out := make(chan LeaderInfo)
-	o := &observer{e: watcher, out: out, last: first, lastAt: time.Now().Add(-3 * versionRetention)}
+	o := &observer{e: watcher, out: out, last: first, lastAt: time.Now().Add(-3 * emulatorVersionRetention)}
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
