@@ -125,7 +125,7 @@ func planSem(name string, v semView, q semRequest) (semPlan, error) {
 		size = v.size // the stored size rules: a Release need not know it
 	}
 	p := semPlan{token: v.token}
-	live, err := p.sweep(v, q)
+	live, err := p.sweep(v, q, size)
 	if err != nil {
 		return semPlan{}, err
 	}
@@ -140,10 +140,13 @@ func planSem(name string, v semView, q semRequest) (semPlan, error) {
 // sweep walks v's entries: it deletes lapsed holders, dead waiters, the
 // waiters of a lapsed holder's Scope (its process is taken to be dead or
 // cut off, its other entries with it, as a Lock's takeover does:
-// sameScopeAsSilent) and what q deletes of its own (semRelease,
+// sameScopeAsSilent), waiters that ask for more than size (the size was
+// made smaller: they can never be granted, and would block everyone behind
+// them; their contenders, declaring another size, end with a
+// *SizeMismatchError) and what q deletes of its own (semRelease,
 // semLeave), and returns the live entries left, oldest first; the plan's
 // mine is q's live entry, if any.
-func (p *semPlan) sweep(v semView, q semRequest) ([]semEntry, error) {
+func (p *semPlan) sweep(v semView, q semRequest, size int64) ([]semEntry, error) {
 	silent := map[string]bool{}
 	for _, e := range v.entries {
 		if e.permits != 0 && e.token != 0 && scopeOf(e.id) != "" && !semEntryLive(e, v.now, q.lease) {
@@ -166,6 +169,8 @@ func (p *semPlan) sweep(v semView, q semRequest) ([]semEntry, error) {
 		case !semEntryLive(e, v.now, q.lease) || e.token == 0 && e.id != q.me && silent[scopeOf(e.id)]:
 			p.deletes = append(p.deletes, e)
 			p.tookOver = p.tookOver || e.token != 0
+		case e.token == 0 && e.permits > size:
+			p.deletes = append(p.deletes, e)
 		default:
 			live = append(live, e)
 			if e.id == q.me && p.mine == nil {

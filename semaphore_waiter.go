@@ -109,7 +109,9 @@ func (w *semWaiter) grant(ctx context.Context, e semEntry, anchor time.Time, tak
 		return nil, errNotObtained(ctx)
 	}
 	lease := newLease(w.s.name, w.q.owner, w.q.me, e.token, takeover, w.s.cfg.table)
-	lease.queuedAt, lease.acquiredAt, lease.anchor, lease.handedOff, lease.shared = e.at, e.renewed, anchor, handed, true
+	// The key as key() gives it (UTC, no monotonic reading), so that the
+	// renewals' key compares equal to the entry's in the simulation too.
+	lease.queuedAt, lease.acquiredAt, lease.anchor, lease.handedOff, lease.shared = e.key().at, e.renewed, anchor, handed, true
 	err := freshen(ctx, semRenewer{w.s.store}, &w.s.cfg, lease)
 	switch {
 	case err == nil && ctx.Err() != nil:
@@ -127,7 +129,10 @@ func (w *semWaiter) grant(ctx context.Context, e semEntry, anchor time.Time, tak
 // await polls until our waiting entry e (renewed at local time renewed, or
 // before) is granted, returning the lease, or until the read shows a grant
 // or a deletion to make (nil, nil: settle again), or our entry is gone. It
-// renews the entry every two leases.
+// renews the entry every two leases, each failed renewal counting toward
+// WithMaxFailures and backed off (renewWaiting). It ends with a
+// *SizeMismatchError once the stored size is not the one we declare
+// (Resize): even a grant found then is given back, by run's leave.
 func (w *semWaiter) await(ctx context.Context, e semEntry, renewed time.Time) (*Lease, error) {
 	interval := lockPollInterval
 	var token int64
@@ -136,11 +141,14 @@ func (w *semWaiter) await(ctx context.Context, e semEntry, renewed time.Time) (*
 			return nil, err
 		}
 		if w.now().Sub(renewed) >= 2*w.q.lease {
-			sent := w.now()
-			if err := w.s.store.renewEntry(ctx, w.s.name, e.key()); errors.Is(err, ErrLeaseLost) {
+			at, gone, err := w.renewWaiting(ctx, e.key())
+			switch {
+			case err != nil:
+				return nil, err
+			case gone:
 				return nil, nil // judged dead and deleted: join again
-			} else if err == nil {
-				renewed = sent
+			case !at.IsZero():
+				renewed = at
 			}
 		}
 		sent := w.now()
@@ -154,6 +162,8 @@ func (w *semWaiter) await(ctx context.Context, e semEntry, renewed time.Time) (*
 		w.reads.ok()
 		mine, ok := v.find(e.key())
 		switch {
+		case v.exists && v.size != w.q.size:
+			return nil, &SizeMismatchError{Name: w.s.name, Stored: v.size, Declared: w.q.size}
 		case !ok:
 			return nil, nil
 		case mine.token != 0:
@@ -168,6 +178,29 @@ func (w *semWaiter) await(ctx context.Context, e semEntry, renewed time.Time) (*
 		}
 		interval = min(2*interval, w.maxPoll(), max(v.nextChange(w.q.lease), lockPollInterval))
 	}
+}
+
+// renewWaiting renews our waiting entry key, within a lease. It returns
+// the local time the renewal was sent if it was acknowledged; gone if the
+// entry is gone; or, the renewal having failed otherwise, a zero time
+// after the backoff (the failure counts toward WithMaxFailures with the
+// call's other writes), or the error the call ends with: the failure
+// itself if no retry mends it, an error matching ErrOutage after
+// MaxFailures in a row, or ErrNotObtained once ctx ends.
+func (w *semWaiter) renewWaiting(ctx context.Context, key queueKey) (at time.Time, gone bool, err error) {
+	sent := w.now()
+	rctx, cancel := context.WithTimeout(ctx, w.q.lease)
+	err = w.s.store.renewEntry(rctx, w.s.name, key)
+	cancel()
+	switch {
+	case err == nil:
+		w.writes.ok()
+		return sent, false, nil
+	case errors.Is(err, ErrLeaseLost):
+		return time.Time{}, true, nil
+	}
+	w.s.cfg.logger.Warn("semaphore: renewal of our waiting entry failed", "err", err)
+	return time.Time{}, false, w.writes.failed(ctx, err, 0)
 }
 
 // pause waits d, or less if our entry's renewal falls due sooner, or until

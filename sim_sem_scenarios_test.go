@@ -81,6 +81,10 @@ var semScenarios = []struct {
 	{"NoBarging", semScenarioNoBarging},
 	{"SilentHolderCostsOneLease", semScenarioSilentHolder},
 	{"DeadEntryAtFreeSemaphore", semScenarioDeadEntryAtFree},
+	{"ResizeBelowWaiterThatCannotFit", semScenarioResizeBelowWaiter(4)},
+	{"ResizeBelowWaiterThatFits", semScenarioResizeBelowWaiter(3)},
+	{"WaiterRenewalsDenied", semScenarioWaiterRenewalsFail(codes.PermissionDenied)},
+	{"WaiterRenewalsUnavailable", semScenarioWaiterRenewalsFail(codes.Unavailable)},
 }
 
 // semScenarioNoBarging: with 2 of 3 permits held and a request for 3
@@ -117,8 +121,10 @@ func semScenarioSilentHolder(t *testing.T, e semEnv, name string) {
 	la, err := a.Acquire(ctx, 1)
 	require.NoError(t, err)
 	st.silent.Store(true)
-	lb, err := e.process(t, name, "b", 1, nil).Acquire(ctx, 1)
+	b := e.process(t, name, "b", 1, nil)
+	lb, err := b.Acquire(ctx, 1)
 	require.NoError(t, err)
+	defer func() { assert.NoError(t, b.Release(ctx)) }()
 	select {
 	case <-la.Done():
 	default:
@@ -142,11 +148,13 @@ func semScenarioDeadEntryAtFree(t *testing.T, e semEnv, name string) {
 	_, err = e.store(t).settle(ctx, name, semRequest{me: dead, owner: "dead", n: 1, size: 1, lease: scenarioLease, op: semAcquire})
 	require.NoError(t, err)
 	require.NoError(t, a.Release(ctx))
-	lb, err := e.process(t, name, "b", 1, nil).Acquire(ctx, 1)
+	b := e.process(t, name, "b", 1, nil)
+	lb, err := b.Acquire(ctx, 1)
 	require.NoError(t, err)
 	assert.Equal(t, la.Token()+2, lb.Token(), "granted to the dead entry (one token), then taken over (the next)")
 	assert.True(t, lb.TookOver())
 	assert.Equal(t, 1, e.queued(t, name), "only b's entry is left")
+	assert.NoError(t, b.Release(ctx))
 }
 
 // TestSemScenariosInTheSimulation runs semScenarios on the simulated

@@ -48,7 +48,9 @@ type semSimParams struct {
 	cancelRate float64
 	// calm: no faults or pauses (crashes and cancelled ctxs may happen):
 	// the liveness invariant S6 is checked.
-	calm  bool
+	calm bool
+	// bound is how long after the chaos ends the contenders may still be
+	// at work, at least: stuckBound raises it to what their cycles may take.
 	bound time.Duration
 }
 
@@ -107,6 +109,19 @@ type semSim struct {
 	idOf         map[string]*semProc
 	stalledSince time.Time
 	stallDead    map[*semProc]bool
+	// cycles counts the acquire-hold-release cycles of every contender
+	// started (stuckBound).
+	cycles int
+}
+
+// stuckBound is how long the contenders may take, after the chaos ends,
+// before the schedule counts as stuck: the schedule's bound, or three
+// leases for every cycle started (a hold of up to two leases and the
+// wait after a failed acquisition, one after another), if longer.
+func (h *semSim) stuckBound() time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return max(h.par.bound, time.Duration(h.cycles)*3*h.par.lease)
 }
 
 // semHold is a lease a contender holds, from Acquire's return until it
@@ -577,6 +592,9 @@ func (h *semSim) newProc(slot, inc int) *semProc {
 	for i := range 1 + h.rng.IntN(3) {
 		s := h.newSemaphore(p, i)
 		cycles := 2 + h.rng.IntN(4)
+		h.mu.Lock()
+		h.cycles += cycles
+		h.mu.Unlock()
 		r := rand.New(rand.NewPCG(h.rng.Uint64(), h.rng.Uint64()))
 		h.running.Add(1)
 		go func() {
@@ -750,11 +768,12 @@ func runSemSchedule(t *testing.T, seed uint64, rules semSimRules) (res semSimRes
 		}
 		time.Sleep(h.par.bound / 3)
 		close(stop)
+		bound := h.stuckBound()
 		select {
 		case <-done:
-		case <-time.After(h.par.bound):
+		case <-time.After(bound):
 			h.mu.Lock()
-			h.violateLocked("stuck: contenders still waiting %v after the chaos ended", h.par.bound)
+			h.violateLocked("stuck: contenders still waiting %v after the chaos ended", bound)
 			h.mu.Unlock()
 		}
 		h.mu.Lock()
