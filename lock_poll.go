@@ -34,6 +34,14 @@ const (
 	behindListeningPoll = 3 * time.Second
 )
 
+// waitEffort bounds the Spanner calls one waiting Lock call makes in a
+// second, whatever Spanner answers: a read every lockPollInterval at most
+// (50), and its entry's renewals and its retries, each after a backoff of
+// at least half of defaultInitialBackOff. The simulation holds every
+// process to it (inv12, doc/simulation.md); a loop that skips all these
+// pauses breaks it.
+const waitEffort = 60
+
 // fullReadEvery bounds how many cheap reads a waiter with others before it
 // makes between two full ones, which correct its estimate of its place.
 const fullReadEvery = 8

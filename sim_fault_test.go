@@ -81,6 +81,9 @@ func (f simFault) partitioned(cut, lossy, write bool) simFault {
 
 // drawFault draws what happens to one call of p's.
 func (p *simProc) drawFault(write, aborts bool) simFault {
+	if p.h.chaosOver.Load() {
+		return faultNone
+	}
 	return drawSimFault(p.draw, p.h.par.faultRate).forCall(write, aborts)
 }
 
@@ -108,6 +111,7 @@ type simSpanner interface {
 func (p *simProc) spannerCall(ctx context.Context, db simSpanner, op string, write, aborts bool, fn func() error) (sent bool, err error) {
 	db.track(p, +1)
 	defer db.track(p, -1)
+	p.countCall()
 	if err := p.gate(); err != nil {
 		return false, err
 	}
@@ -135,7 +139,7 @@ func (p *simProc) spannerCall(ctx context.Context, db simSpanner, op string, wri
 	if ferr := p.flight(ctx); ferr != nil {
 		return true, ferr
 	}
-	if p.h.answerPauses && p.draw(drawAnswerPause).IntN(50) == 0 {
+	if p.h.answerPauses && !p.h.chaosOver.Load() && p.draw(drawAnswerPause).IntN(50) == 0 {
 		// The process stops just as the answer arrives (a GC pause, say):
 		// it acts on the answer only after it resumes.
 		p.pause(time.Duration(p.draw(drawAnswerPause + 1).Int64N(int64(3 * p.lease))))

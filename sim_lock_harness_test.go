@@ -119,9 +119,15 @@ type simHarness struct {
 	parts *rand.Rand // partitions (nil: none)
 	// answerPauses: processes also pause just as a Spanner answer arrives.
 	answerPauses bool
-	maxWM        time.Duration // the longest lease of any process
-	start        time.Time
-	db           *simDB
+	// chaosOver turns true halfway through the schedule's bound: from
+	// then on no call fails, no process pauses, crashes or is cut off
+	// anew, and datagrams arrive once and on time, so that liveness after
+	// chaos can be checked (inv5 from calmFrom on).
+	chaosOver atomic.Bool
+	calmFrom  time.Time     // under mu: when inv5 starts to apply (zero: not yet)
+	maxWM     time.Duration // the longest lease of any process
+	start     time.Time
+	db        *simDB
 
 	mu         sync.Mutex
 	ring       [simTraceLen]simEvent
@@ -396,7 +402,7 @@ func (h *simHarness) noteDeadLocked() {
 }
 
 func (h *simHarness) startIdleLocked(now time.Time) {
-	if h.par.calm && h.stalled && h.waiting > 0 && h.idleSince.IsZero() {
+	if h.checksLiveness(now) && h.stalled && h.waiting > 0 && h.idleSince.IsZero() {
 		h.idleSince = now
 		clear(h.stallDead)
 		h.noteDeadLocked()
@@ -423,6 +429,37 @@ func (h *simHarness) endIdleLocked(now time.Time) {
 			what, d, bound, len(dead), dead, h.waiting)
 	}
 	h.idleSince = time.Time{}
+}
+
+// checksLiveness reports whether inv5 applies at now: in calm schedules
+// always, in the others once chaos is over and what it set in motion has
+// settled (calmFrom). Call with h.mu held.
+func (h *simHarness) checksLiveness(now time.Time) bool {
+	return h.par.calm || (!h.calmFrom.IsZero() && !now.Before(h.calmFrom))
+}
+
+// endChaos ends the schedule's chaos (chaosOver) and makes inv5 apply
+// from settle later: by then the pauses, partitions, backoffs and
+// detached calls begun before have ended. A stall under way then is
+// timed from then.
+func (h *simHarness) endChaos(settle time.Duration) {
+	h.chaosOver.Store(true)
+	time.AfterFunc(settle, func() {
+		h.db.mu.Lock()
+		defer h.db.mu.Unlock()
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.calmFrom = time.Now()
+		h.startIdleLocked(h.calmFrom)
+	})
+}
+
+// settleAfterChaos is how long after chaos ends inv5 starts to apply: the
+// longest pause (3 leases), and a backoff at its longest with the
+// randomisation (1.5 × defaultMaxBackOff) and a detached call's finish
+// timeout after it.
+func (h *simHarness) settleAfterChaos() time.Duration {
+	return 3*h.par.lease + defaultMaxBackOff*3/2 + h.par.finish
 }
 
 // waitBegins and waitEnds bracket a Lock call of a live process.
@@ -483,6 +520,10 @@ type simProc struct {
 	// the last one ended (inv10), under h.mu.
 	inflight  int
 	idleSince time.Time
+	// effort counts its Spanner calls per window (inv12), under mu;
+	// effortBound is the most allowed in one window (0: unchecked).
+	effort      simEffort
+	effortBound int
 }
 
 // draw returns a source for the draws of one event of kind salt at the
@@ -647,17 +688,18 @@ func (h *simHarness) send(from *simProc, addr string, msg []byte) {
 		return
 	}
 	r := from.draw(drawNet)
+	calm := h.chaosOver.Load()
 	copies := 1
-	if r.Float64() < h.par.dupRate {
+	if r.Float64() < h.par.dupRate && !calm {
 		copies = 2
 	}
 	var delays []time.Duration
 	for range copies {
-		if r.Float64() < h.par.lossRate {
+		if r.Float64() < h.par.lossRate && !calm {
 			continue
 		}
 		d := 100*time.Microsecond + time.Duration(r.ExpFloat64()*float64(time.Millisecond))
-		if r.Float64() < h.par.lateRate {
+		if r.Float64() < h.par.lateRate && !calm {
 			d += time.Duration(r.Int64N(int64(2 * h.par.lease)))
 		}
 		delays = append(delays, d)
@@ -816,6 +858,7 @@ func (h *simHarness) newProc(slot, inc int, listening bool) *simProc {
 	h.mu.Unlock()
 	h.event(name, "started (scope %s, listening %v)", p.scope.id, listening)
 	contenders := 1 + h.rng.IntN(2)
+	p.effortBound = waitEffort*contenders + holdEffort
 	for i := range contenders {
 		cycles := 2 + h.rng.IntN(4)
 		l := h.newLock(p, i)
@@ -1039,6 +1082,7 @@ type simResult struct {
 	seed       uint64
 	steps      int
 	grants     int
+	busiest    int // the most Spanner calls a process made in one effortWindow
 	violations []string
 	trace      []string
 }
@@ -1109,6 +1153,7 @@ func runScheduleTraced(t *testing.T, seed uint64, rules simRules, full *[]string
 		bound := time.NewTimer(h.par.bound)
 		time.Sleep(h.par.bound / 2)
 		close(stop)
+		h.endChaos(h.settleAfterChaos())
 		select {
 		case <-done:
 			h.settled()
@@ -1137,6 +1182,11 @@ func runScheduleTraced(t *testing.T, seed uint64, rules simRules, full *[]string
 		h.mu.Lock()
 		res.steps, res.grants = h.db.steps, h.grants
 		res.violations, res.trace = h.violations, h.trace
+		for _, p := range h.procs {
+			if n := p.busiest(); n > res.busiest {
+				res.busiest = n
+			}
+		}
 		h.mu.Unlock()
 	})
 	return res

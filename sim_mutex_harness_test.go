@@ -476,6 +476,7 @@ func (mh *simMutexHarness) newProc(slot, inc int) *simProc {
 	h.event(name, "started (clock rate %v, lease %v, version %q)", p.clk.rate, p.lease, version)
 	m := mh.newMutex(p, version)
 	calls := 1 + mh.rng.IntN(3)
+	p.effortBound = runEffort*calls + holdEffort
 	for i := range calls {
 		run := &simMutexRun{p: p, who: fmt.Sprintf("%s/r%d", name, i)}
 		crng := rand.New(rand.NewPCG(mh.rng.Uint64(), mh.rng.Uint64()))
