@@ -170,13 +170,13 @@ var simRegressionSeeds = []struct {
 // simSeedRange returns the seeds TestSimulation runs: SPANMUTEX_SIM_SEEDS=A-B,
 // or SPANMUTEX_SIM_SCHEDULES from 1 (default 10,000, or 1,000,000 with
 // SPANMUTEX_SOAK=1).
-func simSeedRange(t *testing.T) (first, last uint64) {
+func simSeedRange(t *testing.T) testutil.Seeds {
 	return testutil.SeedRange(t, "SPANMUTEX_SIM", 10_000, 1_000_000)
 }
 
 // simRun runs the schedules of seeds first..last on workers goroutines and
 // returns what they found, failing seeds in seed order.
-func simRun(t *testing.T, first, last uint64, rules simRules, workers int) (schedules, steps int64, failed []simResult) {
+func simRun(t *testing.T, seeds testutil.Seeds, rules simRules, workers int) (schedules, steps int64, failed []simResult) {
 	var (
 		next    atomic.Uint64
 		nSched  atomic.Int64
@@ -185,14 +185,14 @@ func simRun(t *testing.T, first, last uint64, rules simRules, workers int) (sche
 		mu      sync.Mutex
 		results []simResult
 	)
-	next.Store(first)
+	next.Store(seeds.First)
 	t.Run("workers", func(t *testing.T) {
 		for w := range workers {
 			t.Run(fmt.Sprint(w), func(t *testing.T) {
 				t.Parallel()
 				for {
 					seed := next.Add(1) - 1
-					if seed > last {
+					if !seeds.Runs(seed) {
 						return
 					}
 					res := runSchedule(t, seed, rules)
@@ -220,7 +220,8 @@ func reportFailures(t *testing.T, failed []simResult, max int) {
 			t.Errorf("... and %d more failing seeds", len(failed)-max)
 			break
 		}
-		t.Errorf("%s\n  trace (last %d events):\n    %s", strings.Join(r.violations, "\n  "), simTraceLen, strings.Join(r.trace, "\n    "))
+		t.Errorf("%s\n  trace (last %d events):\n    %s\n  replay: %s", strings.Join(r.violations, "\n  "), simTraceLen, strings.Join(r.trace, "\n    "),
+			replayCommand("SPANMUTEX_SIM_TRACE", "TestSimTrace", r.seed))
 	}
 }
 
@@ -228,9 +229,9 @@ func reportFailures(t *testing.T, failed []simResult, max int) {
 // the simulated Spanner and checks its invariants (doc/simulation.md).
 func TestSimulation(t *testing.T) {
 	t.Parallel() // CPU-bound: it runs beside the tests that wait out leases
-	first, last := simSeedRange(t)
+	seeds := simSeedRange(t)
 	began := time.Now()
-	n, steps, failed := simRun(t, first, last, simRules{}, max(2, runtime.GOMAXPROCS(0)))
+	n, steps, failed := simRun(t, seeds, simRules{}, max(2, runtime.GOMAXPROCS(0)))
 	violations := 0
 	for _, r := range failed {
 		violations += len(r.violations)
@@ -238,7 +239,7 @@ func TestSimulation(t *testing.T) {
 	reportFailures(t, failed, 20)
 	summarise(t, failed)
 	t.Logf("wall time %v", time.Since(began).Round(time.Millisecond))
-	t.Logf("simulation: %d schedules, %d steps, %d violations (seeds %d-%d)", n, steps, violations, first, last)
+	t.Logf("simulation: %d schedules, %d steps, %d violations (seeds %s)", n, steps, violations, seeds.Covered(n))
 }
 
 // simReplays is how many times TestSimRegressions runs each seed: the
@@ -294,7 +295,7 @@ func TestSimCheckerCatches(t *testing.T) {
 		{"clocks that run slow, against assumption A5", simRules{slowClocks: true}, "inv1"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			_, _, failed := simRun(t, 1, 200, c.rules, 2)
+			_, _, failed := simRun(t, testutil.Seeds{First: 1, Last: 200}, c.rules, 2)
 			for _, r := range failed {
 				for _, v := range r.violations {
 					if slices.ContainsFunc(strings.Fields(c.want), func(w string) bool { return strings.Contains(v, ": "+w+":") }) {

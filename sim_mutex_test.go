@@ -60,7 +60,7 @@ var simMutexRegressionSeeds = []struct {
 // simMutexSeedRange returns the seeds TestSimMutex runs:
 // SPANMUTEX_SIM_MUTEX_SEEDS=A-B, or SPANMUTEX_SIM_MUTEX_SCHEDULES from 1
 // (default 2,000, or 100,000 with SPANMUTEX_SOAK=1).
-func simMutexSeedRange(t *testing.T) (first, last uint64) {
+func simMutexSeedRange(t *testing.T) testutil.Seeds {
 	return testutil.SeedRange(t, "SPANMUTEX_SIM_MUTEX", 2_000, 100_000)
 }
 
@@ -75,7 +75,7 @@ type simMutexRunStats struct {
 // runMutexSchedules runs the schedules of seeds first..last on workers
 // goroutines; it stops early once enough (if not nil) says a failing
 // schedule was enough.
-func runMutexSchedules(t *testing.T, first, last uint64, rules simMutexRules, workers int, enough func(simMutexResult) bool) simMutexRunStats {
+func runMutexSchedules(t *testing.T, seeds testutil.Seeds, rules simMutexRules, workers int, enough func(simMutexResult) bool) simMutexRunStats {
 	var (
 		next                             atomic.Uint64
 		nSched, nSteps, nSections, nCalm atomic.Int64
@@ -85,7 +85,7 @@ func runMutexSchedules(t *testing.T, first, last uint64, rules simMutexRules, wo
 		failed                           []simMutexResult
 		counts                           = map[string]int64{}
 	)
-	next.Store(first)
+	next.Store(seeds.First)
 	t.Run("workers", func(t *testing.T) {
 		for w := range workers {
 			t.Run(fmt.Sprint(w), func(t *testing.T) {
@@ -95,7 +95,7 @@ func runMutexSchedules(t *testing.T, first, last uint64, rules simMutexRules, wo
 						return
 					}
 					seed := next.Add(1) - 1
-					if seed > last {
+					if !seeds.Runs(seed) {
 						return
 					}
 					res := runMutexSchedule(t, seed, rules, nil)
@@ -132,14 +132,14 @@ func runMutexSchedules(t *testing.T, first, last uint64, rules simMutexRules, wo
 // TestSimMutex runs seeded schedules of Mutex.Run against the simulated
 // row and checks the invariants of doc/simulation-mutex.md.
 func TestSimMutex(t *testing.T) {
-	first, last := simMutexSeedRange(t)
+	seeds := simMutexSeedRange(t)
 	began := time.Now()
-	st := runMutexSchedules(t, first, last, simMutexRules{}, max(2, runtime.GOMAXPROCS(0)), nil)
+	st := runMutexSchedules(t, seeds, simMutexRules{}, max(2, runtime.GOMAXPROCS(0)), nil)
 	violations := 0
 	for i, r := range st.failed {
 		violations += len(r.violations)
 		if i < 20 {
-			t.Errorf("%v", r)
+			t.Errorf("%v\n  replay: %s", r, replayCommand("SPANMUTEX_SIM_MUTEX_TRACE", "TestSimMutexTrace", r.seed))
 		}
 	}
 	if len(st.failed) > 20 {
@@ -153,7 +153,7 @@ func TestSimMutex(t *testing.T) {
 		kinds = append(kinds, fmt.Sprintf("%s %d", k, st.counts[k]))
 	}
 	t.Logf("store writes, answers lost, sections adopted: %s", strings.Join(kinds, ", "))
-	t.Logf("mutex simulation: %d schedules, %d steps, %d violations (seeds %d-%d)", st.schedules, st.steps, violations, first, last)
+	t.Logf("mutex simulation: %d schedules, %d steps, %d violations (seeds %s)", st.schedules, st.steps, violations, seeds.Covered(st.schedules))
 }
 
 // TestSimMutexRegressions replays the schedules that once failed.
@@ -191,7 +191,7 @@ func TestSimMutexCheckerCatches(t *testing.T) {
 			wanted := func(v string) bool {
 				return slices.ContainsFunc(strings.Fields(c.want), func(w string) bool { return strings.Contains(v, ": "+w+":") })
 			}
-			st := runMutexSchedules(t, 1, 500, c.rules, 2, func(r simMutexResult) bool { return slices.ContainsFunc(r.violations, wanted) })
+			st := runMutexSchedules(t, testutil.Seeds{First: 1, Last: 500}, c.rules, 2, func(r simMutexResult) bool { return slices.ContainsFunc(r.violations, wanted) })
 			others := 0
 			for _, r := range st.failed {
 				for _, v := range r.violations {

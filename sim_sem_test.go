@@ -825,9 +825,9 @@ func (h *semSim) chaos(stop <-chan struct{}, incs []int) {
 // all one kind) and checks their invariants.
 func TestSemSimulation(t *testing.T) {
 	t.Parallel() // CPU-bound: it runs beside the tests that wait out leases
-	first, last := testutil.SeedRange(t, "SPANMUTEX_SIM_SEM", 10_000, 200_000)
+	seeds := testutil.SeedRange(t, "SPANMUTEX_SIM_SEM", 10_000, 200_000)
 	began := time.Now()
-	st, failed := semSimRun(t, first, last, semSimRules{kind: os.Getenv("SPANMUTEX_SIM_SEM_KIND")})
+	st, failed := semSimRun(t, seeds, semSimRules{kind: os.Getenv("SPANMUTEX_SIM_SEM_KIND")})
 	violations := 0
 	for i, r := range failed {
 		violations += len(r.violations)
@@ -836,8 +836,8 @@ func TestSemSimulation(t *testing.T) {
 		}
 	}
 	t.Logf("wall time %v", time.Since(began).Round(time.Millisecond))
-	t.Logf("semaphore simulation: %d schedules (%d of a Semaphore, %d of an RWLock), %d steps, %d grants, %d violations (seeds %d-%d)",
-		st.schedules.Load(), st.schedules.Load()-st.rw.Load(), st.rw.Load(), st.steps.Load(), st.grants.Load(), violations, first, last)
+	t.Logf("semaphore simulation: %d schedules (%d of a Semaphore, %d of an RWLock), %d steps, %d grants, %d violations (seeds %s)",
+		st.schedules.Load(), st.schedules.Load()-st.rw.Load(), st.rw.Load(), st.steps.Load(), st.grants.Load(), violations, seeds.Covered(st.schedules.Load()))
 }
 
 // semSimStats counts what a run of schedules did.
@@ -847,18 +847,18 @@ type semSimStats struct {
 
 // semSimRun runs the schedules of seeds first..last on two workers and
 // returns what they did and the failing ones, in seed order.
-func semSimRun(t *testing.T, first, last uint64, rules semSimRules) (st *semSimStats, failed []semSimResult) {
+func semSimRun(t *testing.T, seeds testutil.Seeds, rules semSimRules) (st *semSimStats, failed []semSimResult) {
 	st = &semSimStats{}
 	var (
 		next atomic.Uint64
 		mu   sync.Mutex
 	)
-	next.Store(first)
+	next.Store(seeds.First)
 	t.Run("workers", func(t *testing.T) {
 		for w := range max(2, runtime.GOMAXPROCS(0)) {
 			t.Run(fmt.Sprint(w), func(t *testing.T) {
 				t.Parallel()
-				for seed := next.Add(1) - 1; seed <= last; seed = next.Add(1) - 1 {
+				for seed := next.Add(1) - 1; seeds.Runs(seed); seed = next.Add(1) - 1 {
 					res := runSemSchedule(t, seed, rules)
 					st.schedules.Add(1)
 					st.steps.Add(int64(res.steps))
@@ -897,7 +897,7 @@ func TestSemSimCheckerCatches(t *testing.T) {
 			// must catch the rule within 100.
 			found, others := false, 0
 			for first := uint64(1); first <= 100 && !found; first += 10 {
-				_, failed := semSimRun(t, first, first+9, c.rules)
+				_, failed := semSimRun(t, testutil.Seeds{First: first, Last: first + 9}, c.rules)
 				for _, r := range failed {
 					caught := strings.Contains(strings.Join(r.violations, "\n"), c.inv)
 					found = found || caught

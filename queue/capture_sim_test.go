@@ -606,7 +606,7 @@ func (w *simCapWorld) checkEnd() {
 // capSimSeeds returns the seeds TestCaptureSimulation runs:
 // SPANMUTEX_SIM_CAPTURE_SEEDS=A-B, or SPANMUTEX_SIM_CAPTURE_SCHEDULES from 1
 // (default 2,000, or 200,000 with SPANMUTEX_SOAK=1).
-func capSimSeeds(t *testing.T) (first, last uint64) {
+func capSimSeeds(t *testing.T) testutil.Seeds {
 	return testutil.SeedRange(t, "SPANMUTEX_SIM_CAPTURE", 2_000, 200_000)
 }
 
@@ -648,14 +648,20 @@ func TestCaptureSkewIgnoresAPausedClockRead(t *testing.T) {
 }
 
 func TestCaptureSimulation(t *testing.T) {
-	first, last := capSimSeeds(t)
-	seeds := capSimRegressions()
-	for s := first; s <= last; s++ {
-		seeds = append(seeds, s)
-	}
-	failed, ran := 0, 0
+	rng := capSimSeeds(t)
+	failed, ran, covered := 0, 0, int64(0)
 	var total simCapCounts
-	for _, seed := range seeds {
+	regressions := capSimRegressions()
+	next := rng.First // the next seed of the range, after the regressions
+	for i := 0; ; i++ {
+		seed := next
+		if i < len(regressions) {
+			seed = regressions[i]
+		} else if !rng.Runs(seed) {
+			break
+		} else {
+			next, covered = next+1, covered+1
+		}
 		ran++
 		var (
 			bad, trace []string
@@ -668,14 +674,15 @@ func TestCaptureSimulation(t *testing.T) {
 			if len(trace) > 60 {
 				trace = trace[len(trace)-60:]
 			}
-			t.Errorf("seed %d: %s\n%s", seed, strings.Join(bad, "; "), strings.Join(trace, "\n"))
+			t.Errorf("seed %d: %s\n%s\n  replay: SPANMUTEX_SIM_CAPTURE_SEEDS=%d go test -count=1 -short -v -run '^TestCaptureSimulation$' ./queue",
+				seed, strings.Join(bad, "; "), strings.Join(trace, "\n"), seed)
 			if failed >= 3 {
 				break
 			}
 		}
 	}
-	t.Logf("capture simulation: %d schedules, %d with violations (seeds %d-%d and %d regression seeds); %+v",
-		ran, failed, first, last, len(capSimRegressions()), total)
+	t.Logf("capture simulation: %d schedules, %d with violations (seeds %s and %d regression seeds); %+v",
+		ran, failed, rng.Covered(covered), len(regressions), total)
 	require.Positive(t, total.takeovers, "no schedule took a partition over")
 	require.Positive(t, total.lostPartitions, "no schedule fenced a checkpoint off")
 }

@@ -2,6 +2,8 @@
 package testutil
 
 import (
+	"fmt"
+	"math"
 	"os"
 	"runtime"
 	"strconv"
@@ -83,10 +85,34 @@ func Scale(quick, soak int) int {
 	return quick
 }
 
-// SeedRange returns the seeds a simulation runs: env_SEEDS=A-B, or from 1
-// as many as env_SCHEDULES says (quick by default, soak with
+// Seeds is what a simulation runs: the schedules of seeds First to Last
+// and, in a soak by time, only those begun before Until.
+type Seeds struct {
+	First, Last uint64
+	Until       time.Time // zero: no time budget
+}
+
+// Runs reports whether the schedule of seed is to run: a seed fetched in
+// increasing order, so that the seeds run are always First to the last
+// one that ran, with no gap.
+func (s Seeds) Runs(seed uint64) bool {
+	return seed >= s.First && seed <= s.Last && (s.Until.IsZero() || time.Now().Before(s.Until))
+}
+
+// BaseEnv names the first seed of the soaks by time (CI derives it from
+// the commit under test, so that every run explores seeds no run has
+// tried); BudgetSuffix, appended to a simulation's env prefix, names its
+// time budget (a time.Duration).
+const (
+	BaseEnv      = "SPANMUTEX_SIM_BASE"
+	BudgetSuffix = "_BUDGET"
+)
+
+// SeedRange returns the seeds a simulation runs: env_SEEDS=A-B; or, with
+// env_BUDGET=D, as many as D allows from SPANMUTEX_SIM_BASE (default 1);
+// or from 1 as many as env_SCHEDULES says (quick by default, soak with
 // SPANMUTEX_SOAK=1).
-func SeedRange(t testing.TB, env string, quick, soak uint64) (first, last uint64) {
+func SeedRange(t testing.TB, env string, quick, soak uint64) Seeds {
 	if r := os.Getenv(env + "_SEEDS"); r != "" {
 		a, b, ok := strings.Cut(r, "-")
 		if !ok {
@@ -97,7 +123,20 @@ func SeedRange(t testing.TB, env string, quick, soak uint64) (first, last uint64
 		if err1 != nil || err2 != nil || y < x {
 			t.Fatalf("%s_SEEDS=%q: want A-B", env, r)
 		}
-		return x, y
+		return Seeds{First: x, Last: y}
+	}
+	if b := os.Getenv(env + BudgetSuffix); b != "" {
+		d, err := time.ParseDuration(b)
+		if err != nil || d <= 0 {
+			t.Fatalf("%s%s=%q: want a positive duration, such as 10m", env, BudgetSuffix, b)
+		}
+		first := uint64(1)
+		if s := os.Getenv(BaseEnv); s != "" {
+			if first, err = strconv.ParseUint(s, 10, 64); err != nil || first == 0 || first > math.MaxUint64/2 {
+				t.Fatalf("%s=%q: want a seed from 1 to 2^63", BaseEnv, s)
+			}
+		}
+		return Seeds{First: first, Last: math.MaxUint64 / 2, Until: time.Now().Add(d)}
 	}
 	n := quick
 	if os.Getenv("SPANMUTEX_SOAK") == "1" {
@@ -110,5 +149,14 @@ func SeedRange(t testing.TB, env string, quick, soak uint64) (first, last uint64
 		}
 		n = v
 	}
-	return 1, n
+	return Seeds{First: 1, Last: n}
+}
+
+// Covered returns the seeds run when ran schedules of s ran: First to
+// First+ran-1, as "A-B".
+func (s Seeds) Covered(ran int64) string {
+	if ran == 0 {
+		return "none"
+	}
+	return fmt.Sprintf("%d-%d", s.First, s.First+uint64(ran)-1)
 }
