@@ -52,14 +52,17 @@ func (w *semWaiter) run(ctx context.Context) (*Lease, error) {
 }
 
 // loop settles until our entry is granted and the grant rule lets the
-// lease through (grant).
+// lease through (grant). Each settle is bounded by the finish timeout, and
+// a failed one counts toward WithMaxFailures.
 func (w *semWaiter) loop(ctx context.Context) (*Lease, error) {
 	for {
 		if ctx.Err() != nil {
 			return nil, errNotObtained(ctx)
 		}
 		sent := w.now()
-		res, err := w.s.store.settle(ctx, w.s.name, w.q)
+		octx, cancel := detached(ctx, w.s.cfg.finishTimeout)
+		res, err := w.s.store.settle(octx, w.s.name, w.q)
+		cancel()
 		if err != nil {
 			w.entered = true // its outcome may be unknown: an entry of ours may be queued
 			if err := w.writes.failed(ctx, err, 0); err != nil {
@@ -152,7 +155,9 @@ func (w *semWaiter) await(ctx context.Context, e semEntry, renewed time.Time) (*
 			}
 		}
 		sent := w.now()
-		v, err := w.s.store.look(ctx, w.s.name)
+		octx, cancel := detached(ctx, w.s.cfg.finishTimeout)
+		v, err := w.s.store.look(octx, w.s.name)
+		cancel()
 		if err != nil {
 			if err := w.reads.failed(ctx, err, 0); err != nil {
 				return nil, err
@@ -180,7 +185,9 @@ func (w *semWaiter) await(ctx context.Context, e semEntry, renewed time.Time) (*
 	}
 }
 
-// renewWaiting renews our waiting entry key, within a lease. It returns
+// renewWaiting renews our waiting entry key, within the finish timeout
+// (as every call of the waiter: the client itself retries some failures
+// until the call's ctx ends). It returns
 // the local time the renewal was sent if it was acknowledged; gone if the
 // entry is gone; or, the renewal having failed otherwise, a zero time
 // after the backoff (the failure counts toward WithMaxFailures with the
@@ -189,8 +196,8 @@ func (w *semWaiter) await(ctx context.Context, e semEntry, renewed time.Time) (*
 // MaxFailures in a row, or ErrNotObtained once ctx ends.
 func (w *semWaiter) renewWaiting(ctx context.Context, key queueKey) (at time.Time, gone bool, err error) {
 	sent := w.now()
-	rctx, cancel := context.WithTimeout(ctx, w.q.lease)
-	err = w.s.store.renewEntry(rctx, w.s.name, key)
+	octx, cancel := detached(ctx, w.s.cfg.finishTimeout)
+	err = w.s.store.renewEntry(octx, w.s.name, key)
 	cancel()
 	switch {
 	case err == nil:
