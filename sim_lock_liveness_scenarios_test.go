@@ -319,3 +319,61 @@ func TestOrphanHandOffAnchorsAtItsSend(t *testing.T) {
 		time.Sleep(3*scenarioLease + 2*time.Second) // let detached calls end in the bubble
 	})
 }
+
+// Observe, whose reader stops draining its channel for longer than the
+// version retention while terms come and go, finds its reads of that gap
+// refused as too old (as Spanner refuses them) and reports the current
+// term once its reader is back, the skipped terms a gap in the tokens: it
+// once asked for the same ever older interval forever (issue 41, fault 8).
+func TestSimObserveAfterAGapLongerThanTheRetention(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e, _ := newSimEnv()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		const name = "elected"
+		a, b := e.process(t, name, "a"), e.process(t, name, "b")
+		cfg, err := configure(name, []LockOption{WithLease(scenarioLease)})
+		require.NoError(t, err)
+		el := &Election{name: name, cfg: cfg, rows: e.store(t).(*simConn), observeEvery: defaultObserveEvery}
+
+		la, err := a.Lock(ctx)
+		require.NoError(t, err)
+		terms := el.Observe(ctx)
+		first := <-terms
+		assert.Equal(t, la.Token(), first.Token)
+		// The reader looks away for two hours and a minute, while b leads,
+		// then a and b take turns.
+		require.NoError(t, a.Unlock(ctx))
+		lb, err := b.Lock(ctx)
+		require.NoError(t, err)
+		time.Sleep(2*simVersionRetention + time.Minute)
+		require.NoError(t, b.Unlock(ctx))
+		for range 3 { // terms whose reports Observe must look for in the history
+			l, err := a.Lock(ctx)
+			require.NoError(t, err)
+			require.NoError(t, a.Unlock(ctx))
+			_, err = b.Lock(ctx)
+			require.NoError(t, err)
+			require.NoError(t, b.Unlock(ctx))
+			assert.Greater(t, l.Token(), lb.Token())
+		}
+		la, err = a.Lock(ctx)
+		require.NoError(t, err)
+		time.Sleep(time.Second)
+
+		var got []int64
+		for len(got) == 0 || got[len(got)-1] != la.Token() {
+			select {
+			case info := <-terms:
+				got = append(got, info.Token)
+			case <-time.After(time.Minute):
+				t.Fatalf("no report of the current term a minute after the reader came back; got %v", got)
+			}
+		}
+		assert.Equal(t, lb.Token(), got[0], "the term whose report was waiting to be read")
+		assert.Equal(t, la.Token(), got[len(got)-1])
+		require.NoError(t, a.Unlock(ctx))
+		cancel()
+		time.Sleep(3*scenarioLease + 2*time.Second)
+	})
+}

@@ -20,6 +20,7 @@ import (
 	"sync"
 	"time"
 
+	"cloud.google.com/go/spanner"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -312,6 +313,11 @@ func (c *simConn) glance(ctx context.Context, name string) (row, error) {
 	return r, err
 }
 
+// simVersionRetention is how far back the simulated Spanner keeps a row's
+// versions: like Spanner's default version_retention_period, it refuses
+// an exact-timestamp read older than an hour (FailedPrecondition).
+const simVersionRetention = time.Hour
+
 func (c *simConn) readAt(ctx context.Context, name string, at time.Time) (row, error) {
 	// An exact-timestamp read of a time not yet safe waits for it.
 	if wait := at.Sub(time.Now()); wait > 0 {
@@ -321,6 +327,11 @@ func (c *simConn) readAt(ctx context.Context, name string, at time.Time) (row, e
 	}
 	var r row
 	_, err := c.call(ctx, "readAt", false, false, func() error {
+		if now := c.db.readTS(); now.Sub(at) > simVersionRetention {
+			c.p.h.event(c.p.name, "readAt %s: refused, older than the version retention", c.p.h.ts(at))
+			return spanner.ToSpannerError(status.Errorf(codes.FailedPrecondition,
+				"Read-only transaction timestamp %v has exceeded the maximum timestamp staleness", at))
+		}
 		r = c.db.at(name, at)
 		if c.db.rules.noHistory {
 			r = c.db.current(name, c.db.readTS())
