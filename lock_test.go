@@ -99,7 +99,24 @@ func TestLockRefusesARunOnceRow(t *testing.T) {
 	l, err := NewLock(c, "shared-name")
 	require.NoError(t, err)
 	_, err = l.Lock(context.Background())
-	assert.ErrorContains(t, err, "belongs to a run-once Mutex")
+	assert.EqualError(t, err, `spanmutex: lock "shared-name": the name is a run-once Mutex's (its row is DONE), or was written by something else: give the Lock another name`)
+}
+
+// A lock refuses a Semaphore's name, and says what holds it, on one line
+// with one prefix.
+func TestLockRefusesASemaphoreRow(t *testing.T) {
+	db := freshDatabase(t)
+	c := newClient(t, db)
+	s, err := NewSemaphore(c, "sem-name", 3)
+	require.NoError(t, err)
+	lease, err := s.Acquire(context.Background(), 1)
+	require.NoError(t, err)
+	require.NotNil(t, lease)
+	defer func() { require.NoError(t, s.Release(context.Background())) }()
+	l, err := NewLock(c, "sem-name")
+	require.NoError(t, err)
+	_, err = l.Lock(context.Background())
+	assert.EqualError(t, err, `spanmutex: lock "sem-name": the name is a Semaphore's or an RWLock's (its row is SHARED): hold it with NewSemaphore or NewRWLock, or give the Lock another name`)
 }
 
 // lockAndHold takes l, failing the test if it cannot, and returns the lease.

@@ -225,11 +225,10 @@ func (w *waiter) act(ctx context.Context, v lockView, sent time.Time, wait bool)
 	d := decideLock(v, w.id, w.pol)
 	switch d.action {
 	case lockWrongKind:
-		owner := "a run-once Mutex of the same name (or was written by something else)"
 		if v.State == StateShared {
-			owner = "a Semaphore or RWLock of the same name"
+			return nil, fmt.Errorf("spanmutex: lock %q: the name is a Semaphore's or an RWLock's (its row is SHARED): hold it with NewSemaphore or NewRWLock, or give the Lock another name", w.lock.name)
 		}
-		return nil, fmt.Errorf("spanmutex: lock %q: the row is %s: it belongs to %s; use another name for the lock", w.lock.name, v.State, owner)
+		return nil, fmt.Errorf("spanmutex: lock %q: the name is a run-once Mutex's (its row is %s), or was written by something else: give the Lock another name", w.lock.name, v.State)
 	case lockHeld:
 		return w.handed(v, sent), nil
 	case lockAcquire, lockTakeOver, lockPassOn:

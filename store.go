@@ -187,6 +187,9 @@ func (s *spannerStore) explainOther(err error) error {
 	if nf := notFound(s.client.DatabaseName(), err); nf != nil { // connect.go
 		return nf
 	}
+	if strings.HasPrefix(err.Error(), "spanmutex: ") {
+		return err // ours, and says what it is about: no second prefix
+	}
 	return fmt.Errorf("spanmutex: table %s: %w", s.table, err)
 }
 
