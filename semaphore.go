@@ -178,7 +178,7 @@ func (s *Semaphore) Release(ctx context.Context) (err error) {
 	lease.unlocking.Store(true)
 	defer stop()
 	defer func() { lease.hold.held(lease, unlockOutcome(err), err) }() // telemetry.go
-	err = s.finish(ctx, semRequest{me: lease.id, op: semRelease, token: lease.token, size: s.size, lease: s.cfg.lease})
+	err = s.finish(ctx, semRequest{me: lease.id, op: semRelease, token: lease.token, size: s.size, lease: s.cfg.lease}, lease)
 	lease.end(err)
 	return err
 }
@@ -194,28 +194,28 @@ func (s *Semaphore) Resize(ctx context.Context) error {
 	if s == nil || s.store == nil {
 		return errNotMade("Semaphore", "NewSemaphore")
 	}
-	return s.finish(ctx, semRequest{me: "", op: semSettle, size: s.size, lease: s.cfg.lease, resized: true})
+	return s.finish(ctx, semRequest{me: "", op: semSettle, size: s.size, lease: s.cfg.lease, resized: true}, nil)
 }
 
-// finish runs q (a release, a leave or a resize) until it commits, for as
-// long as ctx allows and at least the finish timeout, as Unlock does
-// (finishWindow), even once ctx has ended: permits left held
-// block the waiters until their lease runs out. A try after one of unknown
-// outcome that finds our lease gone reports success: the earlier try
-// released it (a lease held and renewed when Release began is not counted
-// free by anyone before its lease has run).
-func (s *Semaphore) finish(ctx context.Context, q semRequest) error {
+// finish runs q (a release of lease, a leave or a resize: lease nil) until
+// it commits, for as long as ctx allows and at least the finish timeout,
+// as Unlock does (finishWindow), even once ctx has ended: permits left
+// held block the waiters until their lease runs out. A release retried
+// after a try that failed, which finds our entry gone, settles whether
+// that try released it by Spanner's clock (ownRelease): otherwise the
+// lease was lost, and the section may have overlapped another holder's.
+func (s *Semaphore) finish(ctx context.Context, q semRequest, lease *Lease) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.finishWindow(ctx))
 	defer cancel()
 	bo := s.cfg.newBackOff()
-	uncertain := false
+	uncertain := false // an earlier try may have committed
 	for {
 		res, err := s.store.settle(ctx, s.name, q)
 		switch {
 		case err == nil:
 			s.wake(ctx, res)
 			return nil
-		case errors.Is(err, ErrLeaseLost) && uncertain:
+		case errors.Is(err, ErrLeaseLost) && uncertain && (lease == nil || s.ownRelease(ctx, lease)):
 			return nil
 		case errors.Is(err, ErrLeaseLost):
 			return &leaseLostError{Name: s.name, Token: q.token, Reason: "its permits were counted free after its lease ran out unrenewed; another holder may have them"}
@@ -232,6 +232,34 @@ func (s *Semaphore) finish(ctx context.Context, q semRequest) error {
 	}
 }
 
+// ownRelease reports whether lease's entry, found gone by a release
+// retried after a try that failed, was deleted by that try, not by a
+// contender that counted it lapsed. Nobody deletes a holder's entry as
+// lapsed before its last renewal's commit timestamp plus the lease it
+// declared (cutoff, by Spanner's clock, from the last renewal we know of:
+// one whose answer was lost only moves the real one later). So a strong
+// read before cutoff that finds the entry gone, or a read as of just
+// before cutoff that finds it gone already, proves our release took it.
+// Anything else, a failed read included, counts as lost, as Lock.Unlock's
+// ownUnlock does.
+func (s *Semaphore) ownRelease(ctx context.Context, lease *Lease) bool {
+	last := lease.lastRenewedAt()
+	if last.IsZero() {
+		return false
+	}
+	key := queueKey{at: lease.queuedAt, id: lease.id}
+	present, now, err := s.store.entryAt(ctx, s.name, key, time.Time{})
+	if err != nil || present {
+		return false
+	}
+	cutoff := last.Add(s.cfg.lease)
+	if now.Before(cutoff) {
+		return true
+	}
+	present, _, err = s.store.entryAt(ctx, s.name, key, cutoff.Add(-time.Microsecond))
+	return err == nil && !present
+}
+
 // wake sends a wake-up to every waiter res granted that listens for them:
 // after the commit was acknowledged, and only to make it read at once.
 func (s *Semaphore) wake(ctx context.Context, res semResult) {
@@ -245,9 +273,14 @@ func (s *Semaphore) wake(ctx context.Context, res semResult) {
 // semRenewer renews a Semaphore's lease by its entry's key.
 type semRenewer struct{ st semStore }
 
+// renew renews l's entry, and records the renewal's commit timestamp
+// (Release's ownRelease judges by it).
 func (r semRenewer) renew(ctx context.Context, l *Lease) error {
-	err := r.st.renewEntry(ctx, l.name, queueKey{at: l.queuedAt, id: l.id})
-	if errors.Is(err, ErrLeaseLost) {
+	ts, err := r.st.renewEntry(ctx, l.name, queueKey{at: l.queuedAt, id: l.id})
+	switch {
+	case err == nil:
+		l.setRenewedAt(ts)
+	case errors.Is(err, ErrLeaseLost):
 		return &leaseLostError{Name: l.name, Token: l.token, Reason: "its entry is gone: its permits were counted free after its lease ran out unrenewed"}
 	}
 	return err

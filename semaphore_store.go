@@ -27,8 +27,13 @@ type semStore interface {
 	// in, and when the commit's outcome is unknown an error with sent set.
 	settle(ctx context.Context, name string, q semRequest) (semResult, error)
 	// renewEntry proves a holder or waiter alive by its entry's key: a
-	// blind write; ErrLeaseLost if the entry is gone.
-	renewEntry(ctx context.Context, name string, key queueKey) error
+	// blind write, which returns its commit timestamp; ErrLeaseLost if the
+	// entry is gone.
+	renewEntry(ctx context.Context, name string, key queueKey) (time.Time, error)
+	// entryAt reports whether the entry of key was in the queue at Spanner
+	// time at (an exact-timestamp read of the past), or now if at is zero
+	// (a strong read), and the read's timestamp.
+	entryAt(ctx context.Context, name string, key queueKey, at time.Time) (present bool, readAt time.Time, err error)
 }
 
 // semResult is what settle did: the plan it committed (or would have, when
@@ -204,16 +209,39 @@ func (s *spannerStore) semMutations(name string, v semView, p semPlan, q semRequ
 // renewEntry is one blind write, sent at least once: an Update of the
 // entry's RenewedAt, which fails NotFound once the entry is gone (deleted
 // as lapsed by a contender that counted its permits free, or released).
-func (s *spannerStore) renewEntry(ctx context.Context, name string, key queueKey) error {
-	err := s.idempotentWrite(ctx, tagSemRenew, []*spanner.Mutation{spanner.Update(s.queueTable(),
-		[]string{"Name", "EnqueuedAt", "WaiterID", "RenewedAt"}, []any{name, key.at, key.id, spanner.CommitTimestamp})})
+func (s *spannerStore) renewEntry(ctx context.Context, name string, key queueKey) (time.Time, error) {
+	s.stats.blindWrites.Add(1)
+	ts, err := s.client.Apply(ctx, []*spanner.Mutation{spanner.Update(s.queueTable(),
+		[]string{"Name", "EnqueuedAt", "WaiterID", "RenewedAt"}, []any{name, key.at, key.id, spanner.CommitTimestamp})},
+		spanner.ApplyAtLeastOnce(), spanner.TransactionTag(tagSemRenew))
 	if err == nil {
-		return nil
+		return ts, nil
 	}
 	explained := s.explain(ctx, err)
 	var se *schemaError
 	if spanner.ErrCode(err) == codes.NotFound && !errors.As(explained, &se) {
-		return fmt.Errorf("%w: semaphore %q: the entry is gone", ErrLeaseLost, name)
+		return time.Time{}, fmt.Errorf("%w: semaphore %q: the entry is gone", ErrLeaseLost, name)
 	}
-	return explained
+	return time.Time{}, explained
+}
+
+// entryAt reads the entry of key by its primary key, strong or as of at.
+func (s *spannerStore) entryAt(ctx context.Context, name string, key queueKey, at time.Time) (bool, time.Time, error) {
+	s.stats.reads.Add(1)
+	ro := s.client.Single()
+	if !at.IsZero() {
+		ro = ro.WithTimestampBound(spanner.ReadTimestamp(at))
+	}
+	defer ro.Close()
+	_, err := ro.ReadRowWithOptions(ctx, s.queueTable(), spanner.Key{name, key.at, key.id}, []string{"WaiterID"},
+		&spanner.ReadOptions{RequestTag: tagSemPoll})
+	present := err == nil
+	if err != nil && !errors.Is(err, spanner.ErrRowNotFound) {
+		return false, time.Time{}, s.explain(ctx, err)
+	}
+	readAt, err := ro.Timestamp()
+	if err != nil {
+		return false, time.Time{}, fmt.Errorf("spanmutex: semaphore %q: no read timestamp: %w", name, err)
+	}
+	return present, readAt, nil
 }

@@ -197,7 +197,7 @@ func (w *semWaiter) await(ctx context.Context, e semEntry, renewed time.Time) (*
 func (w *semWaiter) renewWaiting(ctx context.Context, key queueKey) (at time.Time, gone bool, err error) {
 	sent := w.now()
 	octx, cancel := detached(ctx, w.s.cfg.finishTimeout)
-	err = w.s.store.renewEntry(octx, w.s.name, key)
+	_, err = w.s.store.renewEntry(octx, w.s.name, key)
 	cancel()
 	switch {
 	case err == nil:
@@ -234,7 +234,7 @@ func (w *semWaiter) maxPoll() time.Duration { return min(time.Second, w.q.lease/
 // leave deletes our entries and passes on permits granted to them, with
 // the finish timeout even when ctx has ended.
 func (w *semWaiter) leave(ctx context.Context) {
-	err := w.s.finish(ctx, semRequest{me: w.q.me, op: semLeave, size: w.q.size, lease: w.q.lease})
+	err := w.s.finish(ctx, semRequest{me: w.q.me, op: semLeave, size: w.q.size, lease: w.q.lease}, nil)
 	if err != nil {
 		w.s.cfg.logger.Warn("semaphore: could not leave the queue; our entry expires after four leases", "err", err)
 		return

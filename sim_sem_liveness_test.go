@@ -29,10 +29,10 @@ type failingRenewals struct {
 	renews  atomic.Int64
 }
 
-func (s *failingRenewals) renewEntry(ctx context.Context, name string, key queueKey) error {
+func (s *failingRenewals) renewEntry(ctx context.Context, name string, key queueKey) (time.Time, error) {
 	s.renews.Add(1)
 	if s.failing.Load() {
-		return status.Error(s.code, "renewal refused")
+		return time.Time{}, status.Error(s.code, "renewal refused")
 	}
 	return s.semStore.renewEntry(ctx, name, key)
 }
@@ -148,5 +148,109 @@ func semScenarioWaiterRenewalsFail(code codes.Code) func(t *testing.T, e semEnv,
 		assert.EqualValues(t, want, st.renews.Load(), "renewals of the entry, each failed")
 		assert.Equal(t, 1, e.queued(t, name), "only h's entry is left")
 		require.NoError(t, h.Release(ctx))
+	}
+}
+
+// flakySem wraps a store whose renewals can be silenced and whose next
+// settles fail, before Spanner (failSettles) or with their answer lost
+// after they committed (loseSettles, the loss reported lostAfter later).
+type flakySem struct {
+	semStore
+	silent      atomic.Bool
+	failSettles atomic.Int32
+	loseSettles atomic.Int32
+	lostAfter   time.Duration
+	renewed     atomic.Int64 // acknowledged renewals
+	pastReads   atomic.Int64 // entryAt's reads of the past
+}
+
+func (s *flakySem) entryAt(ctx context.Context, name string, key queueKey, at time.Time) (bool, time.Time, error) {
+	if !at.IsZero() {
+		s.pastReads.Add(1)
+	}
+	return s.semStore.entryAt(ctx, name, key, at)
+}
+
+func (s *flakySem) renewEntry(ctx context.Context, name string, key queueKey) (time.Time, error) {
+	if s.silent.Load() {
+		return time.Time{}, status.Error(codes.Unavailable, "silenced")
+	}
+	ts, err := s.semStore.renewEntry(ctx, name, key)
+	if err == nil {
+		s.renewed.Add(1)
+	}
+	return ts, err
+}
+
+func (s *flakySem) settle(ctx context.Context, name string, q semRequest) (semResult, error) {
+	if s.failSettles.Add(-1) >= 0 {
+		return semResult{}, status.Error(codes.Unavailable, "settle failed before Spanner")
+	}
+	res, err := s.semStore.settle(ctx, name, q)
+	if err != nil || s.loseSettles.Add(-1) < 0 {
+		return res, err
+	}
+	select {
+	case <-time.After(s.lostAfter):
+	case <-ctx.Done():
+	}
+	return semResult{}, status.Error(codes.Unavailable, "settle's answer lost")
+}
+
+// semScenarioReleaseTakenOverFailsFirst (issue 41, fault 6): a holder cut
+// off from Spanner loses its lease, b takes its permit over; the holder's
+// Release then fails once before reaching Spanner. The retry finds the
+// entry gone: Release must report ErrLeaseLost (its section overlapped
+// b's), not take the absence for its own first try's work.
+func semScenarioReleaseTakenOverFailsFirst(t *testing.T, e semEnv, name string) {
+	ctx := context.Background()
+	st := &flakySem{semStore: e.store(t)}
+	st.failSettles.Store(-1 << 20)
+	st.loseSettles.Store(-1 << 20)
+	a := e.process(t, name, "a", 1, st)
+	la, err := a.Acquire(ctx, 1)
+	require.NoError(t, err)
+	st.silent.Store(true)
+	b := e.process(t, name, "b", 1, nil)
+	lb, err := b.Acquire(ctx, 1)
+	require.NoError(t, err)
+	defer releaseIfHeld(b)
+	require.True(t, lb.TookOver())
+	st.failSettles.Store(1)
+	err = a.Release(ctx)
+	require.ErrorIs(t, err, ErrLeaseLost, "the section overlapped b's")
+	assert.ErrorIs(t, la.Err(), ErrLeaseLost)
+	require.NoError(t, b.Release(ctx))
+}
+
+// semScenarioReleaseAnswerLost returns a scenario: a holder renews a few
+// times, b waits, and the answer to the holder's Release is lost after it
+// committed, reported after lostAfter (past the holder's lease since its
+// last renewal when it is a lease: the retry then judges by a read of the
+// past). The retry finds the entry gone and Release returns nil: the
+// holder's own release took it; b is granted once, by that release.
+func semScenarioReleaseAnswerLost(lostAfter time.Duration) func(t *testing.T, e semEnv, name string) {
+	return func(t *testing.T, e semEnv, name string) {
+		ctx := context.Background()
+		st := &flakySem{semStore: e.store(t), lostAfter: lostAfter}
+		st.failSettles.Store(-1 << 20)
+		st.loseSettles.Store(-1 << 20)
+		a := e.process(t, name, "a", 1, st)
+		la, err := a.Acquire(ctx, 1)
+		require.NoError(t, err)
+		waitFor(t, time.Minute, "three renewals", func() bool { return st.renewed.Load() >= 3 })
+		b := e.process(t, name, "b", 1, nil)
+		got := acquireAsync(t, b, 1)
+		e.waitQueued(t, name, 2)
+		st.loseSettles.Store(1)
+		require.NoError(t, a.Release(ctx), "the lost answer was our own release's")
+		if lostAfter > 0 {
+			assert.Positive(t, st.pastReads.Load(), "the retry judged by a read of the past")
+		}
+		lb := <-got
+		require.NotNil(t, lb)
+		assert.Equal(t, la.Token()+1, lb.Token())
+		assert.False(t, lb.TookOver())
+		require.NoError(t, b.Release(ctx))
 	}
 }

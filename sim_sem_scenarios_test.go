@@ -50,9 +50,9 @@ type silentSem struct {
 	silent atomic.Bool
 }
 
-func (s *silentSem) renewEntry(ctx context.Context, name string, key queueKey) error {
+func (s *silentSem) renewEntry(ctx context.Context, name string, key queueKey) (time.Time, error) {
 	if s.silent.Load() {
-		return status.Error(codes.Unavailable, "silenced")
+		return time.Time{}, status.Error(codes.Unavailable, "silenced")
 	}
 	return s.semStore.renewEntry(ctx, name, key)
 }
@@ -85,6 +85,9 @@ var semScenarios = []struct {
 	{"ResizeBelowWaiterThatFits", semScenarioResizeBelowWaiter(3)},
 	{"WaiterRenewalsDenied", semScenarioWaiterRenewalsFail(codes.PermissionDenied)},
 	{"WaiterRenewalsUnavailable", semScenarioWaiterRenewalsFail(codes.Unavailable)},
+	{"ReleaseTakenOverFailsFirst", semScenarioReleaseTakenOverFailsFirst},
+	{"ReleaseAnswerLost", semScenarioReleaseAnswerLost(0)},
+	{"ReleaseAnswerLostPastTheLease", semScenarioReleaseAnswerLost(scenarioLease)},
 }
 
 // semScenarioNoBarging: with 2 of 3 permits held and a request for 3
@@ -163,7 +166,7 @@ func TestSemScenariosInTheSimulation(t *testing.T) {
 	for _, sc := range semScenarios {
 		t.Run(sc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				h := &semSim{rules: semSimRules{}, tokens: map[int64]bool{}, start: time.Now(), idOf: map[string]*semProc{}}
+				h := &semSim{rules: semSimRules{}, tokens: map[int64]bool{}, takenOver: map[int64]bool{}, start: time.Now(), idOf: map[string]*semProc{}}
 				h.par.lease = scenarioLease
 				h.rng = rand.New(rand.NewPCG(1, 2))
 				slot := 0

@@ -93,11 +93,16 @@ type semSim struct {
 	token   int64
 	entries []semEntry
 	last    time.Time
-	past    []semView // every view after a write, for stale reads
-	steps   int
+	past    []semView // every view after a write, for stale reads and entryAt
+	// pastDropped: views older than past's first were dropped.
+	pastDropped bool
+	steps       int
 	// The harness.
-	holds      []*semHold
-	tokens     map[int64]bool
+	holds  []*semHold
+	tokens map[int64]bool
+	// takenOver: the tokens whose holder's entry another contender
+	// deleted as lapsed (inv S7).
+	takenOver  map[int64]bool
 	grants     int
 	violations []string
 	ring       []string
@@ -183,6 +188,9 @@ func (h *semSim) applyLocked(p semPlan, q semRequest, ts time.Time) {
 	}
 	for _, d := range p.deletes {
 		h.entries = slices.DeleteFunc(h.entries, func(e semEntry) bool { return e.key() == d.key() })
+		if d.token != 0 && (d.id != q.me || q.op != semRelease && q.op != semLeave) {
+			h.takenOver[d.token] = true
+		}
 	}
 	for _, g := range p.grants {
 		for i := range h.entries {
@@ -199,7 +207,7 @@ func (h *semSim) applyLocked(p semPlan, q semRequest, ts time.Time) {
 	h.exists, h.token = true, p.token
 	h.past = append(h.past, h.viewLocked(ts))
 	if len(h.past) > 64 {
-		h.past = h.past[1:]
+		h.past, h.pastDropped = h.past[1:], true
 	}
 }
 
@@ -529,16 +537,47 @@ func (p *semProc) settle(ctx context.Context, name string, q semRequest) (semRes
 	return res, err
 }
 
-func (p *semProc) renewEntry(ctx context.Context, name string, key queueKey) error {
-	return p.call(ctx, "renew", true, func(ts time.Time) error {
+func (p *semProc) renewEntry(ctx context.Context, name string, key queueKey) (time.Time, error) {
+	var at time.Time
+	err := p.call(ctx, "renew", true, func(ts time.Time) error {
 		for i := range p.h.entries {
 			if p.h.entries[i].key() == key {
-				p.h.entries[i].renewed = ts
+				p.h.entries[i].renewed, at = ts, ts
 				return nil
 			}
 		}
 		return fmt.Errorf("%w: semaphore %q: the entry is gone", ErrLeaseLost, name)
 	})
+	if err != nil {
+		return time.Time{}, err
+	}
+	return at, nil
+}
+
+// entryAt reads the queue now, or as the last write at or before at left
+// it (h.past); a time before the oldest view kept is refused, as Spanner
+// refuses a read older than its version retention.
+func (p *semProc) entryAt(ctx context.Context, name string, key queueKey, at time.Time) (present bool, readAt time.Time, err error) {
+	err = p.call(ctx, "entryAt", false, func(ts time.Time) error {
+		h := p.h
+		v := h.viewLocked(ts)
+		readAt = ts
+		if !at.IsZero() {
+			i := slices.IndexFunc(h.past, func(v semView) bool { return v.now.After(at) })
+			switch {
+			case i == 0 && h.pastDropped:
+				return status.Error(codes.FailedPrecondition, "sim: read timestamp older than the versions kept")
+			case i == 0:
+				v = semView{}
+			case i > 0:
+				v = h.past[i-1]
+			}
+			readAt = at
+		}
+		_, present = v.find(key)
+		return nil
+	})
+	return present, readAt, err
 }
 
 // describe is a plan in a trace.
@@ -685,7 +724,7 @@ func (p *semProc) contender(s *Semaphore, who string, cycles int, r *rand.Rand) 
 		h.mu.Unlock()
 		err = s.Release(p.ctx)
 		cancel()
-		h.event(who, "released token %d: %v", lease.Token(), err)
+		h.released(who, lease, err)
 	}
 }
 
@@ -725,6 +764,19 @@ func (h *semSim) granted(p *semProc, who string, l *Lease, n int64, ctxEnded boo
 	return hd
 }
 
+// released records what Release of l returned, and checks it: nil only if
+// l's entry was not deleted as lapsed by another contender (inv S7: a
+// lease taken over is reported lost, as its section may have overlapped
+// another holder's).
+func (h *semSim) released(who string, l *Lease, err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.eventLocked(who, "released token %d: %v", l.Token(), err)
+	if err == nil && h.takenOver[l.Token()] {
+		h.violateLocked("inv S7: %s's Release of token %d returned nil, but its entry was deleted as lapsed", who, l.Token())
+	}
+}
+
 type semSimResult struct {
 	seed       uint64
 	rw         bool // the schedule ran an RWLock
@@ -742,7 +794,7 @@ func runSemSchedule(t *testing.T, seed uint64, rules semSimRules) (res semSimRes
 		}
 	}()
 	synctest.Test(t, func(t *testing.T) {
-		h := &semSim{seed: seed, rules: rules, tokens: map[int64]bool{}, start: time.Now(), idOf: map[string]*semProc{}, stallDead: map[*semProc]bool{}}
+		h := &semSim{seed: seed, rules: rules, tokens: map[int64]bool{}, takenOver: map[int64]bool{}, start: time.Now(), idOf: map[string]*semProc{}, stallDead: map[*semProc]bool{}}
 		h.rng = rand.New(rand.NewPCG(seed, 0x5e3a))
 		h.par = drawSemParams(h.rng)
 		switch rules.kind {
@@ -938,6 +990,12 @@ var semSimRegressions = []struct {
 	// at every grant.
 	{27810, "a crashed process's entry granted before its holder lapsed cost a second lease (inv S6's bound)"},
 	{171643, "a crashed process's entry granted before its holder lapsed cost a second lease (inv S6's bound)"},
+	// Issue 41, fault 6: a Release whose first settle failed took its
+	// entry's absence for its own work, though a contender had deleted
+	// it as lapsed (inv S7). Fixed: Release judges by Spanner's clock
+	// (ownRelease).
+	{473, "a Release after a failed try returned nil for a lease taken over (inv S7)"},
+	{590, "a Release after a failed try returned nil for a lease taken over (inv S7)"},
 }
 
 // TestSemSimRegressions replays the schedules that once failed.
