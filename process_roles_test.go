@@ -86,8 +86,9 @@ func increment(dir string, token int64) error {
 // runStorm calls Lock for spec.Duration, one call after another, each with a
 // Lock of its own (owner ID-cNNNN, so that queue entries name their call)
 // and a deadline drawn from [MinDeadline, MaxDeadline]; a call that gets the
-// lease unlocks it at once. Every call writes a "lock" event (with its
-// deadline and owner), and every Unlock an "unlock" event.
+// lease holds it for spec.Hold (0: unlocks it at once). Every call writes a
+// "lock" event (with its deadline and owner), and every Unlock an "unlock"
+// event.
 func runStorm(ctx context.Context, client *spanner.Client, spec procSpec, out *eventWriter) error {
 	end := time.Now().Add(spec.Duration)
 	for call := 1; time.Now().Before(end); call++ {
@@ -107,6 +108,7 @@ func runStorm(ctx context.Context, client *spanner.Client, spec procSpec, out *e
 		if lease == nil {
 			continue
 		}
+		time.Sleep(spec.Hold)
 		start = time.Now()
 		uctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		err = l.Unlock(uctx)

@@ -43,7 +43,8 @@ type procSpec struct {
 	Count                    int
 	Duration                 time.Duration
 	MinDeadline, MaxDeadline time.Duration
-	Dir                      string // the counter's directory
+	Hold                     time.Duration // storm: how long a lease is held before its Unlock
+	Dir                      string        // the counter's directory
 	// Listen makes the process's Locks share one Scope that listens for
 	// wake-ups (ListenScope on 127.0.0.1:0).
 	Listen bool
