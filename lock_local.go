@@ -20,6 +20,8 @@ type localLock struct {
 	// each other anyway (an unlock reads the head of the queue, which a join
 	// to a short queue writes), and Spanner would abort all but one.
 	gate chan struct{}
+	// ctxFirst is the Scope's (nil but in the simulation): see lockGate.
+	ctxFirst func() bool
 
 	mu      sync.Mutex
 	joins   []*joinRequest // waiters to insert, oldest first
@@ -94,6 +96,18 @@ type joinResult struct {
 
 // lockGate waits for the gate, or until ctx ends; unlock with unlockGate.
 func (ll *localLock) lockGate(ctx context.Context) error {
+	if ll.ctxFirst != nil && ctx.Err() != nil {
+		// Both may be ready, and select would pick at random: the
+		// simulation picks from its seed (Scope.ctxFirst).
+		if ll.ctxFirst() {
+			return ctx.Err()
+		}
+		select {
+		case ll.gate <- struct{}{}:
+			return nil
+		default:
+		}
+	}
 	select {
 	case ll.gate <- struct{}{}:
 		return nil

@@ -33,10 +33,14 @@ type Scope struct {
 	id string
 	// ids, if set, makes the UUIDs of waiter ids instead of uuid.NewV7
 	// (the simulation's seeded source).
-	ids   func() string
-	mu    sync.Mutex
-	locks map[localKey]*localLock
-	wakes wakeBoard
+	ids func() string
+	// ctxFirst, set only by the simulation (nil otherwise), picks from its
+	// seed what a select would pick at random when a call whose ctx has
+	// ended finds the gate free (localLock.lockGate): true, ctx's end.
+	ctxFirst func() bool
+	mu       sync.Mutex
+	locks    map[localKey]*localLock
+	wakes    wakeBoard
 	// listening is the Scope's UDP listener, nil while it has none;
 	// onDemand, whether it starts one when a waiter needs it
 	// (scope_listen.go). lmu guards starting and stopping it, and closed
@@ -126,7 +130,7 @@ func (s *Scope) get(key localKey) *localLock {
 	defer s.mu.Unlock()
 	ll := s.locks[key]
 	if ll == nil {
-		ll = &localLock{key: key, gate: make(chan struct{}, 1)}
+		ll = &localLock{key: key, gate: make(chan struct{}, 1), ctxFirst: s.ctxFirst}
 		s.locks[key] = ll
 	}
 	ll.refs++

@@ -108,14 +108,24 @@ type simSpanner interface {
 // schedules with answer pauses), and the answer, or its loss. sent reports
 // whether the request reached Spanner. aborts says whether the call may be
 // aborted (a read-write transaction the client does not retry itself).
-func (p *simProc) spannerCall(ctx context.Context, db simSpanner, op string, write, aborts bool, fn func() error) (sent bool, err error) {
+func (p *simProc) spannerCall(ctx context.Context, db simSpanner, who, op string, write, aborts bool, fn func() error) (sent bool, err error) {
 	db.track(p, +1)
 	defer db.track(p, -1)
 	p.countCall()
-	if err := p.gate(); err != nil {
+	// The call's turns (sim_sched_test.go), keyed by who calls (the
+	// contender or Run call its ctx serves, else the connection's owner),
+	// its op and the instant it began: its request lands, its answer
+	// arrives, a pause ends, each in the seed's order among what happens
+	// at that instant.
+	if w := simWhoOf(ctx); w != "" {
+		who = w
+	}
+	start := simNow()
+	key := func(what string) simKey { return simKey{p.name, who + " " + op + what, start, 0} }
+	if err := p.gateTurn(key("/gate")); err != nil {
 		return false, err
 	}
-	if err := p.flight(ctx); err != nil {
+	if err := p.sleepTurn(ctx, p.latency(), key("/apply")); err != nil {
 		return false, err
 	}
 	f := p.drawFault(write, aborts)
@@ -136,7 +146,7 @@ func (p *simProc) spannerCall(ctx context.Context, db simSpanner, op string, wri
 	if !applied {
 		return false, err
 	}
-	if ferr := p.flight(ctx); ferr != nil {
+	if ferr := p.sleepTurn(ctx, p.latency(), key("/answer")); ferr != nil {
 		return true, ferr
 	}
 	if p.h.answerPauses && !p.h.chaosOver.Load() && p.draw(drawAnswerPause).IntN(50) == 0 {
@@ -144,7 +154,7 @@ func (p *simProc) spannerCall(ctx context.Context, db simSpanner, op string, wri
 		// it acts on the answer only after it resumes.
 		p.pause(time.Duration(p.draw(drawAnswerPause + 1).Int64N(int64(3 * p.lease))))
 	}
-	if gerr := p.gate(); gerr != nil {
+	if gerr := p.gateTurn(key("/resumed")); gerr != nil {
 		return true, gerr
 	}
 	if f == faultLost {

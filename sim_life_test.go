@@ -29,18 +29,25 @@ func (l *simLife) isCrashed() bool {
 
 // gate waits while the process is paused; it fails once it has crashed.
 func (l *simLife) gate() error {
+	_, err := l.gateWaited()
+	return err
+}
+
+// gateWaited is gate, reporting also whether it waited.
+func (l *simLife) gateWaited() (waited bool, err error) {
 	for {
 		l.mu.Lock()
 		if l.crashed {
 			l.mu.Unlock()
-			return errSimCrashed
+			return waited, errSimCrashed
 		}
 		if !l.paused {
 			l.mu.Unlock()
-			return nil
+			return waited, nil
 		}
 		ch := l.resume
 		l.mu.Unlock()
+		waited = true
 		select {
 		case <-ch:
 		case <-l.dead:

@@ -128,6 +128,9 @@ type simHarness struct {
 	maxWM     time.Duration // the longest lease of any process
 	start     time.Time
 	db        *simDB
+	// sched orders the goroutines that wake at one instant
+	// (sim_sched_test.go); nil in scripted schedules.
+	sched *simSched
 
 	mu         sync.Mutex
 	ring       [simTraceLen]simEvent
@@ -180,7 +183,9 @@ func (h *simHarness) eventLocked(who, format string, args ...any) {
 	h.ring[h.nEvents%simTraceLen] = simEvent{at: time.Since(h.start), who: who, format: format, args: args}
 	h.nEvents++
 	if h.full != nil {
-		*h.full = append(*h.full, fmt.Sprintf("%12v %-6s %s", time.Since(h.start), who, fmt.Sprintf(format, args...)))
+		// Stamped with the scheduler's turn (sim_sched_test.go): the
+		// events of one turn may be logged in any order (TestSimReplay).
+		*h.full = append(*h.full, fmt.Sprintf("%6d %12v %-6s %s", h.sched.turnNow(), time.Since(h.start), who, fmt.Sprintf(format, args...)))
 	}
 }
 
@@ -445,6 +450,7 @@ func (h *simHarness) checksLiveness(now time.Time) bool {
 func (h *simHarness) endChaos(settle time.Duration) {
 	h.chaosOver.Store(true)
 	time.AfterFunc(settle, func() {
+		h.sched.turn(simKey{"sim", "calm", 0, 0})
 		h.db.mu.Lock()
 		defer h.db.mu.Unlock()
 		h.mu.Lock()
@@ -543,6 +549,7 @@ const (
 	drawLost
 	drawAnswerPause // and the next
 	drawMark        = drawAnswerPause + 2
+	drawCtxFirst    = drawMark + 1 // Scope.ctxFirst
 )
 
 // latency draws one network flight to or from Spanner: 0.2-20 ms.
@@ -555,8 +562,25 @@ func (p *simProc) latency() time.Duration {
 	return min(d, 20*time.Millisecond)
 }
 
-// flight waits one latency; it fails if ctx ends or the process crashes.
-func (p *simProc) flight(ctx context.Context) error { return p.sleep(ctx, p.latency()) }
+// turn waits for p's turn (sim_sched_test.go) to do what, keyed also by a
+// and b, numbers p knew before it waited.
+func (p *simProc) turn(what string, a, b int64) { p.h.sched.turn(simKey{p.name, what, a, b}) }
+
+// sleepTurn is sleep, then turn k, however the sleep ended.
+func (p *simProc) sleepTurn(ctx context.Context, d time.Duration, k simKey) error {
+	err := p.sleep(ctx, d)
+	p.h.sched.turn(k)
+	return err
+}
+
+// gateTurn is gate, then turn k if the gate waited for a pause to end.
+func (p *simProc) gateTurn(k simKey) error {
+	waited, err := p.gateWaited()
+	if waited {
+		p.h.sched.turn(k)
+	}
+	return err
+}
 
 // sleep waits d of virtual time, or fails when ctx ends or the process
 // crashes.
@@ -581,7 +605,11 @@ func (p *simProc) pause(d time.Duration) {
 	}
 	p.h.excuseLimbo(p, "", "paused")
 	p.h.event(p.name, "PAUSED for %v", d)
-	time.AfterFunc(d, p.unpause)
+	at := simNow()
+	time.AfterFunc(d, func() {
+		p.turn("unpause", at, int64(d))
+		p.unpause()
+	})
 }
 
 func (p *simProc) unpause() {
@@ -590,8 +618,22 @@ func (p *simProc) unpause() {
 		return
 	}
 	p.h.event(p.name, "resumed")
-	for _, fn := range fns {
-		fn()
+	p.runDeferred(fns, "resumed")
+}
+
+// runDeferred runs what waited for a pause to end, each in a turn of its
+// own (they wake different goroutines).
+func (p *simProc) runDeferred(fns []func(), why string) {
+	at := simNow()
+	for i, fn := range fns {
+		if p.h.sched == nil {
+			fn()
+			continue
+		}
+		go func() {
+			p.turn(why, at, int64(i))
+			fn()
+		}()
 	}
 }
 
@@ -617,9 +659,7 @@ func (p *simProc) crash() {
 	h.mu.Unlock()
 	h.db.mu.Unlock()
 	p.kill()
-	for _, fn := range fns {
-		fn()
-	}
+	p.runDeferred(fns, "crashed")
 }
 
 // simClock is a process's local clock: virtual time plus an offset (only
@@ -627,6 +667,7 @@ func (p *simProc) crash() {
 // is paused.
 type simClock struct {
 	p   *simProc
+	who string // whose timers (a contender's, a Mutex's): keys of their turns
 	off time.Duration
 	// rate is how fast the clock runs (1: true time). Assumption A5 allows
 	// a clock that runs fast, not one that runs slow: rate >= 1.
@@ -649,7 +690,9 @@ func (c *simClock) NewTimer(d time.Duration) (<-chan time.Time, func() bool) {
 		// Rounded up, so that a timer always moves the clock on by d.
 		d = time.Duration(math.Ceil(float64(d)/c.rate)) + 1
 	}
+	at := simNow()
 	t := time.AfterFunc(d, func() {
+		c.p.turn("timer "+c.who, at, int64(d))
 		c.p.whenRunning(func() {
 			if !stopped.Load() {
 				ch <- c.Now()
@@ -705,8 +748,12 @@ func (h *simHarness) send(from *simProc, addr string, msg []byte) {
 		delays = append(delays, d)
 	}
 	h.event(from.name, "datagram to %s: %q (%d copies)", addr, msg[len(wakeMagic):], len(delays))
-	for _, d := range delays {
-		time.AfterFunc(d, func() { h.deliver(addr, msg) })
+	at := simNow()
+	for i, d := range delays {
+		time.AfterFunc(d, func() {
+			from.turn("datagram "+addr, at, int64(d)<<1|int64(i))
+			h.deliver(addr, msg)
+		})
 	}
 }
 
@@ -784,7 +831,11 @@ func (h *simHarness) forge() {
 	addr := targets[h.rng.IntN(len(targets))]
 	msg := wakeDatagram(id, at)
 	h.event("forger", "datagram to %s: %q", addr, msg[len(wakeMagic):])
-	time.AfterFunc(time.Duration(h.rng.Int64N(int64(time.Millisecond))), func() { h.deliver(addr, msg) })
+	sent, d := simNow(), time.Duration(h.rng.Int64N(int64(time.Millisecond)))
+	time.AfterFunc(d, func() {
+		h.sched.turn(simKey{"forger", "datagram " + addr, sent, int64(d)})
+		h.deliver(addr, msg)
+	})
 }
 
 // --- schedules ---------------------------------------------------------------
@@ -838,6 +889,7 @@ func (h *simHarness) newProc(slot, inc int, listening bool) *simProc {
 	p.conn = &simConn{db: h.db, p: p}
 	p.scope = NewScope(WithoutWakeUps())
 	p.scope.id = fmt.Sprintf("p%di%02d-%06x", slot, inc, h.rng.IntN(1<<24))
+	p.scope.ctxFirst = func() bool { return p.draw(drawCtxFirst).IntN(2) == 0 }
 	pid := slot*16 + inc
 	p.scope.ids = func() string {
 		return fmt.Sprintf("%08x-%04x-7000-8000-000000000000", p.nextID.Add(1), pid)
@@ -883,10 +935,15 @@ func (h *simHarness) newLock(p *simProc, i int) *Lock {
 	if err != nil {
 		panic(err)
 	}
-	cfg.clock = p.clk
+	// Its own clock and connection, naming the contender, so that the
+	// keys of its turns differ from its process's other contender's.
+	who := fmt.Sprintf("%s/c%d", p.name, i)
+	clk := *p.clk
+	clk.who = who
+	cfg.clock = &clk
 	// The library's jitters, from the schedule's seed too.
 	cfg.random = rand.New(rand.NewPCG(p.seed, uint64(1000+i))).Float64
-	return &Lock{name: simName, cfg: cfg, store: p.conn, key: localKey{database: "sim", table: cfg.table, name: simName}, scope: p.scope}
+	return &Lock{name: simName, cfg: cfg, store: &simConn{db: h.db, p: p, who: who}, key: localKey{database: "sim", table: cfg.table, name: simName}, scope: p.scope}
 }
 
 // simLog puts the library's log lines into a traced schedule's events.
@@ -925,14 +982,15 @@ func (p *simProc) contender(l *Lock, who string, cycles int, r *rand.Rand) {
 		if p.ctx.Err() != nil {
 			return
 		}
-		if err := pace.SleepOn(p.ctx, p.clk.NewTimer, time.Duration(r.Int64N(int64(time.Second)))); err != nil {
+		if err := pace.SleepOn(p.ctx, l.cfg.clock.NewTimer, time.Duration(r.Int64N(int64(time.Second)))); err != nil {
 			return
 		}
-		ctx, cancel := context.WithCancel(withSimCall(p.ctx))
+		ctx, cancel := context.WithCancel(withSimWho(withSimCall(p.ctx), who))
 		var ended atomic.Int64
 		context.AfterFunc(ctx, func() { ended.Store(time.Now().UnixNano()) })
 		if x := r.Float64(); x < h.par.cancelRate {
-			time.AfterFunc(time.Duration(r.Int64N(int64(3*h.par.lease))), cancel)
+			at, d := simNow(), time.Duration(r.Int64N(int64(3*h.par.lease)))
+			time.AfterFunc(d, func() { p.turn("cancel "+who, at, int64(d)); cancel() })
 		} else if x < h.par.cancelRate*1.1 {
 			cancel()
 		}
@@ -968,7 +1026,7 @@ func (p *simProc) contender(l *Lock, who string, cycles int, r *rand.Rand) {
 		if r.IntN(10) == 0 {
 			crit = time.Duration(r.Int64N(int64(3 * h.par.lease)))
 		}
-		c, stop := p.clk.NewTimer(crit)
+		c, stop := l.cfg.clock.NewTimer(crit)
 		select {
 		case <-c:
 			h.release(hd, "Unlock")
@@ -1007,7 +1065,7 @@ func errShort(err error) string {
 // stop is closed.
 func (h *simHarness) chaos(stop <-chan struct{}) {
 	incs := make([]int, h.par.procs)
-	for {
+	for tick := int64(0); ; tick++ {
 		t := time.NewTimer(time.Duration(h.rng.Int64N(int64(3 * time.Second))))
 		select {
 		case <-stop:
@@ -1015,6 +1073,7 @@ func (h *simHarness) chaos(stop <-chan struct{}) {
 			return
 		case <-t.C:
 		}
+		h.sched.turn(simKey{"chaos", "tick", tick, 0})
 		h.mu.Lock()
 		p := h.slots[h.rng.IntN(len(h.slots))]
 		h.mu.Unlock()
@@ -1034,6 +1093,7 @@ func (h *simHarness) chaos(stop <-chan struct{}) {
 				return
 			case <-t.C:
 			}
+			h.sched.turn(simKey{"chaos", "restart", tick, 0})
 			h.newProc(slot, inc, listening)
 		case x >= 7 && h.par.forgeries:
 			h.forge()
@@ -1046,7 +1106,7 @@ func (h *simHarness) chaos(stop <-chan struct{}) {
 // it and lose their answers.
 func (h *simHarness) partitions(stop <-chan struct{}) {
 	r := h.parts
-	for {
+	for tick := int64(0); ; tick++ {
 		t := time.NewTimer(time.Second + time.Duration(r.Int64N(int64(5*time.Second))))
 		select {
 		case <-stop:
@@ -1054,6 +1114,7 @@ func (h *simHarness) partitions(stop <-chan struct{}) {
 			return
 		case <-t.C:
 		}
+		h.sched.turn(simKey{"partitions", "tick", tick, 0})
 		h.mu.Lock()
 		p := h.slots[r.IntN(len(h.slots))]
 		h.mu.Unlock()
@@ -1083,6 +1144,8 @@ type simResult struct {
 	steps      int
 	grants     int
 	busiest    int // the most Spanner calls a process made in one effortWindow
+	turns      int // turns the scheduler let go (sim_sched_test.go)
+	ties       int // of which with a key another pending turn had
 	violations []string
 	trace      []string
 }
@@ -1125,6 +1188,8 @@ func runScheduleTraced(t *testing.T, seed uint64, rules simRules, full *[]string
 			h.maxWM = 2 * h.par.lease
 		}
 		h.start = time.Now()
+		h.sched = newSimSched(seed)
+		defer h.sched.stop()
 		h.db = newSimDB(h, h.par.lease)
 		h.db.rules = rules
 		h.event("sim", "params %+v", h.par)
@@ -1152,13 +1217,16 @@ func runScheduleTraced(t *testing.T, seed uint64, rules simRules, full *[]string
 		}()
 		bound := time.NewTimer(h.par.bound)
 		time.Sleep(h.par.bound / 2)
+		h.sched.turn(simKey{"sim", "chaos ends", 0, 0})
 		close(stop)
 		h.endChaos(h.settleAfterChaos())
 		select {
 		case <-done:
+			h.sched.turn(simKey{"sim", "done", 0, 0})
 			h.settled()
 			h.limboAtEnd()
 		case <-bound.C:
+			h.sched.turn(simKey{"sim", "bound", 0, 0})
 		}
 		obs.stop()
 		h.checkObserved(obs)
@@ -1179,6 +1247,8 @@ func runScheduleTraced(t *testing.T, seed uint64, rules simRules, full *[]string
 		}
 		// Let renewal loops of leases never unlocked expire.
 		time.Sleep(2*h.maxWM + h.par.finish)
+		h.sched.turn(simKey{"sim", "end", 0, 0})
+		res.turns, res.ties = h.sched.counts()
 		h.mu.Lock()
 		res.steps, res.grants = h.db.steps, h.grants
 		res.violations, res.trace = h.violations, h.trace

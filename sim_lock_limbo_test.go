@@ -53,6 +53,21 @@ func withSimCall(ctx context.Context) context.Context {
 	return context.WithValue(ctx, simCallKey{}, &simCall{})
 }
 
+type simWhoKey struct{}
+
+// withSimWho returns ctx naming who calls (a contender, a Run call): the
+// scheduler's keys of its Spanner calls (spannerCall) tell it so from the
+// calls of the process's other callers.
+func withSimWho(ctx context.Context, who string) context.Context {
+	return context.WithValue(ctx, simWhoKey{}, who)
+}
+
+// simWhoOf returns who ctx serves ("" if it does not say).
+func simWhoOf(ctx context.Context) string {
+	w, _ := ctx.Value(simWhoKey{}).(string)
+	return w
+}
+
 // callOf returns the call ctx serves, binding it to id if id is given and
 // it has none yet; nil if ctx serves no Lock call.
 func callOf(ctx context.Context, id string) *simCall {

@@ -247,8 +247,9 @@ func (d *simDB) handOn(name string, v row, from, skip string, ts time.Time, boun
 // simConn is one process's lockStore: every call goes through the process
 // (paused: it waits; crashed: it fails and writes nothing) and its faults.
 type simConn struct {
-	db *simDB
-	p  *simProc
+	db  *simDB
+	p   *simProc
+	who string // the contender whose Lock uses it ("": the process's)
 }
 
 var _ lockStore = (*simConn)(nil)
@@ -258,7 +259,7 @@ var _ lockStore = (*simConn)(nil)
 // reached Spanner; aborts says whether the call may be aborted (a
 // read-write transaction the client does not retry itself).
 func (c *simConn) call(ctx context.Context, op string, write, aborts bool, fn func() error) (sent bool, err error) {
-	return c.p.spannerCall(ctx, c.db, op, write, aborts, fn)
+	return c.p.spannerCall(ctx, c.db, c.who, op, write, aborts, fn)
 }
 
 // track notes p's calls in flight for the limbo check (inv10).
@@ -321,7 +322,7 @@ const simVersionRetention = time.Hour
 func (c *simConn) readAt(ctx context.Context, name string, at time.Time) (row, error) {
 	// An exact-timestamp read of a time not yet safe waits for it.
 	if wait := at.Sub(time.Now()); wait > 0 {
-		if err := c.p.sleep(ctx, wait); err != nil {
+		if err := c.p.sleepTurn(ctx, wait, simKey{c.p.name, "readAt/wait", simNow(), int64(wait)}); err != nil {
 			return row{}, err
 		}
 	}

@@ -342,37 +342,6 @@ func TestSimTrace(t *testing.T) {
 	}
 }
 
-// TestSimReplay runs schedules twice and compares their traces: a failing
-// seed must replay. The library draws its jitters from the global
-// math/rand/v2 source (drawFraction, drawJitter), which no seed fixes, so
-// a replay can drift; this reports how many of the schedules replayed
-// exactly and fails only if none did.
-func TestSimReplay(t *testing.T) {
-	same, n := 0, 20
-	for seed := uint64(1); seed <= uint64(n); seed++ {
-		var a, b []string
-		runScheduleTraced(t, seed, simRules{}, &a)
-		runScheduleTraced(t, seed, simRules{}, &b)
-		// Events of one virtual instant may be logged in either order.
-		slices.Sort(a)
-		slices.Sort(b)
-		if slices.Equal(a, b) {
-			same++
-		} else if testing.Verbose() {
-			for i := range min(len(a), len(b)) {
-				if a[i] != b[i] {
-					t.Logf("seed %d drifts at event %d:\n  %s\n  %s", seed, i, a[i], b[i])
-					break
-				}
-			}
-		}
-	}
-	t.Logf("%d of %d schedules replayed exactly", same, n)
-	if same == 0 {
-		t.Errorf("no schedule replayed exactly")
-	}
-}
-
 // summarise logs, per invariant, how many schedules broke it and the first
 // of their seeds.
 func summarise(t *testing.T, failed []simResult) {

@@ -603,15 +603,18 @@ type simPanic struct{}
 // that ends as the schedule's rates say, and a ctx cancelled at random.
 func (mh *simMutexHarness) runner(m *Mutex, run *simMutexRun, r *rand.Rand) {
 	p, par := run.p, mh.par
-	if err := pace.SleepOn(p.ctx, p.clk.NewTimer, time.Duration(r.Int64N(int64(5*time.Second)))); err != nil {
+	clk := *p.clk // timers naming the Run call (sim_sched_test.go)
+	clk.who = run.who
+	if err := pace.SleepOn(p.ctx, clk.NewTimer, time.Duration(r.Int64N(int64(5*time.Second)))); err != nil {
 		mh.returned(run, NoOutcome, err)
 		return
 	}
-	ctx, cancel := context.WithCancel(p.ctx)
+	ctx, cancel := context.WithCancel(withSimWho(p.ctx, run.who))
 	defer cancel()
 	context.AfterFunc(ctx, func() { run.ctxEnded.Store(time.Now().UnixNano()) })
 	if x := r.Float64(); x < par.cancelRate {
-		time.AfterFunc(time.Duration(r.Int64N(int64(3*p.lease))), cancel)
+		at, d := simNow(), time.Duration(r.Int64N(int64(3*p.lease)))
+		time.AfterFunc(d, func() { p.turn("cancel "+run.who, at, int64(d)); cancel() })
 	} else if x < par.cancelRate*1.1 {
 		cancel()
 	}
@@ -627,7 +630,7 @@ func (mh *simMutexHarness) runner(m *Mutex, run *simMutexRun, r *rand.Rand) {
 	mh.event(p.name, "%s: Run", run.who)
 	fn := func(sctx context.Context, lease *Lease) error {
 		s := mh.begin(run, lease)
-		c, stop := p.clk.NewTimer(crit)
+		c, stop := clk.NewTimer(crit)
 		defer stop()
 		var res error
 		select {
@@ -684,7 +687,7 @@ func (mh *simMutexHarness) chaos(stop <-chan struct{}) {
 		return
 	}
 	incs := make([]int, par.procs)
-	for {
+	for tick := int64(0); ; tick++ {
 		t := time.NewTimer(time.Duration(mh.rng.Int64N(int64(1500 * time.Millisecond))))
 		select {
 		case <-stop:
@@ -692,6 +695,7 @@ func (mh *simMutexHarness) chaos(stop <-chan struct{}) {
 			return
 		case <-t.C:
 		}
+		h.sched.turn(simKey{"chaos", "tick", tick, 0})
 		h.mu.Lock()
 		p := h.slots[mh.rng.IntN(len(h.slots))]
 		h.mu.Unlock()
@@ -712,6 +716,7 @@ func (mh *simMutexHarness) chaos(stop <-chan struct{}) {
 				return
 			case <-back.C:
 			}
+			h.sched.turn(simKey{"chaos", "restart", tick, 0})
 			mh.newProc(p.slot, incs[p.slot])
 		}
 	}
@@ -721,6 +726,7 @@ func (mh *simMutexHarness) chaos(stop <-chan struct{}) {
 type simMutexResult struct {
 	seed       uint64
 	steps      int
+	turns      int // turns the scheduler let go (sim_sched_test.go)
 	sections   int
 	takeovers  int
 	abandons   int
@@ -790,6 +796,8 @@ func runMutexSchedule(t *testing.T, seed uint64, rules simMutexRules, full *[]st
 		mh.need = rand.New(rand.NewPCG(seed, 0x4eed)).IntN(5) == 0 && !mh.par.calm
 		mh.host(rules, parts, full)
 		h := mh.h
+		h.sched = newSimSched(seed)
+		defer h.sched.stop()
 		for i := range mh.par.procs {
 			mh.newProc(i, 0)
 		}
@@ -811,11 +819,14 @@ func runMutexSchedule(t *testing.T, seed uint64, rules simMutexRules, full *[]st
 		}()
 		bound := time.NewTimer(mh.par.bound)
 		time.Sleep(mh.par.chaos)
+		h.sched.turn(simKey{"sim", "chaos ends", 0, 0})
 		close(stop)
 		select {
 		case <-done:
+			h.sched.turn(simKey{"sim", "done", 0, 0})
 			mh.settled()
 		case <-bound.C:
+			h.sched.turn(simKey{"sim", "bound", 0, 0})
 			// Liveness: chaos ended long ago; every Run call of a live
 			// process returns.
 			h.mu.Lock()
@@ -844,6 +855,8 @@ func runMutexSchedule(t *testing.T, seed uint64, rules simMutexRules, full *[]st
 		}
 		// Let renewal loops and detached calls wind down.
 		time.Sleep(2*mh.maxWM + mh.par.finish + detachGrace)
+		h.sched.turn(simKey{"sim", "end", 0, 0})
+		res.turns, _ = h.sched.counts()
 		mh.db.mu.Lock()
 		res.steps, res.counts = mh.db.steps, mh.db.counts
 		mh.db.mu.Unlock()

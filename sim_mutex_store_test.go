@@ -171,7 +171,7 @@ var _ mutexStore = (*simMutexConn)(nil)
 // Unavailable: unknown outcome), or its ctx ending on the way there or
 // back.
 func (c *simMutexConn) call(ctx context.Context, op string, write bool, fn func() error) error {
-	_, err := c.p.spannerCall(ctx, c.db, op, write, false, fn)
+	_, err := c.p.spannerCall(ctx, c.db, "", op, write, false, fn)
 	return err
 }
 
