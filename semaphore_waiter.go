@@ -134,8 +134,9 @@ func (w *semWaiter) grant(ctx context.Context, e semEntry, anchor time.Time, tak
 // or a deletion to make (nil, nil: settle again), or our entry is gone. It
 // renews the entry every two leases, each failed renewal counting toward
 // WithMaxFailures and backed off (renewWaiting). It ends with a
-// *SizeMismatchError once the stored size is not the one we declare
-// (Resize): even a grant found then is given back, by run's leave.
+// *SizeMismatchError once the stored size is below the permits we ask for
+// (Resize): no grant can come then. A waiter that still fits after a
+// Resize waits on, and is granted as Resize's doc says.
 func (w *semWaiter) await(ctx context.Context, e semEntry, renewed time.Time) (*Lease, error) {
 	interval := lockPollInterval
 	var token int64
@@ -167,12 +168,13 @@ func (w *semWaiter) await(ctx context.Context, e semEntry, renewed time.Time) (*
 		w.reads.ok()
 		mine, ok := v.find(e.key())
 		switch {
-		case v.exists && v.size != w.q.size:
-			return nil, &SizeMismatchError{Name: w.s.name, Stored: v.size, Declared: w.q.size}
 		case !ok:
 			return nil, nil
 		case mine.token != 0:
 			return w.grant(ctx, mine, readAnchor(sent, v.now, mine.renewed), false, true)
+		case v.exists && w.q.n > v.size:
+			// Resized below what we ask for: no grant can ever come.
+			return nil, &SizeMismatchError{Name: w.s.name, Stored: v.size, Declared: w.q.size}
 		}
 		p, err := planSem(w.s.name, v, semRequest{op: semSettle, size: w.q.size, lease: w.q.lease})
 		if err != nil || p.writes {
