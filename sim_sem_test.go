@@ -371,6 +371,7 @@ type semProc struct {
 	kill    context.CancelFunc
 	nextID  atomic.Int64
 	simLife // running, paused or crashed
+	effort  semEffort // inv S8, under simLife's mu
 }
 
 var _ semStore = (*semProc)(nil)
@@ -459,6 +460,7 @@ func (p *semProc) call(ctx context.Context, op string, write bool, fn func(ts ti
 	if err := p.gate(); err != nil {
 		return err
 	}
+	p.countCall()
 	if err := p.flight(ctx); err != nil {
 		return err
 	}
@@ -628,7 +630,9 @@ func (h *semSim) newProc(slot, inc int) *semProc {
 	h.procs = append(h.procs, p)
 	h.eventLocked(name, "started")
 	h.mu.Unlock()
-	for i := range 1 + h.rng.IntN(3) {
+	contenders := 1 + h.rng.IntN(3)
+	p.effort.bound = waitEffort*contenders + holdEffort
+	for i := range contenders {
 		s := h.newSemaphore(p, i)
 		cycles := 2 + h.rng.IntN(4)
 		h.mu.Lock()
