@@ -370,7 +370,7 @@ type semProc struct {
 	ctx     context.Context
 	kill    context.CancelFunc
 	nextID  atomic.Int64
-	simLife // running, paused or crashed
+	simLife           // running, paused or crashed
 	effort  semEffort // inv S8, under simLife's mu
 }
 
