@@ -23,7 +23,9 @@ import (
 // every time. Each names what it found. A seed names a schedule of this
 // generator (drawParams, newProc, contender, chaos): changing the order or
 // number of their draws makes every seed another schedule, and the seeds
-// here must then be found again.
+// here must then be found again. They were found before replay was exact
+// (sim_sched_test.go): each names another schedule since, as it would
+// after any such change (doc/simulation.md, Replay).
 var simRegressionSeeds = []struct {
 	seed uint64
 	why  string
@@ -242,38 +244,19 @@ func TestSimulation(t *testing.T) {
 	t.Logf("simulation: %d schedules, %d steps, %d violations (seeds %s)", n, steps, violations, seeds.Covered(n))
 }
 
-// simReplays is how many times TestSimRegressions runs each seed: the
-// library's own jitters are not drawn from the seed (doc/simulation.md), so
-// a replay may drift, and a failure that needs a close race may show in
-// some runs only.
+// simReplays is how many times the Semaphore's simulation, which has no
+// scheduler (sim_sched_test.go), replays each regression seed: its replays
+// may drift. The Lock's and the Mutex's replay exactly, once.
 const simReplays = 5
 
-// simRaces are the regression seeds whose failure shows in one replay in a
-// few hundred (a race within one virtual instant), with how many replays
-// TestSimRegressions gives them with SPANMUTEX_SOAK set (a quarter
-// without).
-var simRaces = map[uint64]int{72661: 2000}
-
-// TestSimRegressions replays the schedules that once failed.
+// TestSimRegressions replays the schedules that once failed, once each:
+// a seed is one schedule (TestSimReplay).
 func TestSimRegressions(t *testing.T) {
 	for _, s := range simRegressionSeeds {
-		replays, traced := simReplays, false
-		if n, ok := simRaces[s.seed]; ok {
-			// Recording the whole trace shifts the goroutines' timing
-			// within an instant; the race shows more often so.
-			replays, traced = testutil.Scale(n/4, n), true
-		}
-		for range replays {
-			var full *[]string
-			if traced {
-				full = new([]string)
-			}
-			res := runScheduleTraced(t, s.seed, simRules{}, full)
-			if len(res.violations) > 0 {
-				reportFailures(t, []simResult{res}, 1)
-				t.Errorf("regression seed %d (%s) fails again", s.seed, s.why)
-				break
-			}
+		res := runSchedule(t, s.seed, simRules{})
+		if len(res.violations) > 0 {
+			reportFailures(t, []simResult{res}, 1)
+			t.Errorf("regression seed %d (%s) fails again", s.seed, s.why)
 		}
 	}
 }
@@ -320,20 +303,8 @@ func TestSimTrace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// SPANMUTEX_SIM_REPEAT=n runs the schedule up to n times and prints the
-	// first run that broke an invariant: a replay can drift (TestSimReplay).
-	repeat := 1
-	if r := os.Getenv("SPANMUTEX_SIM_REPEAT"); r != "" {
-		if repeat, err = strconv.Atoi(r); err != nil || repeat < 1 {
-			t.Fatalf("SPANMUTEX_SIM_REPEAT=%q: want a count of runs, at least 1", r)
-		}
-	}
 	var full []string
-	var res simResult
-	for i := 0; i < repeat && (i == 0 || len(res.violations) == 0); i++ {
-		full = nil
-		res = runScheduleTraced(t, seed, simRules{}, &full)
-	}
+	res := runScheduleTraced(t, seed, simRules{}, &full)
 	for _, l := range full {
 		fmt.Println(l)
 	}

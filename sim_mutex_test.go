@@ -155,16 +155,14 @@ func TestSimMutex(t *testing.T) {
 	t.Logf("mutex simulation: %d schedules, %d steps, %d violations (seeds %s)", st.schedules, st.steps, violations, seeds.Covered(st.schedules))
 }
 
-// TestSimMutexRegressions replays the schedules that once failed.
+// TestSimMutexRegressions replays the schedules that once failed, once
+// each: a seed is one schedule (TestSimReplay).
 func TestSimMutexRegressions(t *testing.T) {
 	for _, s := range simMutexRegressionSeeds {
-		for range simMutexReplays {
-			res := runMutexSchedule(t, s.seed, simMutexRules{}, nil)
-			if len(res.violations) > 0 {
-				t.Errorf("%v", res)
-				t.Errorf("regression seed %d (%s) fails again", s.seed, s.why)
-				break
-			}
+		res := runMutexSchedule(t, s.seed, simMutexRules{}, nil)
+		if len(res.violations) > 0 {
+			t.Errorf("%v", res)
+			t.Errorf("regression seed %d (%s) fails again", s.seed, s.why)
 		}
 	}
 }
@@ -249,9 +247,3 @@ func summariseMutex(t *testing.T, failed []simMutexResult) {
 		t.Logf("%s: %d schedules, seeds %v", k, len(seeds), seeds[:min(len(seeds), 40)])
 	}
 }
-
-// simMutexReplays is how many times TestSimMutexRegressions runs each
-// seed: goroutines made runnable at one virtual instant run in an order no
-// seed fixes, so a failure that needs a close race may show in some runs
-// only.
-const simMutexReplays = 3
