@@ -246,6 +246,11 @@ func semScenarioReleaseAnswerLost(lostAfter time.Duration) func(t *testing.T, e 
 		b := e.process(t, name, "b", 1, nil)
 		got := acquireAsync(t, b, 1)
 		e.waitQueued(t, name, 2)
+		// Release just after a renewal, so that its commit lands well before
+		// the lease since then has run out, however loaded the machine: a
+		// commit after that could not be told from a takeover's deletion.
+		n := st.renewed.Load()
+		waitFor(t, time.Minute, "a renewal", func() bool { return st.renewed.Load() > n })
 		st.loseSettles.Store(1)
 		require.NoError(t, a.Release(ctx), "the lost answer was our own release's")
 		if lostAfter > 0 {
