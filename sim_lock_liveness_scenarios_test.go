@@ -70,6 +70,29 @@ func newStallingHandler(match string) *stallingHandler {
 	return &stallingHandler{match: match, stalled: make(chan struct{}), release: make(chan struct{})}
 }
 
+// unblock lets the stalled goroutine go on; it may be called more than
+// once.
+func (h *stallingHandler) unblock() {
+	select {
+	case <-h.release:
+	default:
+		close(h.release)
+	}
+}
+
+// recv receives from ch, or fails t after a minute (of virtual time in
+// the simulation): a scenario that goes wrong must not hang the suite.
+func recv[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(time.Minute):
+		t.Fatalf("no %s within a minute", what)
+		panic("unreachable")
+	}
+}
+
 func (h *stallingHandler) Enabled(context.Context, slog.Level) bool { return true }
 func (h *stallingHandler) WithAttrs([]slog.Attr) slog.Handler       { return h }
 func (h *stallingHandler) WithGroup(string) slog.Handler            { return h }
@@ -94,7 +117,11 @@ func scenarioInScopeHandOffLostBeforeGrant(t *testing.T, e lockEnv, name string)
 	ctx := context.Background()
 	scope, st := e.newScope(), e.store(t)
 	a := e.newLock(t, name, "a", scope, st)
-	stall := newStallingHandler("handed to us in our Scope")
+	// Whichever way B learns of the hand-off (the wake-up of A's Unlock, or
+	// a poll that read the row first, which a loaded machine allows), it
+	// is delayed there.
+	stall := newStallingHandler("handed to us")
+	defer stall.unblock()
 	bst := &countingStore{lockStore: st}
 	b := e.newLock(t, name, "b", scope, bst)
 	b.cfg.logger = slog.New(stall)
@@ -117,17 +144,17 @@ func scenarioInScopeHandOffLostBeforeGrant(t *testing.T, e lockEnv, name string)
 	gotC := lockAsync(t, c)
 	e.waitQueued(t, name, 2)
 	require.NoError(t, a.Unlock(ctx))
-	<-stall.stalled // B read the wake-up and is delayed before acting on it
+	recv(t, stall.stalled, "B's delay") // B learnt of the hand-off and is delayed before acting on it
 
-	lc := <-gotC
+	lc := recv(t, gotC, "C's lease")
 	require.NotNil(t, lc)
 	assert.True(t, lc.TookOver(), "C took B's unrenewed lease over")
 	assert.Equal(t, la.Token()+2, lc.Token())
 	require.NoError(t, c.Unlock(ctx))
 
 	before := bst.calls.Load()
-	close(stall.release)
-	rb := <-gotB
+	stall.unblock()
+	rb := recv(t, gotB, "B's Lock")
 	require.NoError(t, rb.err, "B waits again and takes the free lock")
 	assert.Equal(t, la.Token()+3, rb.lease.Token())
 	calls := bst.calls.Load() - before

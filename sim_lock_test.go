@@ -187,27 +187,22 @@ func simRun(t *testing.T, seeds testutil.Seeds, rules simRules, workers int) (sc
 		results []simResult
 	)
 	next.Store(seeds.First)
-	t.Run("workers", func(t *testing.T) {
-		for w := range workers {
-			t.Run(fmt.Sprint(w), func(t *testing.T) {
-				t.Parallel()
-				for {
-					seed := next.Add(1) - 1
-					if !seeds.Runs(seed) {
-						return
-					}
-					res := runSchedule(t, seed, rules)
-					nSched.Add(1)
-					nSteps.Add(int64(res.steps))
-					for b := busiest.Load(); int64(res.busiest) > b && !busiest.CompareAndSwap(b, int64(res.busiest)); b = busiest.Load() {
-					}
-					if len(res.violations) > 0 {
-						mu.Lock()
-						results = append(results, res)
-						mu.Unlock()
-					}
-				}
-			})
+	inWorkers(workers, func() {
+		for {
+			seed := next.Add(1) - 1
+			if !seeds.Runs(seed) {
+				return
+			}
+			res := runSchedule(t, seed, rules)
+			nSched.Add(1)
+			nSteps.Add(int64(res.steps))
+			for b := busiest.Load(); int64(res.busiest) > b && !busiest.CompareAndSwap(b, int64(res.busiest)); b = busiest.Load() {
+			}
+			if len(res.violations) > 0 {
+				mu.Lock()
+				results = append(results, res)
+				mu.Unlock()
+			}
 		}
 	})
 	slices.SortFunc(results, func(a, b simResult) int { return cmp.Compare(a.seed, b.seed) })

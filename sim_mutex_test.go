@@ -85,42 +85,37 @@ func runMutexSchedules(t *testing.T, seeds testutil.Seeds, rules simMutexRules, 
 		counts                           = map[string]int64{}
 	)
 	next.Store(seeds.First)
-	t.Run("workers", func(t *testing.T) {
-		for w := range workers {
-			t.Run(fmt.Sprint(w), func(t *testing.T) {
-				t.Parallel()
-				for {
-					if stop.Load() {
-						return
-					}
-					seed := next.Add(1) - 1
-					if !seeds.Runs(seed) {
-						return
-					}
-					res := runMutexSchedule(t, seed, rules, nil)
-					nSched.Add(1)
-					nSteps.Add(int64(res.steps))
-					nSections.Add(int64(res.sections))
-					nTakeovers.Add(int64(res.takeovers))
-					nAbandons.Add(int64(res.abandons))
-					if res.calm {
-						nCalm.Add(1)
-					}
-					mu.Lock()
-					for k, v := range res.counts {
-						counts[k] += int64(v)
-					}
-					mu.Unlock()
-					if len(res.violations) > 0 {
-						if enough != nil && enough(res) {
-							stop.Store(true)
-						}
-						mu.Lock()
-						failed = append(failed, res)
-						mu.Unlock()
-					}
+	inWorkers(workers, func() {
+		for {
+			if stop.Load() {
+				return
+			}
+			seed := next.Add(1) - 1
+			if !seeds.Runs(seed) {
+				return
+			}
+			res := runMutexSchedule(t, seed, rules, nil)
+			nSched.Add(1)
+			nSteps.Add(int64(res.steps))
+			nSections.Add(int64(res.sections))
+			nTakeovers.Add(int64(res.takeovers))
+			nAbandons.Add(int64(res.abandons))
+			if res.calm {
+				nCalm.Add(1)
+			}
+			mu.Lock()
+			for k, v := range res.counts {
+				counts[k] += int64(v)
+			}
+			mu.Unlock()
+			if len(res.violations) > 0 {
+				if enough != nil && enough(res) {
+					stop.Store(true)
 				}
-			})
+				mu.Lock()
+				failed = append(failed, res)
+				mu.Unlock()
+			}
 		}
 	})
 	slices.SortFunc(failed, func(a, b simMutexResult) int { return int(a.seed) - int(b.seed) })

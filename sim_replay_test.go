@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -130,4 +131,17 @@ func TestSimReplay(t *testing.T) {
 		res := runMutexSchedule(t, seed, simMutexRules{}, &full)
 		return simReplayed{hash: simTraceHash(full, true), steps: res.steps, turns: res.turns, events: len(full), trace: full}
 	})
+}
+
+// inWorkers runs work on n goroutines of the calling test and waits for
+// them: each runs schedules, each in a bubble of its own (synctest.Test
+// may be called from several goroutines of one test). Plain goroutines,
+// not parallel subtests, so that a simulation takes one of the parallel
+// tests' slots, not one per worker, and the emulator tests beside it run.
+func inWorkers(n int, work func()) {
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(work)
+	}
+	wg.Wait()
 }

@@ -910,25 +910,20 @@ func semSimRun(t *testing.T, seeds testutil.Seeds, rules semSimRules) (st *semSi
 		mu   sync.Mutex
 	)
 	next.Store(seeds.First)
-	t.Run("workers", func(t *testing.T) {
-		for w := range max(2, runtime.GOMAXPROCS(0)) {
-			t.Run(fmt.Sprint(w), func(t *testing.T) {
-				t.Parallel()
-				for seed := next.Add(1) - 1; seeds.Runs(seed); seed = next.Add(1) - 1 {
-					res := runSemSchedule(t, seed, rules)
-					st.schedules.Add(1)
-					st.steps.Add(int64(res.steps))
-					st.grants.Add(int64(res.grants))
-					if res.rw {
-						st.rw.Add(1)
-					}
-					if len(res.violations) > 0 {
-						mu.Lock()
-						failed = append(failed, res)
-						mu.Unlock()
-					}
-				}
-			})
+	inWorkers(max(2, runtime.GOMAXPROCS(0)), func() {
+		for seed := next.Add(1) - 1; seeds.Runs(seed); seed = next.Add(1) - 1 {
+			res := runSemSchedule(t, seed, rules)
+			st.schedules.Add(1)
+			st.steps.Add(int64(res.steps))
+			st.grants.Add(int64(res.grants))
+			if res.rw {
+				st.rw.Add(1)
+			}
+			if len(res.violations) > 0 {
+				mu.Lock()
+				failed = append(failed, res)
+				mu.Unlock()
+			}
 		}
 	})
 	slices.SortFunc(failed, func(a, b semSimResult) int { return cmp.Compare(a.seed, b.seed) })
