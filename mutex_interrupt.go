@@ -95,6 +95,7 @@ func (m *Mutex) interrupted(ctx context.Context, lease *Lease, ie *InterruptedEr
 // reason in LastError, fenced on the lease. A try whose answer was lost is
 // recognised: the row NEEDED under our lease id and token.
 func (s *spannerStore) interrupt(ctx context.Context, l *Lease, reason string) error {
+	var watchers []handOff
 	_, err := s.fencedUpdate(ctx, l, func(lost *leaseLostError) bool {
 		return lost.CurrentState == StateNeeded && lost.currentLeaseID == l.id && lost.CurrentToken == l.token // an earlier try committed
 	}, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
@@ -106,9 +107,16 @@ func (s *spannerStore) interrupt(ctx context.Context, l *Lease, reason string) e
 		if err := r.Columns(&attempts); err != nil {
 			return err
 		}
-		return tx.BufferWrite([]*spanner.Mutation{spanner.Update(s.table,
+		var ms []*spanner.Mutation
+		if watchers, ms, err = s.takeWatchersIn(ctx, tx, l.name, nil); err != nil {
+			return err
+		}
+		return tx.BufferWrite(append(ms, spanner.Update(s.table,
 			[]string{"Name", "State", "Attempts", "LastError", "FinishedAt", "UpdatedAt"},
-			[]any{l.name, string(StateNeeded), max(attempts-1, 0), truncate(reason, maxErrorText), spanner.CommitTimestamp, spanner.CommitTimestamp})})
+			[]any{l.name, string(StateNeeded), max(attempts-1, 0), truncate(reason, maxErrorText), spanner.CommitTimestamp, spanner.CommitTimestamp})))
 	})
+	if err == nil {
+		s.wakeWatchers(ctx, watchers) // the section is needed again: its waiters may take it
+	}
 	return err
 }

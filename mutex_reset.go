@@ -142,6 +142,7 @@ func (s *spannerStore) reset(ctx context.Context, name string, lease time.Durati
 	if err != nil {
 		return res, s.explain(ctx, err)
 	}
+	var watchers []handOff
 	_, err = s.rw(ctx, tagReset, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
 		s.stats.rwAttempts.Add(1)
 		res = ResetResult{}
@@ -154,9 +155,13 @@ func (s *spannerStore) reset(ctx context.Context, name string, lease time.Durati
 			return &resetRefusedError{Name: name, State: r.State, Owner: r.Owner, Token: r.Token, Reason: why}
 		}
 		res = resetResult(r, lease, force)
-		return tx.BufferWrite([]*spanner.Mutation{spanner.Update(s.table,
+		var ms []*spanner.Mutation
+		if watchers, ms, err = s.takeWatchersIn(ctx, tx, name, nil); err != nil {
+			return err
+		}
+		return tx.BufferWrite(append(ms, spanner.Update(s.table,
 			[]string{"Name", "State", "LeaseID", "Token", "Attempts", "LastError", "UpdatedAt"},
-			[]any{name, string(StateNeeded), leaseID, resetToken(res), int64(0), truncate(resetNote(r, res), maxErrorText), spanner.CommitTimestamp})})
+			[]any{name, string(StateNeeded), leaseID, resetToken(res), int64(0), truncate(resetNote(r, res), maxErrorText), spanner.CommitTimestamp})))
 	})
 	var refused *resetRefusedError
 	if errors.As(err, &refused) {
@@ -166,6 +171,7 @@ func (s *spannerStore) reset(ctx context.Context, name string, lease time.Durati
 		return ResetResult{}, s.explain(ctx, err)
 	}
 	s.reached.Store(true)
+	s.wakeWatchers(ctx, watchers) // the section is needed again: its waiters may take it
 	return res, nil
 }
 

@@ -109,13 +109,12 @@ func (s *spannerStore) finish(ctx context.Context, l *Lease, to State, lastError
 	}, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
 		// The closure runs again only after an abort, which committed
 		// nothing: the watchers are those of the run that commits.
-		watchers = nil
-		var ms []*spanner.Mutation
-		if s.hasQueue.Load() {
-			var err error
-			if watchers, ms, err = s.takeWatchers(ctx, tx, l.name); err != nil {
-				return err
-			}
+		var (
+			ms  []*spanner.Mutation
+			err error
+		)
+		if watchers, ms, err = s.takeWatchersIn(ctx, tx, l.name, nil); err != nil {
+			return err
 		}
 		return tx.BufferWrite(append(ms, spanner.Update(s.table, []string{"Name", "State", "LastError", "FinishedAt", "UpdatedAt"},
 			[]any{l.name, string(to), errText, spanner.CommitTimestamp, spanner.CommitTimestamp})))
@@ -123,15 +122,12 @@ func (s *spannerStore) finish(ctx context.Context, l *Lease, to State, lastError
 	if err != nil {
 		return err
 	}
-	if s.sender != nil {
-		for _, w := range watchers {
-			s.sender.sendWake(ctx, w.wakeAddr, w.waiterID, time.Time{})
-		}
-	}
+	s.wakeWatchers(ctx, watchers)
 	return nil
 }
 
 func (s *spannerStore) release(ctx context.Context, l *Lease) error {
+	var watchers []handOff
 	_, err := s.rw(ctx, tagRelease, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
 		s.stats.rwAttempts.Add(1)
 		r, err := tx.ReadRow(ctx, s.table, spanner.Key{l.name}, []string{"State", "LeaseID", "Attempts"})
@@ -144,14 +140,20 @@ func (s *spannerStore) release(ctx context.Context, l *Lease) error {
 			return err
 		}
 		if State(state.StringVal) != StateStarted || leaseID.StringVal != l.id {
+			watchers = nil
 			return nil // no longer ours: nothing to give back
 		}
-		return tx.BufferWrite([]*spanner.Mutation{spanner.Update(s.table,
+		var ms []*spanner.Mutation
+		if watchers, ms, err = s.takeWatchersIn(ctx, tx, l.name, nil); err != nil {
+			return err
+		}
+		return tx.BufferWrite(append(ms, spanner.Update(s.table,
 			[]string{"Name", "State", "Attempts", "UpdatedAt"},
-			[]any{l.name, string(StateNeeded), max(attempts-1, 0), spanner.CommitTimestamp})})
+			[]any{l.name, string(StateNeeded), max(attempts-1, 0), spanner.CommitTimestamp})))
 	})
 	if err != nil {
 		return s.explain(ctx, err)
 	}
+	s.wakeWatchers(ctx, watchers) // the section is free again: its waiters may take it
 	return nil
 }

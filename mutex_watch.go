@@ -22,6 +22,9 @@ type watcher struct {
 	id   string
 	key  queueKey
 	wake <-chan wakeUp
+	// woken reports a wake-up received: the transaction that sent it
+	// deleted our entry, so the next wait registers again.
+	woken bool
 	// unregister removes id from the Scope's wake-up board.
 	unregister func()
 }
@@ -30,25 +33,31 @@ type watcher struct {
 // rest poll.
 const maxWatchers = 256
 
-// watch registers o's Run as a watcher of the section, once, if its Scope
-// listens. A failure is logged: the waiter then polls.
+// watch registers o's Run as a watcher of the section if its Scope
+// listens: once, and again after each wake-up (whose sender deleted our
+// entry), so that every wait of the call can be woken. A failure is
+// logged: the waiter then polls.
 func (o *obtainer) watch(ctx context.Context) {
 	m := o.m
-	if o.watcher != nil {
+	if o.watcher != nil && !o.watcher.woken {
 		return
 	}
 	st, ok := m.store.(*spannerStore)
 	if !ok || !st.hasQueue.Load() {
 		return
 	}
-	w := &watcher{id: m.cfg.scope.newWaiterID()}
-	w.wake, w.unregister = m.cfg.scope.wakes.register(w.id)
+	w := o.watcher
+	if w == nil {
+		w = &watcher{id: m.cfg.scope.newWaiterID()}
+		w.wake, w.unregister = m.cfg.scope.wakes.register(w.id)
+	}
 	addr := m.cfg.scope.wakeAddr(m.cfg.logger) // registered first: a listener with a waiter registered stays open
 	if addr == "" {
 		w.unregister()
+		o.watcher = nil
 		return
 	}
-	o.watcher = w
+	o.watcher, w.woken, w.key = w, false, queueKey{}
 	wctx, cancel := detached(ctx, m.cfg.finishTimeout)
 	defer cancel()
 	at, err := st.insertEntries(wctx, m.name, []queueInsert{{id: w.id, owner: m.cfg.owner, lease: m.cfg.lease, wakeAddr: addr}}, false)
@@ -98,9 +107,31 @@ func (o *obtainer) pauseOrWake(ctx context.Context, limit time.Duration) error {
 	}()
 	err := o.acquires.pause(wctx, limit)
 	if err != nil && ctx.Err() == nil && wctx.Err() != nil {
+		o.watcher.woken = true
 		return nil // woken: read the row now
 	}
 	return err
+}
+
+// wakeWatchers sends each watcher a transaction took (takeWatchers) one
+// datagram, after its commit was acknowledged.
+func (s *spannerStore) wakeWatchers(ctx context.Context, watchers []handOff) {
+	if s.sender == nil {
+		return
+	}
+	for _, w := range watchers {
+		s.sender.sendWake(ctx, w.wakeAddr, w.waiterID, time.Time{})
+	}
+}
+
+// takeWatchersIn is takeWatchers where the table has the queue (a table
+// without it has no watchers), its mutations appended to ms.
+func (s *spannerStore) takeWatchersIn(ctx context.Context, tx *spanner.ReadWriteTransaction, name string, ms []*spanner.Mutation) ([]handOff, []*spanner.Mutation, error) {
+	if !s.hasQueue.Load() {
+		return nil, ms, nil
+	}
+	watchers, dels, err := s.takeWatchers(ctx, tx, name)
+	return watchers, append(ms, dels...), err
 }
 
 // takeWatchers reads, in tx, the watchers of section name that can be
