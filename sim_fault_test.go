@@ -146,7 +146,7 @@ func (p *simProc) spannerCall(ctx context.Context, db simSpanner, who, op string
 	if !applied {
 		return false, err
 	}
-	if ferr := p.sleepTurn(ctx, p.latency(), key("/answer")); ferr != nil {
+	if ferr := p.sleepTurn(ctx, p.latency()+p.slowAnswers, key("/answer")); ferr != nil {
 		return true, ferr
 	}
 	if p.h.answerPauses && !p.h.chaosOver.Load() && p.draw(drawAnswerPause).IntN(50) == 0 {

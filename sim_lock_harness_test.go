@@ -526,6 +526,9 @@ type simProc struct {
 	// the last one ended (inv10), under h.mu.
 	inflight  int
 	idleSince time.Time
+	// slowAnswers delays every answer to its Spanner calls (a degraded
+	// link; the Mutex's simulation, slowSlot).
+	slowAnswers time.Duration
 	// effort counts its Spanner calls per window (inv12), under mu;
 	// effortBound is the most allowed in one window (0: unchecked).
 	effort      simEffort

@@ -32,6 +32,14 @@ var simMutexRegressionSeeds = []struct {
 	// "could not record DONE" although DONE landed. That is an unknown
 	// outcome, honestly reported, not a definite one: the checker (inv7)
 	// now holds only a lost lease to "DONE was not recorded".
+	// Issue 41, fault 7, found on the emulator and put back by hand under
+	// exact replay: a process whose every answer comes a lease late
+	// (slowSlot) acquired, failed the grant rule's renewals and gave back
+	// for ever, never counting the failures; its Runs never returned
+	// (inv8). Fixed: grant counts them (ErrOutage after WithMaxFailures).
+	{48, "a Run on a slow link acquired and gave back for ever (inv8)"},
+	{89, "the same (inv8)"},
+	{103, "the same (inv8)"},
 	{666, "could not record DONE after DONE landed (lossy partition): an unknown outcome, not a violation"},
 	{1257, "could not record DONE after DONE landed (lossy partition): an unknown outcome, not a violation"},
 	// A library bug, fixed by Lease.wrote (the row's history read at past
