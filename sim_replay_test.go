@@ -145,3 +145,16 @@ func inWorkers(n int, work func()) {
 	}
 	wg.Wait()
 }
+
+// TestSemSimReplay runs seeds 1-200 (SPANMUTEX_SIM_REPLAY) of the
+// Semaphore's simulation twice each, and requires each replay to have the
+// same trace hash, turns and step count, as TestSimReplay does for the
+// Lock's and the Mutex's.
+func TestSemSimReplay(t *testing.T) {
+	n := simReplaySeeds(t)
+	checkReplays(t, "Semaphore", n, false, func(seed uint64) simReplayed {
+		var full []string
+		res := runSemScheduleTraced(t, seed, semSimRules{}, &full)
+		return simReplayed{hash: simTraceHash(full, false), steps: res.steps, turns: res.turns, events: len(full), trace: full}
+	})
+}

@@ -117,6 +117,11 @@ type semSim struct {
 	// cycles counts the acquire-hold-release cycles of every contender
 	// started (stuckBound).
 	cycles int
+	// sched orders the goroutines that wake at one instant
+	// (sim_sched_test.go); nil in the scenarios.
+	sched *simSched
+	// full, if not nil, gets every event, stamped with its turn.
+	full *[]string
 }
 
 // stuckBound is how long the contenders may take, after the chaos ends,
@@ -143,6 +148,11 @@ const semSimName = "sem"
 
 func (h *semSim) eventLocked(who, format string, args ...any) {
 	line := fmt.Sprintf("%10v %-6s %s", time.Since(h.start), who, fmt.Sprintf(format, args...))
+	if h.full != nil {
+		// Stamped with the scheduler's turn (sim_sched_test.go), as the
+		// Lock's: simTraceHash compares each turn's events as a set.
+		*h.full = append(*h.full, fmt.Sprintf("%6d %s", h.sched.turnNow(), line))
+	}
 	h.ring = append(h.ring, line)
 	if len(h.ring) > 80 {
 		h.ring = h.ring[1:]
@@ -287,12 +297,13 @@ func (hd *semHold) valid() bool {
 // (plus a second of polls and latency) for each of its entries in the
 // way, never its waiting entries' time to live.
 func (h *semSim) watchStalls(done <-chan struct{}) {
-	for {
+	for tick := int64(0); ; tick++ {
 		select {
 		case <-done:
 			return
 		case <-time.After(50 * time.Millisecond):
 		}
+		h.sched.turn(simKey{"stalls", "tick", tick, 0})
 		h.mu.Lock()
 		h.checkStallLocked(time.Now())
 		h.mu.Unlock()
@@ -388,9 +399,33 @@ func (p *semProc) Now() time.Time {
 
 // NewTimer fires after d of the process's clock, not while it is paused.
 func (p *semProc) NewTimer(d time.Duration) (<-chan time.Time, func() bool) {
+	return p.timer(p.name, d)
+}
+
+// semClock is a process's clock as one contender's Semaphore sees it: its
+// timers' turns are keyed by the contender (who).
+type semClock struct {
+	p   *semProc
+	who string
+}
+
+func (c semClock) Now() time.Time { return c.p.Now() }
+
+func (c semClock) NewTimer(d time.Duration) (<-chan time.Time, func() bool) {
+	return c.p.timer(c.who, d)
+}
+
+// turn waits for p's turn (sim_sched_test.go) to do what, keyed also by a
+// and b, numbers p knew before it waited.
+func (p *semProc) turn(what string, a, b int64) { p.h.sched.turn(simKey{p.name, what, a, b}) }
+
+// timer is NewTimer for the contender who: it takes a turn as it fires.
+func (p *semProc) timer(who string, d time.Duration) (<-chan time.Time, func() bool) {
 	ch := make(chan time.Time, 1)
 	var stopped atomic.Bool
+	at := simNow()
 	t := time.AfterFunc(time.Duration(float64(d)/p.rate)+1, func() {
+		p.turn("timer "+who, at, int64(d))
 		p.whenRunning(func() {
 			if !stopped.Load() {
 				ch <- p.Now()
@@ -400,7 +435,10 @@ func (p *semProc) NewTimer(d time.Duration) (<-chan time.Time, func() bool) {
 	return ch, func() bool { stopped.Store(true); return t.Stop() }
 }
 
-func (p *semProc) flight(ctx context.Context) error {
+// flight is one network flight to or from Spanner, then turn k however
+// it ended.
+func (p *semProc) flight(ctx context.Context, k simKey) error {
+	defer p.h.sched.turn(k)
 	r := p.draw(drawLatency)
 	d := min(200*time.Microsecond+time.Duration(r.ExpFloat64()*float64(1500*time.Microsecond)), 20*time.Millisecond)
 	t := time.NewTimer(d)
@@ -420,16 +458,37 @@ func (p *semProc) pause(d time.Duration) {
 		return
 	}
 	p.h.event(p.name, "PAUSED for %v", d)
+	at := simNow()
 	time.AfterFunc(d, func() {
+		p.turn("unpause", at, int64(d))
 		fns, ok := p.cont()
 		if !ok {
 			return
 		}
 		p.h.event(p.name, "resumed")
-		for _, fn := range fns {
-			fn()
+		// What waited for the pause, each in a turn of its own (they wake
+		// different goroutines).
+		at := simNow()
+		for i, fn := range fns {
+			if p.h.sched == nil {
+				fn()
+				continue
+			}
+			go func() {
+				p.turn("resumed", at, int64(i))
+				fn()
+			}()
 		}
 	})
+}
+
+// gateTurn is gate, then turn k if the gate waited for a pause to end.
+func (p *semProc) gateTurn(k simKey) error {
+	waited, err := p.gateWaited()
+	if waited {
+		p.h.sched.turn(k)
+	}
+	return err
 }
 
 func (p *semProc) crash() {
@@ -456,12 +515,17 @@ func (p *semProc) crash() {
 // answer is lost answers all the same, and a lost answer is always
 // Unavailable (no drawLost draw); nor are there partitions, answer
 // pauses or forced faults.
-func (p *semProc) call(ctx context.Context, op string, write bool, fn func(ts time.Time) error) error {
-	if err := p.gate(); err != nil {
+//
+// Its turns (sim_sched_test.go) are keyed by who calls (the contender
+// whose Semaphore's store it is), its op and the instant it began.
+func (p *semProc) call(ctx context.Context, who, op string, write bool, fn func(ts time.Time) error) error {
+	start := simNow()
+	key := func(what string) simKey { return simKey{p.name, who + " " + op + what, start, 0} }
+	if err := p.gateTurn(key("/gate")); err != nil {
 		return err
 	}
 	p.countCall()
-	if err := p.flight(ctx); err != nil {
+	if err := p.flight(ctx, key("/apply")); err != nil {
 		return err
 	}
 	f := drawSimFault(p.draw, p.h.par.faultRate)
@@ -483,10 +547,10 @@ func (p *semProc) call(ctx context.Context, op string, write bool, fn func(ts ti
 	h.steps++
 	h.checkHoldsLocked()
 	h.mu.Unlock()
-	if err := p.flight(ctx); err != nil {
+	if err := p.flight(ctx, key("/answer")); err != nil {
 		return err
 	}
-	if err := p.gate(); err != nil {
+	if err := p.gateTurn(key("/resumed")); err != nil {
 		return err
 	}
 	if f == faultLost && write {
@@ -496,9 +560,38 @@ func (p *semProc) call(ctx context.Context, op string, write bool, fn func(ts ti
 	return err
 }
 
+// semConn is one contender's connection to the simulated Spanner (its
+// Semaphore's semStore): its calls' turns are keyed by who.
+type semConn struct {
+	p   *semProc
+	who string
+}
+
+var _ semStore = semConn{}
+
+// The process as a store (the scenarios'): its calls keyed by its name.
+func (p *semProc) conn() semConn { return semConn{p, p.name} }
+
 func (p *semProc) look(ctx context.Context, name string) (semView, error) {
+	return p.conn().look(ctx, name)
+}
+
+func (p *semProc) settle(ctx context.Context, name string, q semRequest) (semResult, error) {
+	return p.conn().settle(ctx, name, q)
+}
+
+func (p *semProc) renewEntry(ctx context.Context, name string, key queueKey) (time.Time, error) {
+	return p.conn().renewEntry(ctx, name, key)
+}
+
+func (p *semProc) entryAt(ctx context.Context, name string, key queueKey, at time.Time) (bool, time.Time, error) {
+	return p.conn().entryAt(ctx, name, key, at)
+}
+
+func (c semConn) look(ctx context.Context, name string) (semView, error) {
+	p := c.p
 	var v semView
-	err := p.call(ctx, "look", false, func(ts time.Time) error {
+	err := p.call(ctx, c.who, "look", false, func(ts time.Time) error {
 		v = p.h.viewLocked(ts)
 		if p.h.rules.stale && len(p.h.past) > 4 {
 			v = p.h.past[len(p.h.past)-4]
@@ -508,9 +601,10 @@ func (p *semProc) look(ctx context.Context, name string) (semView, error) {
 	return v, err
 }
 
-func (p *semProc) settle(ctx context.Context, name string, q semRequest) (semResult, error) {
+func (c semConn) settle(ctx context.Context, name string, q semRequest) (semResult, error) {
+	p := c.p
 	var res semResult
-	err := p.call(ctx, "settle", true, func(ts time.Time) error {
+	err := p.call(ctx, c.who, "settle", true, func(ts time.Time) error {
 		h := p.h
 		v := h.viewLocked(ts)
 		seen := v
@@ -539,9 +633,10 @@ func (p *semProc) settle(ctx context.Context, name string, q semRequest) (semRes
 	return res, err
 }
 
-func (p *semProc) renewEntry(ctx context.Context, name string, key queueKey) (time.Time, error) {
+func (c semConn) renewEntry(ctx context.Context, name string, key queueKey) (time.Time, error) {
+	p := c.p
 	var at time.Time
-	err := p.call(ctx, "renew", true, func(ts time.Time) error {
+	err := p.call(ctx, c.who, "renew", true, func(ts time.Time) error {
 		for i := range p.h.entries {
 			if p.h.entries[i].key() == key {
 				p.h.entries[i].renewed, at = ts, ts
@@ -559,8 +654,9 @@ func (p *semProc) renewEntry(ctx context.Context, name string, key queueKey) (ti
 // entryAt reads the queue now, or as the last write at or before at left
 // it (h.past); a time before the oldest view kept is refused, as Spanner
 // refuses a read older than its version retention.
-func (p *semProc) entryAt(ctx context.Context, name string, key queueKey, at time.Time) (present bool, readAt time.Time, err error) {
-	err = p.call(ctx, "entryAt", false, func(ts time.Time) error {
+func (c semConn) entryAt(ctx context.Context, name string, key queueKey, at time.Time) (present bool, readAt time.Time, err error) {
+	p := c.p
+	err = p.call(ctx, c.who, "entryAt", false, func(ts time.Time) error {
 		h := p.h
 		v := h.viewLocked(ts)
 		readAt = ts
@@ -640,9 +736,12 @@ func (h *semSim) newProc(slot, inc int) *semProc {
 		h.mu.Unlock()
 		r := rand.New(rand.NewPCG(h.rng.Uint64(), h.rng.Uint64()))
 		h.running.Add(1)
+		at := simNow()
 		go func() {
 			defer h.running.Done()
-			p.contender(s, fmt.Sprintf("%s/c%d", name, i), cycles, r)
+			who := fmt.Sprintf("%s/c%d", name, i)
+			p.turn("start "+who, at, 0)
+			p.contender(s, who, cycles, r)
 		}()
 	}
 	return p
@@ -654,9 +753,10 @@ func (h *semSim) newSemaphore(p *semProc, i int) *Semaphore {
 	if err != nil {
 		panic(err)
 	}
-	cfg.clock = p
+	who := fmt.Sprintf("%s/c%d", p.name, i)
+	cfg.clock = semClock{p, who}
 	cfg.random = rand.New(rand.NewPCG(p.seed, uint64(1000+i))).Float64
-	return &Semaphore{name: semSimName, size: h.par.size, cfg: cfg, store: p}
+	return &Semaphore{name: semSimName, size: h.par.size, cfg: cfg, store: semConn{p, who}}
 }
 
 // semSimBackOff is the default backoff's shape, drawn from the seed.
@@ -698,7 +798,8 @@ func (p *semProc) contender(s *Semaphore, who string, cycles int, r *rand.Rand) 
 		n, try := h.weight(r), r.IntN(5) == 0
 		ctx, cancel := context.WithCancel(p.ctx)
 		if r.Float64() < h.par.cancelRate {
-			t := time.AfterFunc(time.Duration(r.Int64N(int64(3*p.lease))), cancel)
+			at, d := simNow(), time.Duration(r.Int64N(int64(3*p.lease)))
+			t := time.AfterFunc(d, func() { p.turn("cancel "+who, at, int64(d)); cancel() })
 			defer t.Stop()
 		}
 		h.event(who, "acquire %d (try %v)", n, try)
@@ -711,18 +812,20 @@ func (p *semProc) contender(s *Semaphore, who string, cycles int, r *rand.Rand) 
 		if err != nil {
 			cancel()
 			h.event(who, "acquire: %s", errShort(err))
-			if p.sleep(time.Duration(r.Int64N(int64(p.lease)))) != nil {
+			if p.sleep(time.Duration(r.Int64N(int64(p.lease))), "sleep "+who) != nil {
 				return
 			}
 			continue
 		}
 		hd := h.granted(p, who, lease, n, ended)
 		hold := time.Duration(r.Int64N(int64(2 * p.lease)))
+		at := simNow()
 		select {
 		case <-time.After(hold):
 		case <-lease.Done():
 		case <-p.dead:
 		}
+		p.turn("hold "+who, at, int64(hold))
 		h.mu.Lock()
 		hd.ended = true
 		h.mu.Unlock()
@@ -732,7 +835,10 @@ func (p *semProc) contender(s *Semaphore, who string, cycles int, r *rand.Rand) 
 	}
 }
 
-func (p *semProc) sleep(d time.Duration) error {
+// sleep waits d, or until the process crashes, then takes turn what.
+func (p *semProc) sleep(d time.Duration, what string) error {
+	at := simNow()
+	defer p.turn(what, at, int64(d))
 	select {
 	case <-time.After(d):
 		return nil
@@ -786,11 +892,19 @@ type semSimResult struct {
 	rw         bool // the schedule ran an RWLock
 	steps      int
 	grants     int
+	turns      int // turns the scheduler let go (sim_sched_test.go)
+	ties       int // turns whose key another pending turn had
 	violations []string
 }
 
 // runSemSchedule runs schedule seed in a synctest bubble.
 func runSemSchedule(t *testing.T, seed uint64, rules semSimRules) (res semSimResult) {
+	return runSemScheduleTraced(t, seed, rules, nil)
+}
+
+// runSemScheduleTraced runs schedule seed, appending every event to full
+// if it is not nil.
+func runSemScheduleTraced(t *testing.T, seed uint64, rules semSimRules, full *[]string) (res semSimResult) {
 	res.seed = seed
 	defer func() {
 		if e := recover(); e != nil {
@@ -798,7 +912,10 @@ func runSemSchedule(t *testing.T, seed uint64, rules semSimRules) (res semSimRes
 		}
 	}()
 	synctest.Test(t, func(t *testing.T) {
-		h := &semSim{seed: seed, rules: rules, tokens: map[int64]bool{}, takenOver: map[int64]bool{}, start: time.Now(), idOf: map[string]*semProc{}, stallDead: map[*semProc]bool{}}
+		h := &semSim{seed: seed, rules: rules, tokens: map[int64]bool{}, takenOver: map[int64]bool{}, start: time.Now(), idOf: map[string]*semProc{}, stallDead: map[*semProc]bool{},
+			full: full}
+		h.sched = newSimSched(seed)
+		defer h.sched.stop()
 		h.rng = rand.New(rand.NewPCG(seed, 0x5e3a))
 		h.par = drawSemParams(h.rng)
 		switch rules.kind {
@@ -823,11 +940,14 @@ func runSemSchedule(t *testing.T, seed uint64, rules semSimRules) (res semSimRes
 			go h.watchStalls(done)
 		}
 		time.Sleep(h.par.bound / 3)
+		h.sched.turn(simKey{"sim", "chaos ends", 0, 0})
 		close(stop)
 		bound := h.stuckBound()
 		select {
 		case <-done:
+			h.sched.turn(simKey{"sim", "done", 0, 0})
 		case <-time.After(bound):
+			h.sched.turn(simKey{"sim", "bound", 0, 0})
 			h.mu.Lock()
 			h.violateLocked("stuck: contenders still waiting %v after the chaos ended", bound)
 			h.mu.Unlock()
@@ -840,6 +960,8 @@ func runSemSchedule(t *testing.T, seed uint64, rules semSimRules) (res semSimRes
 		}
 		<-done
 		time.Sleep(3 * h.par.lease)
+		h.sched.turn(simKey{"sim", "end", 0, 0})
+		res.turns, res.ties = h.sched.counts()
 		h.mu.Lock()
 		res.steps, res.grants, res.violations = h.steps, h.grants, h.violations
 		h.mu.Unlock()
@@ -849,12 +971,13 @@ func runSemSchedule(t *testing.T, seed uint64, rules semSimRules) (res semSimRes
 
 // chaos pauses, crashes and restarts processes until stop closes.
 func (h *semSim) chaos(stop <-chan struct{}, incs []int) {
-	for {
+	for tick := int64(0); ; tick++ {
 		select {
 		case <-stop:
 			return
 		case <-time.After(time.Duration(h.rng.Int64N(int64(4 * h.par.lease)))):
 		}
+		h.sched.turn(simKey{"chaos", "tick", tick, 0})
 		h.mu.Lock()
 		slot := h.rng.IntN(h.par.procs)
 		var p *semProc
@@ -888,17 +1011,17 @@ func TestSemSimulation(t *testing.T) {
 	for i, r := range failed {
 		violations += len(r.violations)
 		if i < 10 {
-			t.Errorf("%s", strings.Join(r.violations, "\n  "))
+			t.Errorf("%s\n  replay: %s", strings.Join(r.violations, "\n  "), replayCommand("SPANMUTEX_SIM_SEM_TRACE", "TestSemSimTrace", r.seed))
 		}
 	}
 	t.Logf("wall time %v", time.Since(began).Round(time.Millisecond))
-	t.Logf("semaphore simulation: %d schedules (%d of a Semaphore, %d of an RWLock), %d steps, %d grants, %d violations (seeds %s)",
-		st.schedules.Load(), st.schedules.Load()-st.rw.Load(), st.rw.Load(), st.steps.Load(), st.grants.Load(), violations, seeds.Covered(st.schedules.Load()))
+	t.Logf("semaphore simulation: %d schedules (%d of a Semaphore, %d of an RWLock), %d steps, %d turns, %d grants, %d violations (seeds %s)",
+		st.schedules.Load(), st.schedules.Load()-st.rw.Load(), st.rw.Load(), st.steps.Load(), st.turns.Load(), st.grants.Load(), violations, seeds.Covered(st.schedules.Load()))
 }
 
 // semSimStats counts what a run of schedules did.
 type semSimStats struct {
-	schedules, rw, steps, grants atomic.Int64
+	schedules, rw, steps, grants, turns atomic.Int64
 }
 
 // semSimRun runs the schedules of seeds first..last on two workers and
@@ -916,6 +1039,7 @@ func semSimRun(t *testing.T, seeds testutil.Seeds, rules semSimRules) (st *semSi
 			st.schedules.Add(1)
 			st.steps.Add(int64(res.steps))
 			st.grants.Add(int64(res.grants))
+			st.turns.Add(int64(res.turns))
 			if res.rw {
 				st.rw.Add(1)
 			}
@@ -997,14 +1121,36 @@ var semSimRegressions = []struct {
 	{590, "a Release after a failed try returned nil for a lease taken over (inv S7)"},
 }
 
-// TestSemSimRegressions replays the schedules that once failed.
+// TestSemSimRegressions replays the schedules that once failed, once
+// each: a seed is one schedule (TestSemSimReplay).
 func TestSemSimRegressions(t *testing.T) {
 	for _, s := range semSimRegressions {
-		for range simReplays {
-			if res := runSemSchedule(t, s.seed, semSimRules{}); len(res.violations) > 0 {
-				t.Errorf("regression seed %d (%s) fails again:\n%s", s.seed, s.why, strings.Join(res.violations, "\n"))
-				break
-			}
+		if res := runSemSchedule(t, s.seed, semSimRules{}); len(res.violations) > 0 {
+			t.Errorf("regression seed %d (%s) fails again:\n%s\n  replay: %s", s.seed, s.why, strings.Join(res.violations, "\n"),
+				replayCommand("SPANMUTEX_SIM_SEM_TRACE", "TestSemSimTrace", s.seed))
 		}
+	}
+}
+
+// TestSemSimTrace prints the whole trace of the Semaphore's schedule
+// SPANMUTEX_SIM_SEM_TRACE names, each event stamped with its turn
+// (sim_sched_test.go), and fails with its violations.
+func TestSemSimTrace(t *testing.T) {
+	s := os.Getenv("SPANMUTEX_SIM_SEM_TRACE")
+	if s == "" {
+		t.Skip("set SPANMUTEX_SIM_SEM_TRACE=seed")
+	}
+	var seed uint64
+	if _, err := fmt.Sscan(s, &seed); err != nil {
+		t.Fatalf("SPANMUTEX_SIM_SEM_TRACE=%q: want a seed", s)
+	}
+	var full []string
+	res := runSemScheduleTraced(t, seed, semSimRules{kind: os.Getenv("SPANMUTEX_SIM_SEM_KIND")}, &full)
+	for _, l := range full {
+		fmt.Println(l)
+	}
+	t.Logf("seed %d: %d steps, %d grants, %d turns (%d tied)", seed, res.steps, res.grants, res.turns, res.ties)
+	for _, v := range res.violations {
+		t.Error(v)
 	}
 }
