@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"cloud.google.com/go/spanner"
+	"github.com/cenkalti/backoff/v4"
 	"github.com/google/uuid"
 
 	"github.com/spanmutex/spanmutex/ddl"
@@ -79,6 +80,9 @@ type captureConfig struct {
 	maxParts  int
 	maxFails  int
 	logger    *slog.Logger
+	// backOff, set only by the simulation (nil otherwise), makes the
+	// backoff of the loop what, drawn from its seed (newAttempts).
+	backOff func(what string) backoff.BackOff
 }
 
 // WithCheckpointTable names the checkpoint table (default

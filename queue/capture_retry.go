@@ -53,6 +53,9 @@ func (c *Capture) newAttempts(what string) *captureAttempts {
 	if n <= 0 { // a Capture not made by NewCapture (the simulation's)
 		n = DefaultCaptureMaxFailures
 	}
+	if c.cfg.backOff != nil { // the simulation's: its draws from the seed
+		return &captureAttempts{what: what, max: n, bo: c.cfg.backOff(what)}
+	}
 	return &captureAttempts{what: what, max: n, bo: b}
 }
 

@@ -16,8 +16,9 @@ package queue
 //   - the requests of one key are enqueued in commit order;
 //   - at the end, every change committed is enqueued exactly once, and every
 //     partition that ended is finished.
-// A replay of a seed may differ where goroutines tie at one virtual
-// instant, as in the Lock's simulation (doc/simulation.md).
+// A seed is one schedule: goroutines that wake at one virtual instant take
+// turns in an order drawn from the seed (capSched), as in the Lock's
+// simulation (doc/simulation.md, Replay; TestCaptureSimReplay).
 
 import (
 	"context"
@@ -28,6 +29,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -38,6 +40,7 @@ import (
 	"time"
 
 	"cloud.google.com/go/spanner"
+	"github.com/cenkalti/backoff/v4"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -91,11 +94,14 @@ type simCapWorld struct {
 	bad      []string
 	trace    []string
 	counts   simCapCounts
+	sched    *capSched // nil: turns go at once (the scenarios)
 }
 
 // simCapCounts are what happened in schedules, to show that they explore.
 type simCapCounts struct {
 	changes, claims, takeovers, checkpoints, lostAnswers, lostPartitions, crashes, stops int
+	// steps counts the simulated Spanner's calls applied (call's op run).
+	steps int
 }
 
 func (a *simCapCounts) add(b simCapCounts) {
@@ -107,6 +113,7 @@ func (a *simCapCounts) add(b simCapCounts) {
 	a.lostPartitions += b.lostPartitions
 	a.crashes += b.crashes
 	a.stops += b.stops
+	a.steps += b.steps
 }
 
 func (w *simCapWorld) logf(format string, args ...any) {
@@ -229,10 +236,23 @@ var errSimUnavailable = status.Error(codes.Unavailable, "simulated: unavailable"
 // its answer lost, possibly answered only after a pause. A crashed
 // instance's calls fail.
 func (s *simCapStore) call(ctx context.Context, what, goroutine string, op func(now time.Time) error) error {
+	w := s.w
+	// The call's turns, keyed by the instance's life, the goroutine, what
+	// and the instant it began: it starts (its goroutine may have been
+	// woken by a timer of Run), a pause before or after it ends.
+	start := time.Now().UnixNano()
+	turn := func(step string) { w.sched.turn(s.key(goroutine, what+step, start)) }
+	turn("")
 	if s.crashed.Load() {
 		return errSimUnavailable
 	}
-	w := s.w
+	if err := ctx.Err(); err != nil {
+		// A call whose ctx has ended fails at once, drawing nothing: Run's
+		// select may meet its ctx's end and a partition's result at once,
+		// and pick either at random (the runtime's choice, not the
+		// seed's); a call it then makes must not move its draws on.
+		return status.FromContextError(err).Err()
+	}
 	w.mu.Lock()
 	r, lease := s.draws(goroutine), int64(2*s.c.cfg.lease)
 	pauseBefore := w.chanceOf(r, 0.04)
@@ -243,6 +263,7 @@ func (s *simCapStore) call(ctx context.Context, what, goroutine string, op func(
 	w.mu.Unlock()
 	if pauseBefore {
 		time.Sleep(pb) // the process is paused: it does not see ctx either
+		turn("/resumed")
 	}
 	if err := ctx.Err(); err != nil {
 		return status.FromContextError(err).Err()
@@ -252,6 +273,7 @@ func (s *simCapStore) call(ctx context.Context, what, goroutine string, op func(
 	}
 	w.mu.Lock()
 	err := op(time.Now())
+	w.counts.steps++
 	if err == nil && lost {
 		w.logf("%s %s: applied, answer lost", s.c.cfg.owner, what)
 		w.counts.lostAnswers++
@@ -260,8 +282,14 @@ func (s *simCapStore) call(ctx context.Context, what, goroutine string, op func(
 	w.mu.Unlock()
 	if pauseAfter {
 		time.Sleep(pa)
+		turn("/answered")
 	}
 	return err
+}
+
+// key is the key of a turn of this instance's goroutine.
+func (s *simCapStore) key(goroutine, what string, at int64) capKey {
+	return capKey{fmt.Sprintf("%s/%d/%s", s.c.cfg.owner, s.life, goroutine), what, at}
 }
 
 func (s *simCapStore) ensureRoot(ctx context.Context) error {
@@ -429,6 +457,7 @@ func (s *simCapStore) query(ctx context.Context, start time.Time, end *time.Time
 	}
 	w.mu.Unlock()
 	wait := func(until time.Time) error {
+		defer w.sched.turn(s.key(*token, "query", until.UnixNano()))
 		select {
 		case <-ctx.Done():
 			return status.FromContextError(ctx.Err()).Err()
@@ -489,7 +518,32 @@ func (w *simCapWorld) newStore(in *simCapInstance) *simCapStore {
 	in.lives++
 	st := &simCapStore{w: w, c: c, life: in.lives, rngs: map[string]*rand.Rand{}}
 	c.store = st
+	c.cfg.backOff = func(what string) backoff.BackOff {
+		h := fnv.New64a()
+		fmt.Fprintf(h, "%s/%d/%s", in.id, st.life, what)
+		return &simCapBackOff{r: rand.New(rand.NewPCG(w.seed, h.Sum64()))}
+	}
 	return st
+}
+
+// simCapBackOff is the shape of newAttempts's backoff (from captureInitial-
+// BackOff, times 1.6 up to captureMaxBackOff, randomised by half), its
+// draws from the seed, the Capture, its life and the loop: the library's
+// draws from the global source, which no seed fixes.
+type simCapBackOff struct {
+	r   *rand.Rand
+	cur time.Duration
+}
+
+func (b *simCapBackOff) Reset() { b.cur = 0 }
+
+func (b *simCapBackOff) NextBackOff() time.Duration {
+	if b.cur == 0 {
+		b.cur = captureInitialBackOff
+	}
+	d := time.Duration(float64(b.cur) * (0.5 + b.r.Float64()))
+	b.cur = min(time.Duration(float64(b.cur)*1.6), captureMaxBackOff)
+	return d
 }
 
 // stopInstance ends the instance's Run: crashed, it gives nothing back.
@@ -505,6 +559,9 @@ func (w *simCapWorld) stopInstance(in *simCapInstance, crash bool) {
 	in.store.crashed.Store(crash)
 	in.cancel()
 	err := <-in.done
+	// Run returned while goroutines of the instance it woke may still run
+	// (a release in flight): the driver goes on in a turn of its own.
+	w.sched.turn(capKey{"driver", "stopped " + in.id, time.Now().UnixNano()})
 	in.done = nil
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -517,6 +574,8 @@ func (w *simCapWorld) stopInstance(in *simCapInstance, crash bool) {
 // counts.
 func runCapSchedule(seed uint64) (bad, trace []string, counts simCapCounts) {
 	w := newSimCapWorld(seed)
+	w.sched = newCapSched(seed)
+	defer w.sched.stop()
 	w.counts.changes = len(w.changes)
 	leases := []time.Duration{1200 * time.Millisecond, 2 * time.Second, 4 * time.Second}
 	var ins []*simCapInstance
@@ -535,6 +594,7 @@ func runCapSchedule(seed uint64) (bad, trace []string, counts simCapCounts) {
 		in, act := ins[w.rng.IntN(len(ins))], w.rng.IntN(4)
 		w.mu.Unlock()
 		time.Sleep(step)
+		w.sched.turn(capKey{"driver", "step", time.Now().UnixNano()})
 		switch {
 		case in.done == nil && act < 3:
 			w.startInstance(in)
@@ -556,12 +616,19 @@ func runCapSchedule(seed uint64) (bad, trace []string, counts simCapCounts) {
 	deadline := w.horizon.Add(30 * time.Second)
 	for !w.caughtUp() && time.Now().Before(deadline) {
 		time.Sleep(100 * time.Millisecond)
+		w.sched.turn(capKey{"driver", "poll", time.Now().UnixNano()})
 	}
 	for _, in := range ins {
 		w.stopInstance(in, false)
 	}
+	w.sched.mu.Lock()
+	turns, ties := w.sched.turns, w.sched.ties
+	w.sched.mu.Unlock()
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if ties > 0 {
+		w.logf("%d of %d turns tied", ties, turns)
+	}
 	w.checkEnd()
 	return w.bad, w.trace, w.counts
 }
@@ -685,4 +752,52 @@ func TestCaptureSimulation(t *testing.T) {
 		ran, failed, rng.Covered(covered), len(regressions), total)
 	require.Positive(t, total.takeovers, "no schedule took a partition over")
 	require.Positive(t, total.lostPartitions, "no schedule fenced a checkpoint off")
+}
+
+// TestCaptureSimReplay runs seeds 1-200 of the capture simulation
+// (SPANMUTEX_SIM_REPLAY=N: N seeds) twice each, and requires each replay to
+// have the same trace, line for line (hashed), the same step count and the
+// same counts: a seed is one schedule (doc/simulation.md, Replay).
+func TestCaptureSimReplay(t *testing.T) {
+	n := uint64(200)
+	if s := os.Getenv("SPANMUTEX_SIM_REPLAY"); s != "" {
+		if _, err := fmt.Sscan(s, &n); err != nil {
+			t.Fatalf("SPANMUTEX_SIM_REPLAY=%q: want a count", s)
+		}
+	}
+	type run struct {
+		hash   uint64
+		trace  []string
+		counts simCapCounts
+	}
+	once := func(seed uint64) (r run) {
+		synctest.Test(t, func(t *testing.T) { _, r.trace, r.counts = runCapSchedule(seed) })
+		h := fnv.New64a()
+		for _, l := range r.trace {
+			h.Write([]byte(l))
+			h.Write([]byte{'\n'})
+		}
+		r.hash = h.Sum64()
+		return r
+	}
+	same, steps, digest := 0, 0, fnv.New64a()
+	for seed := uint64(1); seed <= n; seed++ {
+		a, b := once(seed), once(seed)
+		fmt.Fprintf(digest, "%d %x %+v\n", seed, a.hash, a.counts)
+		steps += a.counts.steps
+		if a.hash == b.hash && a.counts == b.counts {
+			same++
+			continue
+		}
+		t.Errorf("capture seed %d does not replay: trace hash %x (%d lines), %+v; then %x (%d lines), %+v",
+			seed, a.hash, len(a.trace), a.counts, b.hash, len(b.trace), b.counts)
+		for i := range min(len(a.trace), len(b.trace)) {
+			if a.trace[i] != b.trace[i] {
+				t.Logf("  first difference at line %d, after\n    %s\n  first:\n    %s\n  then:\n    %s", i,
+					strings.Join(a.trace[max(0, i-4):i], "\n    "), strings.Join(a.trace[i:min(len(a.trace), i+3)], "\n    "), strings.Join(b.trace[i:min(len(b.trace), i+3)], "\n    "))
+				break
+			}
+		}
+	}
+	t.Logf("capture: %d of %d schedules replayed exactly (trace hash, counts and step count); %d steps, digest %x", same, n, steps, digest.Sum64())
 }
