@@ -113,7 +113,10 @@ type semSim struct {
 	// crashed processes' entries (zero: it is not).
 	idOf         map[string]*semProc
 	stalledSince time.Time
-	stallDead    map[*semProc]bool
+	// stallNext is the next instant of the 50 ms grid inv S6 is checked at
+	// (checkStallsLocked); zero: not checked.
+	stallNext time.Time
+	stallDead map[*semProc]bool
 	// cycles counts the acquire-hold-release cycles of every contender
 	// started (stuckBound).
 	cycles int
@@ -292,21 +295,19 @@ func (hd *semHold) valid() bool {
 	return !hd.ended && hd.p.Now().Sub(hd.lease.lastAnchor()) < hd.p.lease
 }
 
-// watchStalls checks inv S6 every 50 ms of virtual time until done
-// closes: a crashed process costs the live waiters at most one lease
-// (plus a second of polls and latency) for each of its entries in the
-// way, never its waiting entries' time to live.
-func (h *semSim) watchStalls(done <-chan struct{}) {
-	for tick := int64(0); ; tick++ {
-		select {
-		case <-done:
-			return
-		case <-time.After(50 * time.Millisecond):
-		}
-		h.sched.turn(simKey{"stalls", "tick", tick, 0})
-		h.mu.Lock()
-		h.checkStallLocked(time.Now())
-		h.mu.Unlock()
+// checkStallsLocked checks inv S6 at every instant of a 50 ms grid of
+// virtual time up to now, from the first after the schedule's start until
+// the contenders are done: a crashed process costs the live waiters at
+// most one lease (plus a second of polls and latency) for each of its
+// entries in the way, never its waiting entries' time to live. What it
+// reads changes only at a step of the store or a crash, so each changes
+// calls it first: every instant of the grid is checked on the state it
+// had, as a goroutine ticking every 50 ms would, without a goroutine and
+// its turns (sim_sched_test.go).
+func (h *semSim) checkStallsLocked(now time.Time) {
+	for !h.stallNext.IsZero() && !h.stallNext.After(now) {
+		h.checkStallLocked(h.stallNext)
+		h.stallNext = h.stallNext.Add(50 * time.Millisecond)
 	}
 }
 
@@ -492,6 +493,9 @@ func (p *semProc) gateTurn(k simKey) error {
 }
 
 func (p *semProc) crash() {
+	p.h.mu.Lock()
+	p.h.checkStallsLocked(time.Now())
+	p.h.mu.Unlock()
 	if _, ok := p.end(); !ok {
 		return
 	}
@@ -543,6 +547,7 @@ func (p *semProc) call(ctx context.Context, who, op string, write bool, fn func(
 		h.mu.Unlock()
 		return errSimCrashed
 	}
+	h.checkStallsLocked(time.Now())
 	err := fn(h.commitTS())
 	h.steps++
 	h.checkHoldsLocked()
@@ -937,7 +942,9 @@ func runSemScheduleTraced(t *testing.T, seed uint64, rules semSimRules, full *[]
 		stop := make(chan struct{})
 		go func() { h.chaos(stop, incs); h.running.Wait(); close(done) }()
 		if h.par.calm {
-			go h.watchStalls(done)
+			h.mu.Lock()
+			h.stallNext = h.start.Add(50 * time.Millisecond)
+			h.mu.Unlock()
 		}
 		time.Sleep(h.par.bound / 3)
 		h.sched.turn(simKey{"sim", "chaos ends", 0, 0})
@@ -946,6 +953,10 @@ func runSemScheduleTraced(t *testing.T, seed uint64, rules semSimRules, full *[]
 		select {
 		case <-done:
 			h.sched.turn(simKey{"sim", "done", 0, 0})
+			h.mu.Lock()
+			h.checkStallsLocked(time.Now())
+			h.stallNext = time.Time{} // the contenders are done
+			h.mu.Unlock()
 		case <-time.After(bound):
 			h.sched.turn(simKey{"sim", "bound", 0, 0})
 			h.mu.Lock()
@@ -959,6 +970,9 @@ func runSemScheduleTraced(t *testing.T, seed uint64, rules semSimRules, full *[]
 			p.crash()
 		}
 		<-done
+		h.mu.Lock()
+		h.stallNext = time.Time{}
+		h.mu.Unlock()
 		time.Sleep(3 * h.par.lease)
 		h.sched.turn(simKey{"sim", "end", 0, 0})
 		res.turns, res.ties = h.sched.counts()
