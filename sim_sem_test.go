@@ -1025,7 +1025,11 @@ func TestSemSimulation(t *testing.T) {
 	for i, r := range failed {
 		violations += len(r.violations)
 		if i < 10 {
-			t.Errorf("%s\n  replay: %s", strings.Join(r.violations, "\n  "), replayCommand("SPANMUTEX_SIM_SEM_TRACE", "TestSemSimTrace", r.seed))
+			replay := replayCommand("SPANMUTEX_SIM_SEM_TRACE", "TestSemSimTrace", r.seed)
+			if k := os.Getenv("SPANMUTEX_SIM_SEM_KIND"); k != "" {
+				replay = "SPANMUTEX_SIM_SEM_KIND=" + k + " " + replay
+			}
+			t.Errorf("%s\n  replay: %s", strings.Join(r.violations, "\n  "), replay)
 		}
 	}
 	t.Logf("wall time %v", time.Since(began).Round(time.Millisecond))
