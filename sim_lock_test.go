@@ -238,11 +238,6 @@ func TestSimulation(t *testing.T) {
 	t.Logf("simulation: %d schedules, %d steps, %d violations (seeds %s)", n, steps, violations, seeds.Covered(n))
 }
 
-// simReplays is how many times the Semaphore's simulation, which has no
-// scheduler (sim_sched_test.go), replays each regression seed: its replays
-// may drift. The Lock's and the Mutex's replay exactly, once.
-const simReplays = 5
-
 // TestSimRegressions replays the schedules that once failed, once each:
 // a seed is one schedule (TestSimReplay).
 func TestSimRegressions(t *testing.T) {
