@@ -748,7 +748,7 @@ type simMutexResult struct {
 // newMutexHarness returns an empty harness for schedule seed.
 func newMutexHarness(seed uint64) *simMutexHarness {
 	return &simMutexHarness{seed: seed, rng: rand.New(rand.NewPCG(seed, 0x6d75746578)), bySection: map[string]*simSection{},
-		crashedAt: map[*simProc]time.Time{}, owners: map[string]*simProc{}}
+		crashedAt: map[*simProc]time.Time{}, owners: map[string]*simProc{}, slowSlot: -1}
 }
 
 // host makes the host of the processes, mh.h, and the database: the Lock
@@ -803,7 +803,6 @@ func runMutexSchedule(t *testing.T, seed uint64, rules simMutexRules, full *[]st
 		}
 		mh.quiet = mh.par.faultRate == 0 && !mh.par.pauses && parts == nil
 		mh.need = rand.New(rand.NewPCG(seed, 0x4eed)).IntN(5) == 0 && !mh.par.calm
-		mh.slowSlot = -1
 		if sl := rand.New(rand.NewPCG(seed, 0x5105)); sl.IntN(4) == 0 && !mh.par.calm {
 			mh.slowSlot, mh.quiet = sl.IntN(mh.par.procs), false
 			// Its Runs end by WithMaxFailures give-backs, each after an
