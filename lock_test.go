@@ -129,7 +129,10 @@ func lockAndHold(t *testing.T, l *Lock) *Lease {
 
 // 100 waiters (40 without SPANMUTEX_SOAK) queued behind a holder get the
 // lock in the order they joined the queue, each with the next token.
-func TestLockFIFO(t *testing.T) { eachDialect(t, testLockFIFO) }
+func TestLockFIFO(t *testing.T) {
+	t.Parallel() // waits for its 40 waiters' turns beside the other waiting tests (own databases)
+	eachDialect(t, testLockFIFO)
+}
 
 func testLockFIFO(t *testing.T, db string) {
 	clients := []*spanner.Client{newClient(t, db), newClient(t, db), newClient(t, db), newClient(t, db)}
