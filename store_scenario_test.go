@@ -154,7 +154,9 @@ func scenarioOwnEntriesNeverAhead(t *testing.T, env scenarioEnv, name string) {
 // old holder's renewal and Unlock are then refused, fenced.
 func scenarioTakeOverDeletesSilentScope(t *testing.T, env scenarioEnv, name string) {
 	st, dead, live := env.conn(), NewScope(), NewScope()
-	const lease = 500 * time.Millisecond
+	// Long enough that a's lease is live through the joins and the first
+	// read on a loaded machine (500ms lapsed there under CI's -race).
+	const lease = 2 * time.Second
 	a, a2, c := contenderIn(dead, "a"), contenderIn(dead, "a2"), contenderIn(live, "c")
 	la := mustAcquire(t, st, name, a, lease, endOfQueue)
 	mustQueue(t, st, name, a2, lease)
