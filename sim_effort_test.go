@@ -3,6 +3,7 @@
 package spanmutex
 
 import (
+	"fmt"
 	"time"
 )
 
@@ -38,12 +39,9 @@ type simEffort struct {
 	reported bool
 }
 
-// countCall counts one Spanner call of p at the current virtual time and
-// checks inv12.
-func (p *simProc) countCall() {
-	w := int64(time.Since(p.h.start) / effortWindow)
-	p.mu.Lock()
-	e := &p.effort
+// add counts one call in window w and reports whether it is the first to
+// go over bound (0: unchecked), and the window's count.
+func (e *simEffort) add(w int64, bound int) (over bool, n int) {
 	if w != e.win {
 		e.win, e.n = w, 0
 	}
@@ -51,14 +49,27 @@ func (p *simProc) countCall() {
 	if e.n > e.max {
 		e.max, e.maxWin = e.n, w
 	}
-	over := p.effortBound > 0 && e.n > p.effortBound && !e.reported
+	over = bound > 0 && e.n > bound && !e.reported
 	e.reported = e.reported || over
-	n := e.n
+	return over, e.n
+}
+
+// effortViolation is the message of a process that went over its bound.
+func effortViolation(inv, name string, n int, w int64, bound int) string {
+	return fmt.Sprintf("%s: %s made %d Spanner calls in the virtual second from %v (bound %d: waitEffort per contender, and holdEffort)",
+		inv, name, n, time.Duration(w)*effortWindow, bound)
+}
+
+// countCall counts one Spanner call of p at the current virtual time and
+// checks inv12.
+func (p *simProc) countCall() {
+	w := int64(time.Since(p.h.start) / effortWindow)
+	p.mu.Lock()
+	over, n := p.effort.add(w, p.effortBound)
 	p.mu.Unlock()
 	if over {
 		p.h.mu.Lock()
-		p.h.violateLocked("inv12: %s made %d Spanner calls in the virtual second from %v (bound %d: waitEffort per contender, and holdEffort)",
-			p.name, n, time.Duration(w)*effortWindow, p.effortBound)
+		p.h.violateLocked("%s", effortViolation("inv12", p.name, n, w, p.effortBound))
 		p.h.mu.Unlock()
 	}
 }

@@ -21,20 +21,11 @@ type semEffort struct {
 func (p *semProc) countCall() {
 	w := int64(time.Since(p.h.start) / effortWindow)
 	p.mu.Lock()
-	e := &p.effort
-	if w != e.win {
-		e.win, e.n = w, 0
-	}
-	e.n++
-	e.max = max(e.max, e.n)
-	over := e.bound > 0 && e.n > e.bound && !e.reported
-	e.reported = e.reported || over
-	n := e.n
+	over, n := p.effort.add(w, p.effort.bound)
 	p.mu.Unlock()
 	if over {
 		p.h.mu.Lock()
-		p.h.violateLocked("inv S8: %s made %d Spanner calls in the virtual second from %v (bound %d: waitEffort per contender, and holdEffort)",
-			p.name, n, time.Duration(w)*effortWindow, e.bound)
+		p.h.violateLocked("%s", effortViolation("inv S8", p.name, n, w, p.effort.bound))
 		p.h.mu.Unlock()
 	}
 }
