@@ -127,14 +127,5 @@ func TestElectionObserveResumesAfterAGapLongerThanTheRetention(t *testing.T) {
 func TestElectionObserveRetriesNoFasterThanTheReadingPace(t *testing.T) {
 	db := freshDatabase(t)
 	quick := func() backoff.BackOff { return backoff.NewConstantBackOff(time.Millisecond) }
-	e := newTestElection(t, db, "no-table", WithTable("NoSuchTable"), WithBackOff(quick))
-	const window = time.Second
-	ctx, cancel := context.WithTimeout(context.Background(), window)
-	defer cancel()
-	for range e.Observe(ctx) {
-		t.Fatal("a term reported from a table that does not exist")
-	}
-	reads := e.sp.stats.snapshot().reads
-	t.Logf("%d reads in %v at one read per %v", reads, window, e.observeEvery)
-	assert.LessOrEqual(t, reads, int64(window/e.observeEvery)+3, "failed reads retried faster than the reading pace")
+	assertObservePace(t, newTestElection(t, db, "no-table", WithTable("NoSuchTable"), WithBackOff(quick)))
 }

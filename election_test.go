@@ -194,7 +194,13 @@ func TestElectionRun(t *testing.T) {
 func TestElectionObserveKeepsItsPaceWhenTheBackOffStops(t *testing.T) {
 	db := freshDatabase(t)
 	stop := func() backoff.BackOff { return &backoff.StopBackOff{} }
-	e := newTestElection(t, db, "no-table", WithTable("NoSuchTable"), WithBackOff(stop))
+	assertObservePace(t, newTestElection(t, db, "no-table", WithTable("NoSuchTable"), WithBackOff(stop)))
+}
+
+// assertObservePace observes e, whose reads all fail, for a second, and
+// checks that it read no faster than its reading pace.
+func assertObservePace(t *testing.T, e *Election) {
+	t.Helper()
 	const window = time.Second
 	ctx, cancel := context.WithTimeout(context.Background(), window)
 	defer cancel()
