@@ -1,14 +1,11 @@
 package spanmutex
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/spanmutex/spanmutex/internal/spanerr"
 )
 
 // Lease is a holder's claim on a section or lock, handed to the section while
@@ -195,87 +192,6 @@ func (l *Lease) leftFirst(r row, lease time.Duration) bool {
 	last := l.lastRenewedAt()
 	return !last.IsZero() && !r.heldBy(l.id) && r.Now.Before(last.Add(lease))
 }
-
-// historyReader reads a row now and as of a past Spanner time.
-type historyReader interface {
-	read(ctx context.Context, name string) (row, error)
-	readAt(ctx context.Context, name string, at time.Time) (row, error)
-}
-
-// landed reports whether a fenced write of l whose answer was lost, a try
-// of which may have committed, did commit, now that r, a strong read, shows
-// the row no longer held by l (others may have moved it on since). It finds
-// the first version of the row that no longer shows l the holder, by
-// exact-timestamp reads that halve the time between l's last acknowledged
-// renewal (when the row was l's) and r, and reports whether ours accepts
-// it: the write's own result carries l's lease id and token, which no one
-// else writes. Transient read failures are tried again, up to
-// maxHistoryFailures; past them, or past maxHistoryReads, it returns an
-// error: the outcome is still unknown.
-func (l *Lease) landed(ctx context.Context, st historyReader, r row, ours func(row) bool) (bool, error) {
-	lo, hi, first := l.lastRenewedAt(), r.Now, r
-	if lo.IsZero() || r.heldBy(l.id) {
-		return false, errHistoryUnknown
-	}
-	failed := 0
-	for range maxHistoryReads + maxHistoryFailures {
-		if hi.Sub(lo) <= time.Microsecond {
-			return ours(first), nil
-		}
-		mid := lo.Add(hi.Sub(lo) / 2).Truncate(time.Microsecond)
-		if !mid.After(lo) {
-			mid = lo.Add(time.Microsecond)
-		}
-		v, err := st.readAt(ctx, l.name, mid)
-		if err != nil {
-			if failed++; failed > maxHistoryFailures || !spanerr.Retryable(err) || ctx.Err() != nil {
-				return false, err
-			}
-			continue
-		}
-		if v.heldBy(l.id) && v.Token == l.token {
-			lo = mid
-		} else {
-			hi, first = mid, v
-		}
-	}
-	return false, errHistoryUnknown
-}
-
-// wrote reports whether a fenced write of l moving its row to state to,
-// whose answer was lost, landed: a strong read shows it, or the row's
-// history does (landed); with r, that read. An error (reads that kept
-// failing) leaves the outcome unknown.
-func (l *Lease) wrote(ctx context.Context, st historyReader, to State) (bool, row, error) {
-	ours := func(v row) bool { return v.State == to && v.LeaseID == l.id && v.Token == l.token }
-	var err error
-	for range maxHistoryFailures {
-		var r row
-		if r, err = st.read(ctx, l.name); err == nil {
-			if ours(r) || r.heldBy(l.id) {
-				return ours(r), r, nil
-			}
-			ok, err := l.landed(ctx, st, r, ours)
-			return ok, r, err
-		}
-		if !spanerr.Retryable(err) || ctx.Err() != nil {
-			break
-		}
-	}
-	return false, row{}, err
-}
-
-// errHistoryUnknown: the row's history could not say whether a write
-// landed.
-var errHistoryUnknown = errors.New("spanmutex: the row's history does not say whether our write landed")
-
-// maxHistoryReads bounds the exact-timestamp reads of Lease.landed (enough
-// to halve an hour down to a microsecond), and maxHistoryFailures the
-// transient failures among them it retries.
-const (
-	maxHistoryReads    = 40
-	maxHistoryFailures = 5
-)
 
 // lastAnchor returns the send time of the last acknowledged renewal (or of
 // the acquisition).

@@ -417,9 +417,11 @@ func (m *Mutex) runHeld(ctx context.Context, lease *Lease, fn func(context.Conte
 	return Executed, nil
 }
 
-// finish records DONE or FAILED, fenced on the lease. A commit whose outcome
-// is unknown is settled by reading the row: if it shows our lease in the
-// target state, it committed; if still STARTED under our lease, try again.
+// finish records DONE or FAILED, fenced on the lease. A try whose answer
+// was lost is settled by reading the row (lostWrite): our lease in the
+// target state, it committed; still STARTED under our lease, try again;
+// moved on, the row's history says whether it committed, and no further
+// try is sent.
 //
 // It runs even if ctx was cancelled (a section stopped by SIGTERM still
 // records FAILED), for at most the finish timeout from when it is called.
@@ -427,18 +429,22 @@ func (m *Mutex) finish(ctx context.Context, lease *Lease, to State, lastError st
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.finishTimeout)
 	defer cancel()
 	bo := m.cfg.newBackOff()
-	var unknown error // the answer of an earlier try that may have landed
+	w := newLostWrite(lease, to)
+	var unknown, err error // unknown: the answer of an earlier try that may have landed
 	for {
-		err := m.store.finish(ctx, lease, to, lastError)
-		if err == nil || (errors.Is(err, ErrLeaseLost) && unknown == nil) {
-			return err
+		if !w.movedOn() {
+			err = m.store.finish(ctx, lease, to, lastError)
+			if err == nil || (errors.Is(err, ErrLeaseLost) && unknown == nil) {
+				return err
+			}
+			if !errors.Is(err, ErrLeaseLost) {
+				unknown = err
+			}
 		}
-		if !errors.Is(err, ErrLeaseLost) {
-			unknown = err
-		}
-		landed, r, werr := lease.wrote(ctx, m.store, to)
+		landed, r, werr := w.settle(ctx, m.store)
 		switch {
 		case werr != nil: // unknown yet: try again
+			err = werr
 		case landed:
 			return nil // ours landed (and others may have started the section again since)
 		case !r.heldBy(lease.id):

@@ -64,25 +64,34 @@ func (m *Mutex) interrupted(ctx context.Context, lease *Lease, ie *InterruptedEr
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.finishTimeout)
 	defer cancel()
 	bo := m.cfg.newBackOff()
+	w := newLostWrite(lease, StateNeeded)
 	var unknown error // the answer of an earlier try that may have landed
 	for {
-		err := m.store.interrupt(fctx, lease, "interrupted: "+reason)
-		landed, lost := err == nil, errors.Is(err, ErrLeaseLost)
-		if lost && unknown != nil {
+		var err error
+		if !w.movedOn() { // once it has, no try can land: only settle can tell
+			err = m.store.interrupt(fctx, lease, "interrupted: "+reason)
+			if err != nil && !errors.Is(err, ErrLeaseLost) {
+				unknown = err
+			}
+		}
+		if w.movedOn() || (errors.Is(err, ErrLeaseLost) && unknown != nil) {
 			// An earlier try's answer was lost: did it land?
-			var werr error
-			if landed, _, werr = lease.wrote(fctx, m.store, StateNeeded); werr != nil {
-				lost = false // still unknown: try again
+			landed, r, werr := w.settle(fctx, m.store)
+			switch {
+			case werr != nil:
+				err = werr // still unknown: try again
+			case landed:
+				err = nil
+			case !r.heldBy(lease.id):
+				err = lease.lostTo(r)
 			}
 		}
 		switch {
-		case landed:
+		case err == nil:
 			m.cfg.logger.Info("section interrupted; gave the row back (NEEDED, attempt not counted)", "token", lease.token, "reason", reason)
 			return out
-		case lost:
+		case errors.Is(err, ErrLeaseLost):
 			return errors.Join(out, err)
-		case !errors.Is(err, ErrLeaseLost):
-			unknown = err
 		}
 		m.cfg.logger.Warn("giving back the interrupted section failed; retrying", "err", err)
 		if perr := pauseWith(fctx, m.cfg.clock, bo, 0, nil); perr != nil {
