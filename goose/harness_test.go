@@ -48,6 +48,16 @@ func refundsMigration(client *spanner.Client, locker *spangoose.Locker, paused f
 	return goose.NewGoMigration(refundsVersion, &goose.GoFunc{RunDB: up}, nil)
 }
 
+// newProvider is the goose Provider of a replica: the files of dir, the
+// Go migrations, the Locker.
+func newProvider(db *sql.DB, dir string, locker *spangoose.Locker, gos ...*goose.Migration) (*goose.Provider, error) {
+	return goose.NewProvider(database.DialectSpanner, db, os.DirFS(dir),
+		goose.WithLocker(locker),
+		goose.WithIsolateDDL(true), // go-sql-spanner runs no DDL inside a transaction
+		goose.WithGoMigrations(gos...),
+		goose.WithDisableGlobalRegistry(true))
+}
+
 // replica is one service instance's goose set-up.
 type replica struct {
 	client   *spanner.Client
@@ -76,11 +86,7 @@ func openReplica(ctx context.Context, dbPath, dir string, paused func(context.Co
 	if paused == nil {
 		paused = func(context.Context) {}
 	}
-	r.provider, err = goose.NewProvider(database.DialectSpanner, r.db, os.DirFS(dir),
-		goose.WithLocker(r.locker),
-		goose.WithIsolateDDL(true), // go-sql-spanner runs no DDL inside a transaction
-		goose.WithGoMigrations(refundsMigration(client, r.locker, paused)),
-		goose.WithDisableGlobalRegistry(true))
+	r.provider, err = newProvider(r.db, dir, r.locker, refundsMigration(client, r.locker, paused))
 	if err != nil {
 		r.close()
 		return nil, err

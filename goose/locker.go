@@ -161,10 +161,11 @@ func (l *Locker) watch(h *hold, r *run) {
 	r.cancel(fmt.Errorf("%w (lock %q, token %d): %w", ErrStopped, l.cfg.lockName, h.lease.Token(), lost))
 }
 
-// Unlock releases the lock, handing it to the oldest live waiter, within
-// the unlock timeout (WithUnlockTimeout). goose calls it after the
-// Provider call, and appends its error to the call's. The *sql.DB is not
-// used.
+// Unlock releases the lock, handing it to the oldest live waiter. goose
+// calls it after the Provider call, with a ctx that is never cancelled, and
+// appends its error to the call's. It keeps trying for the spanmutex Lock's
+// finish timeout (spanmutex.WithFinishTimeout through WithLockOptions;
+// default 30s). The *sql.DB is not used.
 //
 // If the lease was lost while held, Unlock returns an error matching
 // spanmutex.ErrLeaseLost that says so, and also ErrStopped if goose was
@@ -181,17 +182,18 @@ func (l *Locker) Unlock(ctx context.Context, _ *sql.DB) error {
 	defer l.end()
 	close(h.unlock)
 	<-h.watched
-	uctx, cancel := context.WithTimeout(ctx, l.cfg.unlockTimeout)
-	defer cancel()
-	err := l.lock.Unlock(uctx)
+	err := l.lock.Unlock(ctx)
 	lost := h.lease.Err()
 	switch {
 	case h.stopped:
 		return fmt.Errorf("spangoose: the lease of lock %q (token %d) was lost while goose ran; goose was stopped: %w",
 			l.cfg.lockName, h.lease.Token(), errors.Join(ErrStopped, lost))
-	case errors.Is(err, spanmutex.ErrLeaseLost), errors.Is(lost, spanmutex.ErrLeaseLost):
+	case errors.Is(lost, spanmutex.ErrLeaseLost), errors.Is(err, spanmutex.ErrLeaseLost):
+		if !errors.Is(lost, spanmutex.ErrLeaseLost) {
+			lost = err
+		}
 		return fmt.Errorf("spangoose: the lease of lock %q (token %d) was lost before goose finished; "+
-			"another replica may have run migrations at the same time: %w", l.cfg.lockName, h.lease.Token(), errors.Join(err, lost))
+			"another replica may have run migrations at the same time: %w", l.cfg.lockName, h.lease.Token(), lost)
 	case err != nil:
 		return fmt.Errorf("spangoose: releasing the lock %q (token %d): %w", l.cfg.lockName, h.lease.Token(), err)
 	}

@@ -25,31 +25,27 @@ const (
 	// own PostgreSQL lockers do by default (60 tries 5 s apart). A replica
 	// whose turn comes later than this fails its goose call.
 	DefaultLockTimeout = 5 * time.Minute
-	// DefaultUnlockTimeout bounds Unlock, which goose calls with a ctx that
-	// is never cancelled.
-	DefaultUnlockTimeout = 30 * time.Second
 )
 
 // Option configures a Locker. Options are validated together by NewLocker.
 type Option func(*config)
 
 type config struct {
-	lockName      string
-	lease         time.Duration
-	lockTimeout   time.Duration
-	unlockTimeout time.Duration
-	scope         []spanmutex.LockOption // spanmutex.WithScope, when given
-	logger        *slog.Logger
-	lockOptions   []spanmutex.LockOption
+	lockName    string
+	lease       time.Duration
+	lockTimeout time.Duration
+	scope       []spanmutex.LockOption // spanmutex.WithScope, when given
+	nilScope    bool
+	logger      *slog.Logger
+	lockOptions []spanmutex.LockOption
 }
 
 func defaultConfig() config {
 	return config{
-		lockName:      DefaultLockName,
-		lease:         DefaultLease,
-		lockTimeout:   DefaultLockTimeout,
-		unlockTimeout: DefaultUnlockTimeout,
-		logger:        slog.New(slog.NewTextHandler(io.Discard, nil)),
+		lockName:    DefaultLockName,
+		lease:       DefaultLease,
+		lockTimeout: DefaultLockTimeout,
+		logger:      slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}
 }
 
@@ -70,16 +66,14 @@ func WithLease(d time.Duration) Option { return func(c *config) { c.lease = d } 
 // and context.DeadlineExceeded, having left the queue.
 func WithLockTimeout(d time.Duration) Option { return func(c *config) { c.lockTimeout = d } }
 
-// WithUnlockTimeout bounds how long Unlock tries to release the lock
-// (default DefaultUnlockTimeout). A lock Unlock could not release is free
-// again once its lease passes unrenewed.
-func WithUnlockTimeout(d time.Duration) Option { return func(c *config) { c.unlockTimeout = d } }
-
 // WithScope makes the Locker's Lock one of the contenders of scope
 // (spanmutex.WithScope): give every Lock of a process the same Scope.
 // Default: a Scope of its own.
 func WithScope(scope *spanmutex.Scope) Option {
-	return func(c *config) { c.scope = []spanmutex.LockOption{spanmutex.WithScope(scope)} }
+	return func(c *config) {
+		c.nilScope = scope == nil
+		c.scope = []spanmutex.LockOption{spanmutex.WithScope(scope)}
+	}
 }
 
 // WithLogger sets where the Locker logs (waiting, holding, released, lease
@@ -91,7 +85,9 @@ func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l }
 // (spanmutex.NewLock), after the Locker's own: telemetry
 // (spanmutex.WithMeterProvider, spanmutex.WithTracerProvider), the table
 // (spanmutex.WithTable), the owner recorded in the row (spanmutex.WithOwner),
-// retries (spanmutex.WithMaxFailures, spanmutex.WithBackOff).
+// retries (spanmutex.WithMaxFailures, spanmutex.WithBackOff), and how long
+// Unlock keeps trying to give the lock back (spanmutex.WithFinishTimeout,
+// default 30s; goose calls Unlock with a ctx that is never cancelled).
 func WithLockOptions(opts ...spanmutex.LockOption) Option {
 	return func(c *config) { c.lockOptions = append(c.lockOptions, opts...) }
 }
@@ -107,8 +103,8 @@ func (c *config) validate() error {
 	switch {
 	case c.lockTimeout < 0:
 		return fmt.Errorf("%w: WithLockTimeout(%v): must be 0 (no bound) or positive", ErrInvalidConfig, c.lockTimeout)
-	case c.unlockTimeout <= 0:
-		return fmt.Errorf("%w: WithUnlockTimeout(%v): must be positive", ErrInvalidConfig, c.unlockTimeout)
+	case c.nilScope:
+		return fmt.Errorf("%w: WithScope(nil): give a Scope (spanmutex.NewScope), or leave the option out", ErrInvalidConfig)
 	case c.logger == nil:
 		return fmt.Errorf("%w: WithLogger(nil): give a logger, or leave the option out", ErrInvalidConfig)
 	}

@@ -48,15 +48,17 @@ func runReplica(js string) int {
 	if err := json.Unmarshal([]byte(js), &spec); err != nil {
 		return fatal(fmt.Errorf("bad %s: %w", replicaEnv, err))
 	}
+	var err error
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	var r *replica
 	paused := func(ctx context.Context) {
 		if spec.Pause {
-			_ = out.Encode(replicaEvent{Event: "paused"})
+			_ = out.Encode(replicaEvent{Event: "paused", upResult: upResult{Token: r.locker.Lease().Token()}})
 			<-ctx.Done() // until SIGKILL (or the replica's own deadline)
 		}
 	}
-	r, err := openReplica(ctx, spec.Database, spec.Dir, paused, spangoose.WithLease(spec.Lease))
+	r, err = openReplica(ctx, spec.Database, spec.Dir, paused, spangoose.WithLease(spec.Lease))
 	if err != nil {
 		return fatal(err)
 	}
