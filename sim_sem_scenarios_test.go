@@ -166,7 +166,7 @@ func TestSemScenariosInTheSimulation(t *testing.T) {
 	for _, sc := range semScenarios {
 		t.Run(sc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				h := &semSim{rules: semSimRules{}, tokens: map[int64]bool{}, takenOver: map[int64]bool{}, start: time.Now(), idOf: map[string]*semProc{}}
+				h := &semSim{rules: semSimRules{}, tokens: map[int64]bool{}, takenOver: map[int64]bool{}, grantSize: map[int64]int64{}, start: time.Now(), idOf: map[string]*semProc{}}
 				h.par.lease = scenarioLease
 				h.rng = rand.New(rand.NewPCG(1, 2))
 				slot := 0

@@ -102,7 +102,10 @@ type semSim struct {
 	tokens map[int64]bool
 	// takenOver: the tokens whose holder's entry another contender
 	// deleted as lapsed (inv S7).
-	takenOver  map[int64]bool
+	takenOver map[int64]bool
+	// grantSize: the size each token was granted under (the operator
+	// resizes: sim_sem_operator_test.go).
+	grantSize  map[int64]int64
 	grants     int
 	violations []string
 	ring       []string
@@ -209,6 +212,7 @@ func (h *semSim) applyLocked(p semPlan, q semRequest, ts time.Time) {
 		for i := range h.entries {
 			if h.entries[i].key() == g.entry.key() {
 				h.entries[i].token, h.entries[i].renewed = g.token, ts
+				h.grantSize[g.token] = h.size
 			}
 		}
 	}
@@ -216,6 +220,9 @@ func (h *semSim) applyLocked(p semPlan, q semRequest, ts time.Time) {
 		e := *p.insert
 		e.at, e.renewed = ts, ts
 		h.entries = append(h.entries, e)
+		if e.token != 0 {
+			h.grantSize[e.token] = h.size
+		}
 	}
 	h.exists, h.token = true, p.token
 	h.past = append(h.past, h.viewLocked(ts))
@@ -225,8 +232,9 @@ func (h *semSim) applyLocked(p semPlan, q semRequest, ts time.Time) {
 }
 
 // checkStoreLocked checks the store after a step at ts that read v and
-// wrote p: the permits of the granted entries never exceed the size (inv
-// S1), tokens are unique and at most the row's (inv S3), no live waiter is
+// wrote p: the permits of the granted entries never exceed the size after
+// a step that grants (inv S1: a Resize below them keeps them granted, and
+// grants nobody until they fit), tokens are unique and at most the row's (inv S3), no live waiter is
 // left before a holder granted after it (inv S4, FIFO without barging),
 // and no entry is granted while a holder of its Scope has lapsed (inv S6:
 // a dead process's waiting entries go with its first lapsed holder, so it
@@ -245,7 +253,7 @@ func (h *semSim) checkStoreLocked(ts time.Time, v semView, p semPlan, me string)
 		}
 		seen[e.token] = true
 	}
-	if used > h.size {
+	if used > h.size && (len(p.grants) > 0 || p.insert != nil && p.insert.token != 0) {
 		h.violateLocked("inv S1: granted entries hold %d permits, size %d", used, h.size)
 	}
 	granted := map[queueKey]bool{}
@@ -274,18 +282,24 @@ func (h *semSim) checkStoreLocked(ts time.Time, v semView, p semPlan, me string)
 
 // checkHoldsLocked checks the contenders' holds at virtual time now: the
 // leases whose holders' clocks still count them unlapsed hold at most the
-// size (inv S2; for an RWLock, no reader beside a writer).
+// size (inv S2; for an RWLock, no reader beside a writer): the size the
+// latest of them was granted under, when all of them were live in the
+// store (a Resize since may have made it smaller or larger).
 func (h *semSim) checkHoldsLocked() {
 	var used int64
 	var who []string
+	size, latest := h.size, int64(0)
 	for _, hd := range h.holds {
 		if hd.valid() {
 			used += hd.n
 			who = append(who, fmt.Sprintf("%s(%d, token %d)", hd.who, hd.n, hd.lease.Token()))
+			if t := hd.lease.Token(); t > latest {
+				size, latest = h.grantSize[t], t
+			}
 		}
 	}
-	if used > h.size {
-		h.violateLocked("inv S2: holders %s hold %d permits, size %d", strings.Join(who, ", "), used, h.size)
+	if used > size {
+		h.violateLocked("inv S2: holders %s hold %d permits, size %d", strings.Join(who, ", "), used, size)
 	}
 }
 
@@ -734,7 +748,7 @@ func (h *semSim) newProc(slot, inc int) *semProc {
 	contenders := 1 + h.rng.IntN(3)
 	p.effort.bound = waitEffort*contenders + holdEffort
 	for i := range contenders {
-		s := h.newSemaphore(p, i)
+		s := h.newSemaphore(p, i, h.par.size)
 		cycles := 2 + h.rng.IntN(4)
 		h.mu.Lock()
 		h.cycles += cycles
@@ -746,13 +760,14 @@ func (h *semSim) newProc(slot, inc int) *semProc {
 			defer h.running.Done()
 			who := fmt.Sprintf("%s/c%d", name, i)
 			p.turn("start "+who, at, 0)
-			p.contender(s, who, cycles, r)
+			p.contender(s, i, cycles, r)
 		}()
 	}
 	return p
 }
 
-func (h *semSim) newSemaphore(p *semProc, i int) *Semaphore {
+// newSemaphore is contender i of p's Semaphore, declaring size.
+func (h *semSim) newSemaphore(p *semProc, i int, size int64) *Semaphore {
 	cfg, err := configure(semSimName, []LockOption{WithLease(p.lease), WithOwner(fmt.Sprintf("%s/c%d", p.name, i)), WithScope(p.scope),
 		WithFinishTimeout(2 * time.Second), WithMaxFailures(8), WithBackOff(func() backoff.BackOff { return &semSimBackOff{p: p} })})
 	if err != nil {
@@ -761,7 +776,7 @@ func (h *semSim) newSemaphore(p *semProc, i int) *Semaphore {
 	who := fmt.Sprintf("%s/c%d", p.name, i)
 	cfg.clock = semClock{p, who}
 	cfg.random = rand.New(rand.NewPCG(p.seed, uint64(1000+i))).Float64
-	return &Semaphore{name: semSimName, size: h.par.size, cfg: cfg, store: semConn{p, who}}
+	return &Semaphore{name: semSimName, size: size, cfg: cfg, store: semConn{p, who}}
 }
 
 // semSimBackOff is the default backoff's shape, drawn from the seed.
@@ -781,26 +796,28 @@ func (b *semSimBackOff) NextBackOff() time.Duration {
 	return d
 }
 
-// weight draws what a contender asks for: 1 to size permits, or for an
-// RWLock a read (1) or, one time in three, a write (all).
-func (h *semSim) weight(r *rand.Rand) int64 {
+// weight draws what a contender declaring size asks for: 1 to size
+// permits, or for an RWLock a read (1) or, one time in three, a write
+// (all).
+func (h *semSim) weight(r *rand.Rand, size int64) int64 {
 	if h.par.rw {
 		if r.IntN(3) == 0 {
 			return rwPermits
 		}
 		return 1
 	}
-	return 1 + r.Int64N(h.par.size)
+	return 1 + r.Int64N(size)
 }
 
-// contender acquires, holds and releases, cycles times.
-func (p *semProc) contender(s *Semaphore, who string, cycles int, r *rand.Rand) {
+// contender i of p acquires, holds and releases, cycles times.
+func (p *semProc) contender(s *Semaphore, i, cycles int, r *rand.Rand) {
 	h := p.h
+	who := fmt.Sprintf("%s/c%d", p.name, i)
 	for range cycles {
 		if p.isCrashed() {
 			return
 		}
-		n, try := h.weight(r), r.IntN(5) == 0
+		n, try := h.weight(r, s.size), r.IntN(5) == 0
 		ctx, cancel := context.WithCancel(p.ctx)
 		if r.Float64() < h.par.cancelRate {
 			at, d := simNow(), time.Duration(r.Int64N(int64(3*p.lease)))
@@ -817,6 +834,7 @@ func (p *semProc) contender(s *Semaphore, who string, cycles int, r *rand.Rand) 
 		if err != nil {
 			cancel()
 			h.event(who, "acquire: %s", errShort(err))
+			s = h.redeploy(p, i, s, err)
 			if p.sleep(time.Duration(r.Int64N(int64(p.lease))), "sleep "+who) != nil {
 				return
 			}
@@ -917,7 +935,7 @@ func runSemScheduleTraced(t *testing.T, seed uint64, rules semSimRules, full *[]
 		}
 	}()
 	synctest.Test(t, func(t *testing.T) {
-		h := &semSim{seed: seed, rules: rules, tokens: map[int64]bool{}, takenOver: map[int64]bool{}, start: time.Now(), idOf: map[string]*semProc{}, stallDead: map[*semProc]bool{},
+		h := &semSim{seed: seed, rules: rules, tokens: map[int64]bool{}, takenOver: map[int64]bool{}, grantSize: map[int64]int64{}, start: time.Now(), idOf: map[string]*semProc{}, stallDead: map[*semProc]bool{},
 			full: full}
 		h.sched = newSimSched(seed)
 		defer h.sched.stop()
@@ -938,6 +956,7 @@ func runSemScheduleTraced(t *testing.T, seed uint64, rules semSimRules, full *[]
 		for i := range h.par.procs {
 			h.newProc(i, 0)
 		}
+		h.startOperator()
 		done := make(chan struct{})
 		stop := make(chan struct{})
 		go func() { h.chaos(stop, incs); h.running.Wait(); close(done) }()
@@ -1137,6 +1156,14 @@ var semSimRegressions = []struct {
 	// (ownRelease).
 	{473, "a Release after a failed try returned nil for a lease taken over (inv S7)"},
 	{590, "a Release after a failed try returned nil for a lease taken over (inv S7)"},
+	// Issue 41, fault 2, put back by hand once the operator resizes
+	// (sim_sem_operator_test.go): a waiter asking for more permits than
+	// the new size waited for ever, and its Scope's other contenders
+	// behind it (stuck). Fixed: such a waiter is deleted by the next
+	// transaction and ends with a *SizeMismatchError.
+	{2, "a waiter asking for more than the resized size waited for ever (stuck)"},
+	{28, "the same (stuck)"},
+	{45, "the same (stuck)"},
 }
 
 // TestSemSimRegressions replays the schedules that once failed, once
