@@ -35,7 +35,8 @@ func ExampleNewLocker() {
 	defer emu.Close()
 
 	up := func() []int64 {
-		db, err := sql.Open("spanner", emu.Database()) // finds the emulator through SPANNER_EMULATOR_HOST
+		// In production: sql.Open("spanner", "projects/P/instances/I/databases/D").
+		db, err := sql.Open("spanner", emu.Host()+"/"+emu.Database()+";usePlainText=true")
 		if err != nil {
 			log.Fatal(err)
 		}
