@@ -95,8 +95,6 @@ var knownCrossings = []string{
 	"inspect.go: floor uses at, defined in semaphore_decision.go (semaphore)",
 	"inspect.go: floor uses renewed, defined in semaphore_decision.go (semaphore)",
 	"inspect.go: floor uses lease, defined in semaphore_decision.go (semaphore)",
-	"inspect.go: floor uses StateShared, defined in semaphore_decision.go (semaphore)",
-	"lock_waiter.go: lock uses StateShared, defined in semaphore_decision.go (semaphore)",
 	"scope.go: floor uses key, defined in lock_local.go (lock)",
 	"scope.go: floor uses gate, defined in lock_local.go (lock)",
 	"scope.go: floor uses ctxFirst, defined in lock_local.go (lock)",

@@ -7,11 +7,6 @@ import (
 	"github.com/spanmutex/spanmutex/internal/leaserule"
 )
 
-// StateShared is the State of a Semaphore's (or an RWLock's) row: its
-// holders are the granted entries of its queue, not the row; the row keeps
-// the size (Permits) and the last token issued.
-const StateShared State = "SHARED"
-
 // semView is what one read of a semaphore shows: its row, Spanner's clock,
 // and every entry of its queue, oldest first.
 type semView struct {

@@ -27,6 +27,11 @@ const (
 	StateFailed State = "FAILED"
 )
 
+// StateShared is the State of a Semaphore's (or an RWLock's) row: its
+// holders are the granted entries of its queue, not the row; the row keeps
+// the size (Permits) and the last token issued.
+const StateShared State = "SHARED"
+
 // valid reports whether s is one of the four states a Mutex or Lock writes.
 func (s State) valid() bool {
 	switch s {
