@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/spanmutex/spanmutex/ddl"
 )
@@ -291,6 +292,30 @@ func (e *schemaError) Is(target error) bool { return target == ErrSchema }
 
 // Unwrap returns the Spanner error behind the problem.
 func (e *schemaError) Unwrap() error { return e.Err }
+
+// HeldError says who holds the lock TryLock could not take. It matches ErrHeld.
+type HeldError struct {
+	Name    string
+	Holder  string // the holder's owner identity, "" if the lock is free but waiters are queued
+	Token   int64  // the holder's token
+	Waiters int    // live waiters queued (counted up to 256)
+	// LeaseLeft is how long, by Spanner's clock at the read, the holder's
+	// declared lease had still to run since its last renewal: nobody may
+	// take the lock over sooner, so a caller that wants it only if its
+	// holder dies may wait that long before it tries again. 0 when no
+	// holder was read (waiters queued; a concurrent contender).
+	LeaseLeft time.Duration
+}
+
+func (e *HeldError) Error() string {
+	if e.Holder == "" {
+		return fmt.Sprintf("spanmutex: lock %q is free but %d waiter(s) are queued before you; use Lock to wait your turn", e.Name, e.Waiters)
+	}
+	return fmt.Sprintf("spanmutex: lock %q is held by %q (token %d), %d waiter(s) queued", e.Name, e.Holder, e.Token, e.Waiters)
+}
+
+// Is reports whether target is ErrHeld.
+func (e *HeldError) Is(target error) bool { return target == ErrHeld }
 
 // SectionError wraps the error returned by the section itself; the row was
 // marked FAILED with its text. errors.Is and errors.As see through it to the
