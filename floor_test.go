@@ -102,7 +102,6 @@ var knownCrossings = []string{
 	"scope.go: floor uses localKey, defined in lock_local.go (lock)",
 	"scope.go: floor uses localLock, defined in lock_local.go (lock)",
 	"semaphore_decision.go: semaphore uses waiterTTLFactor, defined in lock_store.go (lock)",
-	"semaphore_waiter.go: semaphore uses lockPollInterval, defined in lock_poll.go (lock)",
 	"telemetry.go: floor uses Outcome, defined in mutex_outcome.go (mutex)",
 	"telemetry.go: floor uses AlreadyDone, defined in mutex_outcome.go (mutex)",
 	"telemetry.go: floor uses NotNeeded, defined in mutex_outcome.go (mutex)",

@@ -15,13 +15,10 @@ import (
 // reads. Behind a holder of its own Scope a waiter does not poll: that
 // holder's Unlock wakes it.
 //
-// lockPollInterval (20ms) and maxLockPollInterval (10s) are fixed, not
-// options: they pace reads only, and every decision on ownership is taken
-// in a read-write transaction whatever they are.
-const (
-	lockPollInterval    = 20 * time.Millisecond
-	maxLockPollInterval = 10 * time.Second
-)
+// lockPollInterval (20ms, queue_pacing.go) and maxLockPollInterval (10s)
+// are fixed, not options: they pace reads only, and every decision on
+// ownership is taken in a read-write transaction whatever they are.
+const maxLockPollInterval = 10 * time.Second
 
 // listeningPoll is how often, at most, a waiter whose Scope listens for
 // wake-ups reads a held lock when nobody live is queued before it: the
