@@ -86,22 +86,12 @@ func TestPrimitivesShareOnlyTheFloor(t *testing.T) {
 // knownCrossings are the crossings found when this check was written (issue
 // 43), each moved to the floor in turn: a ratchet that only shrinks.
 var knownCrossings = []string{
-	"inspect.go: floor uses semEntry, defined in semaphore_decision.go (semaphore)",
-	"inspect.go: floor uses owner, defined in semaphore_decision.go (semaphore)",
-	"inspect.go: floor uses permits, defined in semaphore_decision.go (semaphore)",
-	"inspect.go: floor uses token, defined in semaphore_decision.go (semaphore)",
-	"inspect.go: floor uses left, defined in semaphore_decision.go (semaphore)",
-	"inspect.go: floor uses semEntryLive, defined in semaphore_decision.go (semaphore)",
-	"inspect.go: floor uses at, defined in semaphore_decision.go (semaphore)",
-	"inspect.go: floor uses renewed, defined in semaphore_decision.go (semaphore)",
-	"inspect.go: floor uses lease, defined in semaphore_decision.go (semaphore)",
 	"scope.go: floor uses key, defined in lock_local.go (lock)",
 	"scope.go: floor uses gate, defined in lock_local.go (lock)",
 	"scope.go: floor uses ctxFirst, defined in lock_local.go (lock)",
 	"scope.go: floor uses refs, defined in lock_local.go (lock)",
 	"scope.go: floor uses localKey, defined in lock_local.go (lock)",
 	"scope.go: floor uses localLock, defined in lock_local.go (lock)",
-	"semaphore_decision.go: semaphore uses waiterTTLFactor, defined in lock_store.go (lock)",
 	"telemetry.go: floor uses Outcome, defined in mutex_outcome.go (mutex)",
 	"telemetry.go: floor uses AlreadyDone, defined in mutex_outcome.go (mutex)",
 	"telemetry.go: floor uses NotNeeded, defined in mutex_outcome.go (mutex)",

@@ -69,22 +69,6 @@ const maxAhead = 256
 // handOffScan is how many queue entries Unlock reads to find a live one.
 const handOffScan = 16
 
-// waiterTTLFactor: a queued waiter proves it is alive every two of its
-// declared leases, and its entry counts as dead once it has not for four. A
-// dead waiter that is handed the lock before that costs one lease, as a
-// crashed holder does; renewing more often would cost blind writes from
-// every waiter all the time.
-const waiterTTLFactor = 4
-
-// liveEntry is the SQL condition, on queue entry q, that the waiter renewed
-// it within waiterTTLFactor of its declared leases (or of @lease, the
-// reader's own, for an entry that declared none) by Spanner's clock, in
-// dialect d (interval arithmetic is spelled differently in each): takes's
-// rule (TestLivenessRulesAgree holds the two to the same cases).
-func liveEntry(d ddl.Dialect) string {
-	return "q.`RenewedAt` > " + sqldialect.SubMicros(d, "CURRENT_TIMESTAMP()", fmt.Sprintf("%d * COALESCE(q.`LeaseMicros`, @lease)", waiterTTLFactor))
-}
-
 // lockSQL reads the lock's row, Spanner's clock, how many live entries are
 // queued before key (capped at limit), whether key itself is queued, and,
 // with empty, whether the queue has no entry at all (emptyRead; FALSE

@@ -17,6 +17,23 @@ type queueKey struct {
 	id string    // WaiterID
 }
 
+// semEntry is one entry of a semaphore's queue: a waiter (token 0) or a
+// holder (token set when it was granted).
+type semEntry struct {
+	at      time.Time
+	id      string
+	owner   string
+	renewed time.Time
+	lease   time.Duration // declared; 0: the reader's own
+	permits int64         // 0: a Lock's entry, not the semaphore's: ignored
+	token   int64         // 0 while waiting
+	wake    string
+}
+
+// key is the entry's primary key within its name, in UTC so that keys
+// compare with ==.
+func (e semEntry) key() queueKey { return queueKey{at: e.at.UTC(), id: e.id} }
+
 // endOfQueue stands for "not queued": every entry is before it.
 var endOfQueue = queueKey{at: time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)}
 

@@ -3,8 +3,6 @@ package spanmutex
 import (
 	"fmt"
 	"time"
-
-	"github.com/spanmutex/spanmutex/internal/leaserule"
 )
 
 // semView is what one read of a semaphore shows: its row, Spanner's clock,
@@ -17,23 +15,6 @@ type semView struct {
 	token   int64 // the last token issued
 	entries []semEntry
 }
-
-// semEntry is one entry of a semaphore's queue: a waiter (token 0) or a
-// holder (token set when it was granted).
-type semEntry struct {
-	at      time.Time
-	id      string
-	owner   string
-	renewed time.Time
-	lease   time.Duration // declared; 0: the reader's own
-	permits int64         // 0: a Lock's entry, not the semaphore's: ignored
-	token   int64         // 0 while waiting
-	wake    string
-}
-
-// key is the entry's primary key within its name, in UTC so that keys
-// compare with ==.
-func (e semEntry) key() queueKey { return queueKey{at: e.at.UTC(), id: e.id} }
 
 // semRequest is what a contender asks of one read-write transaction on a
 // semaphore: to hold n permits (me's entry, joining with join when it
@@ -183,24 +164,6 @@ func (p *semPlan) sweep(v semView, q semRequest, size int64) ([]semEntry, error)
 // errSemReleased: the releaser's entry was not found holding its token: its
 // lease lapsed and was deleted by another contender.
 var errSemReleased = fmt.Errorf("%w: the holder's entry is gone", ErrLeaseLost)
-
-// semEntryLive reports whether e counts at Spanner time now: a holder until
-// its declared lease (own if it declared none) has passed since its last
-// renewal; a waiter for waiterTTLFactor of those.
-func semEntryLive(e semEntry, now time.Time, own time.Duration) bool {
-	return e.left(now, own) > 0
-}
-
-// left is how long, at Spanner time now, e has still to live unrenewed: a
-// holder's declared lease (own if it declared none), a waiter's
-// waiterTTLFactor of them, less its silence. At or below 0 it is dead.
-func (e semEntry) left(now time.Time, own time.Duration) time.Duration {
-	lease := leaserule.Declared(e.lease, own)
-	if e.token == 0 {
-		lease = waiterTTLFactor * lease
-	}
-	return lease - leaserule.Silent(now, e.renewed)
-}
 
 // grantHeads grants the live waiting entries of live, oldest first, while
 // their permits fit in size beside the holders', and stops at the first
