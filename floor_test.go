@@ -92,12 +92,6 @@ var knownCrossings = []string{
 	"scope.go: floor uses refs, defined in lock_local.go (lock)",
 	"scope.go: floor uses localKey, defined in lock_local.go (lock)",
 	"scope.go: floor uses localLock, defined in lock_local.go (lock)",
-	"telemetry.go: floor uses Outcome, defined in mutex_outcome.go (mutex)",
-	"telemetry.go: floor uses AlreadyDone, defined in mutex_outcome.go (mutex)",
-	"telemetry.go: floor uses NotNeeded, defined in mutex_outcome.go (mutex)",
-	"telemetry.go: floor uses NoOutcome, defined in mutex_outcome.go (mutex)",
-	"telemetry.go: floor uses Executed, defined in mutex_outcome.go (mutex)",
-	"telemetry.go: floor uses InterruptedError, defined in mutex_interrupt.go (mutex)",
 }
 
 // crossingKey is a crossing without its line and column numbers.

@@ -118,16 +118,16 @@ func (m *Mutex) Run(ctx context.Context, fn func(ctx context.Context, lease *Lea
 	actx, acq := m.cfg.tel.start(ctx, "spanmutex.acquire", "run") // telemetry.go
 	if err := m.checkSchema(actx); err != nil {
 		err = m.unreached(ctx, notObtained(ctx, err), began)
-		acq.acquired(nil, NoOutcome, err)
+		acq.acquired(nil, runOutcome(err, NoOutcome), err)
 		return NoOutcome, err
 	}
 	lease, outcome, err := m.grant(actx)
 	if lease == nil {
 		err = m.unreached(ctx, notObtained(ctx, err), began)
-		acq.acquired(nil, outcome, err)
+		acq.acquired(nil, runOutcome(err, outcome), err)
 		return outcome, err
 	}
-	acq.acquired(lease, outcome, nil)
+	acq.acquired(lease, runOutcome(nil, outcome), nil)
 	return m.runHeld(ctx, lease, fn)
 }
 

@@ -115,13 +115,10 @@ func (t *telemetry) start(ctx context.Context, spanName, kind string, attrs ...a
 	return ctx, op{t: t, ctx: ctx, span: span, began: time.Now(), kind: k}
 }
 
-// outcomeOf names how an acquisition ended, for the outcome attribute.
-func outcomeOf(err error, out Outcome) string {
+// errOutcome names how an acquisition that returned err ended, for the
+// outcome attribute (Run's own outcomes: runOutcome, mutex_telemetry.go).
+func errOutcome(err error) string {
 	switch {
-	case err == nil && out == AlreadyDone:
-		return "already_done"
-	case err == nil && out == NotNeeded:
-		return "not_needed"
 	case err == nil:
 		return "acquired"
 	case errors.Is(err, ErrHeld):
@@ -140,13 +137,12 @@ func outcomeOf(err error, out Outcome) string {
 	return "error"
 }
 
-// acquired ends an acquisition (the wait of Run, Lock or TryLock): lease is
-// nil unless it was obtained.
-func (o op) acquired(lease *Lease, out Outcome, err error) {
+// acquired ends an acquisition (the wait of Run, Lock or TryLock) that
+// ended as outcome names: lease is nil unless it was obtained.
+func (o op) acquired(lease *Lease, outcome string, err error) {
 	if o.t == nil {
 		return
 	}
-	outcome := outcomeOf(err, out)
 	set := attribute.NewSet(o.kind, attrOutcome.String(outcome))
 	o.t.acquisitions.Add(o.ctx, 1, metric.WithAttributeSet(set))
 	o.t.wait.Record(o.ctx, time.Since(o.began).Seconds(), metric.WithAttributeSet(set))
@@ -165,9 +161,9 @@ func (o op) acquired(lease *Lease, out Outcome, err error) {
 	o.endSpan(err)
 }
 
-// granted ends a Lock or TryLock call's acquisition, which has no Outcome:
+// granted ends a Lock or TryLock call's acquisition (or a Semaphore's):
 // lease is nil unless it was obtained.
-func (o op) granted(lease *Lease, err error) { o.acquired(lease, NoOutcome, err) }
+func (o op) granted(lease *Lease, err error) { o.acquired(lease, errOutcome(err), err) }
 
 // held ends the hold of lease, which began when lease was acquired (for
 // Run's section, when the section started), with err, how it ended.
@@ -181,19 +177,6 @@ func (o op) held(lease *Lease, outcome string, err error) {
 		o.t.attempts.Add(o.ctx, 1, metric.WithAttributeSet(set))
 	}
 	o.span.SetAttributes(attrToken.Int64(lease.token), attrOutcome.String(outcome))
-	o.endSpan(err)
-}
-
-// ended ends Run's own span with how Run ended.
-func (o op) ended(out Outcome, err error) {
-	if o.t == nil {
-		return
-	}
-	outcome := outcomeOf(err, out)
-	if out == Executed {
-		outcome = sectionOutcome(err)
-	}
-	o.span.SetAttributes(attrOutcome.String(outcome))
 	o.endSpan(err)
 }
 
@@ -232,23 +215,6 @@ func (o op) endSpan(err error) {
 		o.span.SetStatus(codes.Error, err.Error())
 	}
 	o.span.End()
-}
-
-// sectionOutcome names how a Run that held the section ended.
-func sectionOutcome(err error) string {
-	var interrupted *InterruptedError
-	var section *SectionError
-	switch {
-	case err == nil:
-		return "done"
-	case errors.As(err, &interrupted):
-		return "interrupted"
-	case errors.Is(err, ErrLeaseLost):
-		return "lease_lost"
-	case errors.As(err, &section):
-		return "failed"
-	}
-	return "error"
 }
 
 // lost wraps onLost, the reaction to a lost lease, to count it and mark it

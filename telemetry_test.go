@@ -247,7 +247,7 @@ func BenchmarkTelemetryOff(b *testing.B) {
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
 			_, acq := tel.start(ctx, "spanmutex.acquire", "lock")
-			acq.acquired(lease, NoOutcome, nil)
+			acq.granted(lease, nil)
 			_, hold := tel.start(ctx, "spanmutex.hold", "lock")
 			_, un := tel.start(ctx, "spanmutex.Unlock", "unlock")
 			hold.held(lease, "released", nil)
