@@ -123,25 +123,3 @@ func scopeOf(id string) string {
 func WithScope(scope *Scope) ElectionOption {
 	return electionOption(func(c *config) { c.scope = scope })
 }
-
-// get returns the localLock of key, to be given back with put.
-func (s *Scope) get(key localKey) *localLock {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	ll := s.locks[key]
-	if ll == nil {
-		ll = &localLock{key: key, gate: make(chan struct{}, 1), ctxFirst: s.ctxFirst}
-		s.locks[key] = ll
-	}
-	ll.refs++
-	return ll
-}
-
-// put gives back a localLock from get; the last one out removes it.
-func (s *Scope) put(ll *localLock) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if ll.refs--; ll.refs == 0 {
-		delete(s.locks, ll.key)
-	}
-}

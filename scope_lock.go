@@ -2,11 +2,34 @@ package spanmutex
 
 import (
 	"context"
-	"slices"
-	"strings"
 	"sync"
-	"time"
 )
+
+// What a Scope keeps for each lock its Locks are using (Scope.locks): the
+// gate, the bookkeeping of which of its contenders acquire, hold and are
+// queued, and the joins waiting for a group commit (lock_join.go).
+
+// get returns the localLock of key, to be given back with put.
+func (s *Scope) get(key localKey) *localLock {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ll := s.locks[key]
+	if ll == nil {
+		ll = &localLock{key: key, gate: make(chan struct{}, 1), ctxFirst: s.ctxFirst}
+		s.locks[key] = ll
+	}
+	ll.refs++
+	return ll
+}
+
+// put gives back a localLock from get; the last one out removes it.
+func (s *Scope) put(ll *localLock) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ll.refs--; ll.refs == 0 {
+		delete(s.locks, ll.key)
+	}
+}
 
 // localLock is what the contenders of one lock in one Scope share (see
 // Scope for what sharing saves). Entries live while a Lock or Unlock call of
@@ -70,9 +93,6 @@ func (d *departure) ch() <-chan struct{} {
 
 // localKey names a lock within a Scope: its database, table and name.
 type localKey struct{ database, table, name string }
-
-// maxJoinBatch bounds how many waiters one commit inserts into the queue.
-const maxJoinBatch = 256
 
 // joinRequest is one waiter's entry, waiting to be inserted.
 type joinRequest struct {
@@ -257,70 +277,4 @@ func (ll *localLock) goneLocked() (bool, *departure) {
 		ll.gone = &departure{done: make(chan struct{})}
 	}
 	return true, ll.gone
-}
-
-// join inserts entry into the queue of lock name, together with the entries
-// of the other waiters of this Scope that join meanwhile, and returns its
-// key. The commit is bounded by timeout, whatever ctx says, so that the
-// waiters that share it learn its outcome: an error may be of unknown
-// outcome, for every entry of the batch.
-//
-// Its result also says, when known, about how many live entries are before
-// ours: one read after the commit places the whole batch.
-func (ll *localLock) join(ctx context.Context, st lockStore, name string, entry queueInsert, timeout time.Duration) joinResult {
-	req := &joinRequest{entry: entry, done: make(chan joinResult, 1)}
-	ll.mu.Lock()
-	ll.joins = append(ll.joins, req)
-	lead := !ll.joining
-	ll.joining = true
-	ll.mu.Unlock()
-	if !lead {
-		r := <-req.done
-		if !r.lead {
-			return r
-		}
-	}
-	ll.commitJoins(ctx, st, name, timeout)
-	return <-req.done
-}
-
-// commitJoins inserts the oldest pending entries, the leader's own first, in
-// one blind write, tells each waiter its outcome, and passes the lead to the
-// oldest waiter still pending, if any.
-func (ll *localLock) commitJoins(ctx context.Context, st lockStore, name string, timeout time.Duration) {
-	ll.mu.Lock()
-	batch := ll.joins[:min(len(ll.joins), maxJoinBatch)]
-	ll.joins = ll.joins[len(batch):]
-	ll.mu.Unlock()
-
-	entries := make([]queueInsert, len(batch))
-	for i, r := range batch {
-		entries[i] = r.entry
-	}
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
-	defer cancel()
-	ts, err := gated(cctx, ll, func() (time.Time, error) { return st.enqueue(cctx, name, entries) })
-	// The batch's entries share the commit timestamp, and are queued by
-	// their ids: the first one's place gives every one's. Waiters behind a
-	// holder of this Scope need no place (they do not poll).
-	slices.SortFunc(batch, func(a, b *joinRequest) int { return strings.Compare(a.entry.id, b.entry.id) })
-	var (
-		first  lockView
-		placed bool
-	)
-	if held, _ := ll.anyHeld(); err == nil && !held {
-		v, rerr := st.readLock(cctx, name, queueKey{at: ts, id: batch[0].entry.id})
-		first, placed = v, rerr == nil
-	}
-	for i, r := range batch {
-		r.done <- joinResult{key: queueKey{at: ts, id: r.entry.id}, err: err, placed: placed, ahead: first.ahead + i, token: first.Token, row: first.row}
-	}
-
-	ll.mu.Lock()
-	defer ll.mu.Unlock()
-	if len(ll.joins) == 0 {
-		ll.joining = false
-		return
-	}
-	ll.joins[0].done <- joinResult{lead: true}
 }
