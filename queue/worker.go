@@ -52,7 +52,9 @@ import (
 //     After a pass with no work the worker is idle until the Queue's Notify
 //     (Enqueue calls it), or its poll interval passes: while idle, a worker
 //     costs one single-use read of the pending index per poll interval (by
-//     default 50ms doubling to 2s).
+//     default 50ms doubling to 2s) for every 512 requests pending (the
+//     scan reads the whole index: a backlog that other workers hold costs
+//     an idle one a read per 512 of its requests each poll).
 //
 // A Worker is safe for concurrent use; Run may run once at a time.
 type Worker struct {

@@ -71,7 +71,8 @@ func WithWorkerID(id string) WorkerOption { return func(c *workerConfig) { c.id 
 // other processes (default DefaultMinPollInterval to DefaultMaxPollInterval):
 // it waits min after a scan that found work or after being woken, and
 // doubles the wait up to max with every scan that finds none. Each poll
-// costs one strong single-use read of the pending index. 0 < min <= max.
+// costs one strong single-use read of the pending index for every 512
+// requests pending (a page of the scan). 0 < min <= max.
 func WithPollInterval(min, max time.Duration) WorkerOption {
 	return func(c *workerConfig) { c.minPoll, c.maxPoll = min, max }
 }
