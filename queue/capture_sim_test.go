@@ -16,6 +16,9 @@ package queue
 //   - the requests of one key are enqueued in commit order;
 //   - at the end, every change committed is enqueued exactly once, and every
 //     partition that ended is finished.
+//   - no goroutine of a Run makes more Spanner calls in a virtual second
+//     than its pace allows (capture_sim_effort_test.go), outages that cut
+//     an instance off for up to three seconds included.
 // A seed is one schedule: goroutines that wake at one virtual instant take
 // turns in an order drawn from the seed (capSched), as in the Lock's
 // simulation (doc/simulation.md, Replay; TestCaptureSimReplay).
@@ -95,6 +98,7 @@ type simCapWorld struct {
 	trace    []string
 	counts   simCapCounts
 	sched    *capSched // nil: turns go at once (the scenarios)
+	outages  []capOutage
 }
 
 // simCapCounts are what happened in schedules, to show that they explore.
@@ -102,6 +106,9 @@ type simCapCounts struct {
 	changes, claims, takeovers, checkpoints, lostAnswers, lostPartitions, crashes, stops int
 	// steps counts the simulated Spanner's calls applied (call's op run).
 	steps int
+	// maxEffort is the most calls a goroutine of a Run made in a virtual
+	// second.
+	maxEffort int
 }
 
 func (a *simCapCounts) add(b simCapCounts) {
@@ -114,6 +121,7 @@ func (a *simCapCounts) add(b simCapCounts) {
 	a.crashes += b.crashes
 	a.stops += b.stops
 	a.steps += b.steps
+	a.maxEffort = max(a.maxEffort, b.maxEffort)
 }
 
 func (w *simCapWorld) logf(format string, args ...any) {
@@ -207,6 +215,7 @@ type simCapStore struct {
 	c       *Capture
 	life    int                   // which start of the instance this is
 	rngs    map[string]*rand.Rand // per goroutine of Run: "run", or a partition's reader (w.mu)
+	effort  map[string]*capEffort // per goroutine of Run (w.mu; capture_sim_effort_test.go)
 	crashed atomic.Bool
 }
 
@@ -254,6 +263,15 @@ func (s *simCapStore) call(ctx context.Context, what, goroutine string, op func(
 		return status.FromContextError(err).Err()
 	}
 	w.mu.Lock()
+	if s.countCall(goroutine) {
+		w.mu.Unlock()
+		s.throttle(goroutine)
+		w.mu.Lock()
+	}
+	if s.cutOff() {
+		w.mu.Unlock()
+		return errSimUnavailable
+	}
 	r, lease := s.draws(goroutine), int64(2*s.c.cfg.lease)
 	pauseBefore := w.chanceOf(r, 0.04)
 	failBefore := w.chanceOf(r, 0.03)
@@ -451,6 +469,15 @@ func (s *simCapStore) query(ctx context.Context, start time.Time, end *time.Time
 		limit = p.end
 	}
 	w.mu.Lock()
+	if s.countCall(*token) {
+		w.mu.Unlock()
+		s.throttle(*token)
+		w.mu.Lock()
+	}
+	if s.cutOff() {
+		w.mu.Unlock()
+		return errSimUnavailable
+	}
 	failAt := -1
 	if r := s.draws(*token); w.chanceOf(r, 0.05) {
 		failAt = r.IntN(len(p.records) + 1)
@@ -516,7 +543,7 @@ func (w *simCapWorld) newStore(in *simCapInstance) *simCapStore {
 		cfg: captureConfig{table: "SimCheckpoints", window: 100 * time.Millisecond, heartbeat: time.Second, lease: in.lease,
 			poll: 100 * time.Millisecond, batch: batch, owner: in.id, logger: slog.New(slog.NewTextHandler(io.Discard, nil))}}
 	in.lives++
-	st := &simCapStore{w: w, c: c, life: in.lives, rngs: map[string]*rand.Rand{}}
+	st := &simCapStore{w: w, c: c, life: in.lives, rngs: map[string]*rand.Rand{}, effort: map[string]*capEffort{}}
 	c.store = st
 	c.cfg.backOff = func(what string) backoff.BackOff {
 		h := fnv.New64a()
@@ -584,6 +611,11 @@ func runCapSchedule(seed uint64) (bad, trace []string, counts simCapCounts) {
 		w.leases[in.id] = in.lease
 		ins = append(ins, in)
 	}
+	ids := make([]string, len(ins))
+	for i, in := range ins {
+		ids[i] = in.id
+	}
+	w.drawOutages(ids)
 	w.faults = true
 	for _, in := range ins {
 		w.startInstance(in)
@@ -684,7 +716,11 @@ func capSimSeeds(t *testing.T) testutil.Seeds {
 // longer, and partitions changed hands before their first checkpoint
 // forever (Capture.skewOnce). Both were found before each goroutine drew
 // from a source of its own, which changed every schedule since.
-func capSimRegressions() []uint64 { return []uint64{3, 4, 7, 7204} }
+//
+// 6, 10 and 11: issue 41's fault 9 put back (a failed call retried at
+// once, never counted), each breaks the effort bound in an outage
+// (capture_sim_effort_test.go).
+func capSimRegressions() []uint64 { return []uint64{3, 4, 7, 7204, 6, 10, 11} }
 
 // slowClockStore answers spannerNow after a pause the first time only.
 type slowClockStore struct {
