@@ -2,7 +2,7 @@
 
 package spanmutex
 
-// The grant rule (CORRECTNESS_DISCLAIMER.md, claim 3), shown with contenders
+// The grant rule (CORRECTNESS_DISCLAIMER.md, claim 11), shown with contenders
 // in separate OS processes on both dialects: a lease goes to a caller only
 // after a read (or our own acknowledged commit) that shows it ours now, never
 // a lease its own clock counts as lapsed, and never to a caller whose ctx
