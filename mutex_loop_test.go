@@ -36,6 +36,20 @@ type memStore struct {
 
 func (s *memStore) checkSchema(context.Context) error { return nil }
 
+// reset re-arms the row as spannerStore.reset does, on the store's clock.
+func (s *memStore) reset(_ context.Context, name string, lease time.Duration, leaseID string, force bool) (ResetResult, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.r
+	r.Now = s.now
+	if ok, why := decideReset(r, lease, force); !ok {
+		return ResetResult{}, &resetRefusedError{Name: name, State: r.State, Owner: r.Owner, Token: r.Token, Reason: why}
+	}
+	res := resetResult(r, lease, force)
+	s.r.State, s.r.LeaseID, s.r.Token, s.r.Attempts, s.r.LastError = StateNeeded, leaseID, resetToken(res), 0, resetNote(r, res)
+	return res, nil
+}
+
 // readAt keeps no history: it fails, so that settling by Spanner's clock
 // reports a lost lease, as it does when a read fails.
 func (s *memStore) readAt(context.Context, string, time.Time) (row, error) {

@@ -92,15 +92,11 @@ func (m *Mutex) reset(ctx context.Context, force bool) (ResetResult, error) {
 	if m == nil || m.store == nil {
 		return ResetResult{}, errNotMade("Mutex", "New")
 	}
-	st, ok := m.store.(*spannerStore)
-	if !ok {
-		return ResetResult{}, fmt.Errorf("spanmutex: Reset(%q): not supported by this store", m.name)
-	}
 	began := time.Now()
 	if err := m.checkSchema(ctx); err != nil {
 		return ResetResult{}, m.unreached(ctx, err, began)
 	}
-	res, err := st.reset(ctx, m.name, m.cfg.lease, uuid.NewString(), force)
+	res, err := m.store.reset(ctx, m.name, m.cfg.lease, uuid.NewString(), force)
 	if err != nil {
 		return res, m.unreached(ctx, err, began)
 	}

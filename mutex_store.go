@@ -35,6 +35,10 @@ type mutexStore interface {
 	// checkSchema returns an error matching ErrSchema if the table is missing or lacks a
 	// column spanmutex needs.
 	checkSchema(ctx context.Context) error
+	// reset re-arms the row if decideReset allows it on Spanner's clock
+	// (Reset, ForceReset): NEEDED, no attempt counted, leaseID as its
+	// acquisition id; refused, an error matching ErrResetRefused.
+	reset(ctx context.Context, name string, lease time.Duration, leaseID string, force bool) (ResetResult, error)
 }
 
 func (s *spannerStore) acquire(ctx context.Context, name string, p policy, c claim) (decision, *Lease, error) {

@@ -97,6 +97,8 @@ type simMutexHarness struct {
 	vers  *rand.Rand    // the processes' versions (nil: no version)
 	renew *rand.Rand    // the processes' renewal intervals (nil: the default, a third of the lease)
 	need  bool          // the Mutexes have a Needed callback, which says false or fails at times
+	// resets: an operator resets the row at times (sim_mutex_operator_test.go).
+	resets bool
 	// slowSlot is the process slot whose every Spanner answer comes a
 	// lease late (a degraded link), -1 if none: no lease it acquires can
 	// be made fresh before its grant, so its Runs must end with ErrOutage
@@ -211,6 +213,9 @@ func (mh *simMutexHarness) rowWritten(ts time.Time, op string, l *Lease, prev, r
 	if prev.State == StateStarted && (l == nil || l.id != prev.LeaseID) {
 		if s := mh.bySection[prev.LeaseID]; s != nil && s.live() {
 			who := "an abandon"
+			if op == "reset" {
+				who = "a reset"
+			}
 			if l != nil {
 				who = fmt.Sprintf("%s of token %d", op, l.token)
 			}
@@ -376,9 +381,9 @@ func (mh *simMutexHarness) returned(run *simMutexRun, out Outcome, err error) {
 		h.violateLocked("inv7: %s's Run returned %v, but fn ran in it: %v", run.who, out, ran)
 	}
 	var ee *exhaustedError
-	// The row may have gone stale, or been started by another version,
-	// since the Run read it.
-	gens := mh.par.staleness > 0 || mh.vers != nil
+	// The row may have gone stale, been started by another version, or
+	// been reset (sim_mutex_operator_test.go) since the Run read it.
+	gens := mh.par.staleness > 0 || mh.vers != nil || mh.resets
 	if errors.Is(err, ErrNotObtained) && (run.ctx == nil || run.ctx.Err() == nil) {
 		h.violateLocked("inv7: %s's Run returned %v, %s, but its ctx has not ended", run.who, out, errLine(err))
 	}
@@ -817,6 +822,7 @@ func runMutexSchedule(t *testing.T, seed uint64, rules simMutexRules, full *[]st
 		for i := range mh.par.procs {
 			mh.newProc(i, 0)
 		}
+		mh.startOperator()
 		stop := make(chan struct{})
 		chaosDone := make(chan struct{})
 		partsDone := make(chan struct{})

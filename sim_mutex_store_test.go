@@ -41,6 +41,7 @@ type simMutexRules struct {
 	forgetDone   bool // a DONE row reads (and is decided on) as NEEDED
 	slowClocks   bool // odd process slots' clocks run 5% slow, breaking assumption A5 (not a store defect)
 	lateTakeover bool // the store's clock runs half the holder's lease behind: takeovers come late
+	resetLive    bool // Reset refuses no live holder, as ForceReset does not
 }
 
 // simMutexVersion is a committed version of the section's row.
@@ -426,4 +427,28 @@ func (c *simMutexConn) interrupt(ctx context.Context, l *Lease, reason string) e
 		c.p.h.event(c.p.name, "interrupt token %d: NEEDED attempts %d", l.token, w.Attempts)
 	})
 	return err
+}
+
+// reset re-arms the row as spannerStore.reset does: decideReset on the
+// row read at the transaction's time, then NEEDED, no attempt counted,
+// leaseID as its acquisition id, the token kept (bumped if forced).
+func (c *simMutexConn) reset(ctx context.Context, name string, lease time.Duration, leaseID string, force bool) (ResetResult, error) {
+	d := c.db
+	var res ResetResult
+	err := c.call(ctx, "reset", true, func() error {
+		r := d.skew(d.forget(d.current(d.readTS())), lease)
+		if ok, why := decideReset(r, lease, force || d.rules.resetLive); !ok {
+			c.p.h.event(c.p.name, "reset refused: %s", why)
+			return &resetRefusedError{Name: name, State: r.State, Owner: r.Owner, Token: r.Token, Reason: why}
+		}
+		res = resetResult(r, lease, force)
+		ts := d.commitTS()
+		prev := d.current(ts)
+		w := prev
+		w.State, w.LeaseID, w.Token, w.Attempts, w.LastError, w.UpdatedAt = StateNeeded, leaseID, resetToken(res), 0, truncate(resetNote(r, res), maxErrorText), ts
+		d.write(ts, "reset", nil, prev, w)
+		c.p.h.event(c.p.name, "RESET from %s: NEEDED token %d", prev.State, w.Token)
+		return nil
+	})
+	return res, err
 }

@@ -72,9 +72,9 @@ var simMutexRegressionSeeds = []struct {
 
 // simMutexSeedRange returns the seeds TestSimMutex runs:
 // SPANMUTEX_SIM_MUTEX_SEEDS=A-B, or SPANMUTEX_SIM_MUTEX_SCHEDULES from 1
-// (default 2,000, or 100,000 with SPANMUTEX_SOAK=1).
+// (default 10,000, or 100,000 with SPANMUTEX_SOAK=1).
 func simMutexSeedRange(t *testing.T) testutil.Seeds {
-	return testutil.SeedRange(t, "SPANMUTEX_SIM_MUTEX", 2_000, 100_000)
+	return testutil.SeedRange(t, "SPANMUTEX_SIM_MUTEX", 10_000, 100_000)
 }
 
 // simMutexRunStats is what a batch of schedules found.
@@ -192,6 +192,7 @@ func TestSimMutexCheckerCatches(t *testing.T) {
 		{"a DONE row read as NEEDED", simMutexRules{forgetDone: true}, "inv4"},
 		{"clocks that run 5% slow (assumption A5 broken)", simMutexRules{slowClocks: true}, "inv1"},
 		{"takeover half a lease late", simMutexRules{lateTakeover: true}, "inv9"},
+		{"a reset that cuts a live holder off", simMutexRules{resetLive: true}, "inv1"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			wanted := func(v string) bool {
