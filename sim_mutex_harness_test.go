@@ -281,9 +281,11 @@ func (mh *simMutexHarness) crashedHolderLocked(ts time.Time, prev row) {
 	lease := holderLease(prev, mh.par.lease)
 	from := latest(prev.RenewedAt.Add(leaserule.After(lease, time.Duration(mh.par.jitter*float64(lease)))), crashed)
 	late, slack := ts.Sub(from), simStallSlack
-	if prev.Attempts > 1 {
-		// A retry of a failed section: a waiter may be backing off before
-		// its own retry (d.retry), up to 1.5 times defaultMaxBackOff.
+	if prev.Attempts > 1 || mh.startedOverFailed(prev) {
+		// A retry of a failed section (or a new generation started over
+		// a FAILED row, its attempts counted from 1 again): a waiter may
+		// be backing off before its own retry (d.retry), up to 1.5 times
+		// defaultMaxBackOff.
 		slack += defaultMaxBackOff * 3 / 2
 	}
 	if late <= slack {
@@ -297,6 +299,17 @@ func (mh *simMutexHarness) crashedHolderLocked(ts time.Time, prev row) {
 			return
 		}
 	}
+}
+
+// startedOverFailed reports whether the holder of STARTED row r acquired
+// it from a FAILED one (call with the database's mu held).
+func (mh *simMutexHarness) startedOverFailed(r row) bool {
+	for i, v := range mh.db.rows {
+		if v.r.State == StateStarted && v.r.LeaseID == r.LeaseID {
+			return i > 0 && mh.db.rows[i-1].r.State == StateFailed
+		}
+	}
+	return false
 }
 
 // begin checks a section that begins now (fn called) and records it.

@@ -70,6 +70,10 @@ var simMutexRegressionSeeds = []struct {
 	// retry of a failed section takes a crashed holder's row over up to
 	// 1.5 defaultMaxBackOff late (inv9 now allows it).
 	{34117, "a crashed holder's row taken 1.46 s after its lease by a waiter in its retry backoff"},
+	// The same bound, found by a soak: a v2 process started a new
+	// generation over the v1 row FAILED (its attempts counted from 1
+	// again) and crashed, while a v1 waiter backed off before its retry.
+	{276791205010, "a crashed v2 holder's row, started over a FAILED v1 row, taken 0.9 s late by a waiter in its retry backoff"},
 }
 
 // simMutexSeedRange returns the seeds TestSimMutex runs:
