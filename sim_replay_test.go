@@ -67,9 +67,9 @@ func simTurns(trace []string, maskIDs bool) [][]string {
 }
 
 // simReplaySeeds is how many seeds of each simulation TestSimReplay runs
-// twice: SPANMUTEX_SIM_REPLAY=N, default 200.
+// twice: SPANMUTEX_SIM_REPLAY=N, default 100 (CI's race suite runs 200).
 func simReplaySeeds(t *testing.T) uint64 {
-	n := uint64(200)
+	n := uint64(100)
 	if s := os.Getenv("SPANMUTEX_SIM_REPLAY"); s != "" {
 		if _, err := fmt.Sscan(s, &n); err != nil {
 			t.Fatalf("SPANMUTEX_SIM_REPLAY=%q: want a count", s)
@@ -115,7 +115,7 @@ func checkReplays(t *testing.T, what string, n uint64, maskIDs bool, run func(se
 	t.Logf("%s: %d of %d schedules replayed exactly (trace hash, turns and step count); %d steps, digest %x", what, same, n, steps, digest.Sum64())
 }
 
-// TestSimReplay runs seeds 1-200 of the Lock's simulation and of the
+// TestSimReplay runs seeds 1-100 (SPANMUTEX_SIM_REPLAY) of the Lock's simulation and of the
 // Mutex's twice each, and requires each replay to have the same trace,
 // event for event in order (hashed), and the same step count: a seed is
 // one schedule (doc/simulation.md, Replay).
@@ -146,7 +146,7 @@ func inWorkers(n int, work func()) {
 	wg.Wait()
 }
 
-// TestSemSimReplay runs seeds 1-200 (SPANMUTEX_SIM_REPLAY) of the
+// TestSemSimReplay runs seeds 1-100 (SPANMUTEX_SIM_REPLAY) of the
 // Semaphore's simulation twice each, and requires each replay to have the
 // same trace hash, turns and step count, as TestSimReplay does for the
 // Lock's and the Mutex's.

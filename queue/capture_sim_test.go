@@ -704,9 +704,9 @@ func (w *simCapWorld) checkEnd() {
 
 // capSimSeeds returns the seeds TestCaptureSimulation runs:
 // SPANMUTEX_SIM_CAPTURE_SEEDS=A-B, or SPANMUTEX_SIM_CAPTURE_SCHEDULES from 1
-// (default 10,000, or 200,000 with SPANMUTEX_SOAK=1).
+// (default 2,000, or 200,000 with SPANMUTEX_SOAK=1).
 func capSimSeeds(t *testing.T) testutil.Seeds {
-	return testutil.SeedRange(t, "SPANMUTEX_SIM_CAPTURE", 10_000, 200_000)
+	return testutil.SeedRange(t, "SPANMUTEX_SIM_CAPTURE", 2_000, 200_000)
 }
 
 // capSimRegressions returns the seeds that once found a violation. 3, 4
