@@ -83,6 +83,10 @@ type captureConfig struct {
 	// backOff, set only by the simulation (nil otherwise), makes the
 	// backoff of the loop what, drawn from its seed (newAttempts).
 	backOff func(what string) backoff.BackOff
+	// afterFunc, set only by the simulation (nil: time.AfterFunc), runs
+	// the cut-off of the partition what's query in a turn of its own
+	// (cutAfter).
+	afterFunc func(what string, d time.Duration, f func()) (stop func() bool)
 }
 
 // WithCheckpointTable names the checkpoint table (default
@@ -336,7 +340,7 @@ func (c *Capture) begin(ctx context.Context) (skew time.Duration, err error) {
 	fails := c.newAttempts("starting")
 	for {
 		if err = c.store.ensureRoot(ctx); err == nil {
-			if skew, err = c.skewOnce(ctx); err == nil {
+			if skew, err = c.skewOnce(ctx, "run"); err == nil {
 				return skew, nil
 			}
 		}
@@ -350,8 +354,9 @@ func (c *Capture) begin(ctx context.Context) (skew time.Duration, err error) {
 	}
 }
 
-// skewOnce measures, once per Run (and again by a partition whose query
-// ended at once, its end already past: see measureSkew), how far the local
+// skewOnce measures for who ("run", or a partition's token), once per Run
+// (and again by a partition whose query ended at once, its end already
+// past, or ran a quarter lease past it: see measureSkew), how far the local
 // clock is behind Spanner's, so that a query's end_timestamp is about one window after
 // Spanner's now even when the local clock is off (it only paces queries).
 // Spanner read its clock between the call and its answer, so the clock
@@ -360,10 +365,10 @@ func (c *Capture) begin(ctx context.Context) (skew time.Duration, err error) {
 // loses its partition before its first checkpoint. A round trip longer
 // than a window (a pause, a slow network) is measured again, up to three
 // times; the last is taken as it is.
-func (c *Capture) skewOnce(ctx context.Context) (time.Duration, error) {
+func (c *Capture) skewOnce(ctx context.Context, who string) (time.Duration, error) {
 	for try := 1; ; try++ {
 		sent := time.Now()
-		now, err := c.store.spannerNow(ctx)
+		now, err := c.store.spannerNow(ctx, who)
 		if err != nil {
 			return 0, err
 		}

@@ -61,7 +61,7 @@ func (c spannerCapture) ensureRoot(ctx context.Context) error {
 	if start.IsZero() {
 		// Spanner's clock, not ours: the stream refuses a start before its
 		// own creation or too far in the future.
-		if start, err = c.spannerNow(ctx); err != nil {
+		if start, err = c.spannerNow(ctx, "run"); err != nil {
 			return err
 		}
 	}
@@ -98,7 +98,7 @@ func (c spannerCapture) ensureRoot(ctx context.Context) error {
 }
 
 // spannerNow reads Spanner's clock (CURRENT_TIMESTAMP()).
-func (c spannerCapture) spannerNow(ctx context.Context) (time.Time, error) {
+func (c spannerCapture) spannerNow(ctx context.Context, _ string) (time.Time, error) {
 	var now time.Time
 	stmt, err := c.q.statement(ctx, "SELECT CURRENT_TIMESTAMP()", nil)
 	if err == nil {

@@ -102,8 +102,10 @@ func TestCaptureFailingQueryBacksOffOnTheEmulator(t *testing.T) {
 // query waits until end, the rest succeeds.
 type simpleCaptureStore struct{ captureStore }
 
-func (simpleCaptureStore) ensureRoot(context.Context) error                       { return nil }
-func (simpleCaptureStore) spannerNow(context.Context) (time.Time, error)          { return time.Now(), nil }
+func (simpleCaptureStore) ensureRoot(context.Context) error { return nil }
+func (simpleCaptureStore) spannerNow(context.Context, string) (time.Time, error) {
+	return time.Now(), nil
+}
 func (simpleCaptureStore) commit(context.Context, captureCheckpoint) (int, error) { return 0, nil }
 func (simpleCaptureStore) release(context.Context)                                {}
 func (simpleCaptureStore) runnable(context.Context) ([]capturePartition, error) {
@@ -208,6 +210,36 @@ func TestCaptureClockSteppedBackDoesNotPollWithoutPause(t *testing.T) {
 		t.Logf("%d queries in %v; readPartition: %v", f.queries.Load(), took, err)
 		require.ErrorIs(t, err, context.DeadlineExceeded, "read until ctx ended, not stopped by the query count")
 		// About one query per window once the skew is right.
+		assert.LessOrEqual(t, f.queries.Load(), int64(took/c.cfg.window)+3)
+	})
+}
+
+// A local clock stepped forward after Run measured its skew, by more than
+// the lease, made every query end that much past Spanner's now: the query
+// ran that long, the partition wrote no checkpoint meanwhile, and its lease
+// lapsed (another instance took it over, and ours lost its work), query
+// after query. A query that runs past its end by a quarter lease on the
+// monotonic clock is cut short and the skew measured again: the partition
+// goes on a query per window, with a checkpoint every quarter lease.
+func TestCaptureClockSteppedForwardKeepsTheLease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		f := &faultyCapture{captureStore: simpleCaptureStore{}, limit: 1_000, cancel: cancel}
+		c := &Capture{q: &Queue{}, stream: "S", store: f, cfg: captureConfig{window: 100 * time.Millisecond,
+			heartbeat: time.Second, lease: 3 * time.Second, poll: 100 * time.Millisecond, batch: 10, owner: "me",
+			logger: slog.New(slog.NewTextHandler(io.Discard, nil))}}
+		began := time.Now()
+		// Spanner's clock is the bubble's; the local clock, as Run
+		// measured it, an hour ahead.
+		p := capturePartition{token: "p1", resume: began}
+		err := c.readPartition(ctx, p, time.Hour)
+		took := time.Since(began)
+		t.Logf("%d queries, %d checkpoints in %v; readPartition: %v", f.queries.Load(), f.commits.Load(), took, err)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		// A checkpoint every quarter lease, from the first within a lease.
+		assert.GreaterOrEqual(t, f.commits.Load(), int64(took/(c.cfg.lease/4))-2, "checkpoints: the lease was kept")
+		assert.GreaterOrEqual(t, f.queries.Load(), int64(took/c.cfg.window)/2, "about one query per window")
 		assert.LessOrEqual(t, f.queries.Load(), int64(took/c.cfg.window)+3)
 	})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"cloud.google.com/go/spanner"
@@ -137,9 +138,19 @@ func (pr *partitionRead) window(ctx context.Context) error {
 		return nil
 	}
 	began, wait := time.Now(), end.Sub(time.Now().Add(pr.skew))
-	err := c.store.query(ctx, pr.resume, &end, &p.token, func(r csRecord) error {
+	qctx, cut := c.cutAfter(ctx, p.token, wait+c.cfg.lease/4)
+	err := c.store.query(qctx, pr.resume, &end, &p.token, func(r csRecord) error {
 		return pr.record(r, &cp, flush)
 	})
+	if cut() && ctx.Err() == nil {
+		// The query ran a quarter lease past its end by the monotonic
+		// clock: Spanner's clock is behind what the skew made of the
+		// local one (stepped forward since it was measured), and a query
+		// let run would outlast the lease with no checkpoint. Measure
+		// again, and read on from the last checkpoint written.
+		pr.measureSkew(ctx)
+		return nil
+	}
 	if err != nil {
 		return err
 	}
@@ -162,12 +173,16 @@ func (pr *partitionRead) window(ctx context.Context) error {
 // measureSkew measures the local clock's skew again, after a query that
 // should have waited for about a window ended at once: its end was already
 // past by Spanner's clock, so the local clock was stepped back since Run
-// measured it (or the process paused before the query). Without it, a clock
-// stepped back by D made each query read one past window, back to back, D
-// per window times. A failed measurement keeps the old skew: the next
-// query's end is past again, and measures again.
+// measured it (or the process paused before the query); or after one cut
+// short a quarter lease past its end: the clock was stepped forward.
+// Without it, a clock stepped back by D made each query read one past
+// window, back to back, D per window times, and one stepped forward by more
+// than the lease made every query outlast the lease with no checkpoint
+// (TestCaptureClockSteppedForwardKeepsTheLease). A failed measurement keeps
+// the old skew: the next query is past or cut short again, and measures
+// again.
 func (pr *partitionRead) measureSkew(ctx context.Context) {
-	skew, err := pr.c.skewOnce(ctx)
+	skew, err := pr.c.skewOnce(ctx, pr.p.token)
 	if err != nil {
 		pr.c.cfg.logger.Warn("capture: reading Spanner's clock failed", "partition", shortToken(pr.p.token), "err", err)
 		return
@@ -242,4 +257,23 @@ func csMaxTime(a, b time.Time) time.Time {
 		return b
 	}
 	return a
+}
+
+// cutAfter returns a ctx that ends d after now (by the monotonic clock), or
+// with ctx, and cut, which releases it and reports whether d passed first.
+func (c *Capture) cutAfter(ctx context.Context, what string, d time.Duration) (context.Context, func() bool) {
+	ctx, cancel := context.WithCancel(ctx)
+	var fired atomic.Bool
+	fire := func() { fired.Store(true); cancel() }
+	var stop func() bool
+	if c.cfg.afterFunc != nil {
+		stop = c.cfg.afterFunc(what, d, fire)
+	} else {
+		stop = time.AfterFunc(d, fire).Stop
+	}
+	return ctx, func() bool {
+		stop()
+		cancel()
+		return fired.Load()
+	}
 }

@@ -166,10 +166,10 @@ func TestCaptureScenariosOnTheEmulator(t *testing.T) {
 						require.NoError(t, err)
 					}
 					env.elapse = func(t *testing.T, d time.Duration) {
-						from, err := first.store.spannerNow(context.Background())
+						from, err := first.store.spannerNow(context.Background(), "run")
 						require.NoError(t, err)
 						waitFor(t, d+30*time.Second, "Spanner's clock to pass "+d.String(), func() bool {
-							now, err := first.store.spannerNow(context.Background())
+							now, err := first.store.spannerNow(context.Background(), "run")
 							require.NoError(t, err)
 							return now.Sub(from) >= d
 						})

@@ -323,9 +323,9 @@ func (s *simCapStore) ensureRoot(ctx context.Context) error {
 	})
 }
 
-func (s *simCapStore) spannerNow(ctx context.Context) (time.Time, error) {
+func (s *simCapStore) spannerNow(ctx context.Context, who string) (time.Time, error) {
 	var now time.Time
-	err := s.call(ctx, "spannerNow", "run", func(t time.Time) error { now = t; return nil })
+	err := s.call(ctx, "spannerNow", who, func(t time.Time) error { now = t; return nil })
 	return now, err
 }
 
@@ -485,6 +485,11 @@ func (s *simCapStore) query(ctx context.Context, start time.Time, end *time.Time
 	w.mu.Unlock()
 	wait := func(until time.Time) error {
 		defer w.sched.turn(s.key(*token, "query", until.UnixNano()))
+		if err := ctx.Err(); err != nil {
+			// Ended already (cut short, or stopped): not a select between
+			// it and a timer that fires at once, which picks either.
+			return status.FromContextError(err).Err()
+		}
 		select {
 		case <-ctx.Done():
 			return status.FromContextError(ctx.Err()).Err()
@@ -545,6 +550,10 @@ func (w *simCapWorld) newStore(in *simCapInstance) *simCapStore {
 	in.lives++
 	st := &simCapStore{w: w, c: c, life: in.lives, rngs: map[string]*rand.Rand{}, effort: map[string]*capEffort{}}
 	c.store = st
+	c.cfg.afterFunc = func(what string, d time.Duration, f func()) func() bool {
+		at := time.Now().Add(d).UnixNano()
+		return time.AfterFunc(d, func() { w.sched.turn(st.key(what, "cut", at)); f() }).Stop
+	}
 	c.cfg.backOff = func(what string) backoff.BackOff {
 		h := fnv.New64a()
 		fmt.Fprintf(h, "%s/%d/%s", in.id, st.life, what)
@@ -729,7 +738,7 @@ type slowClockStore struct {
 	calls int
 }
 
-func (s *slowClockStore) spannerNow(context.Context) (time.Time, error) {
+func (s *slowClockStore) spannerNow(context.Context, string) (time.Time, error) {
 	s.calls++
 	if s.calls == 1 {
 		time.Sleep(s.pause)
@@ -743,7 +752,7 @@ func TestCaptureSkewIgnoresAPausedClockRead(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := &slowClockStore{pause: 8 * time.Second}
 		c := &Capture{cfg: captureConfig{window: 100 * time.Millisecond}, store: st}
-		skew, err := c.skewOnce(context.Background())
+		skew, err := c.skewOnce(context.Background(), "run")
 		require.NoError(t, err)
 		require.Equal(t, 2, st.calls, "a round trip longer than a window is measured again")
 		require.Zero(t, skew, "one clock in the bubble: no skew, not the pause")

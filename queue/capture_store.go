@@ -13,8 +13,11 @@ type captureStore interface {
 	// ensureRoot checks the checkpoint table and records the stream's
 	// first partitions if it has none yet.
 	ensureRoot(ctx context.Context) error
-	// spannerNow reads Spanner's clock.
-	spannerNow(ctx context.Context) (time.Time, error)
+	// spannerNow reads Spanner's clock for who, the loop of a Run that
+	// asks ("run", or the token of the partition it reads): only the
+	// simulation tells them apart (each loop draws its faults from its
+	// own source there).
+	spannerNow(ctx context.Context, who string) (time.Time, error)
 	// runnable lists the partitions this instance may claim now.
 	runnable(ctx context.Context) ([]capturePartition, error)
 	// claim makes this instance a partition's owner if mayClaim allows.
