@@ -281,12 +281,13 @@ func (mh *simMutexHarness) crashedHolderLocked(ts time.Time, prev row) {
 	lease := holderLease(prev, mh.par.lease)
 	from := latest(prev.RenewedAt.Add(leaserule.After(lease, time.Duration(mh.par.jitter*float64(lease)))), crashed)
 	late, slack := ts.Sub(from), simStallSlack
-	if prev.Attempts > 1 || mh.startedOverFailed(prev) {
-		// A retry of a failed section (or a new generation started over
-		// a FAILED row, its attempts counted from 1 again): a waiter may
-		// be backing off before its own retry (d.retry), up to 1.5 times
-		// defaultMaxBackOff.
-		slack += defaultMaxBackOff * 3 / 2
+	if backOff := defaultMaxBackOff * 3 / 2; prev.Attempts > 1 || mh.failedSince(from.Add(-backOff)) {
+		// A retry of a failed section, or a row FAILED lately (since
+		// started over by a new generation or re-armed by a reset, its
+		// attempts counted from 1 again): a waiter that read it FAILED
+		// may be backing off before its own retry (d.retry), up to 1.5
+		// times defaultMaxBackOff.
+		slack += backOff
 	}
 	if late <= slack {
 		return
@@ -301,12 +302,13 @@ func (mh *simMutexHarness) crashedHolderLocked(ts time.Time, prev row) {
 	}
 }
 
-// startedOverFailed reports whether the holder of STARTED row r acquired
-// it from a FAILED one (call with the database's mu held).
-func (mh *simMutexHarness) startedOverFailed(r row) bool {
-	for i, v := range mh.db.rows {
-		if v.r.State == StateStarted && v.r.LeaseID == r.LeaseID {
-			return i > 0 && mh.db.rows[i-1].r.State == StateFailed
+// failedSince reports whether the row was FAILED at some instant since t
+// (call with the database's mu held).
+func (mh *simMutexHarness) failedSince(t time.Time) bool {
+	rows := mh.db.rows
+	for i, v := range rows {
+		if v.r.State == StateFailed && (i+1 == len(rows) || !rows[i+1].ts.Before(t)) {
+			return true
 		}
 	}
 	return false

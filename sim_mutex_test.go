@@ -70,10 +70,12 @@ var simMutexRegressionSeeds = []struct {
 	// retry of a failed section takes a crashed holder's row over up to
 	// 1.5 defaultMaxBackOff late (inv9 now allows it).
 	{34117, "a crashed holder's row taken 1.46 s after its lease by a waiter in its retry backoff"},
-	// The same bound, found by a soak: a v2 process started a new
-	// generation over the v1 row FAILED (its attempts counted from 1
-	// again) and crashed, while a v1 waiter backed off before its retry.
+	// The same bound, found by soaks: the row FAILED, then started over
+	// with its attempts counted from 1 again (by a new generation, or
+	// after the operator's reset), its holder crashed, while a waiter
+	// that had read it FAILED backed off before its retry.
 	{276791205010, "a crashed v2 holder's row, started over a FAILED v1 row, taken 0.9 s late by a waiter in its retry backoff"},
+	{87145359705367, "a crashed holder's row, acquired after a reset of a FAILED row, taken 0.29 s late by a waiter in its retry backoff"},
 }
 
 // simMutexSeedRange returns the seeds TestSimMutex runs:
