@@ -42,11 +42,12 @@ func (s *memStore) reset(_ context.Context, name string, lease time.Duration, le
 	defer s.mu.Unlock()
 	r := s.r
 	r.Now = s.now
-	if ok, why := decideReset(r, lease, force); !ok {
-		return ResetResult{}, &resetRefusedError{Name: name, State: r.State, Owner: r.Owner, Token: r.Token, Reason: why}
+	w, res, err := planReset(name, r, lease, leaseID, force)
+	if err != nil {
+		return ResetResult{}, err
 	}
-	res := resetResult(r, lease, force)
-	s.r.State, s.r.LeaseID, s.r.Token, s.r.Attempts, s.r.LastError = StateNeeded, leaseID, resetToken(res), 0, resetNote(r, res)
+	w.Now = time.Time{}
+	s.r = w
 	return res, nil
 }
 

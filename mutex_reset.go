@@ -147,17 +147,17 @@ func (s *spannerStore) reset(ctx context.Context, name string, lease time.Durati
 			return err
 		}
 		// Spanner's clock: r.Now is CURRENT_TIMESTAMP() of this transaction.
-		if ok, why := decideReset(r, lease, force); !ok {
-			return &resetRefusedError{Name: name, State: r.State, Owner: r.Owner, Token: r.Token, Reason: why}
+		var w row
+		if w, res, err = planReset(name, r, lease, leaseID, force); err != nil {
+			return err
 		}
-		res = resetResult(r, lease, force)
 		var ms []*spanner.Mutation
 		if watchers, ms, err = s.takeWatchersIn(ctx, tx, name, nil); err != nil {
 			return err
 		}
 		return tx.BufferWrite(append(ms, spanner.Update(s.table,
 			[]string{"Name", "State", "LeaseID", "Token", "Attempts", "LastError", "UpdatedAt"},
-			[]any{name, string(StateNeeded), leaseID, resetToken(res), int64(0), truncate(resetNote(r, res), maxErrorText), spanner.CommitTimestamp})))
+			[]any{name, string(w.State), w.LeaseID, w.Token, w.Attempts, w.LastError, spanner.CommitTimestamp})))
 	})
 	var refused *resetRefusedError
 	if errors.As(err, &refused) {
@@ -169,6 +169,23 @@ func (s *spannerStore) reset(ctx context.Context, name string, lease time.Durati
 	s.reached.Store(true)
 	s.wakeWatchers(ctx, watchers) // the section is needed again: its waiters may take it
 	return res, nil
+}
+
+// planReset decides, on the row r read with Spanner's clock inside the
+// deciding transaction, whether a reset may re-arm it (decideReset), and
+// returns the row to write and what it found: r made NEEDED, with leaseID
+// as its acquisition id (a silent holder finds its lease gone), no attempt
+// counted, the token kept (bumped past a holder it forced out), and a note
+// in LastError. Refused, a *resetRefusedError. Every store's reset writes
+// what it returns.
+func planReset(name string, r row, lease time.Duration, leaseID string, force bool) (row, ResetResult, error) {
+	if ok, why := decideReset(r, lease, force); !ok {
+		return row{}, ResetResult{}, &resetRefusedError{Name: name, State: r.State, Owner: r.Owner, Token: r.Token, Reason: why}
+	}
+	res := resetResult(r, lease, force)
+	w := r
+	w.State, w.LeaseID, w.Token, w.Attempts, w.LastError = StateNeeded, leaseID, resetToken(res), 0, truncate(resetNote(r, res), maxErrorText)
+	return w, res, nil
 }
 
 // resetResult is what a reset of r, allowed by decideReset, does.

@@ -41,7 +41,7 @@ type simMutexRules struct {
 	forgetDone   bool // a DONE row reads (and is decided on) as NEEDED
 	slowClocks   bool // odd process slots' clocks run 5% slow, breaking assumption A5 (not a store defect)
 	lateTakeover bool // the store's clock runs half the holder's lease behind: takeovers come late
-	resetLive    bool // Reset refuses no live holder, as ForceReset does not
+	resetLive    bool // Reset cuts a live holder off, as ForceReset does
 }
 
 // simMutexVersion is a committed version of the section's row.
@@ -429,23 +429,22 @@ func (c *simMutexConn) interrupt(ctx context.Context, l *Lease, reason string) e
 	return err
 }
 
-// reset re-arms the row as spannerStore.reset does: decideReset on the
-// row read at the transaction's time, then NEEDED, no attempt counted,
-// leaseID as its acquisition id, the token kept (bumped if forced).
+// reset re-arms the row as spannerStore.reset does: planReset on the row
+// read at the transaction's time, written at its commit.
 func (c *simMutexConn) reset(ctx context.Context, name string, lease time.Duration, leaseID string, force bool) (ResetResult, error) {
 	d := c.db
 	var res ResetResult
 	err := c.call(ctx, "reset", true, func() error {
 		r := d.skew(d.forget(d.current(d.readTS())), lease)
-		if ok, why := decideReset(r, lease, force || d.rules.resetLive); !ok {
-			c.p.h.event(c.p.name, "reset refused: %s", why)
-			return &resetRefusedError{Name: name, State: r.State, Owner: r.Owner, Token: r.Token, Reason: why}
+		w, planned, err := planReset(name, r, lease, leaseID, force || d.rules.resetLive)
+		if err != nil { // a *resetRefusedError
+			c.p.h.event(c.p.name, "reset refused: %s", err.(*resetRefusedError).Reason)
+			return err
 		}
-		res = resetResult(r, lease, force)
+		res = planned
 		ts := d.commitTS()
 		prev := d.current(ts)
-		w := prev
-		w.State, w.LeaseID, w.Token, w.Attempts, w.LastError, w.UpdatedAt = StateNeeded, leaseID, resetToken(res), 0, truncate(resetNote(r, res), maxErrorText), ts
+		w.UpdatedAt = ts
 		d.write(ts, "reset", nil, prev, w)
 		c.p.h.event(c.p.name, "RESET from %s: NEEDED token %d", prev.State, w.Token)
 		return nil

@@ -3,7 +3,6 @@
 package spanmutex
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -39,8 +38,8 @@ func (h *semSim) startOperator() {
 	if h.par.rw || h.par.calm || r.IntN(3) != 0 {
 		return
 	}
-	p := &semProc{h: h, name: "OP", slot: -1, seed: r.Uint64(), simLife: newSimLife(), rate: 1, lease: h.par.lease}
-	p.ctx, p.kill = context.WithCancel(context.Background())
+	p := h.bareProc(-1)
+	p.name, p.seed = "OP", r.Uint64()
 	p.scope = NewScope(WithoutWakeUps())
 	p.scope.id = fmt.Sprintf("op-%06x", r.IntN(1<<24))
 	p.effort.bound = waitEffort + holdEffort
@@ -86,7 +85,7 @@ func (h *semSim) redeploy(p *semProc, i int, s *Semaphore, err error) *Semaphore
 	if !errors.As(err, &sme) {
 		return s
 	}
-	h.event(fmt.Sprintf("%s/c%d", p.name, i), "redeployed with size %d (was %d)", sme.Stored, s.size)
+	h.event(p.contender(i), "redeployed with size %d (was %d)", sme.Stored, s.size)
 	return h.newSemaphore(p, i, sme.Stored)
 }
 

@@ -727,10 +727,14 @@ func (o semOp) String() string {
 
 // bareProc starts a process without contenders, as a scenario's store.
 func (h *semSim) bareProc(slot int) *semProc {
-	p := &semProc{h: h, name: fmt.Sprintf("S%d", slot), seed: uint64(slot), simLife: newSimLife(), rate: 1, lease: h.par.lease}
+	p := &semProc{h: h, name: fmt.Sprintf("S%d", slot), slot: slot, seed: uint64(slot), simLife: newSimLife(), rate: 1, lease: h.par.lease}
 	p.ctx, p.kill = context.WithCancel(context.Background())
 	return p
 }
+
+// contender names contender i of p ("P1.0/c2"): its owner, and who its
+// events and turns are.
+func (p *semProc) contender(i int) string { return fmt.Sprintf("%s/c%d", p.name, i) }
 
 func (h *semSim) newProc(slot, inc int) *semProc {
 	name := fmt.Sprintf("P%d.%d", slot, inc)
@@ -765,9 +769,8 @@ func (h *semSim) newProc(slot, inc int) *semProc {
 		at := simNow()
 		go func() {
 			defer h.running.Done()
-			who := fmt.Sprintf("%s/c%d", name, i)
-			p.turn("start "+who, at, 0)
-			p.contender(s, i, cycles, r)
+			p.turn("start "+p.contender(i), at, 0)
+			p.contend(s, i, cycles, r)
 		}()
 	}
 	return p
@@ -775,12 +778,12 @@ func (h *semSim) newProc(slot, inc int) *semProc {
 
 // newSemaphore is contender i of p's Semaphore, declaring size.
 func (h *semSim) newSemaphore(p *semProc, i int, size int64) *Semaphore {
-	cfg, err := configure(semSimName, []LockOption{WithLease(p.lease), WithOwner(fmt.Sprintf("%s/c%d", p.name, i)), WithScope(p.scope),
+	who := p.contender(i)
+	cfg, err := configure(semSimName, []LockOption{WithLease(p.lease), WithOwner(who), WithScope(p.scope),
 		WithFinishTimeout(2 * time.Second), WithMaxFailures(8), WithBackOff(func() backoff.BackOff { return &semSimBackOff{p: p} })})
 	if err != nil {
 		panic(err)
 	}
-	who := fmt.Sprintf("%s/c%d", p.name, i)
 	cfg.clock = semClock{p, who}
 	cfg.random = rand.New(rand.NewPCG(p.seed, uint64(1000+i))).Float64
 	return &Semaphore{name: semSimName, size: size, cfg: cfg, store: semConn{p, who}}
@@ -816,10 +819,11 @@ func (h *semSim) weight(r *rand.Rand, size int64) int64 {
 	return 1 + r.Int64N(size)
 }
 
-// contender i of p acquires, holds and releases, cycles times.
-func (p *semProc) contender(s *Semaphore, i, cycles int, r *rand.Rand) {
+// contend is contender i of p: it acquires, holds and releases, cycles
+// times.
+func (p *semProc) contend(s *Semaphore, i, cycles int, r *rand.Rand) {
 	h := p.h
-	who := fmt.Sprintf("%s/c%d", p.name, i)
+	who := p.contender(i)
 	for range cycles {
 		if p.isCrashed() {
 			return

@@ -188,6 +188,23 @@ func TestCaptureNonRPCErrorEndsRun(t *testing.T) {
 	assert.True(t, captureRetryable(context.Background(), spanner.ToSpannerError(status.Error(codes.Unknown, "RPC outcome unknown"))))
 }
 
+// readSkewed reads a partition whose checkpoint is resume from now for 10
+// virtual seconds (at most 1,000 queries), Spanner's clock being the
+// bubble's and skew what Run measured of the local one; call it in a
+// synctest bubble. It returns the store, the Capture, how long it read and
+// readPartition's error.
+func readSkewed(skew, resume time.Duration) (*faultyCapture, *Capture, time.Duration, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	f := &faultyCapture{captureStore: simpleCaptureStore{}, limit: 1_000, cancel: cancel}
+	c := &Capture{q: &Queue{}, stream: "S", store: f, cfg: captureConfig{window: 100 * time.Millisecond,
+		heartbeat: time.Second, lease: 3 * time.Second, poll: 100 * time.Millisecond, batch: 10, owner: "me",
+		logger: slog.New(slog.NewTextHandler(io.Discard, nil))}}
+	began := time.Now()
+	err := c.readPartition(ctx, capturePartition{token: "p1", resume: began.Add(resume)}, skew)
+	return f, c, time.Since(began), err
+}
+
 // A local clock stepped back after Run measured its skew, by more than the
 // query window, makes a query's end already past: the query ends at once.
 // The partition measures the skew again instead of reading one past window
@@ -195,18 +212,8 @@ func TestCaptureNonRPCErrorEndsRun(t *testing.T) {
 // checkpoint two hours old, made 36,000 queries in no time before.
 func TestCaptureClockSteppedBackDoesNotPollWithoutPause(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		f := &faultyCapture{captureStore: simpleCaptureStore{}, limit: 1_000, cancel: cancel}
-		c := &Capture{q: &Queue{}, stream: "S", store: f, cfg: captureConfig{window: 100 * time.Millisecond,
-			heartbeat: time.Second, lease: 3 * time.Second, poll: 100 * time.Millisecond, batch: 10, owner: "me",
-			logger: slog.New(slog.NewTextHandler(io.Discard, nil))}}
-		began := time.Now()
-		// Spanner's clock is the bubble's; the local clock, as Run
-		// measured it, an hour behind.
-		p := capturePartition{token: "p1", resume: began.Add(-2 * time.Hour)}
-		err := c.readPartition(ctx, p, -time.Hour)
-		took := time.Since(began)
+		// The local clock, as Run measured it, an hour behind.
+		f, c, took, err := readSkewed(-time.Hour, -2*time.Hour)
 		t.Logf("%d queries in %v; readPartition: %v", f.queries.Load(), took, err)
 		require.ErrorIs(t, err, context.DeadlineExceeded, "read until ctx ended, not stopped by the query count")
 		// About one query per window once the skew is right.
@@ -223,18 +230,8 @@ func TestCaptureClockSteppedBackDoesNotPollWithoutPause(t *testing.T) {
 // goes on a query per window, with a checkpoint every quarter lease.
 func TestCaptureClockSteppedForwardKeepsTheLease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		f := &faultyCapture{captureStore: simpleCaptureStore{}, limit: 1_000, cancel: cancel}
-		c := &Capture{q: &Queue{}, stream: "S", store: f, cfg: captureConfig{window: 100 * time.Millisecond,
-			heartbeat: time.Second, lease: 3 * time.Second, poll: 100 * time.Millisecond, batch: 10, owner: "me",
-			logger: slog.New(slog.NewTextHandler(io.Discard, nil))}}
-		began := time.Now()
-		// Spanner's clock is the bubble's; the local clock, as Run
-		// measured it, an hour ahead.
-		p := capturePartition{token: "p1", resume: began}
-		err := c.readPartition(ctx, p, time.Hour)
-		took := time.Since(began)
+		// The local clock, as Run measured it, an hour ahead.
+		f, c, took, err := readSkewed(time.Hour, 0)
 		t.Logf("%d queries, %d checkpoints in %v; readPartition: %v", f.queries.Load(), f.commits.Load(), took, err)
 		require.ErrorIs(t, err, context.DeadlineExceeded)
 		// A checkpoint every quarter lease, from the first within a lease.

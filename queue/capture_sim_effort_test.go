@@ -75,6 +75,18 @@ func (s *simCapStore) countCall(goroutine string) (over bool) {
 	return e.n > bound
 }
 
+// reaches counts a call of goroutine (throttled if over its bound) and
+// reports whether it reaches Spanner: not while an outage cuts the instance
+// off (w.mu held, and held again on return).
+func (s *simCapStore) reaches(goroutine string) bool {
+	if s.countCall(goroutine) {
+		s.w.mu.Unlock()
+		s.throttle(goroutine)
+		s.w.mu.Lock()
+	}
+	return !s.cutOff()
+}
+
 // throttle holds a call of goroutine that went over its bound back to the
 // end of the window, then takes a turn.
 func (s *simCapStore) throttle(goroutine string) {

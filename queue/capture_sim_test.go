@@ -263,12 +263,7 @@ func (s *simCapStore) call(ctx context.Context, what, goroutine string, op func(
 		return status.FromContextError(err).Err()
 	}
 	w.mu.Lock()
-	if s.countCall(goroutine) {
-		w.mu.Unlock()
-		s.throttle(goroutine)
-		w.mu.Lock()
-	}
-	if s.cutOff() {
+	if !s.reaches(goroutine) {
 		w.mu.Unlock()
 		return errSimUnavailable
 	}
@@ -469,12 +464,7 @@ func (s *simCapStore) query(ctx context.Context, start time.Time, end *time.Time
 		limit = p.end
 	}
 	w.mu.Lock()
-	if s.countCall(*token) {
-		w.mu.Unlock()
-		s.throttle(*token)
-		w.mu.Lock()
-	}
-	if s.cutOff() {
+	if !s.reaches(*token) {
 		w.mu.Unlock()
 		return errSimUnavailable
 	}
