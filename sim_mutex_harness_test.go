@@ -113,6 +113,7 @@ type simMutexHarness struct {
 	// Under h.mu.
 	sections  []*simSection
 	bySection map[string]*simSection // by lease id
+	evicted   map[string]bool        // lease ids a ForceReset evicted while live
 	runs      []*simMutexRun
 	lastToken int64
 	fnCalls   int
@@ -122,6 +123,7 @@ type simMutexHarness struct {
 	owners    map[string]*simProc // by owner identity (WithOwner)
 	takeovers int
 	abandons  int
+	evictions int // live sections a ForceReset cut off
 
 	running sync.WaitGroup
 }
@@ -134,6 +136,9 @@ type simSection struct {
 	lease  *Lease
 	ended  bool
 	result string // "" while it runs; then "nil", "error", "interrupt", "panic"
+	// evicted: a ForceReset took the row from it while its lease ran (it
+	// may run on, as ForceReset's contract says; inv1 no longer counts it).
+	evicted bool
 }
 
 // simMutexRun is one Run call.
@@ -210,7 +215,12 @@ func (mh *simMutexHarness) rowWritten(ts time.Time, op string, l *Lease, prev, r
 	// The row is never taken from a section that runs with an unlapsed
 	// lease: a write that changes a STARTED row's holder, or ends it, by
 	// anyone but that holder.
-	if prev.State == StateStarted && (l == nil || l.id != prev.LeaseID) {
+	if l != nil && op != "acquire" && l.id != prev.LeaseID {
+		h.violateLocked("inv1: %s by token %d committed over a row it did not hold (%v): its fence let it through", op, l.token, mrow(prev))
+	}
+	if op == "forcereset" && prev.State == StateStarted {
+		mh.evictLocked(ts, prev, r)
+	} else if prev.State == StateStarted && (l == nil || l.id != prev.LeaseID) {
 		if s := mh.bySection[prev.LeaseID]; s != nil && s.live() {
 			who := "an abandon"
 			if op == "reset" {
@@ -259,6 +269,28 @@ func (mh *simMutexHarness) rowWritten(ts time.Time, op string, l *Lease, prev, r
 		if prev.Attempts < int64(mh.par.maxAttempts) {
 			h.violateLocked("inv5: token %d abandoned (FAILED) on attempt %d of %d", prev.Token, prev.Attempts, mh.par.maxAttempts)
 		}
+	}
+}
+
+// evictLocked records that a ForceReset wrote r over prev, STARTED, at
+// ts. If prev's holder had renewed within its lease by Spanner's clock (so
+// that Reset would have refused), the token written must be past the
+// evicted one, so that a Fence rejects the evicted holder's once a newer
+// holder's has been admitted, and the evicted lease's section no longer
+// counts for inv1, whether it runs or begins later (it may run on until
+// its next renewal fails, as ForceReset's contract says); call with h.mu
+// held.
+func (mh *simMutexHarness) evictLocked(ts time.Time, prev, r row) {
+	if ts.Sub(prev.RenewedAt) >= holderLease(prev, mh.par.lease) {
+		return // a holder silent past its lease: reset as Reset does
+	}
+	if r.Token <= prev.Token {
+		mh.h.violateLocked("inv1: a ForceReset evicted the live holder of token %d but wrote token %d, not past it", prev.Token, r.Token)
+	}
+	mh.evicted[prev.LeaseID] = true
+	if s := mh.bySection[prev.LeaseID]; s != nil && s.live() {
+		s.evicted, s.ended = true, true
+		mh.evictions++
 	}
 }
 
@@ -353,6 +385,10 @@ func (mh *simMutexHarness) begin(run *simMutexRun, lease *Lease) *simSection {
 		h.violateLocked("inv6: %s's section began with token %d (id %v), which Spanner never wrote", run.who, lease.token, simID(lease.id))
 	} else if tookOver != lease.TookOver() {
 		h.violateLocked("inv6: %s's section began with token %d, TookOver %v, but the acquisition took over: %v", run.who, lease.token, lease.TookOver(), tookOver)
+	}
+	if mh.evicted[lease.id] { // a ForceReset took its row before it began
+		s.evicted, s.ended = true, true
+		mh.evictions++
 	}
 	mh.sections = append(mh.sections, s)
 	mh.bySection[lease.id] = s
@@ -767,7 +803,7 @@ type simMutexResult struct {
 
 // newMutexHarness returns an empty harness for schedule seed.
 func newMutexHarness(seed uint64) *simMutexHarness {
-	return &simMutexHarness{seed: seed, rng: rand.New(rand.NewPCG(seed, 0x6d75746578)), bySection: map[string]*simSection{},
+	return &simMutexHarness{seed: seed, rng: rand.New(rand.NewPCG(seed, 0x6d75746578)), bySection: map[string]*simSection{}, evicted: map[string]bool{},
 		crashedAt: map[*simProc]time.Time{}, owners: map[string]*simProc{}, slowSlot: -1}
 }
 
@@ -899,6 +935,9 @@ func runMutexSchedule(t *testing.T, seed uint64, rules simMutexRules, full *[]st
 		mh.db.mu.Unlock()
 		h.mu.Lock()
 		res.sections, res.calm, res.takeovers, res.abandons = mh.fnCalls, mh.par.calm, mh.takeovers, mh.abandons
+		if mh.evictions > 0 {
+			res.counts["forcereset of a live section"] += mh.evictions
+		}
 		res.violations, res.trace = h.violations, h.trace
 		h.mu.Unlock()
 	})

@@ -19,13 +19,22 @@ import (
 // runs with an unlapsed lease"), a DONE row and a missing one, and
 // re-arms a FAILED or NEEDED row, or a STARTED one whose holder went
 // silent past its lease, whose Runs may then run the section again and
-// whose watchers it wakes. ForceReset is not drawn: it cuts a live holder
-// off by design, which inv1 forbids. The operator's draws come from a
-// stream of their own, so that schedules without it stay those their
-// seeds named before it.
+// whose watchers it wakes. In half the schedules with an operator, it also
+// calls ForceReset once, at a time of its own: that resets a STARTED row
+// whatever its holder's lease, and the checker then holds it to
+// ForceReset's contract instead of inv1's: the token written is past the
+// evicted holder's, and no write of the evicted lease commits after it
+// (the evicted section may run on until its next renewal fails, and is no
+// longer counted by inv1). The operator's draws come from streams of
+// their own, so that schedules without it stay those their seeds named
+// before it, and those with Reset alone stay those they were before
+// ForceReset was drawn.
 
-// simResetSalt seeds the operator's stream.
-const simResetSalt = 0x0e5e7
+// simResetSalt seeds the operator's stream; simForceSalt its ForceReset's.
+const (
+	simResetSalt = 0x0e5e7
+	simForceSalt = 0x0f5e7
+)
 
 // startOperator starts the operator if the schedule draws one.
 func (mh *simMutexHarness) startOperator() {
@@ -58,5 +67,21 @@ func (mh *simMutexHarness) startOperator() {
 			cancel()
 			h.event("OP", "Reset: %+v, %s", res, errShort(err))
 		}
+	}()
+	f := rand.New(rand.NewPCG(mh.seed, simForceSalt))
+	if f.IntN(2) != 0 {
+		return
+	}
+	force := time.Duration(f.Int64N(int64(mh.par.chaos)))
+	h.event("OP", "will force a reset at %v", force)
+	mh.running.Add(1)
+	go func() {
+		defer mh.running.Done()
+		time.Sleep(time.Until(h.start.Add(force)))
+		h.sched.turn(simKey{"OP", "forcereset", 0, 0})
+		ctx, cancel := context.WithTimeout(p.ctx, mh.par.finish)
+		res, err := m.ForceReset(ctx)
+		cancel()
+		h.event("OP", "ForceReset: %+v, %s", res, errShort(err))
 	}()
 }

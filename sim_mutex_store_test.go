@@ -22,6 +22,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 )
@@ -42,6 +43,7 @@ type simMutexRules struct {
 	slowClocks   bool // odd process slots' clocks run 5% slow, breaking assumption A5 (not a store defect)
 	lateTakeover bool // the store's clock runs half the holder's lease behind: takeovers come late
 	resetLive    bool // Reset cuts a live holder off, as ForceReset does
+	forceNoBump  bool // ForceReset keeps the token of the live holder it evicts
 }
 
 // simMutexVersion is a committed version of the section's row.
@@ -442,11 +444,18 @@ func (c *simMutexConn) reset(ctx context.Context, name string, lease time.Durati
 			return err
 		}
 		res = planned
+		if d.rules.forceNoBump && planned.Forced {
+			w.Token = r.Token
+		}
 		ts := d.commitTS()
 		prev := d.current(ts)
 		w.UpdatedAt = ts
-		d.write(ts, "reset", nil, prev, w)
-		c.p.h.event(c.p.name, "RESET from %s: NEEDED token %d", prev.State, w.Token)
+		op := "reset"
+		if force {
+			op = "forcereset"
+		}
+		d.write(ts, op, nil, prev, w)
+		c.p.h.event(c.p.name, "%s from %s: NEEDED token %d", strings.ToUpper(op), prev.State, w.Token)
 		return nil
 	})
 	return res, err

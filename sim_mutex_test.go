@@ -66,6 +66,12 @@ var simMutexRegressionSeeds = []struct {
 	// a virtual second (inv12). Fixed: lostWrite keeps what it learnt of
 	// the history across tries and sends no write once the row moved on.
 	{26807083405185, "a finish re-read the row's whole history on every retry (inv12)"},
+	// A checker rule, not a library bug: the operator's ForceReset
+	// committed between a holder's acquisition and its section's start;
+	// the checker, which exempted only sections already running, counted
+	// the evicted one for inv1 when it began (evictLocked now remembers the
+	// evicted lease).
+	{42806, "a ForceReset evicted a lease whose section began after it"},
 	// A checker bound, not a library bug: a waiter backing off before its
 	// retry of a failed section takes a crashed holder's row over up to
 	// 1.5 defaultMaxBackOff late (inv9 now allows it).
@@ -201,6 +207,7 @@ func TestSimMutexCheckerCatches(t *testing.T) {
 		{"clocks that run 5% slow (assumption A5 broken)", simMutexRules{slowClocks: true}, "inv1"},
 		{"takeover half a lease late", simMutexRules{lateTakeover: true}, "inv9"},
 		{"a reset that cuts a live holder off", simMutexRules{resetLive: true}, "inv1"},
+		{"a forced reset that keeps the evicted holder's token", simMutexRules{forceNoBump: true}, "inv1"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			wanted := func(v string) bool {
