@@ -204,7 +204,6 @@ func documentedMiss(out Outcome, err error) bool {
 // that reports Executed; the others report AlreadyDone or a documented
 // error; the row ends DONE.
 func TestFaultMutexExactlyOnce(t *testing.T) {
-	t.Parallel() // waits (on faults, deadlines or its own emulator) beside the other waiting tests
 	db := freshDatabase(t)
 	const seed, contenders = 1, 16
 	rounds := testutil.Scale(4, 10)
@@ -353,7 +352,6 @@ func checkLockRace(t *testing.T, res lockRaceResult, want int) {
 // never two holders at once, tokens strictly increase in the order the lock
 // was taken, and every Lock call gets the lock.
 func TestFaultLockMutualExclusion(t *testing.T) {
-	t.Parallel() // waits (on faults, deadlines or its own emulator) beside the other waiting tests
 	db := freshDatabase(t)
 	const seed, contenders = 2, 8
 	times := testutil.Scale(4, 10)
@@ -378,7 +376,7 @@ func TestFaultLockMutualExclusion(t *testing.T) {
 
 // The same, against an emulator that aborts commits at random.
 func TestFaultLockUnderEmulatorFaultInjection(t *testing.T) {
-	t.Parallel() // waits (on faults, deadlines or its own emulator) beside the other waiting tests
+	t.Parallel() // an emulator of its own: it waits beside the other waiting tests
 	clients := faultyEmulatorClients(t, 4)
 	const contenders, times = 8, 10
 	began := time.Now()
@@ -413,7 +411,6 @@ func faultyAndPlainLocks(t *testing.T, db, name string, in *faultinject.Injector
 // reading the row and returns nil, and the lock is handed on exactly once:
 // to the waiter, with the next token, or freed when nobody waits.
 func TestFaultUnlockAnswerLost(t *testing.T) {
-	t.Parallel() // waits (on faults, deadlines or its own emulator) beside the other waiting tests
 	for _, code := range []codes.Code{codes.Unavailable, codes.DeadlineExceeded} {
 		for _, waiter := range []bool{true, false} {
 			t.Run(fmt.Sprintf("%v/waiter=%v", code, waiter), func(t *testing.T) {
@@ -572,7 +569,6 @@ func afterDroppedCommit(table, column string) []faultinject.Rule {
 // tries the unlock again; that finds the lock handed on (by its own first
 // try) and must not be reported as a lost lease: the lease was never lost.
 func TestFaultUnlockAnswerLostThenReadFails(t *testing.T) {
-	t.Parallel() // waits (on faults, deadlines or its own emulator) beside the other waiting tests
 	db := freshDatabase(t)
 	name := "unlock-blip"
 	in, err := faultinject.New(6, afterDroppedCommit(defaultTable, "State")...)
