@@ -376,7 +376,6 @@ func TestFaultLockMutualExclusion(t *testing.T) {
 
 // The same, against an emulator that aborts commits at random.
 func TestFaultLockUnderEmulatorFaultInjection(t *testing.T) {
-	t.Parallel() // an emulator of its own: it waits beside the other waiting tests
 	clients := faultyEmulatorClients(t, 4)
 	const contenders, times = 8, 10
 	began := time.Now()

@@ -104,7 +104,6 @@ func testExactlyOnce(t *testing.T, db string) {
 
 // The same race against an emulator that aborts commits at random.
 func TestExactlyOnceUnderFaultInjection(t *testing.T) {
-	t.Parallel() // an emulator of its own: it waits beside the other waiting tests
 	clients := faultyEmulatorClients(t, 4)
 	exactlyOnce(t, clients, testutil.Scale(5, 20), 32) // 20 with SPANMUTEX_SOAK (CI)
 }

@@ -31,17 +31,26 @@ type semEnv struct {
 }
 
 // process returns a Semaphore of size in a process of its own, with a
-// lease of scenarioLease, on st (a new process's store if nil).
+// lease of scenarioLease and a finish timeout of semScenarioFinish, on st
+// (a new process's store if nil).
 func (e semEnv) process(t *testing.T, name, owner string, size int64, st semStore) *Semaphore {
 	t.Helper()
 	if st == nil {
 		st = e.store(t)
 	}
 	cfg, err := configure(name, []LockOption{WithLease(scenarioLease), WithOwner(owner), WithScope(NewScope(WithoutWakeUps())),
-		WithFinishTimeout(2 * time.Second)})
+		WithFinishTimeout(semScenarioFinish)})
 	require.NoError(t, err)
 	return &Semaphore{name: name, size: size, cfg: cfg, store: st}
 }
+
+// semScenarioFinish is the scenarios' finish timeout: how long a Release
+// keeps trying. A scenario whose first settle's answer comes back lost a
+// lease late leaves its retry the rest; on the emulator, which runs one
+// read-write transaction at a time for all the parallel tests that share
+// it, a retry waited past a 2s timeout (twice in full go test ./... runs,
+// its error DeadlineExceeded), so the scenarios allow 5s.
+const semScenarioFinish = 5 * time.Second
 
 // silentSem wraps a store whose renewals can be made to fail, as if its
 // process were cut off from Spanner.
