@@ -11,8 +11,9 @@ import (
 // reads the lock again when three quarters of the time to its turn have
 // passed, at least lockPollInterval and at most maxLockPollInterval (and a
 // quarter of its lease) apart. The head of the queue so learns of a
-// hand-off within about lockPollInterval, and a waiter far back costs a few
-// reads. Behind a holder of its own Scope a waiter does not poll: that
+// hand-off within about lockPollInterval (within a quarter of the hold, at
+// most maxHeadPoll, if its Scope does not listen for wake-ups), and a
+// waiter far back costs a few reads. Behind a holder of its own Scope a waiter does not poll: that
 // holder's Unlock wakes it.
 //
 // lockPollInterval (20ms, queue_pacing.go) and maxLockPollInterval (10s)
@@ -30,6 +31,16 @@ const (
 	listeningPoll       = time.Second
 	behindListeningPoll = 3 * time.Second
 )
+
+// maxHeadPoll is the longest a waiter at the head of the queue whose Scope
+// does not listen for wake-ups (WithoutWakeUps) sleeps between reads of a
+// lock held by another Scope: it reads again after a quarter of the time it
+// has seen the holder hold it (headPace), from lockPollInterval up to this.
+// A short hold is so followed closely, and a long one costs about 4 reads a
+// second; the hand-off is learnt at most a quarter of the hold, and at most
+// maxHeadPoll, after it. A Scope that listens is woken by the Unlock that
+// hands it the lock instead.
+const maxHeadPoll = 300 * time.Millisecond
 
 // waitEffort bounds the Spanner calls one waiting Lock call makes in a
 // second, whatever Spanner answers: a read every lockPollInterval at most
@@ -61,6 +72,10 @@ type pollPlan struct {
 	handOff   time.Duration
 	lastToken int64
 	lastRead  time.Time
+	// headToken is the holder's token when this waiter, at the head of
+	// the queue, first read it held, at local time headSince (headPace).
+	headToken int64
+	headSince time.Time
 }
 
 // place records that about ahead live entries were before ours when the
@@ -96,6 +111,18 @@ func (p *pollPlan) interval(now time.Time, token int64, ahead int, ceiling time.
 		return ceiling
 	}
 	return min(max(time.Duration(ahead)*perHandOff*3/4, lockPollInterval), ceiling)
+}
+
+// headPace returns how long a waiter at the head of the queue, not woken by
+// wake-ups, sleeps before reading again a lock a read at local time now
+// showed held with token: a quarter of how long it has seen that token
+// hold it, within [lockPollInterval, maxHeadPoll]. The local clock only
+// paces reads.
+func (p *pollPlan) headPace(now time.Time, token int64) time.Duration {
+	if token != p.headToken || p.headSince.IsZero() {
+		p.headToken, p.headSince = token, now
+	}
+	return min(max(now.Sub(p.headSince)/4, lockPollInterval), maxHeadPoll)
 }
 
 // glance is TryLock's first look: the lock's row alone, by key (the

@@ -438,6 +438,10 @@ func (w *waiter) await(ctx context.Context, v lockView, d lockDecision, sent tim
 			floor = behindListeningPoll
 		}
 		interval = min(max(interval, floor), w.ceiling())
+	} else if v.State == StateStarted && v.ahead == 0 {
+		// Nothing wakes us: we learn of the Unlock by reading, closely
+		// while the hold is young, sparingly once it has lasted.
+		interval = min(max(interval, w.poll.headPace(sent, v.Token)), w.ceiling())
 	}
 	if d.wait > 0 && v.ahead == 0 {
 		interval = min(interval, d.wait)

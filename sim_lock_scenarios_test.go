@@ -58,7 +58,13 @@ const scenarioLease = time.Second
 // jitter.
 func (e lockEnv) newLock(t *testing.T, name, owner string, scope *Scope, st lockStore) *Lock {
 	t.Helper()
-	cfg, err := configure(name, []LockOption{WithLease(scenarioLease), WithJitter(0), WithOwner(owner),
+	return e.newLockLease(t, name, owner, scope, st, scenarioLease)
+}
+
+// newLockLease is newLock with a lease of its own.
+func (e lockEnv) newLockLease(t *testing.T, name, owner string, scope *Scope, st lockStore, lease time.Duration) *Lock {
+	t.Helper()
+	cfg, err := configure(name, []LockOption{WithLease(lease), WithJitter(0), WithOwner(owner),
 		WithScope(scope), WithFinishTimeout(2 * time.Second)})
 	require.NoError(t, err)
 	return &Lock{name: name, cfg: cfg, store: st, key: localKey{database: e.database, table: cfg.table, name: name}, scope: scope}
@@ -109,6 +115,71 @@ var lockScenarios = []struct {
 	{"TryLockCountsWaiters", scenarioTryLockCountsWaiters},
 	{"DeadEntryAtFreeLock", scenarioDeadEntryAtFreeLock},
 	{"InScopeHandOffLostBeforeGrant", scenarioInScopeHandOffLostBeforeGrant},
+	{"HeadWithoutWakeUpsReadsSparingly", scenarioHeadWithoutWakeUpsReadsSparingly},
+}
+
+// readCounter counts the reads of a process's store: row reads, glances,
+// reads of the past and full reads of the lock and its queue.
+type readCounter struct {
+	lockStore
+	reads atomic.Int64
+}
+
+func (s *readCounter) read(ctx context.Context, name string) (row, error) {
+	s.reads.Add(1)
+	return s.lockStore.read(ctx, name)
+}
+
+func (s *readCounter) glance(ctx context.Context, name string) (row, error) {
+	s.reads.Add(1)
+	return s.lockStore.glance(ctx, name)
+}
+
+func (s *readCounter) readAt(ctx context.Context, name string, at time.Time) (row, error) {
+	s.reads.Add(1)
+	return s.lockStore.readAt(ctx, name, at)
+}
+
+func (s *readCounter) readLock(ctx context.Context, name string, key queueKey) (lockView, error) {
+	s.reads.Add(1)
+	return s.lockStore.readLock(ctx, name, key)
+}
+
+// headHold is how long the holder holds in
+// scenarioHeadWithoutWakeUpsReadsSparingly, and headLease the lease of
+// both of its Locks.
+const (
+	headHold  = 10 * time.Second
+	headLease = 3 * time.Second
+)
+
+// scenarioHeadWithoutWakeUpsReadsSparingly (issue 44): a waiter whose Scope
+// does not listen for wake-ups waits at the head of the queue behind a
+// holder of another process that holds for 10s; it makes at most 5 reads a
+// second (headPace: a quarter of the hold seen so far, up to maxHeadPoll),
+// and is handed the lock by the holder's Unlock.
+func scenarioHeadWithoutWakeUpsReadsSparingly(t *testing.T, e lockEnv, name string) {
+	ctx := context.Background()
+	a := e.newLockLease(t, name, "a", e.newScope(), e.store(t), headLease)
+	st := &readCounter{lockStore: e.store(t)}
+	b := e.newLockLease(t, name, "b", NewScope(WithoutWakeUps()), st, headLease)
+	la, err := a.Lock(ctx)
+	require.NoError(t, err)
+	got := lockAsync(t, b)
+	e.waitQueued(t, name, 1)
+	before := st.reads.Load()
+	<-time.After(headHold) // the hold being measured, not a synchronisation
+	reads := st.reads.Load() - before
+	require.NoError(t, a.Unlock(ctx))
+	unlocked := time.Now()
+	lb := <-got
+	require.NotNil(t, lb)
+	t.Logf("a waiter without wake-ups at the head made %d reads in a %v hold (%.1f a second); handed the lock %v after the Unlock returned",
+		reads, headHold, float64(reads)/headHold.Seconds(), time.Since(unlocked).Round(time.Millisecond))
+	assert.LessOrEqual(t, float64(reads)/headHold.Seconds(), 5.0, "reads a second behind the holder")
+	assert.Equal(t, la.Token()+1, lb.Token())
+	assert.True(t, lb.HandedOff(), "handed the lock by the Unlock")
+	require.NoError(t, b.Unlock(ctx))
 }
 
 // scenarioDeadEntryAtFreeLock: a process died with an entry queued at a
