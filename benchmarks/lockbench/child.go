@@ -60,6 +60,8 @@ func runChild(in io.Reader, out io.Writer) error {
 		return runQueueChild(sp, cmds, say)
 	case roleRunOnce:
 		return runRunOnceChild(sp, cmds, say)
+	case roleIdle:
+		return runIdleChild(sp, cmds, say)
 	}
 	return fmt.Errorf("unknown role %q", sp.Role)
 }

@@ -22,6 +22,7 @@ const (
 	roleLock    = "lock"
 	roleQueue   = "queue"
 	roleRunOnce = "runonce"
+	roleIdle    = "idle"
 )
 
 // spec is what a child is told to do.
@@ -41,6 +42,8 @@ type spec struct {
 	// RPCLatency makes each Spanner RPC take at least its method's
 	// figure: the production latency model (bench.ParseLatency); nil: none.
 	RPCLatency map[string]time.Duration
+	// Idle is what an idle child does (roleIdle; idle_child.go).
+	Idle idleSpec
 }
 
 // call is one Lock call, as a contender saw it. Times are CLOCK_MONOTONIC

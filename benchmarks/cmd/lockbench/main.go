@@ -41,6 +41,13 @@ func run() int {
 	flag.IntVar(&cfg.QueueRequests, "queue-requests", lockbench.DefaultQueueRequests, "requests each queue run drains (negative: skip the queue part)")
 	flag.IntVar(&cfg.RunOnceProcs, "run-once", lockbench.DefaultRunOnceProcs, "processes that race to run one section once (negative: skip the run-once part)")
 	dialect := flag.String("dialect", "googlesql", "SQL dialect of the emulator's databases: googlesql or postgresql")
+	var idle lockbench.IdleConfig
+	idleOnly := flag.Bool("idle", false, "run only the idle-cost benchmark: one process holding N locks, then W Lock calls waiting, idle (flags --idle-*)")
+	idleHolders := flag.String("idle-holders", "1,10,100,1000", "with --idle: comma-separated numbers of locks one process holds")
+	idleWaiters := flag.String("idle-waiters", "1,10,100", "with --idle: comma-separated numbers of Lock calls one process makes that wait")
+	flag.DurationVar(&idle.Window, "idle-window", lockbench.DefaultIdleWindow, "with --idle: how long each process is measured, idle")
+	flag.DurationVar(&idle.Lease, "idle-lease", lockbench.DefaultIdleLease, "with --idle: spanmutex's lease and etcd's session TTL (whole seconds, rounded up)")
+	flag.DurationVar(&idle.Warmup, "idle-warmup", lockbench.DefaultIdleWarmup, "with --idle: from the last acquisition (or Lock call) to the window")
 	latency := flag.String("rpc-latency", "", "make each Spanner RPC take at least as long as on production: `production` (doc/benchmarks.md's figures) or METHOD=DURATION pairs, e.g. Commit=8ms,Read=2ms")
 	flag.Parse()
 
@@ -53,6 +60,16 @@ func run() int {
 	}
 	if cfg.RPCLatency, err = bench.ParseLatency(*latency); err != nil {
 		return usage(fmt.Errorf("--rpc-latency: %w", err))
+	}
+	if *idleOnly {
+		if idle.Holders, err = lockbench.ParseCounts(*idleHolders); err != nil {
+			return usage(fmt.Errorf("--idle-holders: %w", err))
+		}
+		if idle.Waiters, err = lockbench.ParseCounts(*idleWaiters); err != nil {
+			return usage(fmt.Errorf("--idle-waiters: %w", err))
+		}
+		idle.Dialect, idle.SkipEtcd = cfg.Dialect, !strings.Contains(*locks, "etcd")
+		return runIdle(idle)
 	}
 	for _, k := range strings.Split(*locks, ",") {
 		cfg.Kinds = append(cfg.Kinds, lockbench.Kind(strings.TrimSpace(k)))
@@ -81,6 +98,31 @@ func run() int {
 	}
 	fmt.Println()
 	if ferr := lockbench.Format(os.Stdout, rep); ferr != nil {
+		fmt.Fprintln(os.Stderr, "lockbench:", ferr)
+		return 1
+	}
+	fmt.Printf("\nTook %v; load average at the end: %s\n", time.Since(began).Round(time.Second), loadAvg())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "lockbench:", err)
+		return 1
+	}
+	return 0
+}
+
+// runIdle runs the idle-cost benchmark alone and prints its tables.
+func runIdle(cfg lockbench.IdleConfig) int {
+	cfg.Progress = os.Stderr
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	host, _ := os.Hostname()
+	fmt.Printf("Machine: %s, %d CPUs, %s/%s; load average at start: %s; %s\n", host, runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, loadAvg(), time.Now().UTC().Format(time.RFC3339))
+	began := time.Now()
+	rep, err := lockbench.RunIdle(ctx, cfg)
+	if rep.EtcdVersion != "" {
+		fmt.Printf("etcd server: %s (client go.etcd.io/etcd/client/v3 %s); emulator: %s\n", rep.EtcdVersion, depVersion("go.etcd.io/etcd/client/v3"), rep.Emulator)
+	}
+	fmt.Println()
+	if ferr := lockbench.FormatIdle(os.Stdout, rep); ferr != nil {
 		fmt.Fprintln(os.Stderr, "lockbench:", ferr)
 		return 1
 	}

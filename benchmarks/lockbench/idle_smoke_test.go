@@ -1,0 +1,48 @@
+package lockbench
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// TestIdleSmoke runs the idle benchmark at a tiny configuration (N = 1, 2,
+// W = 1, a 2s window, a 3s lease so that each renews in it) end to end: every run is measured, nothing lost its
+// lease or stopped waiting, spanmutex's holders renewed (Commit) and
+// etcd's kept their session alive (LeaseKeepAlive messages). It needs the
+// Cloud Spanner emulator and etcd, and fails, saying how to install them,
+// if either is missing.
+func TestIdleSmoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the emulator, etcd and contender processes; skipped with -short")
+	}
+	cfg := IdleConfig{Holders: []int{1, 2}, Waiters: []int{1}, Window: 2 * time.Second, Lease: 3 * time.Second, Warmup: time.Second, Progress: testLog{t}}
+	if err := Check(Config{Kinds: []Kind{Spanmutex, Etcd}}); err != nil {
+		t.Fatalf("the benchmark's backends are missing: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	rep, err := RunIdle(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Runs) != 2*2+3 {
+		t.Fatalf("%d runs, want 7: 2 locks × N = 1, 2, and 3 × W = 1", len(rep.Runs))
+	}
+	for _, r := range rep.Runs {
+		t.Run(runName(r), func(t *testing.T) {
+			if r.Broken != 0 {
+				t.Errorf("%d %s; the first: %s", r.Broken, brokenNoun(r), r.FirstErr)
+			}
+			if r.Window < time.Second {
+				t.Errorf("window of %v, want about 2s", r.Window)
+			}
+			switch {
+			case r.Kind == Etcd && r.Counted()["LeaseKeepAlive"] == 0:
+				t.Errorf("no LeaseKeepAlive messages sent in the window: %v", r.Sent)
+			case r.Kind == Spanmutex && !r.Waiting && r.Counted()["Commit"] == 0:
+				t.Errorf("no renewal (Commit) in the window: %v", r.Calls)
+			}
+		})
+	}
+}
