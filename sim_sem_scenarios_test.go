@@ -97,6 +97,46 @@ var semScenarios = []struct {
 	{"ReleaseTakenOverFailsFirst", semScenarioReleaseTakenOverFailsFirst},
 	{"ReleaseAnswerLost", semScenarioReleaseAnswerLost(0)},
 	{"ReleaseAnswerLostPastTheLease", semScenarioReleaseAnswerLost(scenarioLease)},
+	{"WaiterWithoutWakeUpsReadsSparingly", semScenarioWaiterReadsSparingly},
+}
+
+// lookCounter counts a process's reads of a semaphore (look).
+type lookCounter struct {
+	semStore
+	looks atomic.Int64
+}
+
+func (s *lookCounter) look(ctx context.Context, name string) (semView, error) {
+	s.looks.Add(1)
+	return s.semStore.look(ctx, name)
+}
+
+// semScenarioWaiterReadsSparingly (issue 44): a waiter whose Scope does not
+// listen for wake-ups (every scenario process's) waits behind a holder of
+// another process that holds a semaphore of 1 for headHold; it reads at
+// most 5 times a second (its reads space out to maxPoll), and the Release
+// grants it.
+func semScenarioWaiterReadsSparingly(t *testing.T, e semEnv, name string) {
+	ctx := context.Background()
+	a := e.process(t, name, "a", 1, nil)
+	la, err := a.Acquire(ctx, 1)
+	require.NoError(t, err)
+	st := &lookCounter{semStore: e.store(t)}
+	b := e.process(t, name, "b", 1, st)
+	got := acquireAsync(t, b, 1)
+	e.waitQueued(t, name, 2)
+	before := st.looks.Load()
+	<-time.After(headHold) // the hold being measured, not a synchronisation
+	looks := st.looks.Load() - before
+	require.NoError(t, a.Release(ctx))
+	released := time.Now()
+	lb := <-got
+	require.NotNil(t, lb)
+	t.Logf("a waiter without wake-ups made %d reads in a %v hold (%.1f a second); granted %v after the Release returned",
+		looks, headHold, float64(looks)/headHold.Seconds(), time.Since(released).Round(time.Millisecond))
+	assert.LessOrEqual(t, float64(looks)/headHold.Seconds(), 5.0, "reads a second behind the holder")
+	assert.Equal(t, la.Token()+1, lb.Token())
+	require.NoError(t, b.Release(ctx))
 }
 
 // semScenarioNoBarging: with 2 of 3 permits held and a request for 3
