@@ -60,7 +60,7 @@ func runContender(js string) int {
 	roles := map[string]func(context.Context, *spanner.Client, procSpec, *eventWriter) error{
 		"counter": runCounter, "storm": runStorm, "interactive": runInteractive,
 		"candidate": runCandidate, "observer": runObserver,
-		"semaphore": runSemaphore,
+		"semaphore": runSemaphore, "many": runMany,
 	}
 	role := roles[spec.Role]
 	if role == nil {

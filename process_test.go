@@ -32,7 +32,7 @@ const procSpecEnv = "SPANMUTEX_TEST_CONTENDER"
 
 // procSpec is what a contender process is told to do.
 type procSpec struct {
-	Role     string        // "counter", "storm", "interactive", "candidate" or "observer"
+	Role     string        // "counter", "storm", "interactive", "candidate", "observer", "semaphore" or "many"
 	ID       string        // the process's name in the test, and its owner prefix
 	Database string        // the database path
 	Lock     string        // the lock's name
@@ -51,6 +51,9 @@ type procSpec struct {
 	// Election makes an interactive or candidate process campaign in the
 	// election named Lock, with its ID as value, instead of locking.
 	Election bool
+	// Holds and Waits are the locks a "many" process holds and waits on
+	// (runMany).
+	Holds, Waits []string
 	// scope is that Scope, in the contender process.
 	scope *Scope
 }
