@@ -31,8 +31,10 @@ var (
 
 	// ErrOutage: Spanner kept failing: MaxFailures calls of one kind in a
 	// row failed (WithMaxFailures), so Run, Lock or TryLock gave up
-	// waiting. Nothing about the section's attempts is implied: the row
-	// was not changed by the calls that failed. errors.Is and errors.As
+	// waiting (nothing about the section's attempts is implied: the row
+	// was not changed by the calls that failed); or every try of an Unlock
+	// or Release failed for its finish window (WithFinishTimeout), and it
+	// gave up with its outcome unknown. errors.Is and errors.As
 	// see the last failed call's error too.
 	ErrOutage = errors.New("spanmutex: Spanner kept failing")
 
@@ -178,12 +180,19 @@ type outageError struct {
 	// BackOffStopped is set when the backoff policy (WithBackOff) stopped
 	// the retries before MaxFailures was reached.
 	BackOffStopped bool
-	Err            error // the last failed call's error
+	// Window, if set, is the finish window an Unlock or Release kept
+	// trying for (finishWindow) before it gave up, its outcome unknown.
+	Window time.Duration
+	Err    error // the last failed call's error
 }
 
 func (e *outageError) Error() string {
 	msg := fmt.Sprintf("spanmutex: %q: Spanner kept failing: %d calls in a row failed (at most %d allowed)", e.Name, e.Failures, e.MaxFailures)
-	if e.BackOffStopped {
+	switch {
+	case e.Window > 0:
+		msg = fmt.Sprintf("spanmutex: %q: Spanner kept failing for the %v a release may take (WithFinishTimeout): %d calls failed; "+
+			"whether it landed is unknown, and if it did not, the lease, no longer renewed, lapses after its length", e.Name, e.Window.Round(time.Millisecond), e.Failures)
+	case e.BackOffStopped:
 		msg = fmt.Sprintf("spanmutex: %q: Spanner kept failing: the backoff policy stopped the retries after %d failed calls in a row", e.Name, e.Failures)
 	}
 	if e.Err != nil {

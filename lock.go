@@ -137,7 +137,11 @@ func (l *Lock) lock(ctx context.Context, wait bool) (*Lease, error) {
 
 // Unlock releases the lock, handing it to the oldest live waiter. It is
 // fenced: if the lease was lost (taken over once it lapsed), it returns
-// an error matching ErrLeaseLost and leaves the new holder's lock alone. When it
+// an error matching ErrLeaseLost and leaves the new holder's lock alone. It
+// keeps trying for the finish window (WithFinishTimeout, or ctx's deadline
+// if later); if Spanner keeps failing that long, it returns an error
+// matching ErrOutage: whether the Unlock landed is unknown, and if it did
+// not, the lease, no longer renewed, lapses after its length. When it
 // returns, the lease has ended: its Done is closed, and its Err matches
 // ErrReleased (or ErrLeaseLost, if it was lost).
 func (l *Lock) Unlock(ctx context.Context) (err error) {
@@ -180,8 +184,10 @@ func (l *Lock) Unlock(ctx context.Context) (err error) {
 // the finish timeout even if ctx is already done: a lock left held blocks
 // every waiter until its lease runs out.
 func (l *Lock) release(ctx context.Context, ll *localLock, lease *Lease) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.finishWindow(ctx))
+	window := l.cfg.finishWindow(ctx)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), window)
 	defer cancel()
+	failures := 0
 	bo := l.cfg.newBackOff()
 	// uncertain: an earlier try may have committed. A later try that finds
 	// the row no longer ours then most likely meets our own unlock, not a
@@ -215,8 +221,9 @@ func (l *Lock) release(ctx context.Context, ll *localLock, lease *Lease) error {
 		if !spanerr.Retryable(err) {
 			return fmt.Errorf("spanmutex: unlock %q (token %d): %w", l.name, lease.token, err)
 		}
+		failures++
 		if perr := pauseWith(ctx, l.cfg.clock, bo, 0, nil); perr != nil {
-			return fmt.Errorf("spanmutex: unlock %q (token %d): %w", l.name, lease.token, err)
+			return &outageError{Name: l.name, Failures: failures, Window: window, Err: err}
 		}
 	}
 }

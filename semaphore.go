@@ -151,7 +151,10 @@ func semKind(wait bool) string {
 // the waiters at the head of the queue that they fit, in the same
 // transaction. It is fenced: if the lease was lost (its holder silent past
 // its lease, and its permits counted free by another contender), it
-// returns an error matching ErrLeaseLost and changes nothing.
+// returns an error matching ErrLeaseLost and changes nothing. It keeps
+// trying for the finish window, as Lock.Unlock does, and returns an error
+// matching ErrOutage if Spanner kept failing that long (whether it landed
+// is then unknown; if not, the permits return once the lease lapses).
 // When it returns, the lease has ended: its Done is closed.
 func (s *Semaphore) Release(ctx context.Context) (err error) {
 	if ctx == nil {
@@ -205,10 +208,12 @@ func (s *Semaphore) Resize(ctx context.Context) error {
 // that try released it by Spanner's clock (ownRelease): otherwise the
 // lease was lost, and the section may have overlapped another holder's.
 func (s *Semaphore) finish(ctx context.Context, q semRequest, lease *Lease) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.finishWindow(ctx))
+	window := s.cfg.finishWindow(ctx)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), window)
 	defer cancel()
 	bo := s.cfg.newBackOff()
 	uncertain := false // an earlier try may have committed
+	failures := 0
 	for {
 		res, err := s.store.settle(ctx, s.name, q)
 		switch {
@@ -225,9 +230,10 @@ func (s *Semaphore) finish(ctx context.Context, q semRequest, lease *Lease) erro
 			return fmt.Errorf("spanmutex: semaphore %q: %w", s.name, err)
 		}
 		uncertain = true
+		failures++
 		s.cfg.logger.Warn("semaphore: release failed; retrying", "err", err)
 		if perr := pauseWith(ctx, s.cfg.clock, bo, 0, nil); perr != nil {
-			return fmt.Errorf("spanmutex: semaphore %q: %w", s.name, err)
+			return &outageError{Name: s.name, Failures: failures, Window: window, Err: err}
 		}
 	}
 }

@@ -116,6 +116,47 @@ var lockScenarios = []struct {
 	{"DeadEntryAtFreeLock", scenarioDeadEntryAtFreeLock},
 	{"InScopeHandOffLostBeforeGrant", scenarioInScopeHandOffLostBeforeGrant},
 	{"HeadWithoutWakeUpsReadsSparingly", scenarioHeadWithoutWakeUpsReadsSparingly},
+	{"UnlockFailsThroughTheWindow", scenarioUnlockFailsThroughTheWindow},
+}
+
+// failingUnlock wraps a store whose Unlocks can be made to fail before
+// reaching Spanner.
+type failingUnlock struct {
+	lockStore
+	fail atomic.Bool
+}
+
+func (s *failingUnlock) unlock(ctx context.Context, l *Lease) (handOff, error) {
+	if s.fail.Load() {
+		return handOff{}, status.Error(codes.Unavailable, "unlock failed before Spanner")
+	}
+	return s.lockStore.unlock(ctx, l)
+}
+
+// scenarioUnlockFailsThroughTheWindow: every try of a holder's Unlock fails
+// before reaching Spanner for its whole finish window: Unlock returns an
+// error matching ErrOutage, on one line, not the transport's error alone;
+// the lease has ended; the lock, no longer renewed, is taken over after
+// its lease by a waiter of another process.
+func scenarioUnlockFailsThroughTheWindow(t *testing.T, e lockEnv, name string) {
+	ctx := context.Background()
+	st := &failingUnlock{lockStore: e.store(t)}
+	a := e.newLock(t, name, "a", e.newScope(), st)
+	la, err := a.Lock(ctx)
+	require.NoError(t, err)
+	st.fail.Store(true)
+	began := time.Now()
+	err = a.Unlock(ctx)
+	require.ErrorIs(t, err, ErrOutage)
+	require.NotContains(t, err.Error(), "\n")
+	assert.Contains(t, err.Error(), "whether it landed is unknown")
+	assert.GreaterOrEqual(t, time.Since(began), 2*time.Second, "it kept trying for the finish window")
+	assert.Error(t, la.Err(), "the lease has ended")
+	b := e.process(t, name, "b")
+	lb, err := b.Lock(ctx)
+	require.NoError(t, err)
+	assert.True(t, lb.TookOver(), "the unreleased lock lapsed and was taken over")
+	require.NoError(t, b.Unlock(ctx))
 }
 
 // readCounter counts the reads of a process's store: row reads, glances,

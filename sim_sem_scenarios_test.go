@@ -98,6 +98,34 @@ var semScenarios = []struct {
 	{"ReleaseAnswerLost", semScenarioReleaseAnswerLost(0)},
 	{"ReleaseAnswerLostPastTheLease", semScenarioReleaseAnswerLost(scenarioLease)},
 	{"WaiterWithoutWakeUpsReadsSparingly", semScenarioWaiterReadsSparingly},
+	{"ReleaseFailsThroughTheWindow", semScenarioReleaseFailsThroughTheWindow},
+}
+
+// semScenarioReleaseFailsThroughTheWindow: every try of a holder's Release
+// fails before reaching Spanner for its whole finish window: Release
+// returns an error matching ErrOutage, on one line, not the transport's
+// error alone; the lease has ended; the entry, no longer renewed, lapses
+// after its lease, and another process takes the permit over.
+func semScenarioReleaseFailsThroughTheWindow(t *testing.T, e semEnv, name string) {
+	ctx := context.Background()
+	st := &flakySem{semStore: e.store(t)}
+	st.loseSettles.Store(-1 << 20)
+	a := e.process(t, name, "a", 1, st)
+	la, err := a.Acquire(ctx, 1)
+	require.NoError(t, err)
+	st.failSettles.Store(1 << 20)
+	began := time.Now()
+	err = a.Release(ctx)
+	require.ErrorIs(t, err, ErrOutage)
+	require.NotContains(t, err.Error(), "\n")
+	assert.Contains(t, err.Error(), "whether it landed is unknown")
+	assert.GreaterOrEqual(t, time.Since(began), semScenarioFinish, "it kept trying for the finish window")
+	assert.Error(t, la.Err(), "the lease has ended")
+	b := e.process(t, name, "b", 1, nil)
+	lb, err := b.Acquire(ctx, 1)
+	require.NoError(t, err)
+	assert.True(t, lb.TookOver(), "the unreleased entry lapsed and was taken over")
+	require.NoError(t, b.Release(ctx))
 }
 
 // lookCounter counts a process's reads of a semaphore (look).
