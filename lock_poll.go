@@ -118,11 +118,11 @@ func (p *pollPlan) interval(now time.Time, token int64, ahead int, ceiling time.
 // showed held with token: a quarter of how long it has seen that token
 // hold it, within [lockPollInterval, maxHeadPoll]. The local clock only
 // paces reads.
-func (p *pollPlan) headPace(now time.Time, token int64) time.Duration {
+func (p *pollPlan) headPace(now time.Time, token int64, most time.Duration) time.Duration {
 	if token != p.headToken || p.headSince.IsZero() {
 		p.headToken, p.headSince = token, now
 	}
-	return min(max(now.Sub(p.headSince)/4, lockPollInterval), maxHeadPoll)
+	return min(max(now.Sub(p.headSince)/4, lockPollInterval), most)
 }
 
 // glance is TryLock's first look: the lock's row alone, by key (the

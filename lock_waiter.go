@@ -441,7 +441,8 @@ func (w *waiter) await(ctx context.Context, v lockView, d lockDecision, sent tim
 	} else if v.State == StateStarted && v.ahead == 0 {
 		// Nothing wakes us: we learn of the Unlock by reading, closely
 		// while the hold is young, sparingly once it has lasted.
-		interval = min(max(interval, w.poll.headPace(sent, v.Token)), w.ceiling())
+		most := w.lock.scope.headPollOr(maxHeadPoll)
+		interval = min(max(interval, w.poll.headPace(sent, v.Token, most)), w.ceiling())
 	}
 	if d.wait > 0 && v.ahead == 0 {
 		interval = min(interval, d.wait)

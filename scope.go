@@ -55,6 +55,8 @@ type Scope struct {
 	warned    bool
 	sent      atomic.Int64
 	received  atomic.Int64
+	// headPoll is WithHeadPoll's interval, 0 if not set.
+	headPoll time.Duration
 	// queuedCols remembers, per table (tableKey), whether it has the
 	// Queued column (a queuedCheck, queue_mark.go): its Locks check it
 	// once, not once each (an answer of no, once a minute).

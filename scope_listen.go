@@ -65,6 +65,29 @@ func WithoutWakeUps() ScopeOption {
 	return func(s *Scope) { s.onDemand = false }
 }
 
+// WithHeadPoll sets the longest a waiting call of the Scope sleeps between
+// reads of a lock or semaphore held by another process, while it is next
+// in line and its Scope does not listen for wake-ups (WithoutWakeUps, or
+// a listener that could not start): it learns of the hand-off or grant at
+// most about d after it. By default a Lock's waiter reads a quarter of the
+// hold so far apart, up to 300ms (about 4 reads a second behind a long
+// hold), and a Semaphore's doubles its interval up to a second. A shorter
+// d trades reads for promptness (20ms, the least, costs up to 50 reads a
+// second per waiting call), a longer one the other way; a quarter of the
+// waiter's lease bounds it whatever d is. A Scope that listens is woken
+// by the Unlock or Release and polls only as insurance: d does not apply.
+func WithHeadPoll(d time.Duration) ScopeOption {
+	return func(s *Scope) { s.headPoll = max(d, lockPollInterval) }
+}
+
+// headPollOr returns the Scope's WithHeadPoll, or def if it has none.
+func (s *Scope) headPollOr(def time.Duration) time.Duration {
+	if s == nil || s.headPoll == 0 {
+		return def
+	}
+	return s.headPoll
+}
+
 // ListenScope returns a Scope (see Scope) that listens at once on the UDP
 // address addr (for example "127.0.0.1:0", or ":7946" with advertise set)
 // for wake-ups from Unlocks in other processes, instead of on the host's

@@ -231,7 +231,13 @@ func (w *semWaiter) pause(ctx context.Context, d time.Duration, renewed time.Tim
 // maxPoll bounds the interval between a waiter's reads: a second, or a
 // quarter of its lease if shorter. A Scope that listens is woken by the
 // Release that grants it; the reads insure against lost datagrams.
-func (w *semWaiter) maxPoll() time.Duration { return min(time.Second, w.q.lease/4) }
+func (w *semWaiter) maxPoll() time.Duration {
+	most := time.Second
+	if w.s.cfg.scope.Addr() == "" { // not woken: WithHeadPoll applies
+		most = w.s.cfg.scope.headPollOr(most)
+	}
+	return min(most, w.q.lease/4)
+}
 
 // leave deletes our entries and passes on permits granted to them, with
 // the finish timeout even when ctx has ended.

@@ -504,6 +504,38 @@ func newSimEnv() (lockEnv, *simHarness) {
 	}}, h
 }
 
+// TestHeadPollChoosesPromptness: a waiter without wake-ups whose Scope says
+// WithHeadPoll(50ms) reads about every 50ms behind a 10s hold (at least 150
+// reads, where the default makes 43) and learns of the hand-off within
+// about 50ms; the simulated Spanner, virtual time.
+func TestHeadPollChoosesPromptness(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e, _ := newSimEnv()
+		const name, d = "scenario", 50 * time.Millisecond
+		ctx := context.Background()
+		a := e.newLockLease(t, name, "a", e.newScope(), e.store(t), headLease)
+		st := &readCounter{lockStore: e.store(t)}
+		b := e.newLockLease(t, name, "b", NewScope(WithoutWakeUps(), WithHeadPoll(d)), st, headLease)
+		_, err := a.Lock(ctx)
+		require.NoError(t, err)
+		got := lockAsync(t, b)
+		e.waitQueued(t, name, 1)
+		before := st.reads.Load()
+		<-time.After(headHold) // the hold being measured, not a synchronisation
+		reads := st.reads.Load() - before
+		require.NoError(t, a.Unlock(ctx))
+		unlocked := time.Now()
+		lb := <-got
+		require.NotNil(t, lb)
+		late := time.Since(unlocked)
+		t.Logf("WithHeadPoll(%v): %d reads in a %v hold; handed the lock %v after the Unlock returned", d, reads, headHold, late)
+		assert.GreaterOrEqual(t, reads, int64(150), "reads about every %v", d)
+		assert.LessOrEqual(t, late, d+100*time.Millisecond, "the hand-off learnt within about %v", d)
+		require.NoError(t, b.Unlock(ctx))
+		time.Sleep(3*headLease + 2*time.Second) // let renewal loops and detached calls end
+	})
+}
+
 // TestSimScenarios runs lockScenarios on the simulated Spanner.
 func TestSimScenarios(t *testing.T) {
 	for _, sc := range lockScenarios {
