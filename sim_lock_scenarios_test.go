@@ -194,33 +194,53 @@ const (
 	headLease = 3 * time.Second
 )
 
-// scenarioHeadWithoutWakeUpsReadsSparingly (issue 44): a waiter whose Scope
-// does not listen for wake-ups waits at the head of the queue behind a
-// holder of another process that holds for 10s; it makes at most 5 reads a
-// second (headPace: a quarter of the hold seen so far, up to maxHeadPoll),
-// and is handed the lock by the holder's Unlock.
-func scenarioHeadWithoutWakeUpsReadsSparingly(t *testing.T, e lockEnv, name string) {
+// headWait is what holdBehind measured: the waiter's reads during the
+// hold, how long after the Unlock returned it was handed the lock, and the
+// two leases.
+type headWait struct {
+	reads  int64
+	late   time.Duration
+	la, lb *Lease
+}
+
+// holdBehind makes a holder of its own process take lock name and hold it
+// for headHold while a waiter of a process whose Scope is scope waits at the
+// head of the queue, counting the waiter's reads; then the holder unlocks
+// and the waiter, handed the lock, unlocks too.
+func holdBehind(t *testing.T, e lockEnv, name string, scope *Scope) headWait {
+	t.Helper()
 	ctx := context.Background()
 	a := e.newLockLease(t, name, "a", e.newScope(), e.store(t), headLease)
 	st := &readCounter{lockStore: e.store(t)}
-	b := e.newLockLease(t, name, "b", NewScope(WithoutWakeUps()), st, headLease)
+	b := e.newLockLease(t, name, "b", scope, st, headLease)
 	la, err := a.Lock(ctx)
 	require.NoError(t, err)
 	got := lockAsync(t, b)
 	e.waitQueued(t, name, 1)
 	before := st.reads.Load()
 	<-time.After(headHold) // the hold being measured, not a synchronisation
-	reads := st.reads.Load() - before
+	w := headWait{reads: st.reads.Load() - before, la: la}
 	require.NoError(t, a.Unlock(ctx))
 	unlocked := time.Now()
-	lb := <-got
-	require.NotNil(t, lb)
-	t.Logf("a waiter without wake-ups at the head made %d reads in a %v hold (%.1f a second); handed the lock %v after the Unlock returned",
-		reads, headHold, float64(reads)/headHold.Seconds(), time.Since(unlocked).Round(time.Millisecond))
-	assert.LessOrEqual(t, float64(reads)/headHold.Seconds(), 5.0, "reads a second behind the holder")
-	assert.Equal(t, la.Token()+1, lb.Token())
-	assert.True(t, lb.HandedOff(), "handed the lock by the Unlock")
+	w.lb = <-got
+	require.NotNil(t, w.lb)
+	w.late = time.Since(unlocked)
 	require.NoError(t, b.Unlock(ctx))
+	return w
+}
+
+// scenarioHeadWithoutWakeUpsReadsSparingly (issue 44): a waiter whose Scope
+// does not listen for wake-ups waits at the head of the queue behind a
+// holder of another process that holds for 10s; it makes at most 5 reads a
+// second (headPace: a quarter of the hold seen so far, up to maxHeadPoll),
+// and is handed the lock by the holder's Unlock.
+func scenarioHeadWithoutWakeUpsReadsSparingly(t *testing.T, e lockEnv, name string) {
+	w := holdBehind(t, e, name, NewScope(WithoutWakeUps()))
+	t.Logf("a waiter without wake-ups at the head made %d reads in a %v hold (%.1f a second); handed the lock %v after the Unlock returned",
+		w.reads, headHold, float64(w.reads)/headHold.Seconds(), w.late.Round(time.Millisecond))
+	assert.LessOrEqual(t, float64(w.reads)/headHold.Seconds(), 5.0, "reads a second behind the holder")
+	assert.Equal(t, w.la.Token()+1, w.lb.Token())
+	assert.True(t, w.lb.HandedOff(), "handed the lock by the Unlock")
 }
 
 // scenarioDeadEntryAtFreeLock: a process died with an entry queued at a
@@ -511,27 +531,11 @@ func newSimEnv() (lockEnv, *simHarness) {
 func TestHeadPollChoosesPromptness(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e, _ := newSimEnv()
-		const name, d = "scenario", 50 * time.Millisecond
-		ctx := context.Background()
-		a := e.newLockLease(t, name, "a", e.newScope(), e.store(t), headLease)
-		st := &readCounter{lockStore: e.store(t)}
-		b := e.newLockLease(t, name, "b", NewScope(WithoutWakeUps(), WithHeadPoll(d)), st, headLease)
-		_, err := a.Lock(ctx)
-		require.NoError(t, err)
-		got := lockAsync(t, b)
-		e.waitQueued(t, name, 1)
-		before := st.reads.Load()
-		<-time.After(headHold) // the hold being measured, not a synchronisation
-		reads := st.reads.Load() - before
-		require.NoError(t, a.Unlock(ctx))
-		unlocked := time.Now()
-		lb := <-got
-		require.NotNil(t, lb)
-		late := time.Since(unlocked)
-		t.Logf("WithHeadPoll(%v): %d reads in a %v hold; handed the lock %v after the Unlock returned", d, reads, headHold, late)
-		assert.GreaterOrEqual(t, reads, int64(150), "reads about every %v", d)
-		assert.LessOrEqual(t, late, d+100*time.Millisecond, "the hand-off learnt within about %v", d)
-		require.NoError(t, b.Unlock(ctx))
+		const d = 50 * time.Millisecond
+		w := holdBehind(t, e, "scenario", NewScope(WithoutWakeUps(), WithHeadPoll(d)))
+		t.Logf("WithHeadPoll(%v): %d reads in a %v hold; handed the lock %v after the Unlock returned", d, w.reads, headHold, w.late)
+		assert.GreaterOrEqual(t, w.reads, int64(150), "reads about every %v", d)
+		assert.LessOrEqual(t, w.late, d+100*time.Millisecond, "the hand-off learnt within about %v", d)
 		time.Sleep(3*headLease + 2*time.Second) // let renewal loops and detached calls end
 	})
 }
