@@ -80,6 +80,12 @@ type Worker struct {
 	// is it tried again sooner than the maximum poll interval. Touched
 	// only by Run's goroutine.
 	refusedUntil map[string]time.Time
+	// behind is where the next pass between sweeps starts (skipLine);
+	// touched only by Run's goroutine.
+	behind skipLine
+	// leaseSeen is the longest HeldError.LeaseLeft this Run was told, in
+	// nanoseconds: it spaces sweeps (sweepEvery).
+	leaseSeen atomic.Int64
 	// shutdownErr collects failures to release at shutdown; touched only by
 	// Run's goroutine.
 	shutdownErr []error
@@ -132,6 +138,8 @@ func (w *Worker) Run(ctx context.Context) error {
 	defer w.running.Store(false)
 	w.shutdownErr = nil
 	w.refusedUntil = map[string]time.Time{}
+	w.behind = skipLine{}
+	w.leaseSeen.Store(0)
 	w.cfg.logger.Info("worker started")
 	p := newPoller(w.cfg.minPoll, w.cfg.maxPoll)
 	worked := false
@@ -139,9 +147,10 @@ func (w *Worker) Run(ctx context.Context) error {
 	for ctx.Err() == nil {
 		woken := w.q.woken() // before the pass, so that no Notify is missed
 		// A sweep also tries resources whose requests are all in-progress.
-		sweep := time.Since(lastSweep) >= w.cfg.maxPoll
+		sweep := time.Since(lastSweep) >= w.sweepEvery()
 		if sweep {
 			lastSweep = time.Now()
+			w.stats.sweeps.Add(1)
 		}
 		var err error
 		worked, err = w.pass(ctx, sweep)
@@ -152,7 +161,9 @@ func (w *Worker) Run(ctx context.Context) error {
 			p.reset()
 			continue // others may have skipped what we held: look again
 		}
-		w.idle(ctx, woken, p)
+		if w.idle(ctx, woken, p) {
+			w.behind = skipLine{} // a local Enqueue: read from the start
+		}
 	}
 	w.cfg.logger.Info("worker stopped")
 	if len(w.shutdownErr) > 0 {
@@ -178,16 +189,13 @@ func (w *Worker) pass(ctx context.Context, sweep bool) (bool, error) {
 	w.stats.scans.Add(1)
 	w.refused = false
 	defer func() { w.crowded = w.refused }()
-	for r, until := range w.refusedUntil {
-		if !time.Now().Before(until) {
-			delete(w.refusedUntil, r)
-		}
-	}
-	tried := map[string]bool{}
+	w.expireRefusals()
+	s := w.newPassState(sweep)
 	worked := false
-	scanned := 0
+	scanned := s.line.count // the entries before the line count as scanned
 	defer func() { w.q.tel.pending.Record(ctx, int64(scanned)) }()
-	var at line
+	defer func() { w.endPass(s, worked) }()
+	at := s.line.at
 	for ctx.Err() == nil {
 		page, err := w.scanPage(ctx, at, scanPageSize)
 		if err != nil {
@@ -201,8 +209,9 @@ func (w *Worker) pass(ctx context.Context, sweep bool) (bool, error) {
 			return worked, nil
 		}
 		scanned += len(page)
-		reread, did := w.tryPage(ctx, w.candidates(page, tried, sweep), tried)
+		reread, did := w.tryPage(ctx, w.candidates(page, s), s)
 		worked = worked || did
+		s.advance(page)
 		if reread {
 			// The rest of the page aged while we held the resource, and
 			// other workers are about: they may have handled it. Read it
@@ -219,21 +228,30 @@ func (w *Worker) pass(ctx context.Context, sweep bool) (bool, error) {
 	return worked, nil
 }
 
+// expireRefusals forgets the refusals whose time is up (refusedUntil).
+func (w *Worker) expireRefusals() {
+	for r, until := range w.refusedUntil {
+		if !time.Now().Before(until) {
+			delete(w.refusedUntil, r)
+		}
+	}
+}
+
 // candidates returns the resources of page a pass may try, in queue order,
 // each once: not tried yet in the pass, not left alone after a refusal
 // (refusedUntil), and, between recovery sweeps, not in progress (those are
 // counted as skipped). A claim abandoned by a dead worker is tried again
 // once its lease has run, by the next pass that meets it.
-func (w *Worker) candidates(page []pendingEntry, tried map[string]bool, sweep bool) []string {
+func (w *Worker) candidates(page []pendingEntry, s *passState) []string {
 	var out []string
 	seen := map[string]bool{}
 	for _, e := range page {
-		if tried[e.resource] || seen[e.resource] {
+		if s.tried[e.resource] || seen[e.resource] {
 			continue
 		}
 		seen[e.resource] = true
-		if _, held := w.refusedUntil[e.resource]; held || (e.status == StatusInProgress && !sweep) {
-			tried[e.resource] = true
+		if _, held := w.refusedUntil[e.resource]; held || (e.status == StatusInProgress && !s.sweep) {
+			s.pass(e.resource)
 			w.stats.skipped.Add(1)
 			continue
 		}
@@ -253,7 +271,7 @@ func (w *Worker) candidates(page []pendingEntry, tried map[string]bool, sweep bo
 // its resources instead of queueing up behind one another, each paying a
 // refused TryLock per resource. Once crowded, it asks for the page again
 // after each resource it held.
-func (w *Worker) tryPage(ctx context.Context, cands []string, tried map[string]bool) (reread, worked bool) {
+func (w *Worker) tryPage(ctx context.Context, cands []string, s *passState) (reread, worked bool) {
 	spread := false
 	for len(cands) > 0 {
 		if ctx.Err() != nil {
@@ -265,7 +283,7 @@ func (w *Worker) tryPage(ctx context.Context, cands []string, tried map[string]b
 		}
 		r := cands[0]
 		cands = cands[1:]
-		tried[r] = true
+		s.tried[r] = true
 		held, did, leaseLeft := w.tenure(ctx, r)
 		worked = worked || did
 		switch {
@@ -274,6 +292,8 @@ func (w *Worker) tryPage(ctx context.Context, cands []string, tried map[string]b
 		case !held:
 			w.crowded, w.refused = true, true
 			w.refusedUntil[r] = time.Now().Add(max(leaseLeft, w.cfg.maxPoll))
+			w.noteLease(leaseLeft)
+			s.pass(r)
 		}
 	}
 	return false, worked

@@ -25,14 +25,17 @@ func (p *poller) wait() time.Duration {
 }
 
 // idle waits until the Queue is notified (woken closes), the poll interval
-// passes, or ctx ends. A notification resets the poll interval.
-func (w *Worker) idle(ctx context.Context, woken <-chan struct{}, p *poller) {
+// passes, or ctx ends, and reports whether it was notified. A notification
+// resets the poll interval.
+func (w *Worker) idle(ctx context.Context, woken <-chan struct{}, p *poller) (notified bool) {
 	t := time.NewTimer(p.wait())
 	defer t.Stop()
 	select {
 	case <-woken:
 		p.reset()
+		return true
 	case <-t.C:
 	case <-ctx.Done():
 	}
+	return false
 }

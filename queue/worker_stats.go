@@ -44,6 +44,8 @@ type WorkerStats struct {
 type workerCounters struct {
 	tenures, idleTenures, jobs, completed, failed, released, grouped, skipped, scans, recovered,
 	leasesLost, transactions, reads atomic.Int64
+	// sweeps counts the passes that were sweeps (Run); not in WorkerStats.
+	sweeps atomic.Int64
 }
 
 // Stats returns what the worker has done so far. It is safe to call while

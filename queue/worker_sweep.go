@@ -1,0 +1,100 @@
+package queue
+
+import (
+	"time"
+
+	"github.com/spanmutex/spanmutex/internal/defaults"
+)
+
+// maxSweepEvery caps the sweep interval learned from the holders' leases,
+// so that one holder with a long lease does not delay the recovery of the
+// claims of others: spanmutex's default lease.
+const maxSweepEvery = defaults.Lease
+
+// sweepEvery is how long Run lets pass between sweeps: the longest lease
+// the holders of the resources this worker was refused had still to run
+// (HeldError.LeaseLeft: the lease they declare, less at most a third, as
+// they renew every third of it), at most maxSweepEvery, and at least the
+// maximum poll interval (also before any refusal). Sweeping more often
+// would recover no claim sooner: a dead worker's claim is taken over only
+// once its lease has run. It is safe to call while Run runs.
+func (w *Worker) sweepEvery() time.Duration {
+	return max(w.cfg.maxPoll, min(time.Duration(w.leaseSeen.Load()), maxSweepEvery))
+}
+
+// noteLease records the lease a refused TryLock reported its holder had
+// still to run.
+func (w *Worker) noteLease(left time.Duration) {
+	if left > time.Duration(w.leaseSeen.Load()) {
+		w.leaseSeen.Store(int64(left))
+	}
+}
+
+// skipLine is where a pass between sweeps starts to read the pending index:
+// every entry before at is of a resource that the passes since the last
+// full one passed over (in progress, or refused until later), and
+// resources holds those resources, which a pass starting at the line
+// passes over too, as one from the start would have; count is how many
+// entries lie before at. The zero skipLine is the start of the queue.
+type skipLine struct {
+	at        line
+	resources map[string]bool
+	count     int
+}
+
+// passState is what a pass knows of the resources it met.
+type passState struct {
+	sweep bool
+	// tried holds the resources the pass tried or passed over; passed
+	// those of them it passed over: in progress between sweeps, refused
+	// until later (refusedUntil), or before the line it started from.
+	tried, passed map[string]bool
+	// line is how far every entry, from the start, was passed over; clear
+	// reports that no entry the pass met so far stopped it.
+	line  skipLine
+	clear bool
+}
+
+// newPassState starts a pass at the worker's skip line, or at the start of
+// the queue if sweep.
+func (w *Worker) newPassState(sweep bool) *passState {
+	if sweep {
+		w.behind = skipLine{}
+	}
+	s := &passState{sweep: sweep, tried: map[string]bool{}, passed: map[string]bool{}, clear: true,
+		line: skipLine{at: w.behind.at, resources: map[string]bool{}, count: w.behind.count}}
+	for r := range w.behind.resources {
+		s.tried[r], s.passed[r], s.line.resources[r] = true, true, true
+	}
+	return s
+}
+
+// pass marks resource passed over.
+func (s *passState) pass(resource string) { s.tried[resource], s.passed[resource] = true, true }
+
+// advance moves the line over the entries of page, in order, as long as
+// each is of a resource the pass passed over. A page read again (tryPage's
+// reread) is walked again harmlessly: a reread follows a held resource,
+// which stopped the line.
+func (s *passState) advance(page []pendingEntry) {
+	for _, e := range page {
+		if !s.clear || !s.passed[e.resource] {
+			s.clear = false
+			return
+		}
+		s.line.at = line{since: e.since, id: e.id}
+		s.line.resources[e.resource] = true
+		s.line.count++
+	}
+}
+
+// endPass keeps where the next pass between sweeps starts: the line the
+// pass reached, or the start of the queue if it did any work (what it did
+// may have freed what others passed over).
+func (w *Worker) endPass(s *passState, worked bool) {
+	if worked {
+		w.behind = skipLine{}
+		return
+	}
+	w.behind = s.line
+}
