@@ -84,7 +84,16 @@ func rateCells(r IdleRun, ok bool) []string {
 	if !ok {
 		return []string{"–", "–"}
 	}
-	return []string{fmt.Sprintf("%.2f", r.PerSecond()), fmt.Sprintf("%.3f", r.PerLock())}
+	return []string{fmt.Sprintf("%.2f", r.PerSecond()), perLockCell(r.PerLock())}
+}
+
+// perLockCell formats a per-lock rate: three decimals, four below 0.01
+// (etcd's one keepalive shared by a thousand locks).
+func perLockCell(v float64) string {
+	if v > 0 && v < 0.01 {
+		return fmt.Sprintf("%.4f", v)
+	}
+	return fmt.Sprintf("%.3f", v)
 }
 
 // ratioCell returns a's rate over b's, "–" if either is absent or b sent
