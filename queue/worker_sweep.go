@@ -32,25 +32,26 @@ func (w *Worker) noteLease(left time.Duration) {
 
 // skipLine is where a pass between sweeps starts to read the pending index:
 // every entry before at is of a resource that the passes since the last
-// full one passed over (in progress, or refused until later), and
-// resources holds those resources, which a pass starting at the line
-// passes over too, as one from the start would have; count is how many
-// entries lie before at. The zero skipLine is the start of the queue.
+// one from the start passed over (in progress, or refused until later), and
+// count is how many entries lie before at. The zero skipLine is the start
+// of the queue. A resource with entries on both sides of the line is tried
+// again if its first entry after it calls for it: its requests before the
+// line may be done by now, its holder gone.
 type skipLine struct {
-	at        line
-	resources map[string]bool
-	count     int
+	at    line
+	count int
 }
 
 // passState is what a pass knows of the resources it met.
 type passState struct {
 	sweep bool
 	// tried holds the resources the pass tried or passed over; passed
-	// those of them it passed over: in progress between sweeps, refused
-	// until later (refusedUntil), or before the line it started from.
+	// those of them it passed over: in progress between sweeps, or refused
+	// until later (refusedUntil).
 	tried, passed map[string]bool
-	// line is how far every entry, from the start, was passed over; clear
-	// reports that no entry the pass met so far stopped it.
+	// line is how far every entry from the pass's start, and before it,
+	// was passed over; clear reports that no entry the pass met so far
+	// stopped it.
 	line  skipLine
 	clear bool
 }
@@ -61,12 +62,7 @@ func (w *Worker) newPassState(sweep bool) *passState {
 	if sweep {
 		w.behind = skipLine{}
 	}
-	s := &passState{sweep: sweep, tried: map[string]bool{}, passed: map[string]bool{}, clear: true,
-		line: skipLine{at: w.behind.at, resources: map[string]bool{}, count: w.behind.count}}
-	for r := range w.behind.resources {
-		s.tried[r], s.passed[r], s.line.resources[r] = true, true, true
-	}
-	return s
+	return &passState{sweep: sweep, tried: map[string]bool{}, passed: map[string]bool{}, line: w.behind, clear: true}
 }
 
 // pass marks resource passed over.
@@ -82,9 +78,7 @@ func (s *passState) advance(page []pendingEntry) {
 			s.clear = false
 			return
 		}
-		s.line.at = line{since: e.since, id: e.id}
-		s.line.resources[e.resource] = true
-		s.line.count++
+		s.line = skipLine{at: line{since: e.since, id: e.id}, count: s.line.count + 1}
 	}
 }
 
