@@ -56,12 +56,11 @@ import (
 //     costs one single-use read of the pending index per poll interval (by
 //     default 50ms doubling to 2s), however many requests other workers
 //     hold, and once per sweep interval one read per 512 requests pending.
-//     The sweep interval is the longest lease left that refused TryLocks
-//     reported (HeldError.LeaseLeft: about the holders' lease), at least
-//     the maximum poll interval and at most 30s. Measured: an idle worker
-//     behind 1,600 pending requests of a resource another worker holds
-//     (lease 2s, maximum poll 200ms) made 1.31 reads per poll, 1.00 between
-//     sweeps (4.00 when every idle pass was a sweep).
+//     The sweep interval is a quarter of the longest lease left that
+//     refused TryLocks reported (HeldError.LeaseLeft: about the holders'
+//     lease), at least the maximum poll interval and at most 7.5s. Measured
+//     (TestIdleWorkerReadsAboutOnePagePerPollBehindABacklogOthersHold): see
+//     doc/queue.md.
 //
 // Bounds. A request before the line a pass between sweeps starts from that
 // becomes claimable (its holder unlocked with work left, released a failed
@@ -74,8 +73,7 @@ import (
 // by a dead worker is so recovered within its lease, the takeover's jitter
 // (spanmutex.WithJitter: by default up to a fifth of the lease), one sweep
 // interval and two maximum poll intervals of the holder's last renewal
-// (measured: 3.1s after the holder went silent, lease 2s, maximum poll
-// 200ms, against a bound of 4.8s).
+// (measured in the same test).
 //
 // A Worker is safe for concurrent use; Run may run once at a time.
 type Worker struct {

@@ -73,11 +73,10 @@ func WithWorkerID(id string) WorkerOption { return func(c *workerConfig) { c.id 
 // doubles the wait up to max with every scan that finds none. Each poll
 // costs one strong single-use read of the pending index (a page of 512
 // entries) from where the last pass found every entry held by others,
-// however many requests they hold; once per sweep interval (the holders'
-// lease as refused TryLocks report it, at least max, at most 30s) a poll
-// reads the whole index, one read per 512 requests pending (measured: 1.31
-// reads per poll, 1.00 between sweeps, behind 1,600 held requests, lease 2s,
-// max 200ms). Bounds: a passed-over request that becomes claimable is found
+// however many requests they hold; once per sweep interval (a quarter of
+// the holders' lease as refused TryLocks report it, at least max, at most
+// 7.5s) a poll reads the whole index, one read per 512 requests pending
+// (doc/queue.md has the figures). Bounds: a passed-over request that becomes claimable is found
 // within one sweep interval and max of its becoming so (and of this
 // worker's refusal of its resource expiring); a dead worker's claim within
 // its lease, the takeover's jitter, one sweep interval and 2*max (see

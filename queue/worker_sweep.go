@@ -8,18 +8,20 @@ import (
 
 // maxSweepEvery caps the sweep interval learned from the holders' leases,
 // so that one holder with a long lease does not delay the recovery of the
-// claims of others: spanmutex's default lease.
-const maxSweepEvery = defaults.Lease
+// claims of others: a quarter of spanmutex's default lease.
+const maxSweepEvery = defaults.Lease / 4
 
-// sweepEvery is how long Run lets pass between sweeps: the longest lease
-// the holders of the resources this worker was refused had still to run
-// (HeldError.LeaseLeft: the lease they declare, less at most a third, as
-// they renew every third of it), at most maxSweepEvery, and at least the
-// maximum poll interval (also before any refusal). Sweeping more often
-// would recover no claim sooner: a dead worker's claim is taken over only
-// once its lease has run. It is safe to call while Run runs.
+// sweepEvery is how long Run lets pass between sweeps: a quarter of the
+// longest lease the holders of the resources this worker was refused had
+// still to run (HeldError.LeaseLeft: the lease they declare, less at most
+// a third, as they renew every third of it), at most maxSweepEvery, and
+// at least the maximum poll interval (also before any refusal). A dead
+// worker's claim can be taken over only once its lease has run; a sweep a
+// quarter lease apart finds it at most that late, while an idle worker
+// reads the whole pending index a few times a lease rather than every
+// poll. It is safe to call while Run runs.
 func (w *Worker) sweepEvery() time.Duration {
-	return max(w.cfg.maxPoll, min(time.Duration(w.leaseSeen.Load()), maxSweepEvery))
+	return max(w.cfg.maxPoll, min(time.Duration(w.leaseSeen.Load())/4, maxSweepEvery))
 }
 
 // noteLease records the lease a refused TryLock reported its holder had

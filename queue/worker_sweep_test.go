@@ -38,9 +38,9 @@ func TestSweepEveryFollowsTheLeaseWithinBounds(t *testing.T) {
 	require.Equal(t, DefaultMaxPollInterval, w.sweepEvery(), "no lease seen: every maximum poll interval")
 	w.noteLease(time.Second)
 	require.Equal(t, DefaultMaxPollInterval, w.sweepEvery(), "a lease shorter than the maximum poll interval")
+	w.noteLease(20 * time.Second)
 	w.noteLease(10 * time.Second)
-	w.noteLease(5 * time.Second)
-	require.Equal(t, 10*time.Second, w.sweepEvery(), "the longest lease left seen")
+	require.Equal(t, 5*time.Second, w.sweepEvery(), "a quarter of the longest lease left seen")
 	w.noteLease(time.Hour)
-	require.Equal(t, maxSweepEvery, w.sweepEvery(), "at most spanmutex's default lease")
+	require.Equal(t, maxSweepEvery, w.sweepEvery(), "at most a quarter of spanmutex's default lease")
 }
