@@ -41,6 +41,42 @@ func (c *config) finishWindow(ctx context.Context) time.Duration {
 	return timeout
 }
 
+// finishTries paces the tries of a write that must not be lost (an
+// Unlock, a Release) within its finish window (finishWindow), and ends them
+// with an outage once the window has passed.
+type finishTries struct {
+	name     string
+	window   time.Duration
+	clock    clock
+	bo       backoff.BackOff
+	failures int
+}
+
+// finishing returns the ctx the tries of such a write of name run under,
+// which ends with the finish window even if ctx has ended already, and
+// the tries' pacing.
+func (c *config) finishing(ctx context.Context, name string) (context.Context, context.CancelFunc, *finishTries) {
+	window := c.finishWindow(ctx)
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), window)
+	return fctx, cancel, &finishTries{name: name, window: window, clock: c.clock, bo: c.newBackOff()}
+}
+
+// failed counts a try that failed with err, worth another try, and waits
+// before the next; once the window (fctx, from finishing) has passed, or
+// the backoff policy stops, it returns an outageError wrapping err: the
+// write's outcome is then unknown.
+func (f *finishTries) failed(fctx context.Context, err error) error {
+	f.failures++
+	perr := pauseWith(fctx, f.clock, f.bo, 0, nil)
+	switch {
+	case perr == nil:
+		return nil
+	case errors.Is(perr, errBackOffStopped):
+		return &outageError{Name: f.name, Failures: f.failures, BackOffStopped: true, Err: err}
+	}
+	return &outageError{Name: f.name, Failures: f.failures, Window: f.window, Err: err}
+}
+
 // detachGrace bounds how long a Spanner call goes on after the ctx of the
 // Lock or Run call that made it ended.
 const detachGrace = 2 * time.Second

@@ -184,11 +184,8 @@ func (l *Lock) Unlock(ctx context.Context) (err error) {
 // the finish timeout even if ctx is already done: a lock left held blocks
 // every waiter until its lease runs out.
 func (l *Lock) release(ctx context.Context, ll *localLock, lease *Lease) error {
-	window := l.cfg.finishWindow(ctx)
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), window)
+	ctx, cancel, tries := l.cfg.finishing(ctx, l.name)
 	defer cancel()
-	failures := 0
-	bo := l.cfg.newBackOff()
 	// uncertain: an earlier try may have committed. A later try that finds
 	// the row no longer ours then most likely meets our own unlock, not a
 	// takeover: the lease was held and renewed when Unlock began.
@@ -221,9 +218,8 @@ func (l *Lock) release(ctx context.Context, ll *localLock, lease *Lease) error {
 		if !spanerr.Retryable(err) {
 			return fmt.Errorf("spanmutex: unlock %q (token %d): %w", l.name, lease.token, err)
 		}
-		failures++
-		if perr := pauseWith(ctx, l.cfg.clock, bo, 0, nil); perr != nil {
-			return &outageError{Name: l.name, Failures: failures, Window: window, Err: err}
+		if err := tries.failed(ctx, err); err != nil {
+			return err
 		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -107,14 +108,17 @@ type taken struct {
 
 // takeAll calls Lock on each of names in this test's process (each Lock of
 // a Scope of its own, owner "taker-NAME", lease wm), waits until each is
-// queued, and returns a channel that gets each call's result.
+// queued, and returns a channel that gets each call's result. When the
+// test ends, it waits for the calls and unlocks what they took.
 func takeAll(t *testing.T, c *spanner.Client, names []string, wm time.Duration) <-chan taken {
 	t.Helper()
 	got := make(chan taken, len(names))
 	var wg sync.WaitGroup
 	for _, name := range names {
-		l, err := NewLock(c, name, WithOwner("taker-"+name), WithLease(wm), WithJitter(0))
+		owner := "taker-" + name
+		l, err := NewLock(c, name, WithOwner(owner), WithLease(wm), WithJitter(0))
 		require.NoError(t, err)
+		t.Cleanup(func() { _ = l.Unlock(context.Background()) }) // after wg.Wait; an error if it took nothing
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -122,13 +126,8 @@ func takeAll(t *testing.T, c *spanner.Client, names []string, wm time.Duration) 
 			defer cancel()
 			lease, err := l.Lock(ctx)
 			got <- taken{name: name, lease: lease, err: err, at: time.Now()}
-			if lease != nil {
-				t.Cleanup(func() { _ = l.Unlock(context.Background()) })
-			}
 		}()
-		waitFor(t, time.Minute, name+"'s taker to queue", func() bool {
-			return strings.Contains(strings.Join(queued(t, c, name), " "), "taker-"+name)
-		})
+		waitFor(t, time.Minute, name+"'s taker to queue", func() bool { return slices.Contains(queued(t, c, name), owner) })
 	}
 	t.Cleanup(wg.Wait)
 	return got

@@ -13,8 +13,8 @@ import (
 // quarter of its lease) apart. The head of the queue so learns of a
 // hand-off within about lockPollInterval (within a quarter of the hold, at
 // most maxHeadPoll, if its Scope does not listen for wake-ups), and a
-// waiter far back costs a few reads. Behind a holder of its own Scope a waiter does not poll: that
-// holder's Unlock wakes it.
+// waiter far back costs a few reads. Behind a holder of its own Scope a
+// waiter does not poll: that holder's Unlock wakes it.
 //
 // lockPollInterval (20ms, queue_pacing.go) and maxLockPollInterval (10s)
 // are fixed, not options: they pace reads only, and every decision on

@@ -208,12 +208,9 @@ func (s *Semaphore) Resize(ctx context.Context) error {
 // that try released it by Spanner's clock (ownRelease): otherwise the
 // lease was lost, and the section may have overlapped another holder's.
 func (s *Semaphore) finish(ctx context.Context, q semRequest, lease *Lease) error {
-	window := s.cfg.finishWindow(ctx)
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), window)
+	ctx, cancel, tries := s.cfg.finishing(ctx, s.name)
 	defer cancel()
-	bo := s.cfg.newBackOff()
 	uncertain := false // an earlier try may have committed
-	failures := 0
 	for {
 		res, err := s.store.settle(ctx, s.name, q)
 		switch {
@@ -230,10 +227,9 @@ func (s *Semaphore) finish(ctx context.Context, q semRequest, lease *Lease) erro
 			return fmt.Errorf("spanmutex: semaphore %q: %w", s.name, err)
 		}
 		uncertain = true
-		failures++
 		s.cfg.logger.Warn("semaphore: release failed; retrying", "err", err)
-		if perr := pauseWith(ctx, s.cfg.clock, bo, 0, nil); perr != nil {
-			return &outageError{Name: s.name, Failures: failures, Window: window, Err: err}
+		if err := tries.failed(ctx, err); err != nil {
+			return err
 		}
 	}
 }

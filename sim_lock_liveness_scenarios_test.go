@@ -25,24 +25,28 @@ import (
 )
 
 // countingStore counts the calls a process makes to its lockStore that
-// a waiting Lock call can repeat: reads, acquisitions and renewals.
+// a waiting Lock call can repeat (calls: reads, acquisitions and renewals),
+// and the reads among them (reads: of the row, glances, full reads).
 type countingStore struct {
 	lockStore
-	calls atomic.Int64
+	calls, reads atomic.Int64
 }
 
 func (s *countingStore) read(ctx context.Context, name string) (row, error) {
 	s.calls.Add(1)
+	s.reads.Add(1)
 	return s.lockStore.read(ctx, name)
 }
 
 func (s *countingStore) glance(ctx context.Context, name string) (row, error) {
 	s.calls.Add(1)
+	s.reads.Add(1)
 	return s.lockStore.glance(ctx, name)
 }
 
 func (s *countingStore) readLock(ctx context.Context, name string, key queueKey) (lockView, error) {
 	s.calls.Add(1)
+	s.reads.Add(1)
 	return s.lockStore.readLock(ctx, name, key)
 }
 

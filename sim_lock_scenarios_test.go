@@ -50,8 +50,36 @@ func (e lockEnv) newScope() *Scope {
 	return NewScope()
 }
 
-// scenarioLease is the lease of every Lock of the scenarios.
-const scenarioLease = time.Second
+// scenarioLease is the lease of every Lock of the scenarios, and
+// scenarioFinish their finish timeout.
+const (
+	scenarioLease  = time.Second
+	scenarioFinish = 2 * time.Second
+)
+
+// requireFinishOutage requires err, from an Unlock or Release of lease
+// begun at began that failed every try for its finish window, to match
+// ErrOutage on one line saying the outcome is unknown, after the whole
+// window, with the lease ended.
+func requireFinishOutage(t *testing.T, err error, began time.Time, window time.Duration, lease *Lease) {
+	t.Helper()
+	require.ErrorIs(t, err, ErrOutage)
+	requireOneLine(t, err, "whether it landed is unknown")
+	assert.GreaterOrEqual(t, time.Since(began), window, "it kept trying for the finish window")
+	assert.Error(t, lease.Err(), "the lease has ended")
+}
+
+// countDuringHold returns how much n grows while the holder holds for
+// headHold.
+func countDuringHold(n *atomic.Int64) int64 {
+	before := n.Load()
+	<-time.After(headHold) // the hold being measured, not a synchronisation
+	return n.Load() - before
+}
+
+// maxWaitReads is how many reads a second a waiting call that no wake-up
+// reaches may make behind a holder, averaged over headHold (issue 44).
+const maxWaitReads = 5.0
 
 // newLock makes a Lock named name with owner owner in scope on st, as
 // NewLock would, without a client: a lease of scenarioLease, no
@@ -65,7 +93,7 @@ func (e lockEnv) newLock(t *testing.T, name, owner string, scope *Scope, st lock
 func (e lockEnv) newLockLease(t *testing.T, name, owner string, scope *Scope, st lockStore, lease time.Duration) *Lock {
 	t.Helper()
 	cfg, err := configure(name, []LockOption{WithLease(lease), WithJitter(0), WithOwner(owner),
-		WithScope(scope), WithFinishTimeout(2 * time.Second)})
+		WithScope(scope), WithFinishTimeout(scenarioFinish)})
 	require.NoError(t, err)
 	return &Lock{name: name, cfg: cfg, store: st, key: localKey{database: e.database, table: cfg.table, name: name}, scope: scope}
 }
@@ -146,44 +174,12 @@ func scenarioUnlockFailsThroughTheWindow(t *testing.T, e lockEnv, name string) {
 	require.NoError(t, err)
 	st.fail.Store(true)
 	began := time.Now()
-	err = a.Unlock(ctx)
-	require.ErrorIs(t, err, ErrOutage)
-	require.NotContains(t, err.Error(), "\n")
-	assert.Contains(t, err.Error(), "whether it landed is unknown")
-	assert.GreaterOrEqual(t, time.Since(began), 2*time.Second, "it kept trying for the finish window")
-	assert.Error(t, la.Err(), "the lease has ended")
+	requireFinishOutage(t, a.Unlock(ctx), began, scenarioFinish, la)
 	b := e.process(t, name, "b")
 	lb, err := b.Lock(ctx)
 	require.NoError(t, err)
 	assert.True(t, lb.TookOver(), "the unreleased lock lapsed and was taken over")
 	require.NoError(t, b.Unlock(ctx))
-}
-
-// readCounter counts the reads of a process's store: row reads, glances,
-// reads of the past and full reads of the lock and its queue.
-type readCounter struct {
-	lockStore
-	reads atomic.Int64
-}
-
-func (s *readCounter) read(ctx context.Context, name string) (row, error) {
-	s.reads.Add(1)
-	return s.lockStore.read(ctx, name)
-}
-
-func (s *readCounter) glance(ctx context.Context, name string) (row, error) {
-	s.reads.Add(1)
-	return s.lockStore.glance(ctx, name)
-}
-
-func (s *readCounter) readAt(ctx context.Context, name string, at time.Time) (row, error) {
-	s.reads.Add(1)
-	return s.lockStore.readAt(ctx, name, at)
-}
-
-func (s *readCounter) readLock(ctx context.Context, name string, key queueKey) (lockView, error) {
-	s.reads.Add(1)
-	return s.lockStore.readLock(ctx, name, key)
 }
 
 // headHold is how long the holder holds in
@@ -211,15 +207,13 @@ func holdBehind(t *testing.T, e lockEnv, name string, scope *Scope) headWait {
 	t.Helper()
 	ctx := context.Background()
 	a := e.newLockLease(t, name, "a", e.newScope(), e.store(t), headLease)
-	st := &readCounter{lockStore: e.store(t)}
+	st := &countingStore{lockStore: e.store(t)}
 	b := e.newLockLease(t, name, "b", scope, st, headLease)
 	la, err := a.Lock(ctx)
 	require.NoError(t, err)
 	got := lockAsync(t, b)
 	e.waitQueued(t, name, 1)
-	before := st.reads.Load()
-	<-time.After(headHold) // the hold being measured, not a synchronisation
-	w := headWait{reads: st.reads.Load() - before, la: la}
+	w := headWait{reads: countDuringHold(&st.reads), la: la}
 	require.NoError(t, a.Unlock(ctx))
 	unlocked := time.Now()
 	w.lb = <-got
@@ -238,7 +232,7 @@ func scenarioHeadWithoutWakeUpsReadsSparingly(t *testing.T, e lockEnv, name stri
 	w := holdBehind(t, e, name, NewScope(WithoutWakeUps()))
 	t.Logf("a waiter without wake-ups at the head made %d reads in a %v hold (%.1f a second); handed the lock %v after the Unlock returned",
 		w.reads, headHold, float64(w.reads)/headHold.Seconds(), w.late.Round(time.Millisecond))
-	assert.LessOrEqual(t, float64(w.reads)/headHold.Seconds(), 5.0, "reads a second behind the holder")
+	assert.LessOrEqual(t, float64(w.reads)/headHold.Seconds(), maxWaitReads, "reads a second behind the holder")
 	assert.Equal(t, w.la.Token()+1, w.lb.Token())
 	assert.True(t, w.lb.HandedOff(), "handed the lock by the Unlock")
 }
@@ -308,13 +302,14 @@ func scenarioTryLockCountsWaiters(t *testing.T, e lockEnv, name string) {
 // parallel tests that share it, a TryLock may meet its abort limit without
 // any contender of the lock (seen in a full go test ./... run).
 func tryLockPastAborts(ctx context.Context, l *Lock) (*Lease, error) {
-	for i := 0; ; i++ {
+	for range 9 {
 		lease, err := l.TryLock(ctx)
 		var held *HeldError
-		if i == 9 || !errors.As(err, &held) || held.Holder != "(a concurrent contender)" {
+		if !errors.As(err, &held) || held.Holder != "(a concurrent contender)" {
 			return lease, err
 		}
 	}
+	return l.TryLock(ctx)
 }
 
 // scenarioJoinAfterEmptyQueue: after a cycle that left the queue empty (on

@@ -319,6 +319,17 @@ func (c *simConn) glance(ctx context.Context, name string) (row, error) {
 // an exact-timestamp read older than an hour (FailedPrecondition).
 const simVersionRetention = time.Hour
 
+// beyondRetention returns the error Spanner answers an exact-timestamp read
+// of at with, read at now, if at is older than the version retention; nil
+// otherwise.
+func beyondRetention(now, at time.Time) error {
+	if now.Sub(at) <= simVersionRetention {
+		return nil
+	}
+	return spanner.ToSpannerError(status.Errorf(codes.FailedPrecondition,
+		"Read-only transaction timestamp %v has exceeded the maximum timestamp staleness", at))
+}
+
 func (c *simConn) readAt(ctx context.Context, name string, at time.Time) (row, error) {
 	// An exact-timestamp read of a time not yet safe waits for it.
 	if wait := at.Sub(time.Now()); wait > 0 {
@@ -328,10 +339,9 @@ func (c *simConn) readAt(ctx context.Context, name string, at time.Time) (row, e
 	}
 	var r row
 	_, err := c.call(ctx, "readAt", false, false, func() error {
-		if now := c.db.readTS(); now.Sub(at) > simVersionRetention {
+		if err := beyondRetention(c.db.readTS(), at); err != nil {
 			c.p.h.event(c.p.name, "readAt %s: refused, older than the version retention", c.p.h.ts(at))
-			return spanner.ToSpannerError(status.Errorf(codes.FailedPrecondition,
-				"Read-only transaction timestamp %v has exceeded the maximum timestamp staleness", at))
+			return err
 		}
 		r = c.db.at(name, at)
 		if c.db.rules.noHistory {

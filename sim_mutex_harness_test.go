@@ -136,9 +136,6 @@ type simSection struct {
 	lease  *Lease
 	ended  bool
 	result string // "" while it runs; then "nil", "error", "interrupt", "panic"
-	// evicted: a ForceReset took the row from it while its lease ran (it
-	// may run on, as ForceReset's contract says; inv1 no longer counts it).
-	evicted bool
 }
 
 // simMutexRun is one Run call.
@@ -289,9 +286,15 @@ func (mh *simMutexHarness) evictLocked(ts time.Time, prev, r row) {
 	}
 	mh.evicted[prev.LeaseID] = true
 	if s := mh.bySection[prev.LeaseID]; s != nil && s.live() {
-		s.evicted, s.ended = true, true
-		mh.evictions++
+		mh.evictLiveLocked(s)
 	}
+}
+
+// evictLiveLocked records that a ForceReset cut off section s, live or
+// yet to begin: inv1 no longer counts it (it ends); call with h.mu held.
+func (mh *simMutexHarness) evictLiveLocked(s *simSection) {
+	s.ended = true
+	mh.evictions++
 }
 
 // simStallSlack is how long after the earliest moment a crashed holder
@@ -387,8 +390,7 @@ func (mh *simMutexHarness) begin(run *simMutexRun, lease *Lease) *simSection {
 		h.violateLocked("inv6: %s's section began with token %d, TookOver %v, but the acquisition took over: %v", run.who, lease.token, lease.TookOver(), tookOver)
 	}
 	if mh.evicted[lease.id] { // a ForceReset took its row before it began
-		s.evicted, s.ended = true, true
-		mh.evictions++
+		mh.evictLiveLocked(s)
 	}
 	mh.sections = append(mh.sections, s)
 	mh.bySection[lease.id] = s

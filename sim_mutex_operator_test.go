@@ -56,32 +56,31 @@ func (mh *simMutexHarness) startOperator() {
 	slices.Sort(at)
 	h.event("OP", "will reset at %v", at)
 	m := mh.newMutex(p, "")
-	mh.running.Add(1)
-	go func() {
-		defer mh.running.Done()
-		for i, t := range at {
-			time.Sleep(time.Until(h.start.Add(t)))
-			h.sched.turn(simKey{"OP", "reset", int64(i), 0})
-			ctx, cancel := context.WithTimeout(p.ctx, mh.par.finish)
-			res, err := m.Reset(ctx)
-			cancel()
-			h.event("OP", "Reset: %+v, %s", res, errShort(err))
-		}
-	}()
+	mh.operate(p, "reset", at, "Reset", m.Reset)
 	f := rand.New(rand.NewPCG(mh.seed, simForceSalt))
 	if f.IntN(2) != 0 {
 		return
 	}
 	force := time.Duration(f.Int64N(int64(mh.par.chaos)))
 	h.event("OP", "will force a reset at %v", force)
+	mh.operate(p, "forcereset", []time.Duration{force}, "ForceReset", m.ForceReset)
+}
+
+// operate makes the operator's process p call reset (named what) at each
+// virtual time of at in turn, the i-th in the turn keyed {"OP", key, i},
+// each within the finish timeout, and records what each returned.
+func (mh *simMutexHarness) operate(p *simProc, key string, at []time.Duration, what string, reset func(context.Context) (ResetResult, error)) {
+	h := mh.h
 	mh.running.Add(1)
 	go func() {
 		defer mh.running.Done()
-		time.Sleep(time.Until(h.start.Add(force)))
-		h.sched.turn(simKey{"OP", "forcereset", 0, 0})
-		ctx, cancel := context.WithTimeout(p.ctx, mh.par.finish)
-		res, err := m.ForceReset(ctx)
-		cancel()
-		h.event("OP", "ForceReset: %+v, %s", res, errShort(err))
+		for i, t := range at {
+			time.Sleep(time.Until(h.start.Add(t)))
+			h.sched.turn(simKey{"OP", key, int64(i), 0})
+			ctx, cancel := context.WithTimeout(p.ctx, mh.par.finish)
+			res, err := reset(ctx)
+			cancel()
+			h.event("OP", "%s: %+v, %s", what, res, errShort(err))
+		}
 	}()
 }

@@ -25,10 +25,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"cloud.google.com/go/spanner"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 )
 
 // simMutexName is the section every Run of a schedule runs.
@@ -239,14 +235,13 @@ func (c *simMutexConn) read(ctx context.Context, name string) (row, error) {
 
 // readAt returns the row as of Spanner time at (an exact-timestamp read;
 // the mutex's callers read only the past), refusing, as Spanner does, a
-// time older than the version retention (simVersionRetention).
+// time older than the version retention (beyondRetention).
 func (c *simMutexConn) readAt(ctx context.Context, name string, at time.Time) (row, error) {
 	var r row
 	err := c.call(ctx, "readAt", false, func() error {
-		if now := c.db.readTS(); now.Sub(at) > simVersionRetention {
+		if err := beyondRetention(c.db.readTS(), at); err != nil {
 			c.p.h.event(c.p.name, "readAt %v: refused, older than the version retention", c.p.h.ts(at))
-			return spanner.ToSpannerError(status.Errorf(codes.FailedPrecondition,
-				"Read-only transaction timestamp %v has exceeded the maximum timestamp staleness", at))
+			return err
 		}
 		for _, v := range c.db.rows {
 			if v.ts.After(at) {

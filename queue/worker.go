@@ -205,9 +205,9 @@ func (w *Worker) Run(ctx context.Context) error {
 // and it does not read them again; it moves the line over the entries it
 // passes over in turn from there. A sweep, a pass after a
 // Notify, and one after a pass that did work start at the start of the
-// queue. Run sweeps once per sweep interval (sweepEvery: about the holders'
-// lease, at least the maximum poll interval), so that a dead worker's
-// claim is recovered within about the lease plus that interval, while a
+// queue. Run sweeps once per sweep interval (sweepEvery: a quarter of the
+// holders' lease, at least the maximum poll interval), so that a dead
+// worker's claim is recovered within about the lease plus that interval, while a
 // busy queue costs no lock read per resource that others are handling, nor
 // a page read per 512 of their requests each poll.
 func (w *Worker) pass(ctx context.Context, sweep bool) (bool, error) {

@@ -59,10 +59,13 @@ func TestIdleWorkerReadsAboutOnePagePerPollBehindABacklogOthersHold(t *testing.T
 	require.NoError(t, err)
 	runWorker(t, b)
 	waitFor(t, 30*time.Second, "B to pass over the held resource", func() bool { return b.Stats().Skipped > 0 })
-	time.Sleep(time.Second) // B's poll interval grows to maxPoll
+	// B's poll interval doubles from 20ms to maxPoll (200ms) in four idle
+	// passes: wait for six.
+	idleFrom := b.Stats().Scans
+	waitFor(t, 30*time.Second, "B's poll interval to reach maxPoll", func() bool { return b.Stats().Scans >= idleFrom+6 })
 
 	before, sweepsBefore := b.Stats(), b.stats.sweeps.Load()
-	time.Sleep(3 * testLease)
+	<-time.After(3 * testLease) // the window being measured, not a synchronisation
 	after, sweeps := b.Stats(), b.stats.sweeps.Load()-sweepsBefore
 	passes, reads := after.Scans-before.Scans, after.Reads-before.Reads
 	require.Zero(t, after.Jobs, "B found nothing to do")

@@ -161,10 +161,7 @@ func RunIdle(ctx context.Context, cfg IdleConfig) (IdleReport, error) {
 	if err != nil {
 		return rep, err
 	}
-	rep.Emulator = b.emulatorBin
-	if b.etcdBin != "" {
-		rep.EtcdVersion = EtcdVersion(b.etcdBin)
-	}
+	rep.Emulator, rep.EtcdVersion = b.versions()
 	for _, n := range cfg.Holders {
 		for _, k := range holderKinds {
 			if err := idleStep(ctx, b, cfg, &rep, k, n, false); err != nil {

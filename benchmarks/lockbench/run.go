@@ -54,6 +54,15 @@ type backends struct {
 	rpcLatency map[string]time.Duration
 }
 
+// versions returns the emulator binary and etcd's version ("" without
+// etcd), for a report.
+func (b backends) versions() (emulator, etcd string) {
+	if b.etcdBin != "" {
+		etcd = EtcdVersion(b.etcdBin)
+	}
+	return b.emulatorBin, etcd
+}
+
 // Check returns an error, in one line, if a backend cfg needs is missing:
 // the emulator binary or etcd.
 func Check(cfg Config) error {
@@ -88,10 +97,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	if err != nil {
 		return rep, err
 	}
-	rep.Emulator = b.emulatorBin
-	if b.etcdBin != "" {
-		rep.EtcdVersion = EtcdVersion(b.etcdBin)
-	}
+	rep.Emulator, rep.EtcdVersion = b.versions()
 	for _, shape := range cfg.Shapes {
 		for _, kind := range cfg.Kinds {
 			fmt.Fprintf(cfg.Progress, "%s %s: %d process(es) × %d goroutine(s), hold %v, for %v ...\n", shape, kind, shape.Procs, shape.Goroutines, cfg.Hold, cfg.Duration)

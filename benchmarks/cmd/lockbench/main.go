@@ -10,6 +10,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"runtime"
@@ -93,20 +94,7 @@ func run() int {
 	fmt.Printf("Machine: %s, %d CPUs, %s/%s; load average at start: %s; Spanner dialect: %s; modelled RPC latency: %s\n", host, runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, loadAvg(), cfg.Dialect, bench.FormatLatency(cfg.RPCLatency))
 	began := time.Now()
 	rep, err := lockbench.Run(ctx, cfg)
-	if rep.EtcdVersion != "" {
-		fmt.Printf("etcd server: %s (client go.etcd.io/etcd/client/v3 %s); emulator: %s\n", rep.EtcdVersion, depVersion("go.etcd.io/etcd/client/v3"), rep.Emulator)
-	}
-	fmt.Println()
-	if ferr := lockbench.Format(os.Stdout, rep); ferr != nil {
-		fmt.Fprintln(os.Stderr, "lockbench:", ferr)
-		return 1
-	}
-	fmt.Printf("\nTook %v; load average at the end: %s\n", time.Since(began).Round(time.Second), loadAvg())
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "lockbench:", err)
-		return 1
-	}
-	return 0
+	return report(began, rep.EtcdVersion, rep.Emulator, func(w io.Writer) error { return lockbench.Format(w, rep) }, err)
 }
 
 // runIdle runs the idle-cost benchmark alone and prints its tables.
@@ -118,11 +106,18 @@ func runIdle(cfg lockbench.IdleConfig) int {
 	fmt.Printf("Machine: %s, %d CPUs, %s/%s; load average at start: %s; %s\n", host, runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, loadAvg(), time.Now().UTC().Format(time.RFC3339))
 	began := time.Now()
 	rep, err := lockbench.RunIdle(ctx, cfg)
-	if rep.EtcdVersion != "" {
-		fmt.Printf("etcd server: %s (client go.etcd.io/etcd/client/v3 %s); emulator: %s\n", rep.EtcdVersion, depVersion("go.etcd.io/etcd/client/v3"), rep.Emulator)
+	return report(began, rep.EtcdVersion, rep.Emulator, func(w io.Writer) error { return lockbench.FormatIdle(w, rep) }, err)
+}
+
+// report prints what a run begun at began used (etcd's version and the
+// emulator, if any), its tables (format), how long it took and its error
+// err, and returns the exit status: 1 if err or format failed.
+func report(began time.Time, etcdVersion, emulator string, format func(io.Writer) error, err error) int {
+	if etcdVersion != "" {
+		fmt.Printf("etcd server: %s (client go.etcd.io/etcd/client/v3 %s); emulator: %s\n", etcdVersion, depVersion("go.etcd.io/etcd/client/v3"), emulator)
 	}
 	fmt.Println()
-	if ferr := lockbench.FormatIdle(os.Stdout, rep); ferr != nil {
+	if ferr := format(os.Stdout); ferr != nil {
 		fmt.Fprintln(os.Stderr, "lockbench:", ferr)
 		return 1
 	}
