@@ -72,6 +72,11 @@ var simMutexRegressionSeeds = []struct {
 	// the evicted one for inv1 when it began (evictLocked now remembers the
 	// evicted lease).
 	{42806, "a ForceReset evicted a lease whose section began after it"},
+	// The same rule, for inv2: found by a run of seeds 1-1,000,000. A
+	// takeover's answer was on its way when a ForceReset evicted it and
+	// another holder began with a newer token; the evicted section then
+	// began with its older one.
+	{748461, "a ForceReset evicted a takeover whose section began after a newer holder's"},
 	// A checker bound, not a library bug: a waiter backing off before its
 	// retry of a failed section takes a crashed holder's row over up to
 	// 1.5 defaultMaxBackOff late (inv9 now allows it).
