@@ -111,9 +111,10 @@ const capOutageSalt = 0x0a7a6e
 // drawOutages draws, in one schedule in three, an outage of half a second
 // to two and a half before the horizon: shorter than the
 // DefaultCaptureMaxFailures failures in a row that end a Run, which the
-// backoff spreads over 4.1 s at the least (a longer outage ends the Run
-// with ErrOutage, as it should, and the checker would count that a
-// violation).
+// backoff spreads over 4.1 s at the least. Faults drawn per call may add
+// to an outage's failures until a reader meets the limit; the checker
+// then accepts the Run's ErrOutage (simCapStore.mayGiveUp), and only
+// then.
 func (w *simCapWorld) drawOutages(ids []string) {
 	r := rand.New(rand.NewPCG(w.seed, capOutageSalt))
 	if r.IntN(3) != 0 {
