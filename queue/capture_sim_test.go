@@ -220,10 +220,10 @@ type simCapStore struct {
 	life   int                   // which start of the instance this is
 	rngs   map[string]*rand.Rand // per goroutine of Run: "run", or a partition's reader (w.mu)
 	effort map[string]*capEffort // per goroutine of Run (w.mu; capture_sim_effort_test.go)
-	// unacked counts, per partition reader, the failures the world made
-	// its calls meet since its last checkpoint was acknowledged (w.mu):
-	// Run may give a partition up as an outage only once they reach the
-	// failure limit (mayGiveUp).
+	// unacked counts, per goroutine, the failures the world made its
+	// calls meet: a partition reader's since its last checkpoint was
+	// acknowledged (w.mu). Run may end as an outage only once they reach
+	// the failure limit (mayGiveUp).
 	unacked map[string]int
 	crashed atomic.Bool
 }
@@ -233,19 +233,21 @@ type simCapStore struct {
 func (s *simCapStore) fail(goroutine string) { s.unacked[goroutine]++ }
 
 // mayGiveUp reports whether err, which ended a Run, is the give-up of a
-// partition reader that met at least DefaultCaptureMaxFailures failures
-// since its last acknowledged checkpoint (w.mu held). The library counts
-// failed windows and starts again after a checkpoint or a window with
-// nothing to write, so it can only count fewer: a reader that gives up
-// sooner is a violation. Failures of unknown outcome (a checkpoint applied
-// with its answer lost) count, as they do for the library: it cannot tell.
+// loop that met at least DefaultCaptureMaxFailures failures (w.mu held): a
+// partition reader since its last acknowledged checkpoint, Run's own loops
+// ("run": starting, listing and claiming) in the whole life. The library
+// counts failed windows or passes, and starts again after one that
+// succeeds, so it can only count fewer: a loop that gives up sooner is a
+// violation. Failures of unknown outcome (a checkpoint applied with its
+// answer lost) count, as they do for the library: it cannot tell.
 func (s *simCapStore) mayGiveUp(err error) bool {
 	var o *captureOutageError
 	if !errors.As(err, &o) {
 		return false
 	}
-	for tok, n := range s.unacked {
-		if o.what == "reading partition "+shortToken(tok) && n >= DefaultCaptureMaxFailures {
+	for g, n := range s.unacked {
+		loop := g == "run" && (o.what == "starting" || o.what == "listing and claiming partitions")
+		if (loop || o.what == "reading partition "+shortToken(g)) && n >= DefaultCaptureMaxFailures {
 			return true
 		}
 	}
