@@ -14,22 +14,35 @@ import (
 )
 
 // olderSchema returns the schema as spanmutex created it before leases were
-// declared: without the columns ddl.Upgrade adds.
+// declared: without the columns ddl.Upgrade adds, nor the sessions table.
 func olderSchema(t *testing.T) []string {
 	t.Helper()
-	stmts, err := ddl.Statements(defaultTable)
+	return olderSchemaIn(t, ddl.GoogleSQL)
+}
+
+// olderSchemaIn is olderSchema in dialect d.
+func olderSchemaIn(t *testing.T, d ddl.Dialect) []string {
+	t.Helper()
+	stmts, err := d.Statements(defaultTable)
 	require.NoError(t, err)
-	for i, s := range stmts {
+	var out []string
+	for _, s := range stmts {
+		if create, _, _ := strings.Cut(s, "("); strings.Contains(create, defaultTable+ddl.SessionsSuffix) {
+			continue
+		}
 		var keep []string
 		for _, line := range strings.Split(s, "\n") {
+			trimmed := strings.TrimSpace(line)
 			if !strings.Contains(line, "LeaseMicros") && !strings.Contains(line, "WakeAddr") && !strings.Contains(line, "Version") && !strings.Contains(line, "Queued") &&
-				!strings.Contains(line, "Permits") && strings.TrimSpace(line) != "Token INT64," {
+				!strings.Contains(line, "Permits") && trimmed != "Token INT64," && trimmed != `"Token" bigint,` &&
+				trimmed != "Session STRING(36)," && trimmed != `"Session" varchar(36),` {
 				keep = append(keep, line)
 			}
 		}
-		stmts[i] = strings.Join(keep, "\n")
+		out = append(out, strings.Join(keep, "\n"))
 	}
-	return stmts
+	require.Len(t, out, len(stmts)-1, "the sessions table left out")
+	return out
 }
 
 // applyDDL runs statements on db.

@@ -4,11 +4,13 @@
 //
 //   - Statements returns everything package spanmutex needs: the mutex table
 //     (MutexTable: one row per Mutex or Lock name), its waiters' queue
-//     (QueueTable, named table+QueueSuffix) and the fence table (FenceTable),
-//     comments stripped. Schema returns the same with comments.
+//     (QueueTable, named table+QueueSuffix), the fence table (FenceTable)
+//     and the sessions of Scopes (SessionsTable, named
+//     table+SessionsSuffix), comments stripped. Schema returns the same
+//     with comments.
 //   - Upgrade returns the statements that bring a table made by an earlier
 //     spanmutex up to this schema; every added column is nullable, and rows
-//     written without it keep working.
+//     written without it keep working; the last creates the sessions table.
 //   - MutexColumns and AddedMutexColumns say which columns and types the
 //     library checks for, so that a table made by other means can be checked.
 //   - RequestsStatements and RequestsRetention are package queue's table, its
@@ -80,7 +82,10 @@ func FenceTable(table string) (string, error) {
 }
 
 // Schema returns every statement of the schema, with comments, for a mutex
-// table named table (and its queue) and a fence table named fenceTable.
+// table named table (its queue and its sessions table) and a fence table
+// named fenceTable: the mutex table, the queue, the fence table and the
+// sessions table, in that order. Names longer than 120 characters are
+// refused: the sessions table's name would not fit.
 func Schema(table, fenceTable string) ([]string, error) {
 	return GoogleSQL.Schema(table, fenceTable)
 }
@@ -95,8 +100,9 @@ func MutexTable(table string) (string, error) {
 }
 
 // Statements returns the statements that create everything spanmutex needs,
-// with the mutex table named table (its queue named table+QueueSuffix) and
-// the fence table named DefaultFenceTable, ready for UpdateDatabaseDdl or
+// with the mutex table named table (its queue named table+QueueSuffix, its
+// sessions table table+SessionsSuffix) and the fence table named
+// DefaultFenceTable, in Schema's order, ready for UpdateDatabaseDdl or
 // CreateDatabase's ExtraStatements. Comments are stripped.
 func Statements(table string) ([]string, error) {
 	return GoogleSQL.Statements(table)
@@ -136,6 +142,7 @@ func MutexColumns() map[string]string {
 		"Version":     "STRING(256)",
 		"Queued":      "BOOL",
 		"Permits":     "INT64",
+		"Session":     "STRING(36)",
 	}
 }
 
@@ -143,13 +150,14 @@ func MutexColumns() map[string]string {
 // may lack and still work, with their types: they serve only the features
 // that need them (Version: spanmutex.WithVersion; Queued: a Lock's
 // uncontended Lock and Unlock without a read of its queue; Permits: a
-// Semaphore's size). Upgrade adds
-// them.
+// Semaphore's size; Session: the sessions of Scopes, with the sessions
+// table). Upgrade adds them.
 func AddedMutexColumns() map[string]string {
 	return map[string]string{
 		"Version": "STRING(256)",
 		"Queued":  "BOOL",
 		"Permits": "INT64",
+		"Session": "STRING(36)",
 	}
 }
 
@@ -184,13 +192,18 @@ func AddedQueueColumns() map[string]string {
 // added since, all nullable, so that rows already there keep working (a row
 // without a declared lease is judged by each contender's own lease, as
 // before; an entry without a wake-up address is found by polling; a row
-// without a version is of no version). Apply those whose column the table
-// lacks (Spanner rejects adding a column twice), before or while the new
-// version rolls out.
+// without a version is of no version; a row without a session is kept live
+// by its own renewals alone), and last the CREATE TABLE of the sessions
+// table (comments stripped). Apply those whose column the table lacks
+// (Spanner rejects adding a column twice), and the CREATE TABLE if the
+// sessions table does not exist, before or while the new version rolls
+// out. Names longer than 120 characters are refused, as by Schema.
 func Upgrade(table string) ([]string, error) {
-	if err := ValidateTableName(table); err != nil {
-		return nil, err
-	}
+	return GoogleSQL.Upgrade(table)
+}
+
+// upgradeGoogleSQL is Upgrade's ALTER TABLE statements in GoogleSQL.
+func upgradeGoogleSQL(table string) []string {
 	return []string{
 		"ALTER TABLE " + table + " ADD COLUMN LeaseMicros INT64",
 		"ALTER TABLE " + table + " ADD COLUMN Version STRING(256)",
@@ -200,7 +213,8 @@ func Upgrade(table string) ([]string, error) {
 		"ALTER TABLE " + table + " ADD COLUMN Permits INT64",
 		"ALTER TABLE " + table + QueueSuffix + " ADD COLUMN Permits INT64",
 		"ALTER TABLE " + table + QueueSuffix + " ADD COLUMN Token INT64",
-	}, nil
+		"ALTER TABLE " + table + " ADD COLUMN Session STRING(36)",
+	}
 }
 
 // DefaultRequestsTable is the table of package queue when none is configured.

@@ -41,7 +41,9 @@ func TestUpgradeAddsTheDeclaredLease(t *testing.T) {
 		"ALTER TABLE Locks ADD COLUMN Permits INT64",
 		"ALTER TABLE LocksQueue ADD COLUMN Permits INT64",
 		"ALTER TABLE LocksQueue ADD COLUMN Token INT64",
-	}, stmts)
+		"ALTER TABLE Locks ADD COLUMN Session STRING(36)",
+	}, stmts[:len(stmts)-1])
+	assert.True(t, strings.HasPrefix(stmts[len(stmts)-1], "CREATE TABLE LocksSessions ("), "and the sessions table")
 	_, err = Upgrade("bad name")
 	assert.ErrorContains(t, err, "invalid table name")
 }
@@ -49,16 +51,18 @@ func TestUpgradeAddsTheDeclaredLease(t *testing.T) {
 func TestStatementsHaveNoComments(t *testing.T) {
 	stmts, err := Statements(DefaultMutexTable)
 	require.NoError(t, err)
-	require.Len(t, stmts, 3)
+	require.Len(t, stmts, 4)
 	for _, s := range stmts {
 		assert.NotContains(t, s, "--")
 	}
 	assert.True(t, strings.HasPrefix(stmts[0], "CREATE TABLE Mutexes ("))
 	assert.True(t, strings.HasPrefix(stmts[1], "CREATE TABLE MutexesQueue ("))
 	assert.True(t, strings.HasPrefix(stmts[2], "CREATE TABLE Fences ("))
+	assert.True(t, strings.HasPrefix(stmts[3], "CREATE TABLE MutexesSessions ("))
 	renamed, err := Statements("Locks")
 	require.NoError(t, err)
 	assert.True(t, strings.HasPrefix(renamed[1], "CREATE TABLE LocksQueue ("))
+	assert.True(t, strings.HasPrefix(renamed[3], "CREATE TABLE LocksSessions ("))
 }
 
 func TestValidateTableName(t *testing.T) {

@@ -115,6 +115,7 @@ func (d Dialect) Schema(table, fenceTable string) ([]string, error) {
 		func() (string, error) { return d.MutexTable(table) },
 		func() (string, error) { return d.QueueTable(table) },
 		func() (string, error) { return d.FenceTable(fenceTable) },
+		func() (string, error) { return d.SessionsTable(table) },
 	} {
 		stmt, err := f()
 		if err != nil {
@@ -175,12 +176,19 @@ func (d Dialect) QueueColumns() map[string]string { return inDialect(d, QueueCol
 
 // Upgrade is the package-level Upgrade, in d.
 func (d Dialect) Upgrade(table string) ([]string, error) {
-	if d != PostgreSQL {
-		return Upgrade(table)
-	}
-	if err := ValidateTableName(table); err != nil {
+	sessions, err := d.SessionsTable(table)
+	if err != nil {
 		return nil, err
 	}
+	alter := upgradeGoogleSQL(table)
+	if d == PostgreSQL {
+		alter = upgradePG(table)
+	}
+	return append(alter, stripComments(sessions)), nil
+}
+
+// upgradePG is Upgrade's ALTER TABLE statements in PostgreSQL.
+func upgradePG(table string) []string {
 	q := table + QueueSuffix
 	return []string{
 		`ALTER TABLE "` + table + `" ADD COLUMN "LeaseMicros" bigint`,
@@ -191,7 +199,8 @@ func (d Dialect) Upgrade(table string) ([]string, error) {
 		`ALTER TABLE "` + table + `" ADD COLUMN "Permits" bigint`,
 		`ALTER TABLE "` + q + `" ADD COLUMN "Permits" bigint`,
 		`ALTER TABLE "` + q + `" ADD COLUMN "Token" bigint`,
-	}, nil
+		`ALTER TABLE "` + table + `" ADD COLUMN "Session" varchar(36)`,
+	}
 }
 
 // RequestsTable is the package-level RequestsTable, in d. In PostgreSQL,

@@ -36,10 +36,11 @@ func TestGoogleSQLIsThePackageLevelSchema(t *testing.T) {
 func TestPostgreSQLSchema(t *testing.T) {
 	stmts, err := PostgreSQL.Statements("Locks")
 	require.NoError(t, err)
-	require.Len(t, stmts, 3)
+	require.Len(t, stmts, 4)
 	assert.True(t, strings.HasPrefix(stmts[0], `CREATE TABLE "Locks" (`), stmts[0])
 	assert.True(t, strings.HasPrefix(stmts[1], `CREATE TABLE "LocksQueue" (`), stmts[1])
 	assert.True(t, strings.HasPrefix(stmts[2], `CREATE TABLE "Fences" (`), stmts[2])
+	assert.True(t, strings.HasPrefix(stmts[3], `CREATE TABLE "LocksSessions" (`), stmts[3])
 	ddlType := func(infoType string) string {
 		return strings.ReplaceAll(infoType, "character varying", "varchar")
 	}

@@ -42,5 +42,10 @@ CREATE TABLE "Mutexes" (
   -- For a Semaphore or RWLock (State SHARED): how many permits its holders
   -- may hold together. NULL for every other row.
   "Permits" bigint,
+  -- The session ("SessionID" in the table <table>Sessions) whose renewals
+  -- keep the holder live, besides the row's own "RenewedAt". NULL: the
+  -- row's own renewals alone (rows written by a Scope without sessions, or
+  -- by an earlier spanmutex).
+  "Session" varchar(36),
   PRIMARY KEY ("Name")
 )

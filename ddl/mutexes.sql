@@ -53,4 +53,10 @@ CREATE TABLE Mutexes (
   -- another size are refused. NULL for every other row. Added by
   -- 'spanmutex ddl --upgrade'.
   Permits INT64,
+  -- The session (SessionID in the table <table>Sessions) whose renewals
+  -- keep the holder live, besides the row's own RenewedAt. NULL: the row's
+  -- own renewals alone (rows written by a Scope without sessions, or by an
+  -- earlier spanmutex).
+  -- Added by 'spanmutex ddl --upgrade'.
+  Session STRING(36),
 ) PRIMARY KEY (Name)

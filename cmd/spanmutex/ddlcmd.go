@@ -14,7 +14,9 @@ var ddlHelp = helpText{
 	Usage: "spanmutex ddl [--table TABLE] [--dialect D] [--requests TABLE] [--change-stream NAME --watch T1,T2]\n       spanmutex ddl --upgrade [--table TABLE] [--dialect D] [--change-stream NAME]",
 	About: `Prints the schema spanmutex needs, with comments that explain each column:
 the mutex table (run-once sections and reusable locks), its waiters' queue
-(TABLE followed by "Queue") and the fence table (Fences). With --requests,
+(TABLE followed by "Queue"), the fence table (Fences) and the sessions of
+Scopes (TABLE followed by "Sessions", so TABLE may have at most 120
+characters). With --requests,
 also the request queue of package queue and its indexes. With
 --change-stream, also the change stream over the --watch tables and the
 checkpoint table (CaptureCheckpoints) of package queue's capture.
@@ -27,9 +29,12 @@ their mixed-case names (the change stream and the checkpoint table too).
 With --upgrade, prints instead the ALTER TABLE statements that bring tables
 made by an earlier spanmutex up to date: the nullable columns added since
 (LeaseMicros of declared leases, the queue's WakeAddr of wake-ups, Version of
-'run --version', Queued of a lock's queue without a read). Apply the ones whose column the table lacks (Spanner
-refuses to add a column twice); rows already there keep working, a row
-without a declared lease judged by each reader's own lease. With
+'run --version', Queued of a lock's queue without a read, Permits and Token
+of the Semaphore, Session of a Scope's session), then the CREATE TABLE of
+the sessions table. Apply the ones whose column the table lacks (Spanner
+refuses to add a column twice), and the CREATE TABLE if the sessions table
+does not exist; rows already there keep working, a row without a declared
+lease judged by each reader's own lease. With
 --change-stream, also the checkpoint table's (LeaseMicros, where a
 partition's owner declares its lease; the capture refuses a table without
 it).`,
@@ -79,8 +84,8 @@ func cmdDDL(_ context.Context, s streams, args []string) int {
 		schema = d.Upgrade
 	}
 	stmts, err := schema(*table)
-	if err != nil {
-		return cmdline.ReportError(s, err, exitError)
+	if err != nil { // the name is valid, but too long for its sessions table
+		return cmdline.ReportUsage(s, usage("ddl", "--table: "+strings.TrimPrefix(err.Error(), "ddl: ")))
 	}
 	if *requests != "" {
 		more, err := d.RequestsTable(*requests)

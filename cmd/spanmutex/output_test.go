@@ -46,7 +46,9 @@ func TestDDL(t *testing.T) {
 		want string
 	}{
 		{nil, "CREATE TABLE Mutexes ("},
+		{nil, "CREATE TABLE MutexesSessions ("},
 		{[]string{"--table", "JobLocks"}, "CREATE TABLE JobLocks ("},
+		{[]string{"--table", "JobLocks"}, "CREATE TABLE JobLocksSessions ("},
 	} {
 		code, stdout, stderr := cli(t, append([]string{"ddl"}, tc.args...)...)
 		if code != 0 || !strings.Contains(stdout, tc.want) || !strings.Contains(stdout, "PRIMARY KEY (Name)") || stderr != "" {
@@ -59,14 +61,15 @@ func TestDDL(t *testing.T) {
 // quoted identifiers.
 func TestDDLPostgreSQL(t *testing.T) {
 	code, stdout, stderr := cli(t, "ddl", "--dialect", "postgresql", "--table", "JobLocks", "--requests", "Requests")
-	for _, want := range []string{`CREATE TABLE "JobLocks" (`, `CREATE TABLE "JobLocksQueue" (`, `CREATE TABLE "Fences" (`, `CREATE TABLE "Requests" (`,
+	for _, want := range []string{`CREATE TABLE "JobLocks" (`, `CREATE TABLE "JobLocksQueue" (`, `CREATE TABLE "Fences" (`, `CREATE TABLE "JobLocksSessions" (`, `CREATE TABLE "Requests" (`,
 		`PRIMARY KEY ("Name")`, `"RenewedAt" spanner.commit_timestamp`, `WHERE "CreateOf" IS NOT NULL;`} {
 		if code != 0 || !strings.Contains(stdout, want) || stderr != "" {
 			t.Errorf("ddl --dialect postgresql: want %q; exit %d, stdout:\n%s\nstderr:\n%s", want, code, stdout, stderr)
 		}
 	}
 	code, stdout, _ = cli(t, "ddl", "--dialect", "postgresql", "--upgrade", "--table", "Locks")
-	if code != 0 || !strings.Contains(stdout, `ALTER TABLE "LocksQueue" ADD COLUMN "WakeAddr" varchar(64);`) {
+	if code != 0 || !strings.Contains(stdout, `ALTER TABLE "LocksQueue" ADD COLUMN "WakeAddr" varchar(64);`) ||
+		!strings.Contains(stdout, `ALTER TABLE "Locks" ADD COLUMN "Session" varchar(36);`) || !strings.Contains(stdout, `CREATE TABLE "LocksSessions" (`) {
 		t.Errorf("ddl --dialect postgresql --upgrade: exit %d, stdout:\n%s", code, stdout)
 	}
 	code, stdout, _ = cli(t, "ddl", "--dialect", "postgresql", "--change-stream", "OrdersStream", "--watch", "Orders,OrderItems")

@@ -75,6 +75,8 @@ func TestUsageErrors(t *testing.T) {
 		{"status with two names", db, []string{"status", "a", "b"}, "too many arguments"},
 		{"status with bad table", db, []string{"status", "--table", "1x"}, "invalid table name"},
 		{"ddl with bad table", db, []string{"ddl", "--table", "x y"}, "invalid table name"},
+		{"ddl with a table too long for its sessions", db, []string{"ddl", "--table", strings.Repeat("x", 121)}, "--table: table name"},
+		{"ddl --upgrade with a table too long for its sessions", db, []string{"ddl", "--upgrade", "--table", strings.Repeat("x", 121)}, "use at most 120"},
 		{"ddl with an argument", db, []string{"ddl", "Mutexes"}, `unexpected argument "Mutexes"`},
 		{"ddl with a bad requests table", db, []string{"ddl", "--requests", "1x"}, "invalid table name"},
 		{"ddl with a stream and no tables", db, []string{"ddl", "--change-stream", "S"}, "--change-stream and --watch go together"},

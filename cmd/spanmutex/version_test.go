@@ -42,12 +42,16 @@ func TestRunVersionReArms(t *testing.T) {
 }
 
 // TestDDLUpgrade prints the ALTER TABLE statements for the columns added
-// since the first release.
+// since the first release, and the CREATE TABLE of the sessions table.
 func TestDDLUpgrade(t *testing.T) {
 	code, stdout, stderr := cli(t, "ddl", "--upgrade", "--table", "Locks")
 	want := "ALTER TABLE Locks ADD COLUMN LeaseMicros INT64;\n\nALTER TABLE Locks ADD COLUMN Version STRING(256);\n\nALTER TABLE Locks ADD COLUMN Queued BOOL;\n\n" +
 		"ALTER TABLE LocksQueue ADD COLUMN LeaseMicros INT64;\n\nALTER TABLE LocksQueue ADD COLUMN WakeAddr STRING(64);\n\n" +
-		"ALTER TABLE Locks ADD COLUMN Permits INT64;\n\nALTER TABLE LocksQueue ADD COLUMN Permits INT64;\n\nALTER TABLE LocksQueue ADD COLUMN Token INT64;\n"
+		"ALTER TABLE Locks ADD COLUMN Permits INT64;\n\nALTER TABLE LocksQueue ADD COLUMN Permits INT64;\n\nALTER TABLE LocksQueue ADD COLUMN Token INT64;\n\n" +
+		"ALTER TABLE Locks ADD COLUMN Session STRING(36);\n\n" +
+		"CREATE TABLE LocksSessions (\n  SessionID STRING(36) NOT NULL,\n  Owner STRING(256),\n" +
+		"  CreatedAt TIMESTAMP NOT NULL OPTIONS (allow_commit_timestamp = true),\n  RenewedAt TIMESTAMP NOT NULL OPTIONS (allow_commit_timestamp = true),\n" +
+		"  LeaseMicros INT64 NOT NULL,\n) PRIMARY KEY (SessionID),\n  ROW DELETION POLICY (OLDER_THAN(RenewedAt, INTERVAL 1 DAY));\n"
 	if code != exitOK || stdout != want {
 		t.Errorf("ddl --upgrade: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
