@@ -46,6 +46,9 @@ type spannerStore struct {
 	// hasQueue: checkSchema found the waiters' queue table, which a Mutex
 	// uses only for its watchers (mutex_watch.go) and may lack.
 	hasQueue atomic.Bool
+	// hasSessions: checkSchema found the sessions table (table+Sessions)
+	// with its columns and the mutex table's Session column.
+	hasSessions atomic.Bool
 	// needsQueue: the store is a Lock's, which cannot work without the
 	// queue table: checkSchema reports it missing.
 	needsQueue bool

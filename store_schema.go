@@ -28,15 +28,16 @@ func (s *spannerStore) schemaError(ctx context.Context, cause error) error {
 // checkSchema reads INFORMATION_SCHEMA and returns an error matching ErrSchema naming
 // what is missing or mistyped, or nil if the table has every column. The
 // waiters' queue table is checked too when it exists, and must exist for a
-// Lock (a Mutex does not need it). A column not of ours that is NOT NULL
-// with no default is an error too, unless the store only reads: every
-// insert of ours would fail.
+// Lock (a Mutex does not need it). The sessions table is optional: when it
+// exists, it must have its columns (checkSessions). A column not of ours
+// that is NOT NULL with no default is an error too, unless the store only
+// reads: every insert of ours would fail.
 func (s *spannerStore) checkSchema(ctx context.Context) error {
 	d, err := s.dialect.Get(ctx)
 	if err != nil {
 		return s.explainOther(err)
 	}
-	mutex, queue, err := s.describe(ctx, d)
+	mutex, queue, sessions, err := s.describe(ctx, d)
 	if err != nil {
 		return err
 	}
@@ -52,9 +53,13 @@ func (s *spannerStore) checkSchema(ctx context.Context) error {
 	if queue.Name != "" {
 		missing = append(missing, missingColumns(columnTypes(queue), s.neededQueueColumns(d), s.queueTable()+".")...)
 	}
+	sessionsErr := s.checkSessions(d, have, sessions)
 	if len(missing) > 0 {
 		slices.Sort(missing)
 		return &schemaError{Table: s.table, Problem: "does not have the columns spanmutex needs", Missing: missing, Dialect: d}
+	}
+	if sessionsErr != nil {
+		return sessionsErr
 	}
 	if s.readOnly {
 		return nil
@@ -65,7 +70,37 @@ func (s *spannerStore) checkSchema(ctx context.Context) error {
 			fix: fmt.Sprintf("create it with the CREATE TABLE %s statement of: spanmutex ddl%s --table %s (only that one: %s exists)",
 				s.queueTable(), dialectFlag(d), s.table, s.table)}
 	}
-	return s.extraRequired(d, mutex, queue)
+	return s.extraRequired(d, mutex, queue, sessions)
+}
+
+// checkSessions records in hasSessions whether the database has what
+// sessions need: the sessions table with its columns and the mutex table's
+// Session column (have: the mutex table's columns), typed as dialect d
+// types them. Sessions are optional: without the sessions table it returns
+// nil, whatever the Session column (a table of ours without it was made
+// before sessions; a table of the user's may have a Session column of its
+// own). A sessions table is meant for us, so once it exists an error
+// matching ErrSchema names its columns that are missing or mistyped, and a
+// Session column of another type.
+func (s *spannerStore) checkSessions(d ddl.Dialect, have map[string]string, sessions *sqldialect.Table) error {
+	if sessions.Name == "" {
+		s.hasSessions.Store(false)
+		return nil
+	}
+	table := s.table + ddl.SessionsSuffix
+	missing := missingColumns(columnTypes(sessions), d.SessionsColumns(), table+".")
+	if got, want := have["Session"], d.MutexColumns()["Session"]; got != "" && got != want {
+		missing = append(missing, fmt.Sprintf("Session is %s, want %s", got, want))
+	}
+	s.hasSessions.Store(len(missing) == 0 && have["Session"] != "")
+	if len(missing) == 0 {
+		return nil
+	}
+	slices.Sort(missing)
+	return &schemaError{Table: s.table, Dialect: d, Missing: missing,
+		Problem: fmt.Sprintf("has a sessions table, %s, but not as spanmutex's sessions need it", table),
+		fix: fmt.Sprintf("make them as in the CREATE TABLE %s and the Session column of: spanmutex ddl%s --table %s, or drop %s (sessions are optional: spanmutex works without that table)",
+			table, dialectFlag(d), s.table, table)}
 }
 
 // absent is the error of a mutex table that does not exist: on
@@ -79,15 +114,15 @@ func (s *spannerStore) absent(d ddl.Dialect, mutex *sqldialect.Table) error {
 	return se
 }
 
-// extraRequired returns an error matching ErrSchema if the mutex or queue table has a
-// column that spanmutex does not write and that every insert must write.
-func (s *spannerStore) extraRequired(d ddl.Dialect, mutex, queue *sqldialect.Table) error {
+// extraRequired returns an error matching ErrSchema if the mutex, queue or sessions
+// table has a column that spanmutex does not write and that every insert must write.
+func (s *spannerStore) extraRequired(d ddl.Dialect, mutex, queue, sessions *sqldialect.Table) error {
 	var extra []string
 	for _, t := range []struct {
 		tab    *sqldialect.Table
 		ours   map[string]string
 		prefix string
-	}{{mutex, d.MutexColumns(), ""}, {queue, d.QueueColumns(), s.queueTable() + "."}} {
+	}{{mutex, d.MutexColumns(), ""}, {queue, d.QueueColumns(), s.queueTable() + "."}, {sessions, d.SessionsColumns(), s.table + ddl.SessionsSuffix + "."}} {
 		for name, c := range t.tab.Columns {
 			if _, ok := t.ours[name]; !ok && c.Required {
 				extra = append(extra, t.prefix+name)
@@ -103,23 +138,24 @@ func (s *spannerStore) extraRequired(d ddl.Dialect, mutex, queue *sqldialect.Tab
 		fix:     "give each a DEFAULT, make it nullable, or drop it (ALTER TABLE ... ALTER COLUMN / DROP COLUMN)"}
 }
 
-// describe returns what INFORMATION_SCHEMA says of the mutex table and of
-// its waiters' queue table, as dialect d names and types them, from one
-// query.
-func (s *spannerStore) describe(ctx context.Context, d ddl.Dialect) (mutex, queue *sqldialect.Table, err error) {
-	tabs, err := sqldialect.Describe(ctx, s.client, d, s.table, s.queueTable())
+// describe returns what INFORMATION_SCHEMA says of the mutex table, of
+// its waiters' queue table and of its sessions table, as dialect d names
+// and types them, from one query.
+func (s *spannerStore) describe(ctx context.Context, d ddl.Dialect) (mutex, queue, sessions *sqldialect.Table, err error) {
+	sessionsTable := s.table + ddl.SessionsSuffix
+	tabs, err := sqldialect.Describe(ctx, s.client, d, s.table, s.queueTable(), sessionsTable)
 	if err != nil {
-		return nil, nil, s.explainOther(err)
+		return nil, nil, nil, s.explainOther(err)
 	}
 	s.reached.Store(true)
-	return tabs[s.table], tabs[s.queueTable()], nil
+	return tabs[s.table], tabs[s.queueTable()], tabs[sessionsTable], nil
 }
 
 // columns returns the columns of the mutex table and of its waiters' queue
 // table with their Spanner types, as dialect d spells them, from one query;
 // none for a table that does not exist.
 func (s *spannerStore) columns(ctx context.Context, d ddl.Dialect) (mutex, queue map[string]string, err error) {
-	m, q, err := s.describe(ctx, d)
+	m, q, _, err := s.describe(ctx, d)
 	if err != nil {
 		return nil, nil, err
 	}
