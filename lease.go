@@ -37,6 +37,12 @@ type Lease struct {
 	// acquisition committed it: which attempt of its generation it is.
 	attempt int64
 	table   string
+	// session is the session the lease is held through ("": none; it is
+	// renewed on its own), as its row names it.
+	session string
+	// leaveSession ends the lease's membership of its session, once
+	// granted through it (lock_session.go).
+	leaveSession func()
 	// anchor is the local time just before the request that set RenewedAt
 	// at acquisition was sent (see keepAlive); renewals move it, under mu.
 	anchor time.Time

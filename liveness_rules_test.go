@@ -66,7 +66,7 @@ func checkLiveness(ctx context.Context, t *testing.T, c *spanner.Client, name st
 	_, err := c.Apply(ctx, ms)
 	require.NoError(t, err)
 	stmt := statementFor(t, c, func(d ddl.Dialect) string {
-		return "SELECT CURRENT_TIMESTAMP(), q.`WaiterID`, q.`RenewedAt`, " + liveEntry(d) + ", COALESCE(" + sameScopeAsSilent(d) + ", FALSE) " +
+		return "SELECT CURRENT_TIMESTAMP(), q.`WaiterID`, q.`RenewedAt`, " + liveEntry(d) + ", COALESCE(" + sameScopeAsSilent(d, false) + ", FALSE) " +
 			"FROM `" + defaultTable + "Queue` AS q JOIN `" + defaultTable + "` AS m ON m.`Name` = q.`Name` WHERE q.`Name` = @name ORDER BY q.`WaiterID`"
 	}, map[string]any{"name": name, "lease": lease.Microseconds()})
 	st := &spannerStore{lease: lease}

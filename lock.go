@@ -122,16 +122,11 @@ func (l *Lock) lock(ctx context.Context, wait bool) (*Lease, error) {
 	acq.granted(lease, nil)
 	_, lease.hold = l.cfg.tel.start(ctx, "spanmutex.hold", lockKind(wait), attrToken.Int64(lease.token))
 	l.held, l.local = lease, ll
-	l.stopRen = keepAlive(l.store, &l.cfg, lease, lease.anchor, func(err error) {
-		// A renewal that fails because our own Unlock just released the
-		// row is no loss: Unlock reports how it ended.
-		if !lease.unlocking.Load() {
-			lease.lose(err)
-			// The process's waiters must not wait for this holder's Unlock
-			// to wake them: the lock may be someone else's now.
-			ll.release(lease.id, "")
-		}
-	})
+	if lease.leaveSession != nil {
+		l.stopRen = lease.leaveSession // its session renews it (lock_session.go)
+	} else {
+		l.stopRen = keepAlive(l.store, &l.cfg, lease, lease.anchor, l.lostHook(lease, ll))
+	}
 	return lease, nil
 }
 
@@ -349,6 +344,7 @@ func (l *Lock) acquire(ctx context.Context, ll *localLock, wait bool) (*Lease, e
 	defer ll.unqueue(w.id)
 	w.wake = wake
 	w.reads.sleep, w.writes.sleep, w.renewals.sleep = w.backOff, w.backOff, w.backOff
+	defer w.useSession(ctx)()
 	lease, err := w.run(ctx, wait)
 	if err != nil {
 		if !w.abandon(ctx) {

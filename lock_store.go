@@ -87,8 +87,9 @@ func (s *spannerStore) lockSQL(d ddl.Dialect, limit int, marked, empty bool) str
 		"AND (q.`EnqueuedAt` < @at OR (q.`EnqueuedAt` = @at AND q.`WaiterID` < @id)) "+
 		"AND q.`WaiterID` != @id AND %s AND NOT COALESCE(%s, FALSE) LIMIT %d) AS ahead), "+
 		"EXISTS(SELECT 1 FROM `%s` AS q WHERE q.`Name` = @name AND q.`EnqueuedAt` = @at AND q.`WaiterID` = @id), "+
-		"%s %s FROM (SELECT 1) AS one LEFT JOIN `%s` AS m ON m.`Name` = @name",
-		rowSelectList(), q, liveEntry(d), sameScopeAsSilent(d), limit, q, emptyRead, queuedSelect(marked), s.table)
+		"%s %s%s FROM (SELECT 1) AS one LEFT JOIN `%s` AS m ON m.`Name` = @name%s",
+		rowSelectList(), q, liveEntry(d), sameScopeAsSilent(d, s.sessioned()), limit, q, emptyRead, queuedSelect(marked),
+		s.sessionSelect(), s.table, s.sessionJoin())
 }
 
 // queuedSelect is the Queued column of the row m, to end a SELECT list,
@@ -108,9 +109,19 @@ func queuedSelect(marked bool) string {
 // holder's process is taken to be dead or cut off, its other entries with
 // it: they do not count as live, and the takeover deletes them
 // (takeOverMutations), as etcd deletes a dead session's keys. In dialect d.
-func sameScopeAsSilent(d ddl.Dialect) string {
+// With sessioned, m's session se is joined (sessionJoin), and a row held
+// through it is judged as row.withSession does: silent once neither its
+// own RenewedAt nor the session's renewal is within the session's lease
+// (@lease if the session is gone).
+func sameScopeAsSilent(d ddl.Dialect, sessioned bool) string {
+	lease := "COALESCE(m.`LeaseMicros`, @lease)"
+	session := ""
+	if sessioned {
+		lease = "CASE WHEN m.`Session` IS NULL THEN " + lease + " ELSE COALESCE(se.`LeaseMicros`, @lease) END"
+		session = " AND (se.`RenewedAt` IS NULL OR se.`RenewedAt` <= " + sqldialect.SubMicros(d, "CURRENT_TIMESTAMP()", "COALESCE(se.`LeaseMicros`, 0)") + ")"
+	}
 	return "m.`State` = '" + string(StateStarted) + "' AND COALESCE(m.`RenewedAt`, m.`StartedAt`, m.`UpdatedAt`) <= " +
-		sqldialect.SubMicros(d, "CURRENT_TIMESTAMP()", "COALESCE(m.`LeaseMicros`, @lease)") +
+		sqldialect.SubMicros(d, "CURRENT_TIMESTAMP()", lease) + session +
 		" AND SUBSTR(q.`WaiterID`, 25) = SUBSTR(m.`LeaseID`, 25)"
 }
 
@@ -130,15 +141,17 @@ func (s *spannerStore) queryLock(ctx context.Context, q querier, d ddl.Dialect, 
 		v      lockView
 		ahead  int64
 		queued spanner.NullBool
+		sess   scannedSession
 	)
 	extra := []any{&ahead, &v.queued, &v.emptyRead}
 	if marked {
 		extra = append(extra, &queued)
 	}
-	if v.row, err = decodeRow(r, extra...); err != nil {
+	if v.row, err = decodeRow(r, append(extra, sess.dest(s.sessioned())...)...); err != nil {
 		return lockView{}, fmt.Errorf("spanmutex: decode lock %q of %s: %w", name, s.table, err)
 	}
 	v.ahead, v.row.Queued = int(ahead), queueMarkOf(queued)
+	v.row = sess.judge(v.row)
 	return v, nil
 }
 
@@ -192,7 +205,7 @@ func (s *spannerStore) acquireLock(ctx context.Context, name string, key queueKe
 				return acquireResult{}, s.explain(ctx, err)
 			}
 		}
-		m, token := s.holderMutation(v.row, name, holderRecord{owner: c.owner, leaseID: c.leaseID, lease: p.lease})
+		m, token := s.holderMutation(v.row, name, holderRecord{owner: c.owner, leaseID: c.leaseID, lease: p.lease, session: c.session})
 		ms, res.token = append(ms, m), token
 		ms = s.markEmpty(ms, v.row, name, v.emptyRead)
 		if v.queued {
@@ -231,7 +244,7 @@ func (s *spannerStore) acquireLock(ctx context.Context, name string, key queueKe
 		return acquireResult{decision: lockDecision{action: lockWait}, key: queueKey{at: commitTS, id: c.leaseID}, view: v}, nil
 	}
 	lease := newLease(name, c.owner, c.leaseID, res.token, d.action == lockTakeOver, s.table)
-	lease.acquiredAt = commitTS
+	lease.acquiredAt, lease.session = commitTS, c.session
 	return acquireResult{decision: d, lease: lease, key: endOfQueue}, nil
 }
 
@@ -321,6 +334,9 @@ func (s *spannerStore) readByKey(ctx context.Context, tx *spanner.ReadWriteStmtB
 		return lockView{}, false, err
 	}
 	if uncounted && r.Exists && r.State == StateStarted {
+		if r.Session != "" {
+			return lockView{}, false, nil // judged with its session by lockSQL
+		}
 		r.Now = r.lastWritten()
 		return lockView{row: r, ahead: 1, uncounted: true}, holderLive(r, s.lease), nil
 	}
@@ -363,6 +379,15 @@ func (s *spannerStore) glance(ctx context.Context, name string) (row, error) {
 	}
 	s.reached.Store(true)
 	s.noRow.Store(!r.Exists)
+	if r.Session != "" && r.State == StateStarted {
+		// A strong read at or after the row's: the holder only looks
+		// renewed later than it was by Now (see readIn).
+		sro := s.client.Single()
+		defer sro.Close()
+		if r, err = s.sessionOf(ctx, taggedReader{sro, tagLook}, r); err != nil {
+			return row{}, s.explain(ctx, err)
+		}
+	}
 	return r, nil
 }
 

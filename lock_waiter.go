@@ -65,6 +65,10 @@ type waiter struct {
 	foundOurs bool
 	// aborts counts a TryLock's attempts that Spanner aborted (try).
 	aborts int
+	// sess is the Scope's session, nil without one; session, the id of
+	// it that the waiter's acquisitions write (useSession).
+	sess    *session
+	session string
 	// resent reports that an entry of ours was inserted by a join whose
 	// commit the client may have sent more than once (joinWrite): an
 	// earlier send's entry may remain under a key we never learnt, so
@@ -172,7 +176,12 @@ func (w *waiter) grant(ctx context.Context, lease *Lease) (*Lease, error) {
 			return nil, errNotObtained(ctx)
 		}
 	}
-	_, err := gated(ctx, w.local, func() (struct{}, error) { return struct{}{}, freshen(ctx, w.st, &w.lock.cfg, lease) })
+	_, err := gated(ctx, w.local, func() (struct{}, error) {
+		if lease.session != "" {
+			return struct{}{}, w.admit(ctx, lease)
+		}
+		return struct{}{}, freshen(ctx, w.st, &w.lock.cfg, lease)
+	})
 	switch {
 	case err == nil && ctx.Err() != nil:
 		return nil, errNotObtained(ctx)
@@ -272,7 +281,7 @@ func (w *waiter) handed(v lockView, sent time.Time) *Lease {
 // anchor (see keepAlive).
 func (w *waiter) leaseOf(r row, anchor time.Time) *Lease {
 	lease := newLease(w.lock.name, r.Owner, w.id, r.Token, false, w.lock.cfg.table)
-	lease.acquiredAt, lease.handedOff, lease.anchor = r.StartedAt, !w.ownAttempt, anchor
+	lease.acquiredAt, lease.handedOff, lease.anchor, lease.session = r.StartedAt, !w.ownAttempt, anchor, r.Session
 	return lease
 }
 
@@ -408,7 +417,7 @@ func (w *waiter) attempt(ctx context.Context, sent time.Time, join bool) (acquir
 // starts its listener if need be; an attempt that cannot queue us needs
 // none).
 func (w *waiter) claim(join bool) claim {
-	c := claim{owner: w.lock.cfg.owner, leaseID: w.id}
+	c := claim{owner: w.lock.cfg.owner, leaseID: w.id, session: w.session}
 	if join {
 		c.wakeAddr = w.lock.scope.wakeAddr(w.lock.cfg.logger)
 	}

@@ -67,6 +67,7 @@ func (s *spannerStore) marks(ctx context.Context) bool {
 		if v, ok := s.shared.queuedCols.Load(key); ok {
 			if c := v.(queuedCheck); c.present || !s.recheckDue(c.at, now) {
 				s.recordQueued(c.present, c.at)
+				s.hasSessions.Store(c.sessions)
 				return c.present
 			}
 		}
@@ -79,8 +80,9 @@ func (s *spannerStore) marks(ctx context.Context) bool {
 	if err != nil || len(have) == 0 {
 		return false
 	}
-	c := queuedCheck{present: have["Queued"] != "", at: now.UnixNano()}
+	c := queuedCheck{present: have["Queued"] != "", at: now.UnixNano(), sessions: have["Session"] != ""}
 	s.recordQueued(c.present, c.at)
+	s.hasSessions.Store(c.sessions)
 	if s.shared != nil {
 		s.shared.queuedCols.Store(key, c)
 	}
@@ -92,6 +94,10 @@ func (s *spannerStore) marks(ctx context.Context) bool {
 type queuedCheck struct {
 	present bool
 	at      int64
+	// sessions: the table has the Session column, so rows are read with
+	// their sessions (session_store.go); checkSchema checks the sessions
+	// table once an error calls for it.
+	sessions bool
 }
 
 // queuedRecheck is how long an answer that the table has no Queued column

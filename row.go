@@ -28,6 +28,27 @@ type row struct {
 	// Now is Spanner's CURRENT_TIMESTAMP() read with the row: in the same
 	// read-write transaction when deciding, or the same snapshot when peeking.
 	Now time.Time
+	// Session is the session the holder holds the row through ("" if
+	// none, or not read: the table has no Session column). A row read with
+	// its session is judged by it (withSession).
+	Session string
+}
+
+// withSession returns r, which names a session, judged by it: the
+// session's last renewal (renewedAt, if found) counts as a renewal of the
+// row, and the session's lease as the row's, in place of the century the
+// row declares (sessionHeldLease). A session not found lapsed long ago
+// (or never committed): the row is judged by its own RenewedAt and the
+// reader's own lease.
+func (r row) withSession(renewedAt time.Time, lease time.Duration, found bool) row {
+	if r.Session == "" {
+		return r
+	}
+	r.Lease = 0
+	if found {
+		r.RenewedAt, r.Lease = latest(r.RenewedAt, renewedAt), lease
+	}
+	return r
 }
 
 // heldBy reports whether r shows the lock held under lease (or waiter) id.

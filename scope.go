@@ -57,6 +57,10 @@ type Scope struct {
 	received  atomic.Int64
 	// headPoll is WithHeadPoll's interval, 0 if not set.
 	headPoll time.Duration
+	// sessionsOn: WithSessions; sessions holds the Scope's sessions (under
+	// mu), made on first use (scope_session.go).
+	sessionsOn bool
+	sessions   map[sessionKey]*session
 	// queuedCols remembers, per table (tableKey), whether it has the
 	// Queued column (a queuedCheck, queue_mark.go): its Locks check it
 	// once, not once each (an answer of no, once a minute).

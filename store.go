@@ -22,6 +22,9 @@ type claim struct {
 	leaseID string
 	// wakeAddr is where a Lock's waiter listens for wake-ups, if it does.
 	wakeAddr string
+	// session is the session a Lock holds through if it takes the lock
+	// ("": none; it renews the lease itself).
+	session string
 }
 
 // spannerStore is the store on a Cloud Spanner table.

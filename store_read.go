@@ -27,8 +27,8 @@ func (s *spannerStore) readSQL() string {
 	if s.versioned {
 		cols += ", m.`Version`"
 	}
-	return fmt.Sprintf("SELECT CURRENT_TIMESTAMP(), m.`Name` IS NOT NULL, %s FROM (SELECT 1) AS one LEFT JOIN `%s` AS m ON m.`Name` = @name",
-		cols, s.table)
+	return fmt.Sprintf("SELECT CURRENT_TIMESTAMP(), m.`Name` IS NOT NULL, %s%s FROM (SELECT 1) AS one LEFT JOIN `%s` AS m ON m.`Name` = @name%s",
+		cols, s.sessionSelect(), s.table, s.sessionJoin())
 }
 
 // rowSelectList is rowColumns of the table aliased m, for a SELECT list.
@@ -52,16 +52,20 @@ func (s *spannerStore) queryRow(ctx context.Context, q querier, d ddl.Dialect, n
 	if err != nil {
 		return row{}, err
 	}
-	var version spanner.NullString
-	var extra []any
+	var (
+		version spanner.NullString
+		sess    scannedSession
+		extra   []any
+	)
 	if s.versioned {
 		extra = append(extra, &version)
 	}
-	out, err := decodeRow(r, extra...)
-	out.Version = version.StringVal
+	out, err := decodeRow(r, append(extra, sess.dest(s.sessioned())...)...)
 	if err != nil {
 		return row{}, fmt.Errorf("spanmutex: decode row %q of %s: %w", name, s.table, err)
 	}
+	out.Version = version.StringVal
+	out = sess.judge(out)
 	if out.Exists && !out.State.valid() {
 		return row{}, s.unknownState(name, out.State)
 	}
@@ -130,23 +134,32 @@ func nullTime(t spanner.NullTime) time.Time {
 // against 2-3 ms there). Spanner's clock comes with it: the strong read's
 // timestamp is the snapshot's time, as CURRENT_TIMESTAMP() would be.
 func (s *spannerStore) read(ctx context.Context, name string) (row, error) {
-	return s.readIn(ctx, s.client.Single(), name)
+	return s.readIn(ctx, s.client.Single, name)
 }
 
 // readAt reads the row as it was at Spanner time at (an exact-timestamp
 // read; Spanner keeps an hour of versions by default), with Now set to at.
 func (s *spannerStore) readAt(ctx context.Context, name string, at time.Time) (row, error) {
-	return s.readIn(ctx, s.client.Single().WithTimestampBound(spanner.ReadTimestamp(at)), name)
+	return s.readIn(ctx, func() *spanner.ReadOnlyTransaction {
+		return s.client.Single().WithTimestampBound(spanner.ReadTimestamp(at))
+	}, name)
 }
 
-// readIn reads the row in the single-use read-only transaction ro, and
-// closes it.
-func (s *spannerStore) readIn(ctx context.Context, ro *spanner.ReadOnlyTransaction, name string) (row, error) {
+// readIn reads the row in a single-use read-only transaction made by
+// single, and its session, if it names one, in another (as of the same
+// bound: a strong read of the session is at or after the row's, which
+// only makes the holder look renewed later than it was by Now).
+func (s *spannerStore) readIn(ctx context.Context, single func() *spanner.ReadOnlyTransaction, name string) (row, error) {
 	s.stats.reads.Add(1)
+	ro := single()
 	defer ro.Close()
 	cols := rowColumns
 	if s.versioned {
 		cols = append(slices.Clip(cols), "Version")
+	}
+	sessioned := s.sessioned()
+	if sessioned {
+		cols = append(slices.Clip(cols), "Session")
 	}
 	r, err := ro.ReadRowWithOptions(ctx, s.table, spanner.Key{name}, cols, &spanner.ReadOptions{RequestTag: tagRead})
 	var out row
@@ -155,18 +168,36 @@ func (s *spannerStore) readIn(ctx context.Context, ro *spanner.ReadOnlyTransacti
 	case err != nil:
 		return row{}, s.explain(ctx, err)
 	default:
-		if out, err = decodeReadRow(r, s.versioned); err != nil {
+		var session spanner.NullString
+		if out, err = decodeReadRow(r, s.versioned, sessionDest(sessioned, &session)...); err != nil {
 			return row{}, fmt.Errorf("spanmutex: decode row %q of %s: %w", name, s.table, err)
 		}
 		if !out.State.valid() {
 			return row{}, s.unknownState(name, out.State)
 		}
+		out.Session = session.StringVal
 	}
 	if out.Now, err = ro.Timestamp(); err != nil {
 		return row{}, fmt.Errorf("spanmutex: read %q of %s: no read timestamp: %w", name, s.table, err)
 	}
 	s.reached.Store(true)
+	if out.Session != "" {
+		sro := single()
+		defer sro.Close()
+		if out, err = s.sessionOf(ctx, sro, out); err != nil {
+			return row{}, s.explain(ctx, err)
+		}
+	}
 	return out, nil
+}
+
+// sessionDest is the destination of the Session column where the table
+// has it (sessioned), to pass as decodeReadRow's extra; none otherwise.
+func sessionDest(sessioned bool, session *spanner.NullString) []any {
+	if !sessioned {
+		return nil
+	}
+	return []any{session}
 }
 
 // decodeReadRow decodes rowColumns, and Version if versioned, read by key
@@ -194,11 +225,15 @@ type keyReader interface {
 }
 
 // readRowIn reads the lock's row by key in tx. It reads no clock: Now is
-// unset. A missing row reads as the zero row (Exists false).
+// unset. A missing row reads as the zero row (Exists false). It reads the
+// name of the row's session (Session), not the session: sessionOf does.
 func (s *spannerStore) readRowIn(ctx context.Context, tx keyReader, name string) (row, error) {
-	cols, marked := rowColumns, s.marked()
+	cols, marked, sessioned := rowColumns, s.marked(), s.sessioned()
 	if marked {
 		cols = append(slices.Clip(cols), "Queued")
+	}
+	if sessioned {
+		cols = append(slices.Clip(cols), "Session")
 	}
 	r, err := tx.ReadRow(ctx, s.table, spanner.Key{name}, cols)
 	switch {
@@ -207,15 +242,18 @@ func (s *spannerStore) readRowIn(ctx context.Context, tx keyReader, name string)
 	case err != nil:
 		return row{}, err
 	}
-	var queued spanner.NullBool
-	var extra []any
+	var (
+		queued  spanner.NullBool
+		session spanner.NullString
+		extra   []any
+	)
 	if marked {
 		extra = append(extra, &queued)
 	}
-	v, err := decodeReadRow(r, false, extra...)
+	v, err := decodeReadRow(r, false, append(extra, sessionDest(sessioned, &session)...)...)
 	if err != nil {
 		return row{}, fmt.Errorf("spanmutex: decode lock %q of %s: %w", name, s.table, err)
 	}
-	v.Queued = queueMarkOf(queued)
+	v.Queued, v.Session = queueMarkOf(queued), session.StringVal
 	return v, nil
 }

@@ -1,0 +1,116 @@
+package spanmutex
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/spanner"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// holdAll takes n locks named prefix-i in scope and returns them, held.
+func holdAll(t *testing.T, c *spanner.Client, scope *Scope, prefix string, n int, opts ...LockOption) ([]*Lock, []*Lease) {
+	t.Helper()
+	var (
+		locks  []*Lock
+		leases []*Lease
+	)
+	for i := range n {
+		l, err := NewLock(c, fmt.Sprintf("%s-%d", prefix, i), append([]LockOption{WithScope(scope)}, opts...)...)
+		require.NoError(t, err)
+		lease, err := l.Lock(context.Background())
+		require.NoError(t, err)
+		locks, leases = append(locks, l), append(leases, lease)
+	}
+	return locks, leases
+}
+
+// A Scope made WithSessions keeps every lock it holds alive with one write
+// per renewal interval: holding 5 locks for 3 s with a 900ms lease costs
+// about 10 session renewals (a Commit each) and no renewal of a lock. A
+// contender of another Scope sees each held, with the session's lease left
+// (not the century the row declares), and Unlock releases each.
+func TestSessionRenewsEveryLockWithOneWrite(t *testing.T) {
+	needEmulator(t)
+	eachDialect(t, func(t *testing.T, db string) {
+		ctx := context.Background()
+		var log rpcLog
+		scope := NewScope(WithoutWakeUps(), WithSessions())
+		const lease = 900 * time.Millisecond
+		locks, leases := holdAll(t, countingClient(t, db, &log), scope, "held", 5, WithLease(lease))
+		n := log.len()
+		<-time.After(3 * time.Second) // a window to count the idle calls in, not a synchronisation
+		tags := log.tagsSince(n)
+		calls := log.since(n)
+		renewals := 0
+		for i, tag := range tags {
+			assert.Contains(t, []string{tagSession}, tag, "call %d (%s) is a session renewal", i, calls[i])
+			if tag == tagSession {
+				renewals++
+				assert.Equal(t, "Commit", calls[i], "a renewal is one Commit")
+			}
+		}
+		assert.InDelta(t, 10, renewals, 3, "one renewal every third of the lease, for 5 locks: %v", calls)
+		t.Logf("5 locks held 3 s: %d RPCs, %d session renewals", len(calls), renewals)
+
+		other, err := NewLock(newClient(t, db), "held-0", WithScope(NewScope(WithoutWakeUps())))
+		require.NoError(t, err)
+		_, err = other.TryLock(ctx)
+		var held *HeldError
+		require.ErrorAs(t, err, &held)
+		assert.LessOrEqual(t, held.LeaseLeft, lease, "judged by the session's lease")
+		for i, l := range locks {
+			require.NoError(t, l.Unlock(ctx))
+			assert.ErrorIs(t, leases[i].Err(), ErrReleased)
+		}
+		lease0, err := other.TryLock(ctx)
+		require.NoError(t, err, "free after the Unlock")
+		assert.Greater(t, lease0.Token(), leases[0].Token())
+		require.NoError(t, other.Unlock(ctx))
+	})
+}
+
+// A session whose row is gone (deleted here, as an operator or the row
+// deletion policy would) loses every lease held through it at its next
+// renewal, each signalled by Done with ErrLeaseLost; a contender then
+// takes each over once the row's own RenewedAt is a lease old, with the
+// next token.
+func TestSessionGoneLosesEveryLease(t *testing.T) {
+	needEmulator(t)
+	eachDialect(t, func(t *testing.T, db string) {
+		ctx := context.Background()
+		c := newClient(t, db)
+		const lease = 900 * time.Millisecond
+		_, leases := holdAll(t, c, NewScope(WithoutWakeUps(), WithSessions()), "gone", 3, WithLease(lease))
+		require.NotEmpty(t, leases[0].session)
+		for _, l := range leases[1:] {
+			require.Equal(t, leases[0].session, l.session, "one session for the Scope")
+		}
+		_, err := c.Apply(ctx, []*spanner.Mutation{spanner.Delete(defaultTable+"Sessions", spanner.Key{leases[0].session})})
+		require.NoError(t, err)
+		for i, l := range leases {
+			select {
+			case <-l.Done():
+			case <-time.After(2 * lease):
+				t.Fatalf("lease %d not lost within two leases of its session's row being deleted", i)
+			}
+			require.ErrorIs(t, l.Err(), ErrLeaseLost)
+			var lost *leaseLostError
+			require.True(t, errors.As(l.Err(), &lost))
+			assert.Contains(t, lost.Reason, "session")
+		}
+		taker, err := NewLock(c, "gone-1", WithLease(lease), WithScope(NewScope(WithoutWakeUps())))
+		require.NoError(t, err)
+		tctx, cancel := context.WithTimeout(ctx, 10*lease)
+		defer cancel()
+		got, err := taker.Lock(tctx)
+		require.NoError(t, err)
+		assert.True(t, got.TookOver())
+		assert.Equal(t, leases[1].Token()+1, got.Token())
+		require.NoError(t, taker.Unlock(ctx))
+	})
+}

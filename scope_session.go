@@ -1,0 +1,55 @@
+package spanmutex
+
+import "time"
+
+// WithSessions makes a Scope keep the locks it holds alive through
+// sessions (doc/design.md, section 8): one row per Scope (and per table and
+// lease) in the sessions table, renewed once every third of the lease
+// with a single write, instead of one read-write transaction per held lock
+// every third of its lease. A process's idle cost then no longer grows
+// with the locks it holds; losing the session (renewals failing for a
+// whole lease, or one that commits past it) loses every lease held
+// through it, each signalled by Lease.Done.
+//
+// A Lock of the Scope holds through the session a lock it takes while
+// free or takes over; a lock handed to it by another holder's Unlock is
+// renewed on its own, as without sessions. The table needs the Session
+// column and the sessions table (spanmutex ddl --upgrade adds them);
+// where it has them not, the Scope's Locks hold as without sessions.
+//
+// A row held through a session declares a lease of a century, so that a
+// process of an older spanmutex, which does not read sessions, never takes
+// it over; it waits for the holder's Unlock instead. Turn sessions on once
+// every process that uses the table runs a spanmutex that reads them
+// (doc/library.md, Sessions).
+func WithSessions() ScopeOption {
+	return func(s *Scope) { s.sessionsOn = true }
+}
+
+// sessionKey names one session of a Scope: its table and lease.
+type sessionKey struct {
+	database, table string
+	lease           time.Duration
+}
+
+// session returns the Scope's session for the table of st and the lease
+// of cfg, made on first use; nil unless the Scope was made WithSessions.
+func (s *Scope) session(k sessionKey, st sessionStore, cfg *config) *session {
+	if s == nil || !s.sessionsOn {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.sessions == nil {
+		s.sessions = map[sessionKey]*session{}
+	}
+	ss := s.sessions[k]
+	if ss == nil {
+		ss = newSession(st, cfg)
+		if s.ids != nil {
+			ss.newID = s.ids
+		}
+		s.sessions[k] = ss
+	}
+	return ss
+}

@@ -1,0 +1,116 @@
+package spanmutex
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"cloud.google.com/go/spanner"
+	"google.golang.org/grpc/codes"
+
+	"github.com/spanmutex/spanmutex/ddl"
+)
+
+// sessionsTable is the name of the table of the sessions that hold rows of
+// the store's mutex table.
+func (s *spannerStore) sessionsTable() string { return s.table + ddl.SessionsSuffix }
+
+// sessioned reports whether the mutex table is known to have the Session
+// column (and its sessions table): rows are then read with their session.
+func (s *spannerStore) sessioned() bool { return s.hasSessions.Load() }
+
+// startSession inserts the session's row in one blind write: a single
+// Commit, replayed by the client if its answer is lost (an insert-or-update
+// of a fresh id, so a replay is harmless).
+func (s *spannerStore) startSession(ctx context.Context, id, owner string, lease time.Duration) (time.Time, error) {
+	s.stats.rwAttempts.Add(1)
+	ts, err := s.client.Apply(ctx, []*spanner.Mutation{spanner.InsertOrUpdate(s.sessionsTable(),
+		[]string{"SessionID", "Owner", "CreatedAt", "RenewedAt", "LeaseMicros"},
+		[]any{id, owner, spanner.CommitTimestamp, spanner.CommitTimestamp, lease.Microseconds()})},
+		spanner.ApplyAtLeastOnce(), spanner.TransactionTag(tagSession))
+	if err != nil {
+		return time.Time{}, s.explain(ctx, err)
+	}
+	return ts, nil
+}
+
+// renewSession sets the session's RenewedAt in one blind write, a single
+// Commit: an update, which fails NotFound if the row is gone.
+func (s *spannerStore) renewSession(ctx context.Context, id string) (time.Time, error) {
+	s.stats.rwAttempts.Add(1)
+	ts, err := s.client.Apply(ctx, []*spanner.Mutation{spanner.Update(s.sessionsTable(),
+		[]string{"SessionID", "RenewedAt"}, []any{id, spanner.CommitTimestamp})},
+		spanner.ApplyAtLeastOnce(), spanner.TransactionTag(tagSession))
+	switch {
+	case spanner.ErrCode(err) == codes.NotFound && !errors.Is(err, context.DeadlineExceeded):
+		return time.Time{}, errSessionGone
+	case err != nil:
+		return time.Time{}, s.explain(ctx, err)
+	}
+	return ts, nil
+}
+
+// sessionOf reads, in rd, the session that row r names, and returns r
+// judged by it (row.withSession); r as it is if it names none.
+func (s *spannerStore) sessionOf(ctx context.Context, rd keyReader, r row) (row, error) {
+	if r.Session == "" {
+		return r, nil
+	}
+	got, err := rd.ReadRow(ctx, s.sessionsTable(), spanner.Key{r.Session}, []string{"RenewedAt", "LeaseMicros"})
+	switch {
+	case errors.Is(err, spanner.ErrRowNotFound):
+		return r.withSession(time.Time{}, 0, false), nil
+	case err != nil:
+		return row{}, err
+	}
+	var (
+		at     time.Time
+		micros int64
+	)
+	if err := got.Columns(&at, &micros); err != nil {
+		return row{}, fmt.Errorf("spanmutex: decode session %s of %s: %w", r.Session, s.sessionsTable(), err)
+	}
+	return r.withSession(at, time.Duration(micros)*time.Microsecond, true), nil
+}
+
+// sessionSelect is what a statement that reads row m selects of its
+// session se, to end its SELECT list (sessionJoin joins se); "" unless
+// the table has sessions.
+func (s *spannerStore) sessionSelect() string {
+	if !s.sessioned() {
+		return ""
+	}
+	return ", m.`Session`, se.`RenewedAt`, se.`LeaseMicros`"
+}
+
+// sessionJoin joins the session se of row m, to end a statement's FROM; ""
+// unless the table has sessions.
+func (s *spannerStore) sessionJoin() string {
+	if !s.sessioned() {
+		return ""
+	}
+	return " LEFT JOIN `" + s.sessionsTable() + "` AS se ON se.`SessionID` = m.`Session`"
+}
+
+// scannedSession receives what sessionSelect selects.
+type scannedSession struct {
+	id     spanner.NullString
+	at     spanner.NullTime
+	micros spanner.NullInt64
+}
+
+// dest returns the destinations of sessionSelect's columns; none unless
+// the table has sessions.
+func (c *scannedSession) dest(sessioned bool) []any {
+	if !sessioned {
+		return nil
+	}
+	return []any{&c.id, &c.at, &c.micros}
+}
+
+// judge returns r, read with the scanned session, judged by it.
+func (c *scannedSession) judge(r row) row {
+	r.Session = c.id.StringVal
+	return r.withSession(c.at.Time, time.Duration(c.micros.Int64)*time.Microsecond, c.at.Valid)
+}
