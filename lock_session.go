@@ -26,8 +26,7 @@ func (s *spannerStore) sessionStore(ctx context.Context) sessionStore {
 
 // useSession makes the waiter's acquisitions name the Scope's session, if
 // the Scope has sessions and the table can hold them; the returned done
-// ends the use (a no-op without a session). A session that cannot be
-// started is logged, and the waiter holds without one.
+// ends the use (a no-op without a session).
 func (w *waiter) useSession(ctx context.Context) (done func()) {
 	l := w.lock
 	ss, ok := l.store.(sessionStores)
@@ -39,14 +38,22 @@ func (w *waiter) useSession(ctx context.Context) (done func()) {
 		return func() {}
 	}
 	w.sess = l.scope.session(sessionKey{database: l.key.database, table: l.key.table, lease: l.cfg.lease}, st, &l.cfg)
-	id, done, err := w.sess.use(ctx)
+	return w.sess.use()
+}
+
+// sessionNow sets the session an acquisition about to be sent names: the
+// live one, started if need be (one lost since the last acquisition is
+// not named again). A session that cannot be started is logged, and the
+// acquisition holds without one.
+func (w *waiter) sessionNow(ctx context.Context) {
+	if w.sess == nil {
+		return
+	}
+	id, err := w.sess.current(ctx)
 	if err != nil {
-		l.cfg.logger.Warn("lock: could not start the Scope's session; holding without it", "err", err)
-		w.sess = nil
-		return func() {}
+		w.lock.cfg.logger.Warn("lock: could not start the Scope's session; taking the lock without it", "err", err)
 	}
 	w.session = id
-	return done
 }
 
 // admit is the grant rule's last step for a lease held through a session

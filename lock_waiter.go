@@ -396,6 +396,7 @@ func abortDelay(err error) time.Duration {
 func (w *waiter) attempt(ctx context.Context, sent time.Time, join bool) (acquireResult, error) {
 	octx, cancel := detached(ctx, w.lock.cfg.finishTimeout)
 	defer cancel()
+	w.sessionNow(octx)
 	res, err := gated(ctx, w.local, func() (acquireResult, error) {
 		return w.st.acquireLock(octx, w.lock.name, w.key, w.pol, w.claim(join), join)
 	})

@@ -49,7 +49,8 @@ const (
 	queuedAbsent
 )
 
-// marks reports whether the table has the Queued column, reading
+// marks reports whether the table has the Queued column (and records
+// whether it has sessions: the Session column and the sessions table), reading
 // INFORMATION_SCHEMA on the first call that gets an answer (checkSchema
 // records it too), once per Scope (shared). A failed check answers no,
 // and the next call checks again. An answer of no is checked again once
@@ -76,11 +77,15 @@ func (s *spannerStore) marks(ctx context.Context) bool {
 	if err != nil {
 		return false
 	}
-	have, _, err := s.columns(ctx, d)
-	if err != nil || len(have) == 0 {
+	mutex, _, sessions, err := s.describe(ctx, d)
+	if err != nil {
 		return false
 	}
-	c := queuedCheck{present: have["Queued"] != "", at: now.UnixNano(), sessions: have["Session"] != ""}
+	have := columnTypes(mutex)
+	if len(have) == 0 {
+		return false
+	}
+	c := queuedCheck{present: have["Queued"] != "", at: now.UnixNano(), sessions: have["Session"] != "" && sessions.Name != ""}
 	s.recordQueued(c.present, c.at)
 	s.hasSessions.Store(c.sessions)
 	if s.shared != nil {

@@ -43,8 +43,6 @@ type session struct {
 	log      *slog.Logger
 	newID    func() string
 
-	start sync.Mutex // one start at a time
-
 	mu      sync.Mutex
 	id      string    // "" while there is none: the next use starts one
 	anchor  time.Time // the local send time of the last acknowledged write
@@ -53,6 +51,8 @@ type session struct {
 	users   int  // calls under way that write the id into rows
 	running bool // the renewal loop runs
 	kick    chan struct{}
+	// starting is closed when the start under way ends; nil if none is.
+	starting chan struct{}
 }
 
 // sessionStore writes a Scope's session rows.
@@ -87,40 +87,85 @@ func newSession(st sessionStore, cfg *config) *session {
 		log: cfg.logger, newID: uuid.NewString, members: map[*Lease]func(error){}, kick: make(chan struct{}, 1)}
 }
 
-// use returns the id of the live session, starting one if there is none,
-// for a call that is about to write it into a row; done ends the use. While
-// any use or member lease remains, the session is renewed.
-func (s *session) use(ctx context.Context) (id string, done func(), err error) {
-	s.start.Lock()
-	defer s.start.Unlock()
+// use counts a use of the session, for a call that will write its id into
+// rows (current gives the id to write); done ends the use. While any use
+// or member lease remains, the session is renewed.
+func (s *session) use() (done func()) {
 	s.mu.Lock()
-	if s.id != "" && s.clk.Now().Sub(s.anchor) >= s.lease {
-		lost := s.loseLocked("renewals failed for a whole lease (" + s.lease.String() + ")")
-		s.mu.Unlock()
-		notify(lost)
-		s.mu.Lock()
-	}
-	if s.id == "" {
-		s.mu.Unlock()
-		id := s.newID()
-		sent := s.clk.Now()
-		at, err := s.st.startSession(ctx, id, s.owner, s.lease)
-		if err != nil {
-			return "", nil, err
-		}
-		s.mu.Lock()
-		s.id, s.anchor, s.at = id, sent, at
-		s.log.Debug("session started", "session", id)
-	}
 	s.users++
-	id = s.id
-	s.runLocked()
 	s.mu.Unlock()
-	return id, sync.OnceFunc(func() {
+	return sync.OnceFunc(func() {
 		s.mu.Lock()
 		s.users--
 		s.mu.Unlock()
-	}), nil
+	})
+}
+
+// current returns the id of the live session, for a write about to name
+// it, starting one if there is none. A session left unrenewed for a
+// renewal interval with nothing held through it (its loop stopped) is let
+// go and another started: the start costs what a renewal would, and a row
+// written under it is not granted on a session about to lapse. Calls that
+// find a start under way wait for it (on a channel, never a mutex held
+// across a Spanner call).
+func (s *session) current(ctx context.Context) (string, error) {
+	for {
+		s.mu.Lock()
+		var lost []func(error)
+		if s.id != "" && s.clk.Now().Sub(s.anchor) >= s.interval {
+			if len(s.members) == 0 {
+				s.log.Debug("session let go unused", "session", s.id)
+				s.id = ""
+			} else if s.clk.Now().Sub(s.anchor) >= s.lease {
+				lost = s.loseLocked("renewals failed for a whole lease (" + s.lease.String() + ")")
+			}
+		}
+		switch {
+		case s.id != "":
+			id := s.id
+			s.runLocked()
+			s.mu.Unlock()
+			notify(lost)
+			return id, nil
+		case s.starting != nil:
+			started := s.starting
+			s.mu.Unlock()
+			notify(lost)
+			select {
+			case <-started:
+			case <-ctx.Done():
+				return "", ctx.Err()
+			}
+		default:
+			started := make(chan struct{})
+			s.starting = started
+			s.mu.Unlock()
+			notify(lost)
+			err := s.begin(ctx)
+			s.mu.Lock()
+			s.starting = nil
+			close(started)
+			s.mu.Unlock()
+			if err != nil {
+				return "", err
+			}
+		}
+	}
+}
+
+// begin starts a session: its row, under a fresh id.
+func (s *session) begin(ctx context.Context) error {
+	id := s.newID()
+	sent := s.clk.Now()
+	at, err := s.st.startSession(ctx, id, s.owner, s.lease)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.id, s.anchor, s.at = id, sent, at
+	s.mu.Unlock()
+	s.log.Debug("session started", "session", id)
+	return nil
 }
 
 // admit makes lease l, whose row was written naming session id, a member

@@ -52,6 +52,15 @@ type simDB struct {
 	steps      int
 	// unlocked holds the lease ids whose unlock committed.
 	unlocked map[string]bool
+	// sessions holds the versions of each session's row (session.go).
+	sessions map[string][]simSession
+}
+
+// simSession is a committed version of a session's row.
+type simSession struct {
+	ts      time.Time
+	renewed time.Time
+	lease   time.Duration
 }
 
 // simVersion is a committed version of a lock's row.
@@ -96,18 +105,50 @@ func (c *simClockTS) commitTS() time.Time {
 }
 
 func newSimDB(h *simHarness, own time.Duration) *simDB {
-	return &simDB{h: h, own: own, rows: map[string][]simVersion{}, queue: map[string][]*simEntry{}, unlocked: map[string]bool{}}
+	return &simDB{h: h, own: own, rows: map[string][]simVersion{}, queue: map[string][]*simEntry{}, unlocked: map[string]bool{},
+		sessions: map[string][]simSession{}}
 }
 
-// current returns the lock's row as of now, with Now set to now.
+// current returns the lock's row as of now, with Now set to now, judged
+// by its session as of now (judged).
 func (d *simDB) current(name string, now time.Time) row {
-	vs := d.rows[name]
-	var r row
-	if len(vs) > 0 {
-		r = vs[len(vs)-1].r
-	}
+	r := d.raw(name)
 	r.Now = now
-	return r
+	return d.judged(r, now)
+}
+
+// raw returns the lock's row as last written, Now unset, not judged by
+// its session: what a write starts from.
+func (d *simDB) raw(name string) row {
+	vs := d.rows[name]
+	if len(vs) == 0 {
+		return row{}
+	}
+	return vs[len(vs)-1].r
+}
+
+// judged returns r, read at Spanner time t, judged by its session as of t
+// (row.withSession), as the real store's reads join it.
+func (d *simDB) judged(r row, t time.Time) row {
+	if r.Session == "" {
+		return r
+	}
+	vs := d.sessions[r.Session]
+	i, _ := slices.BinarySearchFunc(vs, t, func(v simSession, t time.Time) int {
+		if v.ts.After(t) {
+			return 1
+		}
+		return -1
+	})
+	if i == 0 {
+		return r.withSession(time.Time{}, 0, false)
+	}
+	return r.withSession(vs[i-1].renewed, vs[i-1].lease, true)
+}
+
+// writeSession writes a version of session id at commit timestamp ts.
+func (d *simDB) writeSession(id string, ts time.Time, lease time.Duration) {
+	d.sessions[id] = append(d.sessions[id], simSession{ts: ts, renewed: ts, lease: lease.Truncate(time.Microsecond)})
 }
 
 // at returns the lock's row as of Spanner time t.
@@ -124,12 +165,12 @@ func (d *simDB) at(name string, t time.Time) row {
 		r = vs[i-1].r
 	}
 	r.Now = t
-	return r
+	return d.judged(r, t)
 }
 
 func (d *simDB) write(name string, ts time.Time, r row) {
 	r.Now = time.Time{}
-	prev := d.current(name, time.Time{})
+	prev := d.raw(name)
 	d.rows[name] = append(d.rows[name], simVersion{ts: ts, r: r})
 	d.h.rowWritten(ts, prev, r)
 }
@@ -178,15 +219,19 @@ func (d *simDB) view(name string, key queueKey, me string, now time.Time) lockVi
 	return v
 }
 
-// holder writes owner (lease id id, declaring lease) into the lock as
-// holder with the next token, at commit timestamp ts.
-func (d *simDB) holder(name string, prev row, owner, id string, lease time.Duration, ts time.Time) row {
+// holder writes owner (lease id id, declaring lease, or holding through
+// session) into the lock as holder with the next token, at commit
+// timestamp ts (holderMutation).
+func (d *simDB) holder(name string, prev row, owner, id string, lease time.Duration, session string, ts time.Time) row {
 	token := prev.Token + 1
 	if d.rules.noToken && prev.Token > 0 {
 		token = prev.Token
 	}
+	if session != "" {
+		lease = sessionHeldLease
+	}
 	r := row{Exists: true, State: StateStarted, Owner: owner, LeaseID: id, Token: token,
-		StartedAt: ts, RenewedAt: ts, UpdatedAt: ts, Lease: lease.Truncate(time.Microsecond)}
+		StartedAt: ts, RenewedAt: ts, UpdatedAt: ts, Lease: lease.Truncate(time.Microsecond), Session: session}
 	d.write(name, ts, r)
 	return r
 }
@@ -225,7 +270,7 @@ func (d *simDB) handOn(name string, v row, from, skip string, ts time.Time, boun
 			ttl := waiterTTLFactor * holderLease(row{Lease: e.lease}, d.own)
 			if now.Sub(e.renewed) < ttl && e.key.id != from && (skip == "" || scopeOf(e.key.id) != skip) {
 				d.queue[name] = slices.Delete(q, 0, i+1)
-				r := d.holder(name, v, e.owner, e.key.id, e.lease, ts)
+				r := d.holder(name, v, e.owner, e.key.id, e.lease, "", ts)
 				return handOff{owner: e.owner, waiterID: e.key.id, wakeAddr: e.wakeAddr, token: r.Token}
 			}
 		}
@@ -372,7 +417,7 @@ func (c *simConn) acquireLock(ctx context.Context, name string, key queueKey, p 
 	sent, err := c.call(ctx, "acquireLock", true, true, func() error {
 		now := d.readTS()
 		v := d.view(name, key, cl.leaseID, now)
-		if key == endOfQueue && join && cl.wakeAddr != "" && v.State == StateStarted {
+		if key == endOfQueue && join && cl.wakeAddr != "" && v.State == StateStarted && v.Session == "" {
 			// readByKey: a joiner woken by wake-ups reads the row by key and
 			// judges its holder by a lower bound of the clock (the row's
 			// latest commit timestamp); one that looks live so is queued
@@ -398,12 +443,12 @@ func (c *simConn) acquireLock(ctx context.Context, name string, key queueKey, p 
 					d.removeEntries(name, func(e *simEntry) bool { return scopeOf(e.key.id) == s })
 				}
 			}
-			r := d.holder(name, v.row, cl.owner, cl.leaseID, p.lease, ts)
+			r := d.holder(name, v.row, cl.owner, cl.leaseID, p.lease, cl.session, ts)
 			if v.queued {
 				d.removeEntries(name, func(e *simEntry) bool { return e.key == key })
 			}
 			lease := newLease(name, cl.owner, cl.leaseID, r.Token, dec.action == lockTakeOver, "sim")
-			lease.acquiredAt = ts
+			lease.acquiredAt, lease.session = ts, cl.session
 			res.lease = lease
 			c.p.h.event(c.p.name, "acquireLock %s: %s token %d (ahead %d)", short(cl.leaseID), simAction(dec.action), r.Token, v.ahead)
 		case dec.action == lockPassOn && key != endOfQueue:
@@ -595,7 +640,7 @@ func (c *simConn) sawRow(ctx context.Context, r row, err error) {
 func (c *simConn) renew(ctx context.Context, l *Lease) error {
 	_, err := c.call(ctx, "renew", true, false, func() error {
 		d := c.db
-		v := d.current(l.name, d.readTS())
+		v := d.raw(l.name)
 		if !d.rules.noFence && (!v.heldBy(l.id) || v.Token != l.token) {
 			c.p.h.event(c.p.name, "renew token %d: lost (row %s)", l.token, simRow(v))
 			return l.lostTo(v)
@@ -611,4 +656,45 @@ func (c *simConn) renew(ctx context.Context, l *Lease) error {
 		return lost
 	}
 	return err
+}
+
+var _ sessionStores = (*simConn)(nil)
+
+// sessionStore: the simulated table has sessions; whether a process's
+// Scope uses them is the harness's draw (WithSessions).
+func (c *simConn) sessionStore(context.Context) sessionStore { return c }
+
+// startSession is the session's blind insert: a single-use commit.
+func (c *simConn) startSession(ctx context.Context, id, _ string, lease time.Duration) (time.Time, error) {
+	var ts time.Time
+	_, err := c.call(ctx, "startSession", true, false, func() error {
+		ts = c.db.commitTS()
+		c.db.writeSession(id, ts, lease)
+		c.p.h.event(c.p.name, "startSession %s at %s", short(id), c.p.h.ts(ts))
+		return nil
+	})
+	if err != nil {
+		return time.Time{}, err
+	}
+	return ts, nil
+}
+
+// renewSession is the session's blind update: a single-use commit that
+// fails NotFound if the row is gone.
+func (c *simConn) renewSession(ctx context.Context, id string) (time.Time, error) {
+	var ts time.Time
+	_, err := c.call(ctx, "renewSession", true, false, func() error {
+		vs := c.db.sessions[id]
+		if len(vs) == 0 {
+			return errSessionGone
+		}
+		ts = c.db.commitTS()
+		c.db.writeSession(id, ts, vs[len(vs)-1].lease)
+		c.p.h.event(c.p.name, "renewSession %s at %s", short(id), c.p.h.ts(ts))
+		return nil
+	})
+	if err != nil {
+		return time.Time{}, err
+	}
+	return ts, nil
 }
