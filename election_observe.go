@@ -183,10 +183,16 @@ func tooOld(err error) bool {
 }
 
 // report sends the term r shows held at Spanner time at, unless a term at
-// least as recent was reported already, and moves last on to it.
+// least as recent was reported already or ctx has ended, and moves last on
+// to it.
 func (o *observer) report(ctx context.Context, r row, at time.Time) error {
 	if r.Token <= o.last {
 		return nil
+	}
+	// A ctx that has already ended wins over a receiver that is ready,
+	// which select would pick between at random.
+	if err := ctx.Err(); err != nil {
+		return err
 	}
 	select {
 	case o.out <- termOf(r):

@@ -1,9 +1,13 @@
 package spanmutex
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -340,12 +344,17 @@ func (m *Mutex) adopt(r row, p pendingAcquisition) *Lease {
 	return l
 }
 
-// settle reads back the acquisitions whose commit outcome is still unknown
-// and gives back any that did commit, so that nobody waits a lease for
-// a holder that has left. It runs even if ctx is done.
+// settle reads back the acquisitions whose commit outcome is still unknown,
+// oldest first, and gives back any that did commit, so that nobody waits a
+// lease for a holder that has left. It runs even if ctx is done.
 func (m *Mutex) settle(ctx context.Context, unresolved map[string]pendingAcquisition) {
-	for id, p := range unresolved {
-		if l := m.resolve(ctx, id, p); l != nil {
+	// In the order they were sent, not the map's, which differs run to run
+	// (the simulation replays a seed exactly).
+	ids := slices.SortedFunc(maps.Keys(unresolved), func(a, b string) int {
+		return cmp.Or(unresolved[a].sent.Compare(unresolved[b].sent), strings.Compare(a, b))
+	})
+	for _, id := range ids {
+		if l := m.resolve(ctx, id, unresolved[id]); l != nil {
 			m.giveBack(ctx, l)
 		}
 		delete(unresolved, id)
