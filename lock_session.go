@@ -50,7 +50,7 @@ func (w *waiter) sessionNow(ctx context.Context) {
 		return
 	}
 	id, err := w.sess.current(ctx)
-	if err != nil {
+	if err != nil && ctx.Err() == nil { // ended: the call ends too, and says why
 		w.lock.cfg.logger.Warn("lock: could not start the Scope's session; taking the lock without it", "err", err)
 	}
 	w.session = id
@@ -64,7 +64,8 @@ func (w *waiter) admit(ctx context.Context, lease *Lease) error {
 	if w.sess == nil {
 		return errSessionChanged
 	}
-	leave, err := w.sess.admit(ctx, lease, lease.session, w.lock.cfg.tel.lost(lease, w.lock.lostHook(lease, w.local)))
+	st, _ := w.st.(sessionStore) // it is: useSession found it so
+	leave, err := w.sess.admit(ctx, st, lease, lease.session, w.lock.cfg.tel.lost(lease, w.lock.lostHook(lease, w.local)))
 	if err != nil {
 		return err
 	}

@@ -50,7 +50,6 @@ type session struct {
 	members map[*Lease]func(error)
 	users   int  // calls under way that write the id into rows
 	running bool // the renewal loop runs
-	kick    chan struct{}
 	// starting is closed when the start under way ends; nil if none is.
 	starting chan struct{}
 }
@@ -83,8 +82,8 @@ var errSessionGone = status.Error(codes.NotFound, "spanmutex: the session's row 
 var errSessionChanged = status.Error(codes.Unavailable, "spanmutex: the session the lock was taken under was lost")
 
 func newSession(st sessionStore, cfg *config) *session {
-	return &session{st: st, clk: cfg.clock, lease: cfg.lease, interval: cfg.renewEvery(), owner: cfg.owner,
-		log: cfg.logger, newID: uuid.NewString, members: map[*Lease]func(error){}, kick: make(chan struct{}, 1)}
+	return &session{st: st, clk: forClock(cfg.clock, "session"), lease: cfg.lease, interval: cfg.renewEvery(), owner: cfg.owner,
+		log: cfg.logger, newID: uuid.NewString, members: map[*Lease]func(error){}}
 }
 
 // use counts a use of the session, for a call that will write its id into
@@ -174,8 +173,9 @@ func (s *session) begin(ctx context.Context) error {
 // the grant rule (freshen): a session whose last acknowledged write is
 // older than a renewal interval by the local clock is renewed first. It
 // returns errSessionChanged if id is no longer the session's, or the error
-// of a renewal. The returned leave ends the membership.
-func (s *session) admit(ctx context.Context, l *Lease, id string, onLost func(error)) (leave func(), err error) {
+// of a renewal, made through st (the caller's: the loop may be renewing
+// at the same time). The returned leave ends the membership.
+func (s *session) admit(ctx context.Context, st sessionStore, l *Lease, id string, onLost func(error)) (leave func(), err error) {
 	for range maxFreshen {
 		s.mu.Lock()
 		if s.id != id {
@@ -192,7 +192,7 @@ func (s *session) admit(ctx context.Context, l *Lease, id string, onLost func(er
 		}
 		s.mu.Unlock()
 		sctx, cancel := context.WithTimeout(ctx, s.lease)
-		err := s.renew(sctx, id)
+		err := s.renew(sctx, st, id)
 		cancel()
 		if err != nil {
 			return nil, err
@@ -221,10 +221,13 @@ func (s *session) runLocked() {
 // and loses it once renewals have failed for a whole lease.
 func (s *session) loop() {
 	var retryAt time.Time // after a failure: when to try again
-	for {
+	for first := true; ; first = false {
 		s.mu.Lock()
 		id, anchor := s.id, s.anchor
-		if id == "" || len(s.members)+s.users == 0 {
+		// Whether uses remain is judged when a timer wakes the loop, not
+		// as it starts: the call that started it may be ending at the
+		// same instant, and the simulation replays only what turns order.
+		if id == "" || !first && len(s.members)+s.users == 0 {
 			s.running = false
 			s.mu.Unlock()
 			return
@@ -240,16 +243,12 @@ func (s *session) loop() {
 		s.mu.Unlock()
 		due := maxTime(anchor.Add(s.interval), retryAt)
 		if wait := minTime(due, anchor.Add(s.lease)).Sub(now); wait > 0 {
-			c, stop := s.clk.NewTimer(wait)
-			select {
-			case <-c:
-			case <-s.kick:
-				stop()
-			}
-			continue // look again: uses may have ended, or the lease passed
+			c, _ := s.clk.NewTimer(wait)
+			<-c
+			continue // look again: uses may have ended, the session been lost, or the lease passed
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), s.lease-now.Sub(anchor))
-		err := s.renew(ctx, id)
+		err := s.renew(ctx, s.st, id)
 		cancel()
 		retryAt = time.Time{}
 		if err != nil && !errors.Is(err, errSessionChanged) && !errors.Is(err, ErrLeaseLost) {
@@ -259,14 +258,14 @@ func (s *session) loop() {
 	}
 }
 
-// renew writes one renewal of session id. On its acknowledgement it moves
+// renew writes one renewal of session id through st. On its acknowledgement it moves
 // the session's anchor and commit timestamp on, and those of its members;
 // if it committed a whole lease or more after the last acknowledged write,
 // or found the row gone, it loses the session (and returns an error
 // matching ErrLeaseLost). A renewal of unknown outcome moves nothing.
-func (s *session) renew(ctx context.Context, id string) error {
+func (s *session) renew(ctx context.Context, st sessionStore, id string) error {
 	sent := s.clk.Now()
-	at, err := s.st.renewSession(ctx, id)
+	at, err := st.renewSession(ctx, id)
 	s.mu.Lock()
 	if s.id != id {
 		s.mu.Unlock()
@@ -308,10 +307,6 @@ func (s *session) loseLocked(why string) []func(error) {
 		lost = append(lost, func(error) { onLost(err) })
 	}
 	s.id, s.members = "", map[*Lease]func(error){}
-	select {
-	case s.kick <- struct{}{}:
-	default:
-	}
 	return lost
 }
 

@@ -693,6 +693,14 @@ func (c *simClock) Now() time.Time {
 	return c.start.Add(c.off + time.Duration(float64(now.Sub(c.start))*c.rate))
 }
 
+// fork returns the clock of another goroutine of the contender: its
+// timers take turns of their own (forkingClock).
+func (c *simClock) fork(who string) clock {
+	f := *c
+	f.who = c.who + "/" + who
+	return &f
+}
+
 func (c *simClock) NewTimer(d time.Duration) (<-chan time.Time, func() bool) {
 	ch := make(chan time.Time, 1)
 	var stopped atomic.Bool

@@ -662,7 +662,11 @@ var _ sessionStores = (*simConn)(nil)
 
 // sessionStore: the simulated table has sessions; whether a process's
 // Scope uses them is the harness's draw (WithSessions).
-func (c *simConn) sessionStore(context.Context) sessionStore { return c }
+func (c *simConn) sessionStore(context.Context) sessionStore {
+	// The session's loop calls under a name of its own: its turns never
+	// tie with its contender's.
+	return &simConn{db: c.db, p: c.p, who: c.who + "/session"}
+}
 
 // startSession is the session's blind insert: a single-use commit.
 func (c *simConn) startSession(ctx context.Context, id, _ string, lease time.Duration) (time.Time, error) {
