@@ -40,6 +40,9 @@ const manyWaitCall = 100
 func runMany(ctx context.Context, client *spanner.Client, spec procSpec, out *eventWriter) error {
 	if spec.scope == nil {
 		spec.scope = NewScope()
+		if spec.Sessions {
+			spec.scope = NewScope(WithSessions())
+		}
 	}
 	locks := make([]*Lock, len(spec.Holds))
 	leases := make([]*Lease, len(spec.Holds))
@@ -147,14 +150,29 @@ const manySlack = 1500 * time.Millisecond
 // Unlock (the dead entry is handed the lock, then taken over).
 func TestLockProcessesKilledHolderOfSeveral(t *testing.T) {
 	t.Parallel() // waits out leases beside the other waiting tests (own database or emulator)
-	eachDialect(t, func(t *testing.T, db string) {
+	eachSessions(t, killedHolderOfSeveral)
+}
+
+// eachSessions runs test on each dialect, with the "many" processes'
+// Scopes holding on their own and through sessions.
+func eachSessions(t *testing.T, test func(t *testing.T, db string, sessions bool)) {
+	for _, sessions := range []bool{false, true} {
+		t.Run(map[bool]string{false: "renewed on their own", true: "through sessions"}[sessions], func(t *testing.T) {
+			eachDialect(t, func(t *testing.T, db string) { test(t, db, sessions) })
+		})
+	}
+}
+
+func killedHolderOfSeveral(t *testing.T, db string, sessions bool) {
+	{
 		const wm = 2 * time.Second
 		holds, waits := lockNames("shard", 5), lockNames("other", 3)
-		other := startContender(t, procSpec{Role: "many", ID: "other", Database: db, Holds: waits, Lease: wm})
+		other := startContender(t, procSpec{Role: "many", ID: "other", Database: db, Holds: waits, Lease: wm, Sessions: sessions})
 		other.await(t, time.Minute, 0, "holding", nil)
-		many := startContender(t, procSpec{Role: "many", ID: "many", Database: db, Holds: holds, Waits: waits, Lease: wm})
+		many := startContender(t, procSpec{Role: "many", ID: "many", Database: db, Holds: holds, Waits: waits, Lease: wm, Sessions: sessions})
 		many.await(t, time.Minute, 0, "holding", nil)
 		check := newClient(t, db)
+		requireHeldThroughSessions(t, check, holds, sessions)
 		for _, w := range waits {
 			waitFor(t, time.Minute, "many to queue for "+w, func() bool { return len(queued(t, check, w)) == 1 })
 		}
@@ -185,7 +203,7 @@ func TestLockProcessesKilledHolderOfSeveral(t *testing.T) {
 		}
 		other.send(t, "exit")
 		other.wait(t, time.Minute)
-	})
+	}
 }
 
 // A process holding 5 locks is paused (SIGSTOP) past its lease: each lock
@@ -195,12 +213,17 @@ func TestLockProcessesKilledHolderOfSeveral(t *testing.T) {
 // leaves the new holder's lock alone.
 func TestLockProcessesPausedHolderOfSeveral(t *testing.T) {
 	t.Parallel() // waits out leases beside the other waiting tests (own database or emulator)
-	eachDialect(t, func(t *testing.T, db string) {
+	eachSessions(t, pausedHolderOfSeveral)
+}
+
+func pausedHolderOfSeveral(t *testing.T, db string, sessions bool) {
+	{
 		const wm = 2 * time.Second
 		holds := lockNames("shard", 5)
-		many := startContender(t, procSpec{Role: "many", ID: "many", Database: db, Holds: holds, Lease: wm})
+		many := startContender(t, procSpec{Role: "many", ID: "many", Database: db, Holds: holds, Lease: wm, Sessions: sessions})
 		many.await(t, time.Minute, 0, "holding", nil)
 		check := newClient(t, db)
+		requireHeldThroughSessions(t, check, holds, sessions)
 		shards := takeAll(t, check, holds, wm)
 
 		many.signal(syscall.SIGSTOP)
@@ -232,5 +255,25 @@ func TestLockProcessesPausedHolderOfSeveral(t *testing.T) {
 		}
 		many.send(t, "exit")
 		many.wait(t, time.Minute)
-	})
+	}
+}
+
+// requireHeldThroughSessions requires every lock of names to name one
+// session in its row if sessions, none otherwise.
+func requireHeldThroughSessions(t *testing.T, c *spanner.Client, names []string, sessions bool) {
+	t.Helper()
+	seen := map[string]bool{}
+	for _, name := range names {
+		r, err := c.Single().ReadRow(context.Background(), defaultTable, spanner.Key{name}, []string{"Session"})
+		require.NoError(t, err)
+		var session spanner.NullString
+		require.NoError(t, r.Columns(&session))
+		require.Equal(t, sessions, session.Valid, "%s: Session %v", name, session)
+		if session.Valid {
+			seen[session.StringVal] = true
+		}
+	}
+	if sessions {
+		require.Len(t, seen, 1, "one session holds them all")
+	}
 }

@@ -54,6 +54,9 @@ type procSpec struct {
 	// Holds and Waits are the locks a "many" process holds and waits on
 	// (runMany).
 	Holds, Waits []string
+	// Sessions makes a "many" process's Scope hold through sessions
+	// (WithSessions).
+	Sessions bool
 	// scope is that Scope, in the contender process.
 	scope *Scope
 }
