@@ -37,7 +37,7 @@ func (w *waiter) useSession(ctx context.Context) (done func()) {
 	if st == nil {
 		return func() {}
 	}
-	w.sess = l.scope.session(sessionKey{database: l.key.database, table: l.key.table, lease: l.cfg.lease}, st, &l.cfg)
+	w.sess, w.sst = l.scope.session(sessionKey{database: l.key.database, table: l.key.table, lease: l.cfg.lease}, st, &l.cfg), st
 	return w.sess.use()
 }
 
@@ -64,7 +64,10 @@ func (w *waiter) admit(ctx context.Context, lease *Lease) error {
 	if w.sess == nil {
 		return errSessionChanged
 	}
-	st, _ := w.st.(sessionStore) // it is: useSession found it so
+	st, ok := w.st.(sessionStore) // the waiter's own calls, where it makes them itself
+	if !ok {
+		st = w.sst
+	}
 	leave, err := w.sess.admit(ctx, st, lease, lease.session, w.lock.cfg.tel.lost(lease, w.lock.lostHook(lease, w.local)))
 	if err != nil {
 		return err

@@ -65,9 +65,11 @@ type waiter struct {
 	foundOurs bool
 	// aborts counts a TryLock's attempts that Spanner aborted (try).
 	aborts int
-	// sess is the Scope's session, nil without one; session, the id of
-	// it that the waiter's acquisitions write (useSession).
+	// sess is the Scope's session, nil without one; sst, the store of its
+	// table's sessions; session, the id of it that the waiter's
+	// acquisitions write (useSession).
 	sess    *session
+	sst     sessionStore
 	session string
 	// resent reports that an entry of ours was inserted by a join whose
 	// commit the client may have sent more than once (joinWrite): an

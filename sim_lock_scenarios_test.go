@@ -145,6 +145,8 @@ var lockScenarios = []struct {
 	{"InScopeHandOffLostBeforeGrant", scenarioInScopeHandOffLostBeforeGrant},
 	{"HeadWithoutWakeUpsReadsSparingly", scenarioHeadWithoutWakeUpsReadsSparingly},
 	{"UnlockFailsThroughTheWindow", scenarioUnlockFailsThroughTheWindow},
+	{"SessionRenewsOnce", scenarioSessionRenewsOnce},
+	{"SessionCutOffLosesEveryLease", scenarioSessionCutOffLosesEveryLease},
 }
 
 // failingUnlock wraps a store whose Unlocks can be made to fail before

@@ -1,0 +1,146 @@
+//go:build go1.25
+
+package spanmutex
+
+// Scenarios of the locks a Scope holds through its session (issue 44), in
+// lockScenarios: on the simulated Spanner and on the emulator.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// sessionWatch wraps a store: it counts its lock renewals and its
+// session's, and can make the session's renewals fail, as if the process
+// were cut off from Spanner.
+type sessionWatch struct {
+	lockStore
+	silent          atomic.Bool
+	lockRenewals    atomic.Int64
+	sessionRenewals atomic.Int64
+}
+
+func (s *sessionWatch) renew(ctx context.Context, l *Lease) error {
+	s.lockRenewals.Add(1)
+	return s.lockStore.renew(ctx, l)
+}
+
+func (s *sessionWatch) sessionStore(ctx context.Context) sessionStore {
+	inner := s.lockStore.(sessionStores).sessionStore(ctx)
+	if inner == nil {
+		return nil
+	}
+	return watchedSession{sessionStore: inner, w: s}
+}
+
+// watchedSession is the session store of a sessionWatch.
+type watchedSession struct {
+	sessionStore
+	w *sessionWatch
+}
+
+func (s watchedSession) renewSession(ctx context.Context, id string) (time.Time, error) {
+	if s.w.silent.Load() {
+		return time.Time{}, status.Error(codes.Unavailable, "silenced")
+	}
+	s.w.sessionRenewals.Add(1)
+	return s.sessionStore.renewSession(ctx, id)
+}
+
+// holdThroughSession takes n locks named name-i in one Scope made
+// WithSessions, on st, and requires each to be held through one session.
+func holdThroughSession(t *testing.T, e lockEnv, name string, n int, st lockStore) ([]*Lock, []*Lease) {
+	t.Helper()
+	scope := e.newScope()
+	scope.sessionsOn = true // WithSessions, on the environment's Scope
+	var (
+		locks  []*Lock
+		leases []*Lease
+	)
+	for i := range n {
+		l := e.newLock(t, fmt.Sprintf("%s-%d", name, i), "a", scope, st)
+		lease, err := l.Lock(context.Background())
+		require.NoError(t, err)
+		require.NotEmpty(t, lease.session, "held through the session")
+		require.Equal(t, leases0(leases, lease).session, lease.session, "one session for the Scope")
+		locks, leases = append(locks, l), append(leases, lease)
+	}
+	return locks, leases
+}
+
+// leases0 returns the first of leases, or l if there is none.
+func leases0(leases []*Lease, l *Lease) *Lease {
+	if len(leases) == 0 {
+		return l
+	}
+	return leases[0]
+}
+
+// scenarioSessionRenewsOnce: a Scope holding 3 locks through its session
+// for 3 leases renews the session about every third of a lease (9 times,
+// give or take one) and none of the locks on its own; Unlock releases
+// each.
+func scenarioSessionRenewsOnce(t *testing.T, e lockEnv, name string) {
+	st := &sessionWatch{lockStore: e.store(t)}
+	locks, leases := holdThroughSession(t, e, name, 3, st)
+	before, lockBefore := st.sessionRenewals.Load(), st.lockRenewals.Load()
+	<-time.After(3 * scenarioLease) // the hold being measured, not a synchronisation
+	renewals := st.sessionRenewals.Load() - before
+	t.Logf("3 locks held for %v: %d session renewals, %d lock renewals", 3*scenarioLease, renewals, st.lockRenewals.Load()-lockBefore)
+	assert.InDelta(t, 9, renewals, 1.5, "one renewal every third of the lease, whatever the Scope holds")
+	assert.Zero(t, st.lockRenewals.Load()-lockBefore, "no lock renews on its own")
+	for i, l := range locks {
+		require.NoError(t, l.Unlock(context.Background()))
+		assert.ErrorIs(t, leases[i].Err(), ErrReleased)
+	}
+}
+
+// scenarioSessionCutOffLosesEveryLease: a Scope holding 3 locks through
+// its session is cut off from Spanner (its session's renewals fail): each
+// of the 3 leases is lost (Done, ErrLeaseLost naming the session) within
+// a lease of the cut; a process of its own then takes each over, with the
+// next token, no sooner than a lease after the session's last renewal
+// (at most a renewal interval before the cut), and never before the old
+// holder gave it up; the old holder's Unlock is fenced.
+func scenarioSessionCutOffLosesEveryLease(t *testing.T, e lockEnv, name string) {
+	ctx := context.Background()
+	st := &sessionWatch{lockStore: e.store(t)}
+	locks, leases := holdThroughSession(t, e, name, 3, st)
+	st.silent.Store(true)
+	cut := time.Now()
+	lostAt := make([]time.Time, len(leases))
+	for i, l := range leases {
+		select {
+		case <-l.Done():
+			lostAt[i] = time.Now()
+		case <-time.After(2 * scenarioLease):
+			t.Fatalf("lease %d: not lost within two leases of the cut", i)
+		}
+		var lost *leaseLostError
+		require.True(t, errors.As(l.Err(), &lost), "lease %d: %v", i, l.Err())
+		assert.True(t, strings.Contains(lost.Reason, "session"), "lease %d: %s", i, lost.Reason)
+		assert.Less(t, lostAt[i].Sub(cut), scenarioLease, "lease %d: given up within a lease of the cut", i)
+	}
+	for i, l := range locks {
+		b := e.process(t, l.name, "b")
+		lb, err := b.Lock(ctx)
+		require.NoError(t, err)
+		took := time.Now()
+		assert.True(t, lb.TookOver(), "%s taken over", l.name)
+		assert.Equal(t, leases[i].Token()+1, lb.Token())
+		assert.GreaterOrEqual(t, took.Sub(cut), scenarioLease-scenarioLease/3, "%s: no takeover before a lease passed unrenewed", l.name)
+		assert.False(t, took.Before(lostAt[i]), "%s: taken after the old holder gave it up", l.name)
+		require.ErrorIs(t, l.Unlock(ctx), ErrLeaseLost, "the old holder's Unlock is fenced")
+		require.NoError(t, b.Unlock(ctx))
+	}
+}
