@@ -114,3 +114,68 @@ func TestSessionGoneLosesEveryLease(t *testing.T) {
 		require.NoError(t, taker.Unlock(ctx))
 	})
 }
+
+// During a rolling upgrade, a process of a spanmutex older than sessions
+// (which reads no session and writes none) shares locks with one that
+// holds through a session: it never takes over a lock held through a
+// session (the row declares a century), and waits for its Unlock, which
+// hands it the lock; when the session's process dies, a process that
+// reads sessions takes the lock over and passes it to the old process's
+// waiting call, which was first in line.
+func TestSessionsDuringARollingUpgrade(t *testing.T) {
+	needEmulator(t)
+	eachDialect(t, func(t *testing.T, db string) {
+		ctx := context.Background()
+		const lease = time.Second
+		older := func(name, owner string) *Lock {
+			l, err := NewLock(newClient(t, db), name, WithLease(lease), WithOwner(owner), WithScope(NewScope(WithoutWakeUps())))
+			require.NoError(t, err)
+			l.sp.olderThanSessions = true
+			return l
+		}
+		c := newClient(t, db)
+		_, held := holdAll(t, c, NewScope(WithoutWakeUps(), WithSessions()), "upgrade", 1, WithLease(lease))
+		old := older("upgrade-0", "old")
+		_, err := old.TryLock(ctx)
+		var he *HeldError
+		require.ErrorAs(t, err, &he)
+		assert.Greater(t, he.LeaseLeft, 24*time.Hour, "the old process sees the century the row declares")
+
+		// The session's process dies: its session stops being renewed.
+		got := make(chan *Lease, 1)
+		go func() {
+			l, err := old.Lock(ctx)
+			assert.NoError(t, err)
+			got <- l
+		}()
+		waitFor(t, time.Minute, "the old process to queue", func() bool { return len(queuedIDs(t, c, "upgrade-0")) == 1 })
+		_, err = c.Apply(ctx, []*spanner.Mutation{spanner.Delete(defaultTable+"Sessions", spanner.Key{held[0].session})})
+		require.NoError(t, err)
+		select {
+		case l := <-got:
+			t.Fatalf("the old process took the lock (token %d) by itself", l.Token())
+		case <-time.After(3 * lease):
+		}
+		newer, err := NewLock(newClient(t, db), "upgrade-0", WithLease(lease), WithOwner("new"), WithScope(NewScope(WithoutWakeUps())))
+		require.NoError(t, err)
+		tctx, cancel := context.WithTimeout(ctx, 10*lease)
+		defer cancel()
+		newerDone := make(chan error, 1)
+		go func() {
+			_, err := newer.Lock(tctx)
+			if err == nil {
+				err = newer.Unlock(ctx)
+			}
+			newerDone <- err
+		}()
+		var lo *Lease
+		select {
+		case lo = <-got:
+		case <-time.After(10 * lease):
+			t.Fatal("the old process's call was not handed the lock after the takeover")
+		}
+		assert.Equal(t, held[0].Token()+1, lo.Token(), "passed on by the taker's transaction, with the next token")
+		require.NoError(t, old.Unlock(ctx))
+		require.NoError(t, <-newerDone, "the newer process, behind it, gets the lock next")
+	})
+}

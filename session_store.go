@@ -18,7 +18,7 @@ func (s *spannerStore) sessionsTable() string { return s.table + ddl.SessionsSuf
 
 // sessioned reports whether the mutex table is known to have the Session
 // column (and its sessions table): rows are then read with their session.
-func (s *spannerStore) sessioned() bool { return s.hasSessions.Load() }
+func (s *spannerStore) sessioned() bool { return s.hasSessions.Load() && !s.olderThanSessions }
 
 // startSession inserts the session's row in one blind write: a single
 // Commit, replayed by the client if its answer is lost (an insert-or-update

@@ -52,6 +52,10 @@ type spannerStore struct {
 	// hasSessions: checkSchema found the sessions table (table+Sessions)
 	// with its columns and the mutex table's Session column.
 	hasSessions atomic.Bool
+	// olderThanSessions makes the store read and write as a spanmutex
+	// older than sessions does (no Session column): the tests of a
+	// rolling upgrade set it.
+	olderThanSessions bool
 	// needsQueue: the store is a Lock's, which cannot work without the
 	// queue table: checkSchema reports it missing.
 	needsQueue bool
