@@ -3,7 +3,7 @@ package spanmutex
 import "time"
 
 // WithSessions makes a Scope keep the locks it holds alive through
-// sessions (doc/design.md, section 8): one row per Scope (and per table and
+// sessions (doc/design.md, section 5.3): one row per Scope (and per table and
 // lease) in the sessions table, renewed once every third of the lease
 // with a single write, instead of one read-write transaction per held lock
 // every third of its lease. A process's idle cost then no longer grows

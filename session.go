@@ -23,7 +23,7 @@ import (
 // declares sessionHeldLease as its own lease, so that nobody who does not
 // read sessions ever takes it over.
 //
-// The rule (doc/design.md, section 8): a session is live while its row's
+// The rule (doc/design.md, section 5.3): a session is live while its row's
 // RenewedAt plus its LeaseMicros has not passed by Spanner's clock, and a
 // row held through it is live while the session is (or while the row's own
 // RenewedAt plus the session's lease has not passed: the acquisition counts
