@@ -36,6 +36,7 @@ func holdAll(t *testing.T, c *spanner.Client, scope *Scope, prefix string, n int
 // (not the century the row declares), and Unlock releases each.
 func TestSessionRenewsEveryLockWithOneWrite(t *testing.T) {
 	needEmulator(t)
+	t.Parallel() // waits out leases beside the other tests that do
 	eachDialect(t, func(t *testing.T, db string) {
 		ctx := context.Background()
 		var log rpcLog
@@ -81,6 +82,7 @@ func TestSessionRenewsEveryLockWithOneWrite(t *testing.T) {
 // next token.
 func TestSessionGoneLosesEveryLease(t *testing.T) {
 	needEmulator(t)
+	t.Parallel() // waits out leases beside the other tests that do
 	eachDialect(t, func(t *testing.T, db string) {
 		ctx := context.Background()
 		c := newClient(t, db)
@@ -124,6 +126,7 @@ func TestSessionGoneLosesEveryLease(t *testing.T) {
 // waiting call, which was first in line.
 func TestSessionsDuringARollingUpgrade(t *testing.T) {
 	needEmulator(t)
+	t.Parallel() // waits out leases beside the other tests that do
 	eachDialect(t, func(t *testing.T, db string) {
 		ctx := context.Background()
 		const lease = time.Second
