@@ -22,6 +22,10 @@ const (
 	// SpanmutexPoll is spanmutex.Lock with a Scope made WithoutWakeUps:
 	// waiters behind other processes poll.
 	SpanmutexPoll Kind = "spanmutex-poll"
+	// SpanmutexSessions is spanmutex.Lock with a Scope made WithSessions:
+	// the locks it holds are kept alive by the Scope's one session. Only
+	// the idle benchmark measures it (its holders).
+	SpanmutexSessions Kind = "spanmutex-sessions"
 	// Etcd is etcd's client/v3/concurrency.Mutex on an etcd 3.4 server, one
 	// session (lease) per goroutine and one client per process.
 	Etcd Kind = "etcd"

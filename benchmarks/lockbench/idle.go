@@ -84,8 +84,10 @@ func (c IdleConfig) withDefaults() (IdleConfig, error) {
 }
 
 // kinds returns the locks of the holder runs and of the waiter runs.
+// Waiters are not run WithSessions: a waiting entry renews itself, with
+// sessions or without.
 func (c IdleConfig) kinds() (holders, waiters []Kind) {
-	holders, waiters = []Kind{Spanmutex}, []Kind{Spanmutex, SpanmutexPoll}
+	holders, waiters = []Kind{Spanmutex, SpanmutexSessions}, []Kind{Spanmutex, SpanmutexPoll}
 	if !c.SkipEtcd {
 		holders, waiters = append(holders, Etcd), append(waiters, Etcd)
 	}

@@ -140,7 +140,7 @@ func measureIdle(ctx context.Context, side *idleSide, start, end int64) (idleRes
 // newIdleSide makes the locks of sp.Kind.
 func newIdleSide(ctx context.Context, sp spec) (*idleSide, error) {
 	switch sp.Kind {
-	case Spanmutex, SpanmutexPoll:
+	case Spanmutex, SpanmutexPoll, SpanmutexSessions:
 		return spanmutexIdle(ctx, sp)
 	case Etcd:
 		return etcdIdle(ctx, sp)
@@ -152,7 +152,8 @@ func newIdleSide(ctx context.Context, sp spec) (*idleSide, error) {
 func idleLockName(base string, i int) string { return fmt.Sprintf("%s-%04d", base, i) }
 
 // spanmutexIdle makes sp.Idle.Locks spanmutex Locks of one Scope on one
-// client: NewScope(), or NewScope(WithoutWakeUps()) for spanmutex-poll.
+// client: NewScope(), NewScope(WithoutWakeUps()) for spanmutex-poll,
+// NewScope(WithSessions()) for spanmutex-sessions.
 func spanmutexIdle(ctx context.Context, sp spec) (*idleSide, error) {
 	counter := newMsgCounter()
 	var opts []option.ClientOption
@@ -163,10 +164,14 @@ func spanmutexIdle(ctx context.Context, sp spec) (*idleSide, error) {
 	if err != nil {
 		return nil, err
 	}
-	scope := spanmutex.NewScope()
-	if sp.Kind == SpanmutexPoll {
-		scope = spanmutex.NewScope(spanmutex.WithoutWakeUps())
+	var scopeOpts []spanmutex.ScopeOption
+	switch sp.Kind {
+	case SpanmutexPoll:
+		scopeOpts = append(scopeOpts, spanmutex.WithoutWakeUps())
+	case SpanmutexSessions:
+		scopeOpts = append(scopeOpts, spanmutex.WithSessions())
 	}
+	scope := spanmutex.NewScope(scopeOpts...)
 	side := &idleSide{counter: counter, close: func() { scope.Close(); client.Close() }}
 	locks := make([]*spanmutex.Lock, sp.Idle.Locks)
 	for i := range locks {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 
+	"cloud.google.com/go/spanner/apiv1/spannerpb"
 	"google.golang.org/grpc"
 )
 
@@ -14,7 +15,10 @@ import (
 // stream opened) and messages sent (a unary call's request, and every
 // message a stream's client sends: etcd's LeaseKeepAlive and Watch are
 // bidirectional streams, each keepalive one message on one long-lived
-// stream). Its methods are safe for concurrent use.
+// stream). A Spanner Commit is counted under its transaction's tag, as
+// "Commit (spanmutex.session)", so that a session's renewals and a lock's
+// own (spanmutex.renew) are told apart on the wire. Its methods are safe
+// for concurrent use.
 type msgCounter struct {
 	mu    sync.Mutex
 	calls map[string]int64
@@ -29,11 +33,11 @@ func newMsgCounter() *msgCounter {
 // dialOptions returns the interceptors that count, as gRPC dial options.
 func (c *msgCounter) dialOptions() []grpc.DialOption {
 	unary := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-		c.add(method, 1, 1)
+		c.add(method, commitTag(req), 1, 1)
 		return invoker(ctx, method, req, reply, cc, opts...)
 	}
 	stream := func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-		c.add(method, 1, 0)
+		c.add(method, "", 1, 0)
 		cs, err := streamer(ctx, desc, cc, method, opts...)
 		if err != nil {
 			return nil, err
@@ -43,10 +47,23 @@ func (c *msgCounter) dialOptions() []grpc.DialOption {
 	return []grpc.DialOption{grpc.WithChainUnaryInterceptor(unary), grpc.WithChainStreamInterceptor(stream)}
 }
 
+// commitTag returns the transaction tag of req if it is a Spanner Commit,
+// "" otherwise.
+func commitTag(req any) string {
+	if c, ok := req.(*spannerpb.CommitRequest); ok {
+		return c.GetRequestOptions().GetTransactionTag()
+	}
+	return ""
+}
+
 // add counts calls started and messages sent of method, a full gRPC
-// method name such as "/etcdserverpb.Lease/LeaseKeepAlive".
-func (c *msgCounter) add(method string, calls, sent int64) {
+// method name such as "/etcdserverpb.Lease/LeaseKeepAlive", under its
+// short name followed by tag in parentheses, if any.
+func (c *msgCounter) add(method, tag string, calls, sent int64) {
 	short := method[strings.LastIndex(method, "/")+1:]
+	if tag != "" {
+		short += " (" + tag + ")"
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.calls[short] += calls
@@ -69,6 +86,6 @@ type sendCounting struct {
 
 // SendMsg counts m as one message sent and sends it.
 func (s *sendCounting) SendMsg(m any) error {
-	s.c.add(s.method, 0, 1)
+	s.c.add(s.method, "", 0, 1)
 	return s.ClientStream.SendMsg(m)
 }

@@ -15,8 +15,8 @@ func FormatIdle(w io.Writer, rep IdleReport) error {
 	dialect := rep.Dialect.String()
 	fmt.Fprintf(&b, "### Idle cost, %s: lease %v, window %v (opening %v after the last acquisition or Lock call)\n\n", dialect, rep.Lease, rep.Window, rep.Warmup)
 	b.WriteString("spanmutex: RPCs started by the process (unary calls and streams opened); etcd: messages the process's client sent (unary requests, plus every message sent on its LeaseKeepAlive and Watch streams, counted by wrapping the streams' SendMsg).\n\n")
-	fmt.Fprintf(&b, "Holding: one process holds N locks (spanmutex: one Scope, N Locks; etcd: one session, N Mutexes).\n\n")
-	writeMarkdown(&b, []string{"N held", "spanmutex RPCs/s", "per lock", "etcd messages/s", "per lock", "spanmutex ÷ etcd"}, holdRows(rep.Runs))
+	fmt.Fprintf(&b, "Holding: one process holds N locks (spanmutex: one Scope, N Locks, each renewing itself (NewScope()) or all kept alive by the Scope's session (NewScope(WithSessions())); etcd: one session, N Mutexes).\n\n")
+	writeMarkdown(&b, []string{"N held", "spanmutex RPCs/s", "per lock", "WithSessions RPCs/s", "per lock", "etcd messages/s", "per lock", "spanmutex ÷ etcd", "WithSessions ÷ etcd"}, holdRows(rep.Runs))
 	fmt.Fprintf(&b, "\nWaiting: one process makes W Lock calls, each on its own lock another process holds (spanmutex with and without wake-ups: NewScope() and NewScope(WithoutWakeUps())).\n\n")
 	writeMarkdown(&b, []string{"W waiting", "spanmutex RPCs/s", "per waiter", "WithoutWakeUps RPCs/s", "per waiter", "etcd messages/s", "per waiter", "spanmutex ÷ etcd", "WithoutWakeUps ÷ etcd"}, waitRows(rep.Runs))
 	b.WriteString("\nBy method, per second of the window:\n\n")
@@ -57,8 +57,13 @@ func holdRows(runs []IdleRun) [][]string {
 	var rows [][]string
 	for _, n := range idleCounts(runs, false) {
 		s, sok := findIdleRun(runs, Spanmutex, false, n)
+		ss, ssok := findIdleRun(runs, SpanmutexSessions, false, n)
 		e, eok := findIdleRun(runs, Etcd, false, n)
-		rows = append(rows, append(append([]string{fmt.Sprint(n)}, rateCells(s, sok)...), append(rateCells(e, eok), ratioCell(s, sok, e, eok))...))
+		row := []string{fmt.Sprint(n)}
+		row = append(row, rateCells(s, sok)...)
+		row = append(row, rateCells(ss, ssok)...)
+		row = append(row, rateCells(e, eok)...)
+		rows = append(rows, append(row, ratioCell(s, sok, e, eok), ratioCell(ss, ssok, e, eok)))
 	}
 	return rows
 }

@@ -7,9 +7,11 @@ import (
 )
 
 // TestIdleSmoke runs the idle benchmark at a tiny configuration (N = 1, 2,
-// W = 1, a 2s window, a 3s lease so that each renews in it) end to end: every run is measured, nothing lost its
-// lease or stopped waiting, spanmutex's holders renewed (Commit) and
-// etcd's kept their session alive (LeaseKeepAlive messages). It needs the
+// W = 1, a 2s window, a 3s lease so that each renews in it) end to end:
+// every run is measured, nothing lost its lease or stopped waiting,
+// spanmutex's holders renewed (Commit tagged spanmutex.renew), those
+// WithSessions renewed only their session (spanmutex.session), and etcd's
+// kept their session alive (LeaseKeepAlive messages). It needs the
 // Cloud Spanner emulator and etcd, and fails, saying how to install them,
 // if either is missing.
 func TestIdleSmoke(t *testing.T) {
@@ -26,8 +28,8 @@ func TestIdleSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Runs) != 2*2+3 {
-		t.Fatalf("%d runs, want 7: 2 locks × N = 1, 2, and 3 × W = 1", len(rep.Runs))
+	if len(rep.Runs) != 3*2+3 {
+		t.Fatalf("%d runs, want 9: 3 locks × N = 1, 2, and 3 × W = 1", len(rep.Runs))
 	}
 	for _, r := range rep.Runs {
 		t.Run(runName(r), func(t *testing.T) {
@@ -40,8 +42,12 @@ func TestIdleSmoke(t *testing.T) {
 			switch {
 			case r.Kind == Etcd && r.Counted()["LeaseKeepAlive"] == 0:
 				t.Errorf("no LeaseKeepAlive messages sent in the window: %v", r.Sent)
-			case r.Kind == Spanmutex && !r.Waiting && r.Counted()["Commit"] == 0:
-				t.Errorf("no renewal (Commit) in the window: %v", r.Calls)
+			case r.Kind == Spanmutex && !r.Waiting && r.Counted()["Commit (spanmutex.renew)"] == 0:
+				t.Errorf("no renewal (Commit (spanmutex.renew)) in the window: %v", r.Calls)
+			case r.Kind == SpanmutexSessions && r.Counted()["Commit (spanmutex.session)"] == 0:
+				t.Errorf("no session renewal (Commit (spanmutex.session)) in the window: %v", r.Calls)
+			case r.Kind == SpanmutexSessions && r.Counted()["Commit (spanmutex.renew)"] != 0:
+				t.Errorf("locks renewed on their own, not through the session: %v", r.Calls)
 			}
 		})
 	}

@@ -26,12 +26,14 @@ func TestIdleRunCounted(t *testing.T) {
 	}
 }
 
-// TestFormatIdle: a row per N and per W, the ratio to etcd, "–" where a
-// run is missing or etcd sent nothing, methods per second, broken runs.
+// TestFormatIdle: a row per N (each lock on its own, through a session,
+// etcd) and per W, the ratios to etcd, "–" where a run is missing or etcd
+// sent nothing, methods per second, broken runs.
 func TestFormatIdle(t *testing.T) {
 	w := 10 * time.Second
 	rep := IdleReport{Dialect: ddl.PostgreSQL, Lease: 6 * time.Second, Window: w, Warmup: time.Second, Runs: []IdleRun{
 		{Kind: Spanmutex, Count: 1, Window: w, Calls: map[string]int64{"Commit": 5, "StreamingRead": 5}},
+		{Kind: SpanmutexSessions, Count: 1, Window: w, Calls: map[string]int64{"Commit (spanmutex.session)": 5}},
 		{Kind: Etcd, Count: 1, Window: w, Sent: map[string]int64{"LeaseKeepAlive": 5}},
 		{Kind: Spanmutex, Count: 100, Window: w, Calls: map[string]int64{"Commit": 500, "StreamingRead": 500}, Broken: 2, FirstErr: "lease lost"},
 		{Kind: Spanmutex, Waiting: true, Count: 10, Window: w, Calls: map[string]int64{"StreamingRead": 20}},
@@ -45,10 +47,11 @@ func TestFormatIdle(t *testing.T) {
 	out := b.String()
 	for _, want := range []string{
 		"### Idle cost, postgresql: lease 6s, window 10s",
-		"| 1 | 1.00 | 1.000 | 0.50 | 0.500 | 2.0× |",
-		"| 100 | 100.00 | 1.000 | – | – | – |",
+		"| 1 | 1.00 | 1.000 | 0.50 | 0.500 | 0.50 | 0.500 | 2.0× | 1.0× |",
+		"| 100 | 100.00 | 1.000 | – | – | – | – | – | – |",
 		"| 10 | 2.00 | 0.200 | 30.00 | 3.000 | 0.00 | 0.000 | – | – |",
 		"| spanmutex holding 1 | Commit 0.50, StreamingRead 0.50 |",
+		"| spanmutex-sessions holding 1 | Commit (spanmutex.session) 0.50 |",
 		"| etcd holding 1 | LeaseKeepAlive 0.50 |",
 		"spanmutex holding 100: 2 leases lost by the window's end; the first: lease lost",
 	} {
