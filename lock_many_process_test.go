@@ -24,6 +24,9 @@ import (
 	"cloud.google.com/go/spanner"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/spanmutex/spanmutex/ddl"
+	"github.com/spanmutex/spanmutex/internal/testutil"
 )
 
 // manyWaitCall numbers the "lock" events of a "many" process's waits: the
@@ -153,14 +156,21 @@ func TestLockProcessesKilledHolderOfSeveral(t *testing.T) {
 	eachSessions(t, killedHolderOfSeveral)
 }
 
-// eachSessions runs test on each dialect, with the "many" processes'
-// Scopes holding on their own and through sessions.
+// eachSessions runs test with the "many" processes' Scopes holding on
+// their own, on each dialect, and through sessions: on GoogleSQL, and on
+// PostgreSQL too with SPANMUTEX_SOAK (CI), to keep go test ./... within
+// its time.
 func eachSessions(t *testing.T, test func(t *testing.T, db string, sessions bool)) {
-	for _, sessions := range []bool{false, true} {
-		t.Run(map[bool]string{false: "renewed on their own", true: "through sessions"}[sessions], func(t *testing.T) {
-			eachDialect(t, func(t *testing.T, db string) { test(t, db, sessions) })
-		})
-	}
+	t.Run("renewed on their own", func(t *testing.T) {
+		eachDialect(t, func(t *testing.T, db string) { test(t, db, false) })
+	})
+	t.Run("through sessions", func(t *testing.T) {
+		if testutil.Scale(0, 1) == 0 {
+			t.Run(ddl.GoogleSQL.String(), func(t *testing.T) { test(t, freshDatabaseIn(t, ddl.GoogleSQL), true) })
+			return
+		}
+		eachDialect(t, func(t *testing.T, db string) { test(t, db, true) })
+	})
 }
 
 func killedHolderOfSeveral(t *testing.T, db string, sessions bool) {
