@@ -410,6 +410,7 @@ func faultyAndPlainLocks(t *testing.T, db, name string, in *faultinject.Injector
 // reading the row and returns nil, and the lock is handed on exactly once:
 // to the waiter, with the next token, or freed when nobody waits.
 func TestFaultUnlockAnswerLost(t *testing.T) {
+	t.Parallel() // waits out leases beside the other tests that do (own database)
 	for _, code := range []codes.Code{codes.Unavailable, codes.DeadlineExceeded} {
 		for _, waiter := range []bool{true, false} {
 			t.Run(fmt.Sprintf("%v/waiter=%v", code, waiter), func(t *testing.T) {
@@ -568,6 +569,7 @@ func afterDroppedCommit(table, column string) []faultinject.Rule {
 // tries the unlock again; that finds the lock handed on (by its own first
 // try) and must not be reported as a lost lease: the lease was never lost.
 func TestFaultUnlockAnswerLostThenReadFails(t *testing.T) {
+	t.Parallel() // waits out leases beside the other tests that do (own database)
 	db := freshDatabase(t)
 	name := "unlock-blip"
 	in, err := faultinject.New(6, afterDroppedCommit(defaultTable, "State")...)

@@ -347,6 +347,7 @@ func testLockSkipsDeadWaiters(t *testing.T, db string) {
 // the Guard-ed write in its own transaction and the external operation
 // through a Fence.
 func TestLockUnlockAfterLossLeavesTheNewHolder(t *testing.T) {
+	t.Parallel() // waits out leases beside the other tests that do (own database)
 	eachDialect(t, testLockUnlockAfterLossLeavesTheNewHolder)
 }
 

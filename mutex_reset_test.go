@@ -85,6 +85,7 @@ func testResetReArmsAnExhaustedSection(t *testing.T, db string) {
 // past the lease, it resets the row, and the old holder's late DONE is
 // rejected.
 func TestResetIsFencedOnALiveHolder(t *testing.T) {
+	t.Parallel() // waits out leases beside the other tests that do (own database)
 	db := freshDatabase(t)
 	const lease = 2 * time.Second
 	ca, silence := silenceableClient(t, db)

@@ -189,6 +189,7 @@ func TestTelemetryRun(t *testing.T) {
 // failed renewals and lost lease, and the other contender's takeover, are
 // counted and marked on the spans.
 func TestTelemetryLeaseLostAndTakeover(t *testing.T) {
+	t.Parallel() // waits out leases beside the other tests that do (own database)
 	db := freshDatabase(t)
 	silenced, cut := silenceableClient(t, db)
 	c := newClient(t, db)
