@@ -179,13 +179,27 @@ func (w *waiter) grant(ctx context.Context, lease *Lease) (*Lease, error) {
 		}
 	}
 	_, err := gated(ctx, w.local, func() (struct{}, error) {
+		var err error
 		if lease.session != "" {
-			return struct{}{}, w.admit(ctx, lease)
+			err = w.admit(ctx, lease)
+		} else {
+			err = freshen(ctx, w.st, &w.lock.cfg, lease)
 		}
-		return struct{}{}, freshen(ctx, w.st, &w.lock.cfg, lease)
+		if err == nil {
+			// Held, and no longer queued, in the Scope's eyes before the
+			// gate opens: a waiter of the Scope that runs next sees its
+			// holder here, and whether it is now the first queued (a call
+			// that ends without the lease releases the hold).
+			w.local.hold(w.id)
+			w.local.unqueue(w.id)
+		}
+		return struct{}{}, err
 	})
 	switch {
 	case err == nil && ctx.Err() != nil:
+		if lease.leaveSession != nil {
+			lease.leaveSession() // not granted: its session need not keep it
+		}
 		return nil, errNotObtained(ctx)
 	case err == nil:
 		if w.key != endOfQueue {

@@ -67,7 +67,7 @@ func simTurns(trace []string, maskIDs bool) [][]string {
 }
 
 // simReplaySeeds is how many seeds of each simulation TestSimReplay runs
-// twice: SPANMUTEX_SIM_REPLAY=N, default 100 (CI's race suite runs 200).
+// twice: SPANMUTEX_SIM_REPLAY=N, default 100 (CI runs 2,000, without -race).
 func simReplaySeeds(t *testing.T) uint64 {
 	n := uint64(100)
 	if s := os.Getenv("SPANMUTEX_SIM_REPLAY"); s != "" {
