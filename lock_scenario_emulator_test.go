@@ -12,24 +12,33 @@ import "testing"
 func TestLockScenariosOnTheEmulator(t *testing.T) {
 	needEmulator(t)
 	t.Parallel()
-	// A dialect's scenarios one after the other, the two dialects side by
-	// side: two shorter runs pack into the parallel tests' slots better
-	// than one long one.
+	names := make([]string, len(lockScenarios))
+	for i, sc := range lockScenarios {
+		names[i] = sc.name
+	}
+	scenariosOnTheEmulator(t, names, func(t *testing.T, i int, db string) {
+		cfg, err := configure[LockOption]("scenario", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reader := newClient(t, db)
+		e := lockEnv{database: db, store: func(t *testing.T) lockStore { return cfg.newStore(newClient(t, db)) },
+			queued: func(t *testing.T, name string) int { return len(queuedIDs(t, reader, name)) }}
+		lockScenarios[i].run(t, e, "scenario")
+	})
+}
+
+// scenariosOnTheEmulator runs the scenarios named names (run runs the
+// i-th on database db) on each dialect: a dialect's scenarios one after
+// the other, each on a database of its own, and the two dialects side by
+// side, so that two shorter runs pack into the parallel tests' slots
+// better than one long one.
+func scenariosOnTheEmulator(t *testing.T, names []string, run func(t *testing.T, i int, db string)) {
 	for _, d := range dialects {
 		t.Run(d.String(), func(t *testing.T) {
 			t.Parallel()
-			for _, sc := range lockScenarios {
-				t.Run(sc.name, func(t *testing.T) {
-					db := freshDatabaseIn(t, d)
-					cfg, err := configure[LockOption]("scenario", nil)
-					if err != nil {
-						t.Fatal(err)
-					}
-					reader := newClient(t, db)
-					e := lockEnv{database: db, store: func(t *testing.T) lockStore { return cfg.newStore(newClient(t, db)) },
-						queued: func(t *testing.T, name string) int { return len(queuedIDs(t, reader, name)) }}
-					sc.run(t, e, "scenario")
-				})
+			for i, name := range names {
+				t.Run(name, func(t *testing.T) { run(t, i, freshDatabaseIn(t, d)) })
 			}
 		})
 	}

@@ -94,17 +94,7 @@ func TestSessionGoneLosesEveryLease(t *testing.T) {
 		}
 		_, err := c.Apply(ctx, []*spanner.Mutation{spanner.Delete(defaultTable+"Sessions", spanner.Key{leases[0].session})})
 		require.NoError(t, err)
-		for i, l := range leases {
-			select {
-			case <-l.Done():
-			case <-time.After(2 * lease):
-				t.Fatalf("lease %d not lost within two leases of its session's row being deleted", i)
-			}
-			require.ErrorIs(t, l.Err(), ErrLeaseLost)
-			var lost *leaseLostError
-			require.True(t, errors.As(l.Err(), &lost))
-			assert.Contains(t, lost.Reason, "session")
-		}
+		requireLostWithSession(t, leases, 2*lease)
 		taker, err := NewLock(c, "gone-1", WithLease(lease), WithScope(NewScope(WithoutWakeUps())))
 		require.NoError(t, err)
 		tctx, cancel := context.WithTimeout(ctx, 10*lease)
@@ -181,4 +171,24 @@ func TestSessionsDuringARollingUpgrade(t *testing.T) {
 		require.NoError(t, old.Unlock(ctx))
 		require.NoError(t, <-newerDone, "the newer process, behind it, gets the lock next")
 	})
+}
+
+// requireLostWithSession requires each of leases to be lost, its Done
+// closed within within and its Err an ErrLeaseLost naming its session, and
+// returns when each was seen lost.
+func requireLostWithSession(t *testing.T, leases []*Lease, within time.Duration) []time.Time {
+	t.Helper()
+	lostAt := make([]time.Time, len(leases))
+	for i, l := range leases {
+		select {
+		case <-l.Done():
+			lostAt[i] = time.Now()
+		case <-time.After(within):
+			t.Fatalf("lease %d: not lost within %v", i, within)
+		}
+		var lost *leaseLostError
+		require.True(t, errors.As(l.Err(), &lost), "lease %d: %v", i, l.Err())
+		assert.Contains(t, lost.Reason, "session", "lease %d", i)
+	}
+	return lostAt
 }

@@ -379,16 +379,7 @@ func (s *spannerStore) glance(ctx context.Context, name string) (row, error) {
 	}
 	s.reached.Store(true)
 	s.noRow.Store(!r.Exists)
-	if r.Session != "" && r.State == StateStarted {
-		// A strong read at or after the row's: the holder only looks
-		// renewed later than it was by Now (see readIn).
-		sro := s.client.Single()
-		defer sro.Close()
-		if r, err = s.sessionOf(ctx, taggedReader{sro, tagLook}, r); err != nil {
-			return row{}, s.explain(ctx, err)
-		}
-	}
-	return r, nil
+	return s.sessionRead(ctx, r, func() keyReader { return taggedReader{s.client.Single(), tagLook} })
 }
 
 // rollback ends a transaction that will not commit. It does so with a ctx of

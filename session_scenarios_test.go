@@ -7,9 +7,7 @@ package spanmutex
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -118,18 +116,9 @@ func scenarioSessionCutOffLosesEveryLease(t *testing.T, e lockEnv, name string) 
 	locks, leases := holdThroughSession(t, e, name, 3, st)
 	st.silent.Store(true)
 	cut := time.Now()
-	lostAt := make([]time.Time, len(leases))
-	for i, l := range leases {
-		select {
-		case <-l.Done():
-			lostAt[i] = time.Now()
-		case <-time.After(2 * scenarioLease):
-			t.Fatalf("lease %d: not lost within two leases of the cut", i)
-		}
-		var lost *leaseLostError
-		require.True(t, errors.As(l.Err(), &lost), "lease %d: %v", i, l.Err())
-		assert.True(t, strings.Contains(lost.Reason, "session"), "lease %d: %s", i, lost.Reason)
-		assert.Less(t, lostAt[i].Sub(cut), scenarioLease, "lease %d: given up within a lease of the cut", i)
+	lostAt := requireLostWithSession(t, leases, 2*scenarioLease)
+	for i, at := range lostAt {
+		assert.Less(t, at.Sub(cut), scenarioLease, "lease %d: given up within a lease of the cut", i)
 	}
 	for i, l := range locks {
 		b := e.process(t, l.name, "b")

@@ -262,28 +262,22 @@ func TestSemScenariosInTheSimulation(t *testing.T) {
 func TestSemScenariosOnTheEmulator(t *testing.T) {
 	needEmulator(t)
 	t.Parallel()
-	// A dialect's scenarios one after the other, the two dialects side by
-	// side (as TestLockScenariosOnTheEmulator's).
-	for _, d := range dialects {
-		t.Run(d.String(), func(t *testing.T) {
-			t.Parallel()
-			for _, sc := range semScenarios {
-				t.Run(sc.name, func(t *testing.T) {
-					db := freshDatabaseIn(t, d)
-					cfg, err := configure[LockOption]("scenario", nil)
-					require.NoError(t, err)
-					reader := newClient(t, db)
-					e := semEnv{
-						store: func(t *testing.T) semStore {
-							st := cfg.newStore(newClient(t, db))
-							st.needsQueue, st.semaphore = true, true
-							return st
-						},
-						queued: func(t *testing.T, name string) int { return len(queuedIDs(t, reader, name)) },
-					}
-					sc.run(t, e, "scenario")
-				})
-			}
-		})
+	names := make([]string, len(semScenarios))
+	for i, sc := range semScenarios {
+		names[i] = sc.name
 	}
+	scenariosOnTheEmulator(t, names, func(t *testing.T, i int, db string) {
+		cfg, err := configure[LockOption]("scenario", nil)
+		require.NoError(t, err)
+		reader := newClient(t, db)
+		e := semEnv{
+			store: func(t *testing.T) semStore {
+				st := cfg.newStore(newClient(t, db))
+				st.needsQueue, st.semaphore = true, true
+				return st
+			},
+			queued: func(t *testing.T, name string) int { return len(queuedIDs(t, reader, name)) },
+		}
+		semScenarios[i].run(t, e, "scenario")
+	})
 }

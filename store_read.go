@@ -181,12 +181,26 @@ func (s *spannerStore) readIn(ctx context.Context, single func() *spanner.ReadOn
 		return row{}, fmt.Errorf("spanmutex: read %q of %s: no read timestamp: %w", name, s.table, err)
 	}
 	s.reached.Store(true)
-	if out.Session != "" {
-		sro := single()
-		defer sro.Close()
-		if out, err = s.sessionOf(ctx, sro, out); err != nil {
-			return row{}, s.explain(ctx, err)
-		}
+	return s.sessionRead(ctx, out, func() keyReader { return single() })
+}
+
+// sessionRead returns r judged by its session, read in a single-use read
+// of its own (single makes it), if r is held through one; r as it is
+// otherwise: a free row keeps the Session of its last holder, which
+// decides nothing, so reading it would be a round trip for nothing. A
+// strong read of the session is at or after the row's: the holder only
+// looks renewed later than it was by Now.
+func (s *spannerStore) sessionRead(ctx context.Context, r row, single func() keyReader) (row, error) {
+	if r.Session == "" || r.State != StateStarted {
+		return r, nil
+	}
+	rd := single()
+	if c, ok := rd.(interface{ Close() }); ok {
+		defer c.Close()
+	}
+	out, err := s.sessionOf(ctx, rd, r)
+	if err != nil {
+		return row{}, s.explain(ctx, err)
 	}
 	return out, nil
 }

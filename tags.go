@@ -56,6 +56,9 @@ type taggedReader struct {
 	tag string
 }
 
+// Close closes the read-only transaction.
+func (r taggedReader) Close() { r.ro.Close() }
+
 func (r taggedReader) ReadRow(ctx context.Context, table string, key spanner.Key, columns []string) (*spanner.Row, error) {
 	return r.ro.ReadRowWithOptions(ctx, table, key, columns, &spanner.ReadOptions{RequestTag: r.tag})
 }
