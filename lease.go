@@ -41,8 +41,13 @@ type Lease struct {
 	// renewed on its own), as its row names it.
 	session string
 	// leaveSession ends the lease's membership of its session, once
-	// granted through it (lock_session.go).
+	// granted through it (lock_session.go), or once it joined it at a
+	// renewal (sessionJoin).
 	leaveSession func()
+	// join, for a lease granted renewed on its own by a Lock of a Scope
+	// with sessions (handed over by an Unlock), moves it into the Scope's
+	// session at its first renewal (sessionJoin); nil otherwise.
+	join *sessionJoin
 	// anchor is the local time just before the request that set RenewedAt
 	// at acquisition was sent (see keepAlive); renewals move it, under mu.
 	anchor time.Time

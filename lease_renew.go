@@ -90,6 +90,9 @@ func renewLoop(ctx context.Context, st renewer, cfg *config, l *Lease, anchor ti
 			log.Warn("lease lost: the row was taken over", "err", err)
 			onLost(err)
 			return
+		case errors.Is(err, errJoinedSession):
+			log.Debug("lease renewed into the Scope's session, which renews it from now on")
+			return
 		case ctx.Err() != nil:
 			return
 		default:

@@ -3,6 +3,7 @@ package spanmutex
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,8 +19,9 @@ import (
 // reads with. This table holds both forms to the same cases, in both
 // dialects: entries renewed within and past their time to live, and
 // holders renewed within and past their lease, one of them with no
-// RenewedAt (judged by StartedAt). Times are seconds from the boundary, so
-// that the time the statement takes does not matter.
+// RenewedAt (judged by StartedAt), and entries past their time to live
+// that name a session renewed within it or past it. Times are seconds from
+// the boundary, so that the time the statement takes does not matter.
 func TestLivenessRulesAgree(t *testing.T) {
 	needEmulator(t)
 	eachDialect(t, func(t *testing.T, db string) {
@@ -62,11 +64,19 @@ func checkLiveness(ctx context.Context, t *testing.T, c *spanner.Client, name st
 			ms = append(ms, spanner.Insert(defaultTable+"Queue", []string{"Name", "EnqueuedAt", "WaiterID", "Owner", "RenewedAt", "LeaseMicros"},
 				[]any{name, now.Add(-ago), id, "w", now.Add(-ago), lease.Microseconds()}))
 		}
+		// An entry silent past its time to live, whose session was renewed
+		// ago: the session's renewal counts as the entry's.
+		session, id := fmt.Sprintf("%.28s-%d", name, i), fmt.Sprintf("0000000%d-0000-7000-8000-bbbbbbbbbbbb", 4+i)
+		ms = append(ms, spanner.Insert(defaultTable+"Sessions", []string{"SessionID", "Owner", "CreatedAt", "RenewedAt", "LeaseMicros"},
+			[]any{session, "w", now.Add(-ago), now.Add(-ago), lease.Microseconds()}),
+			spanner.Insert(defaultTable+"Queue", []string{"Name", "EnqueuedAt", "WaiterID", "Owner", "RenewedAt", "LeaseMicros", "Session"},
+				[]any{name, now.Add(-ttl - 3*time.Second), id, "w", now.Add(-ttl - 3*time.Second), lease.Microseconds(), session}))
 	}
 	_, err := c.Apply(ctx, ms)
 	require.NoError(t, err)
 	stmt := statementFor(t, c, func(d ddl.Dialect) string {
-		return "SELECT CURRENT_TIMESTAMP(), q.`WaiterID`, q.`RenewedAt`, " + liveEntry(d) + ", COALESCE(" + sameScopeAsSilent(d, false) + ", FALSE) " +
+		return "SELECT CURRENT_TIMESTAMP(), q.`WaiterID`, q.`RenewedAt`, (SELECT qs.`RenewedAt` FROM `" + defaultTable + "Sessions` AS qs WHERE qs.`SessionID` = q.`Session`), " +
+			liveEntry(d, defaultTable+"Sessions") + ", COALESCE(" + sameScopeAsSilent(d, false) + ", FALSE) " +
 			"FROM `" + defaultTable + "Queue` AS q JOIN `" + defaultTable + "` AS m ON m.`Name` = q.`Name` WHERE q.`Name` = @name ORDER BY q.`WaiterID`"
 	}, map[string]any{"name": name, "lease": lease.Microseconds()})
 	st := &spannerStore{lease: lease}
@@ -75,15 +85,19 @@ func checkLiveness(ctx context.Context, t *testing.T, c *spanner.Client, name st
 			at          time.Time
 			id          string
 			entryAt     time.Time
+			sessionAt   spanner.NullTime
 			live, quiet bool
 		)
-		require.NoError(t, r.Columns(&at, &id, &entryAt, &live, &quiet))
+		require.NoError(t, r.Columns(&at, &id, &entryAt, &sessionAt, &live, &quiet))
 		holder := row{Exists: true, State: StateStarted, LeaseID: holderID, StartedAt: started, UpdatedAt: started, Lease: lease, Now: at}
 		if renewed != nil {
 			holder.RenewedAt = started
 		}
-		e := &queueEntry{WaiterID: id, RenewedAt: entryAt, LeaseMicros: spanner.NullInt64{Int64: lease.Microseconds(), Valid: true}}
+		e := &queueEntry{WaiterID: id, RenewedAt: entryAt, LeaseMicros: spanner.NullInt64{Int64: lease.Microseconds(), Valid: true}, SessionRenewedAt: sessionAt.Time}
 		assert.Equal(t, st.takes(holder, e, "", ""), live, "%s: entry %s: liveEntry against takes", name, id)
+		if sessionAt.Valid {
+			assert.Equal(t, strings.HasPrefix(id, "00000004"), live, "%s: entry %s: live exactly while its session is", name, id)
+		}
 		goQuiet := !holderLive(holder, lease) && scopeOf(id) == silentScope(holder, "")
 		assert.Equal(t, goQuiet, quiet, "%s: entry %s: sameScopeAsSilent against holderLive", name, id)
 		return nil

@@ -122,11 +122,7 @@ func (l *Lock) lock(ctx context.Context, wait bool) (*Lease, error) {
 	acq.granted(lease, nil)
 	_, lease.hold = l.cfg.tel.start(ctx, "spanmutex.hold", lockKind(wait), attrToken.Int64(lease.token))
 	l.held, l.local = lease, ll
-	if lease.leaveSession != nil {
-		l.stopRen = lease.leaveSession // its session renews it (lock_session.go)
-	} else {
-		l.stopRen = keepAlive(l.store, &l.cfg, lease, lease.anchor, l.lostHook(lease, ll))
-	}
+	l.stopRen = l.keepHeld(lease, ll)
 	return lease, nil
 }
 

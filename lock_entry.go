@@ -36,7 +36,7 @@ func (w *waiter) arrive(ctx context.Context) (*Lease, error) {
 	}
 	switch {
 	case err == nil && res.decision.action == lockWait:
-		w.enqueued(res.key, sent)
+		w.enqueued(res.key, sent, w.session)
 		if !res.view.uncounted {
 			w.poll.place(res.view.ahead, res.view.Token)
 		}
@@ -67,7 +67,7 @@ func (w *waiter) join(ctx context.Context) error {
 	l := w.lock
 	w.touched, w.joined, w.resent = true, true, true
 	sent := w.now()
-	entry := queueInsert{id: w.id, owner: l.cfg.owner, lease: l.cfg.lease, wakeAddr: l.scope.wakeAddr(l.cfg.logger)}
+	entry := queueInsert{id: w.id, owner: l.cfg.owner, lease: l.cfg.lease, wakeAddr: l.scope.wakeAddr(l.cfg.logger), session: w.liveSession()}
 	res := w.local.join(ctx, w.st, l.name, entry, l.cfg.finishTimeout)
 	if res.err != nil {
 		w.strays = w.strays || spanerr.UnknownOutcome(res.err)
@@ -85,7 +85,7 @@ func (w *waiter) join(ctx context.Context) error {
 		}
 		res.key = found
 	}
-	w.enqueued(res.key, sent)
+	w.enqueued(res.key, sent, entry.session)
 	if res.placed {
 		w.poll.place(res.ahead, res.token)
 		if res.row.heldBy(w.id) {
@@ -112,10 +112,10 @@ func (w *waiter) joinBehindScope(ctx context.Context) error {
 }
 
 // enqueued records that our entry, inserted by a commit sent at local time
-// sent, is in the queue under key.
-func (w *waiter) enqueued(key queueKey, sent time.Time) {
+// sent and naming session ("": none), is in the queue under key.
+func (w *waiter) enqueued(key queueKey, sent time.Time, session string) {
 	w.joined, w.touched = true, true
-	w.key, w.entryRenewed = key, sent
+	w.key, w.entryRenewed, w.entrySession = key, sent, session
 	w.local.setQueued(w.id, key)
 	w.renewEvery = w.entryTTL()/2 - w.lock.cfg.drawJitter(w.entryTTL(), 1.0/8)
 }
@@ -139,16 +139,24 @@ func (w *waiter) untilRenewal(now time.Time) time.Duration {
 	return max(w.renewEvery-now.Sub(w.entryRenewed), lockPollInterval)
 }
 
-// renewEntry proves the waiter alive. A failure is logged and retried at the
-// next poll; an entry found gone is noticed by the next poll.
+// renewEntry proves the waiter alive: nothing to write while our entry
+// names the Scope's live session (sessionRenews); otherwise one blind
+// write, which names the live session if there is one. A failure is logged
+// and retried at the next poll; an entry found gone is noticed by the next
+// poll.
 func (w *waiter) renewEntry(ctx context.Context) {
-	sent := w.now()
+	if w.sessionRenews() {
+		return
+	}
+	sent, session := w.now(), w.liveSession()
 	octx, cancel := detached(ctx, w.lock.cfg.finishTimeout)
 	defer cancel()
-	_, err := gated(ctx, w.local, func() (struct{}, error) { return struct{}{}, w.st.renewWaiter(octx, w.lock.name, w.key) })
+	_, err := gated(ctx, w.local, func() (struct{}, error) {
+		return struct{}{}, w.st.renewWaiter(octx, w.lock.name, w.key, session)
+	})
 	switch {
 	case err == nil:
-		w.entryRenewed, w.renewEvery = sent, w.entryTTL()/2
+		w.entryRenewed, w.renewEvery, w.entrySession = sent, w.entryTTL()/2, session
 	case spanner.ErrCode(err) == codes.NotFound:
 		w.poll.recheck = true
 	default:

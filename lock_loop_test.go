@@ -183,7 +183,7 @@ func (s *memLockStore) findQueued(_ context.Context, _, id string) (queueKey, bo
 	return queueKey{}, false, nil
 }
 
-func (s *memLockStore) renewWaiter(_ context.Context, _ string, key queueKey) error {
+func (s *memLockStore) renewWaiter(_ context.Context, _ string, key queueKey, _ string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, err := s.begin("renewWaiter"); err != nil {

@@ -1,11 +1,16 @@
 package spanmutex
 
-import "context"
+import (
+	"context"
+	"errors"
+	"log/slog"
+)
 
 // A Lock of a Scope made WithSessions holds through the Scope's session
 // (scope_session.go): a lock it takes while free, or takes over, names the
 // session in its row and is kept alive by the session's renewals instead
-// of its own. A lock handed to it by an Unlock is renewed on its own.
+// of its own. A lock handed to it by an Unlock is renewed on its own until
+// its first renewal, which moves it into the session (sessionJoin).
 
 // sessionStores is implemented by a Lock's store that can hold rows
 // through sessions.
@@ -87,4 +92,121 @@ func (l *Lock) lostHook(lease *Lease, ll *localLock) func(error) {
 			ll.release(lease.id, "")
 		}
 	}
+}
+
+// joinLater marks granted lease, if it is renewed on its own (handed over
+// by an Unlock) and the waiter used the Scope's session, to move into the
+// session at its first renewal (sessionJoin).
+func (w *waiter) joinLater(lease *Lease) {
+	if w.sess != nil && lease.leaveSession == nil {
+		lease.join = &sessionJoin{sess: w.sess, sst: w.sst}
+	}
+}
+
+// keepHeld starts what keeps granted lease alive and returns what stops
+// it: its session, if it was granted through one; otherwise its own
+// renewals (keepAlive), which move it into the Scope's session at the
+// first of them if it may join one (sessionJoin).
+func (l *Lock) keepHeld(lease *Lease, ll *localLock) (stop func()) {
+	if lease.leaveSession != nil {
+		return lease.leaveSession // its session renews it
+	}
+	var st renewer = l.store
+	if j, sr := lease.join, asSessionRenewer(l.store); j != nil && sr != nil {
+		j.st, j.clk, j.log = sr, l.cfg.clock, l.cfg.logger
+		j.onLost = l.cfg.tel.lost(lease, l.lostHook(lease, ll))
+		st = j
+	}
+	stopRenewals := keepAlive(st, &l.cfg, lease, lease.anchor, l.lostHook(lease, ll))
+	return func() {
+		stopRenewals() // after it, leaveSession is set if a renewal joined
+		if lease.leaveSession != nil {
+			lease.leaveSession()
+		}
+	}
+}
+
+// sessionRenewer renews a held lease through a session: a Lock's store
+// whose table has sessions.
+type sessionRenewer interface {
+	// renewThrough renews l, fenced as renew is, and makes its row name
+	// session id with sessionHeldLease as its lease; with id "", it names
+	// none and declares the lease l was granted with.
+	renewThrough(ctx context.Context, l *Lease, id string) error
+}
+
+// asSessionRenewer returns st as a sessionRenewer, or nil.
+func asSessionRenewer(st lockStore) sessionRenewer {
+	sr, _ := st.(sessionRenewer)
+	return sr
+}
+
+// errJoinedSession: a renewal moved the lease into the Scope's session,
+// which renews it from then on; its own renewals end (keepAlive).
+var errJoinedSession = errors.New("spanmutex: the lease joined the Scope's session")
+
+// A sessionJoin moves a lease handed over to a Lock of a Scope with
+// sessions into the session at the lease's first renewal, which it makes
+// in keepAlive's place: the renewal writes the session's id into the row
+// (and the century a row held through a session declares) in the same
+// transaction, so the hand-off costs what it did and the lease costs
+// nothing of its own from then on. The grant rule's check (admit) follows
+// the renewal; a lease the session cannot admit (lost meanwhile) stays
+// renewed on its own, its row kept live by this renewal, and the next
+// renewal names the session live then. A session that cannot be started
+// leaves the lease renewed on its own.
+type sessionJoin struct {
+	sess   *session
+	sst    sessionStore
+	st     sessionRenewer
+	clk    clock
+	log    *slog.Logger
+	onLost func(error)
+}
+
+// renew is keepAlive's renewal of l: into the session if it is live, or
+// can be started; it returns errJoinedSession once l is a member.
+func (j *sessionJoin) renew(ctx context.Context, l *Lease) error {
+	id, err := j.sess.current(ctx)
+	if err != nil && ctx.Err() == nil {
+		j.log.Warn("lock: could not start the Scope's session; renewing the lease on its own", "err", err)
+	}
+	sent := j.clk.Now()
+	if err := j.st.renewThrough(ctx, l, id); err != nil || id == "" {
+		return err
+	}
+	l.setAnchor(latest(l.lastAnchor(), sent))
+	leave, err := j.sess.admit(ctx, j.sst, l, id, j.onLost)
+	if err != nil {
+		j.log.Debug("lock: the lease could not join the Scope's session; renewing it on its own", "err", err)
+		return nil
+	}
+	l.leaveSession = leave
+	return errJoinedSession
+}
+
+// liveSession returns the id of the Scope's session if it has one live
+// ("" otherwise, or without sessions); it starts none.
+func (w *waiter) liveSession() string {
+	if w.sess == nil {
+		return ""
+	}
+	id, _ := w.sess.live()
+	return id
+}
+
+// sessionRenews reports whether our entry names the Scope's live session,
+// whose renewals count as the entry's (liveEntry, takes): then the entry
+// needs no renewal of its own, and counts as renewed when the session's
+// last acknowledged renewal was sent.
+func (w *waiter) sessionRenews() bool {
+	if w.sess == nil || w.entrySession == "" {
+		return false
+	}
+	id, anchor := w.sess.live()
+	if id != w.entrySession {
+		return false
+	}
+	w.entryRenewed = latest(w.entryRenewed, anchor)
+	return true
 }

@@ -75,6 +75,119 @@ func TestSessionRenewsEveryLockWithOneWrite(t *testing.T) {
 	})
 }
 
+// A lock handed over by an Unlock to a Lock of a Scope made WithSessions
+// is renewed on its own only until its first renewal, which moves it into
+// the session (in the renewal's own transaction): from then on it costs
+// nothing but the session's renewals, and losing the session loses it.
+func TestSessionJoinsAHandedOverLock(t *testing.T) {
+	needEmulator(t)
+	t.Parallel() // waits out leases beside the other tests that do
+	eachDialect(t, func(t *testing.T, db string) {
+		ctx := context.Background()
+		c := newClient(t, db)
+		const lease = 900 * time.Millisecond
+		holders, _ := holdAll(t, c, NewScope(WithoutWakeUps()), "joins", 1, WithLease(lease))
+		var log rpcLog
+		waiter, err := NewLock(countingClient(t, db, &log), "joins-0", WithLease(lease), WithScope(NewScope(WithoutWakeUps(), WithSessions())))
+		require.NoError(t, err)
+		got := make(chan *Lease, 1)
+		go func() {
+			l, err := waiter.Lock(ctx)
+			assert.NoError(t, err)
+			got <- l
+		}()
+		waitFor(t, time.Minute, "the waiter to queue", func() bool { return len(queuedIDs(t, c, "joins-0")) == 1 })
+		require.NoError(t, holders[0].Unlock(ctx))
+		var handed *Lease
+		select {
+		case handed = <-got:
+		case <-time.After(time.Minute):
+			t.Fatal("the waiter was not handed the lock")
+		}
+		require.NotNil(t, handed)
+		assert.Empty(t, handed.session, "handed over: granted renewed on its own")
+		var session string
+		waitFor(t, time.Minute, "the row to name the session", func() bool {
+			session = rowSession(t, c, "joins-0")
+			return session != ""
+		})
+		n := log.len()
+		<-time.After(1200 * time.Millisecond) // a window to count the idle calls in, not a synchronisation
+		renewals := 0
+		for i, tag := range log.tagsSince(n) {
+			assert.Equal(t, tagSession, tag, "call %d (%s) is a session renewal", i, log.since(n)[i])
+			renewals++
+		}
+		assert.InDelta(t, 4, renewals, 1.5, "one session renewal every third of the lease, and no renewal of the lock")
+		t.Logf("a handed-over lock held 1.2 s after it joined the session: %d RPCs", renewals)
+
+		_, err = c.Apply(ctx, []*spanner.Mutation{spanner.Delete(defaultTable+"Sessions", spanner.Key{session})})
+		require.NoError(t, err)
+		requireLostWithSession(t, []*Lease{handed}, 2*lease)
+	})
+}
+
+// A waiting call of a Scope made WithSessions names the session in its
+// queue entry and writes no renewal of its own: the session's renewals
+// keep the entry live, so the Unlock hands it the lock after the entry's
+// own time to live (four leases) has passed.
+func TestSessionKeepsAWaitingEntryLive(t *testing.T) {
+	needEmulator(t)
+	t.Parallel() // waits out leases beside the other tests that do
+	eachDialect(t, func(t *testing.T, db string) {
+		ctx := context.Background()
+		c := newClient(t, db)
+		const lease = 500 * time.Millisecond
+		holders, held := holdAll(t, c, NewScope(WithoutWakeUps()), "waits", 1, WithLease(lease))
+		var log rpcLog
+		waiter, err := NewLock(countingClient(t, db, &log), "waits-0", WithLease(lease), WithScope(NewScope(WithoutWakeUps(), WithSessions())))
+		require.NoError(t, err)
+		got := make(chan *Lease, 1)
+		go func() {
+			l, err := waiter.Lock(ctx)
+			assert.NoError(t, err)
+			got <- l
+		}()
+		waitFor(t, time.Minute, "the waiter to queue", func() bool { return len(queuedIDs(t, c, "waits-0")) == 1 })
+		session := entrySession(t, c, "waits-0")
+		require.NotEmpty(t, session, "the entry names the session")
+		<-time.After(waiterTTLFactor*lease + 300*time.Millisecond) // past the entry's own time to live, not a synchronisation
+		require.NoError(t, holders[0].Unlock(ctx))
+		select {
+		case l := <-got:
+			assert.True(t, l.handedOff, "handed over by the Unlock, not taken free")
+			assert.Equal(t, held[0].Token()+1, l.Token())
+			require.NoError(t, waiter.Unlock(ctx))
+		case <-time.After(time.Minute):
+			t.Fatal("the waiter was not handed the lock")
+		}
+		tags := log.tagsSince(0)
+		assert.NotContains(t, tags, tagEntryRenew, "no renewal of the entry")
+		assert.Contains(t, tags, tagSession, "the session renewed it")
+	})
+}
+
+// entrySession returns the session the only queue entry of lock name names.
+func entrySession(t *testing.T, c *spanner.Client, name string) string {
+	t.Helper()
+	var s spanner.NullString
+	err := c.Single().Read(context.Background(), defaultTable+"Queue", spanner.Key{name}.AsPrefix(), []string{"Session"}).Do(func(r *spanner.Row) error {
+		return r.Columns(&s)
+	})
+	require.NoError(t, err)
+	return s.StringVal
+}
+
+// rowSession returns the session lock name's row names, "" if none.
+func rowSession(t *testing.T, c *spanner.Client, name string) string {
+	t.Helper()
+	r, err := c.Single().ReadRow(context.Background(), defaultTable, spanner.Key{name}, []string{"Session"})
+	require.NoError(t, err)
+	var s spanner.NullString
+	require.NoError(t, r.Columns(&s))
+	return s.StringVal
+}
+
 // A session whose row is gone (deleted here, as an operator or the row
 // deletion policy would) loses every lease held through it at its next
 // renewal, each signalled by Done with ErrLeaseLost; a contender then

@@ -45,8 +45,9 @@ type lockStore interface {
 	enqueue(ctx context.Context, name string, entries []queueInsert) (time.Time, error)
 	// findQueued looks a waiter's entry up by its id.
 	findQueued(ctx context.Context, name, waiterID string) (queueKey, bool, error)
-	// renewWaiter proves a waiter alive; NotFound if its entry is gone.
-	renewWaiter(ctx context.Context, name string, key queueKey) error
+	// renewWaiter proves a waiter alive, its entry then naming session
+	// ("": none); NotFound if its entry is gone.
+	renewWaiter(ctx context.Context, name string, key queueKey, session string) error
 	// leave deletes every entry of waiterID and, if the lock was handed to
 	// it, hands it on, in one read-write transaction: after it commits, no
 	// hand-off can reach the waiter.
@@ -88,7 +89,7 @@ func (s *spannerStore) lockSQL(d ddl.Dialect, limit int, marked, empty bool) str
 		"AND q.`WaiterID` != @id AND %s AND NOT COALESCE(%s, FALSE) LIMIT %d) AS ahead), "+
 		"EXISTS(SELECT 1 FROM `%s` AS q WHERE q.`Name` = @name AND q.`EnqueuedAt` = @at AND q.`WaiterID` = @id), "+
 		"%s %s%s FROM (SELECT 1) AS one LEFT JOIN `%s` AS m ON m.`Name` = @name%s",
-		rowSelectList(), q, liveEntry(d), sameScopeAsSilent(d, s.sessioned()), limit, q, emptyRead, queuedSelect(marked),
+		rowSelectList(), q, liveEntry(d, s.entrySessions()), sameScopeAsSilent(d, s.sessioned()), limit, q, emptyRead, queuedSelect(marked),
 		s.sessionSelect(), s.table, s.sessionJoin())
 }
 
@@ -218,7 +219,7 @@ func (s *spannerStore) acquireLock(ctx context.Context, name string, key queueKe
 			return acquireResult{}, s.explain(ctx, err)
 		}
 	case (d.action == lockWait || d.action == lockPassOn) && join && key == endOfQueue:
-		ms = append(ms, s.enqueueMutation(name, queueInsert{id: c.leaseID, owner: c.owner, lease: p.lease, wakeAddr: c.wakeAddr}))
+		ms = append(ms, s.enqueueMutation(name, queueInsert{id: c.leaseID, owner: c.owner, lease: p.lease, wakeAddr: c.wakeAddr, session: c.session}))
 		if m := s.markQueuedMutation(v.row, name); m != nil {
 			ms = append(ms, m)
 		}
@@ -259,7 +260,7 @@ func (s *spannerStore) passOn(ctx context.Context, tx *spanner.ReadWriteStmtBase
 		return handOff{}, nil, err
 	}
 	skip := silentScope(r, me)
-	head, complete, err := s.readHead(ctx, tx, name, nil, &r, false, skip)
+	head, complete, err := s.readHead(ctx, tx, d, name, nil, &r, false, skip)
 	if err != nil {
 		return handOff{}, nil, err
 	}

@@ -86,13 +86,13 @@ func (s *spannerStore) handOffMutations(v row, head []*queueEntry, complete bool
 }
 
 // takes reports whether entry e may be handed the lock read as v, released
-// by lease id from: it is live (renewed within waiterTTLFactor of its
-// declared lease by Spanner's clock, v.Now), not from's own, and not of
-// Scope skip (a silent holder's: passOn).
+// by lease id from: it is live (renewed, itself or through its session,
+// within waiterTTLFactor of its declared lease by Spanner's clock, v.Now),
+// not from's own, and not of Scope skip (a silent holder's: passOn).
 func (s *spannerStore) takes(v row, e *queueEntry, from, skip string) bool {
 	declared := time.Duration(e.LeaseMicros.Int64) * time.Microsecond
 	ttl := waiterTTLFactor * holderLease(row{Lease: declared}, s.lease)
-	return v.Now.Sub(e.RenewedAt) < ttl && e.WaiterID != from && (skip == "" || scopeOf(e.WaiterID) != skip)
+	return v.Now.Sub(e.renewed()) < ttl && e.WaiterID != from && (skip == "" || scopeOf(e.WaiterID) != skip)
 }
 
 // handOffSQL reads, in one statement, the lock's row and the first
@@ -101,15 +101,26 @@ func (s *spannerStore) takes(v row, e *queueEntry, from, skip string) bool {
 // queue is empty. On production a statement costs a round trip as a key
 // read does, and the hand-off needs both.
 func (s *spannerStore) handOffSQL(marked bool) string {
-	q := make([]string, len(queueEntryColumns))
-	for i, c := range queueEntryColumns {
-		q[i] = "q.`" + c + "`"
-	}
+	q := s.entrySelectList()
 	return fmt.Sprintf("SELECT CURRENT_TIMESTAMP(), m.`Name` IS NOT NULL, %s%s, %s "+
 		"FROM (SELECT 1) AS one LEFT JOIN `%s` AS m ON m.`Name` = @name "+
 		"LEFT JOIN (SELECT * FROM `%s` WHERE `Name` = @name ORDER BY `EnqueuedAt`, `WaiterID` LIMIT %d) AS q ON TRUE "+
 		"ORDER BY q.`EnqueuedAt`, q.`WaiterID`",
-		rowSelectList(), queuedSelect(marked), strings.Join(q, ", "), s.table, s.queueTable(), handOffScan)
+		rowSelectList(), queuedSelect(marked), q, s.table, s.queueTable(), handOffScan)
+}
+
+// entrySelectList is what a statement selects of queue entry q: its
+// queueEntryColumns and, if the table has sessions, its Session and that
+// session's RenewedAt (NULL if it names none, or its row is gone).
+func (s *spannerStore) entrySelectList() string {
+	q := make([]string, len(queueEntryColumns))
+	for i, c := range queueEntryColumns {
+		q[i] = "q.`" + c + "`"
+	}
+	if s.sessioned() {
+		q = append(q, "q.`Session`", "(SELECT qs.`RenewedAt` FROM `"+s.sessionsTable()+"` AS qs WHERE qs.`SessionID` = q.`Session`)")
+	}
+	return strings.Join(q, ", ")
 }
 
 // readForHandOff reads, in tx, the lock's row and the head of its queue up
@@ -133,7 +144,7 @@ func (s *spannerStore) readForHandOff(ctx context.Context, tx *spanner.ReadWrite
 			queued spanner.NullBool
 			e      joinedEntry
 		)
-		extra := e.dest()
+		extra := e.dest(s.sessioned())
 		if marked {
 			extra = append([]any{&queued}, extra...)
 		}
@@ -157,7 +168,7 @@ func (s *spannerStore) readForHandOff(ctx context.Context, tx *spanner.ReadWrite
 	if s.headEnds(&v, head, true, "") {
 		return v, head, len(head) < handOffScan, nil
 	}
-	more, complete, err := s.readHead(ctx, tx, name, head[len(head)-1], &v, true, "")
+	more, complete, err := s.readHead(ctx, tx, d, name, head[len(head)-1], &v, true, "")
 	return v, append(head, more...), complete, err
 }
 
@@ -168,7 +179,7 @@ func (s *spannerStore) readForHandOff(ctx context.Context, tx *spanner.ReadWrite
 // whole Unlock, as with the statement, and a key read costs the emulator a
 // fraction of a statement. A queue found non-empty costs a round trip
 // more; a lease handed over reads with the statement.
-func (s *spannerStore) readRowThenHead(ctx context.Context, tx *spanner.ReadWriteTransaction, _ ddl.Dialect, name string) (row, []*queueEntry, bool, error) {
+func (s *spannerStore) readRowThenHead(ctx context.Context, tx *spanner.ReadWriteTransaction, d ddl.Dialect, name string) (row, []*queueEntry, bool, error) {
 	v, err := s.readRowIn(ctx, tx, name)
 	if err != nil {
 		return row{}, nil, false, err
@@ -180,7 +191,7 @@ func (s *spannerStore) readRowThenHead(ctx context.Context, tx *spanner.ReadWrit
 	if v.Queued == markEmpty {
 		return v, nil, true, nil
 	}
-	head, complete, err := s.readHead(ctx, tx, name, nil, &v, true, "")
+	head, complete, err := s.readHead(ctx, tx, d, name, nil, &v, true, "")
 	return v, head, complete, err
 }
 
@@ -191,16 +202,23 @@ type joinedEntry struct {
 	id, owner   spanner.NullString
 	lease       spanner.NullInt64
 	wake        spanner.NullString
+	session     spanner.NullString
+	sessionAt   spanner.NullTime
 }
 
-// dest returns the destinations of queueEntryColumns, in their order.
-func (e *joinedEntry) dest() []any {
-	return []any{&e.at, &e.id, &e.owner, &e.renewed, &e.lease, &e.wake}
+// dest returns the destinations of entrySelectList's columns, in their
+// order: with sessioned, the session's two.
+func (e *joinedEntry) dest(sessioned bool) []any {
+	d := []any{&e.at, &e.id, &e.owner, &e.renewed, &e.lease, &e.wake}
+	if sessioned {
+		d = append(d, &e.session, &e.sessionAt)
+	}
+	return d
 }
 
 func (e *joinedEntry) entry() *queueEntry {
 	return &queueEntry{EnqueuedAt: e.at.Time, WaiterID: e.id.StringVal, Owner: e.owner,
-		RenewedAt: e.renewed.Time, LeaseMicros: e.lease, WakeAddr: e.wake}
+		RenewedAt: e.renewed.Time, LeaseMicros: e.lease, WakeAddr: e.wake, Session: e.session, SessionRenewedAt: e.sessionAt.Time}
 }
 
 // readHead reads, by key in tx, the lock's queue oldest first (after the
@@ -211,22 +229,9 @@ func (e *joinedEntry) entry() *queueEntry {
 // deleted as it passes them). With bound, each entry read moves v.Now up
 // to its latest commit timestamp (see readForHandOff). It reports whether
 // it read the whole queue (complete: its last page was not full).
-func (s *spannerStore) readHead(ctx context.Context, tx headReader, name string, after *queueEntry, v *row, bound bool, skip string) (head []*queueEntry, complete bool, err error) {
+func (s *spannerStore) readHead(ctx context.Context, tx headReader, d ddl.Dialect, name string, after *queueEntry, v *row, bound bool, skip string) (head []*queueEntry, complete bool, err error) {
 	for range maxHandOffPages {
-		var keys spanner.KeySet = spanner.Key{name}.AsPrefix()
-		if after != nil {
-			keys = spanner.KeyRange{Start: spanner.Key{name, after.EnqueuedAt, after.WaiterID}, End: spanner.Key{name}, Kind: spanner.OpenClosed}
-		}
-		var page []*queueEntry
-		it := tx.ReadWithOptions(ctx, s.queueTable(), keys, queueEntryColumns, &spanner.ReadOptions{Limit: handOffScan})
-		err := it.Do(func(r *spanner.Row) error {
-			e := &queueEntry{}
-			if err := r.ToStruct(e); err != nil {
-				return err
-			}
-			page = append(page, e)
-			return nil
-		})
+		page, err := s.headPage(ctx, tx, d, name, after)
 		if err != nil {
 			return nil, false, err
 		}
@@ -239,6 +244,47 @@ func (s *spannerStore) readHead(ctx context.Context, tx headReader, name string,
 	return head, false, nil
 }
 
+// headPage reads, in tx, up to handOffScan entries of the queue of lock
+// name, oldest first, after entry after if set: by key, or, if the table
+// has sessions, in a statement (in dialect d) that reads with each entry
+// its session's last renewal. On production a statement costs the round
+// trip a key read does; a read of the sessions after the page would cost
+// another.
+func (s *spannerStore) headPage(ctx context.Context, tx headReader, d ddl.Dialect, name string, after *queueEntry) ([]*queueEntry, error) {
+	var page []*queueEntry
+	if s.sessioned() {
+		where, params := "q.`Name` = @name", map[string]any{"name": name}
+		if after != nil {
+			where += " AND (q.`EnqueuedAt` > @at OR (q.`EnqueuedAt` = @at AND q.`WaiterID` > @id))"
+			params["at"], params["id"] = after.EnqueuedAt, after.WaiterID
+		}
+		sql := fmt.Sprintf("SELECT %s FROM `%s` AS q WHERE %s ORDER BY q.`EnqueuedAt`, q.`WaiterID` LIMIT %d", s.entrySelectList(), s.queueTable(), where, handOffScan)
+		err := tx.Query(ctx, sqldialect.Statement(d, sql, params)).Do(func(r *spanner.Row) error {
+			var e joinedEntry
+			if err := r.Columns(e.dest(true)...); err != nil {
+				return err
+			}
+			page = append(page, e.entry())
+			return nil
+		})
+		return page, err
+	}
+	var keys spanner.KeySet = spanner.Key{name}.AsPrefix()
+	if after != nil {
+		keys = spanner.KeyRange{Start: spanner.Key{name, after.EnqueuedAt, after.WaiterID}, End: spanner.Key{name}, Kind: spanner.OpenClosed}
+	}
+	it := tx.ReadWithOptions(ctx, s.queueTable(), keys, queueEntryColumns, &spanner.ReadOptions{Limit: handOffScan})
+	err := it.Do(func(r *spanner.Row) error {
+		e := &queueEntry{}
+		if err := r.ToStruct(e); err != nil {
+			return err
+		}
+		page = append(page, e)
+		return nil
+	})
+	return page, err
+}
+
 // headEnds takes in page, a page of the queue read in order: with bound,
 // each entry moves v.Now up to its latest commit timestamp (see
 // readForHandOff). It reports whether the head is read to its end: the
@@ -247,7 +293,7 @@ func (s *spannerStore) readHead(ctx context.Context, tx headReader, name string,
 func (s *spannerStore) headEnds(v *row, page []*queueEntry, bound bool, skip string) bool {
 	if bound {
 		for _, e := range page {
-			v.Now = latest(v.Now, e.EnqueuedAt, e.RenewedAt)
+			v.Now = latest(v.Now, e.EnqueuedAt, e.renewed())
 		}
 	}
 	for _, e := range page {
@@ -262,6 +308,7 @@ func (s *spannerStore) headEnds(v *row, page []*queueEntry, bound bool, skip str
 // kind.
 type headReader interface {
 	ReadWithOptions(ctx context.Context, table string, keys spanner.KeySet, columns []string, opts *spanner.ReadOptions) *spanner.RowIterator
+	Query(ctx context.Context, statement spanner.Statement) *spanner.RowIterator
 }
 
 // readForLeave reads, in tx, the lock's row with Spanner's clock (readSQL:
@@ -272,7 +319,7 @@ func (s *spannerStore) readForLeave(ctx context.Context, tx *spanner.ReadWriteTr
 	if err != nil {
 		return row{}, nil, false, err
 	}
-	head, complete, err := s.readHead(ctx, tx, name, nil, &v, false, "")
+	head, complete, err := s.readHead(ctx, tx, d, name, nil, &v, false, "")
 	return v, head, complete, err
 }
 
@@ -291,4 +338,12 @@ type queueEntry struct {
 	RenewedAt   time.Time
 	LeaseMicros spanner.NullInt64
 	WakeAddr    spanner.NullString
+	// Session is the session of the waiter's Scope, if the entry names
+	// one; SessionRenewedAt its last renewal, zero if not read or gone.
+	Session          spanner.NullString
+	SessionRenewedAt time.Time `spanner:"-"`
 }
+
+// renewed is when the entry was last proved alive: its own renewal or its
+// session's, whichever is later (a commit timestamp).
+func (e *queueEntry) renewed() time.Time { return latest(e.RenewedAt, e.SessionRenewedAt) }

@@ -43,10 +43,12 @@ func (s *spannerStore) findQueued(ctx context.Context, name, waiterID string) (q
 	return queueKey{at: at, id: waiterID}, true, nil
 }
 
-func (s *spannerStore) renewWaiter(ctx context.Context, name string, key queueKey) error {
-	return s.idempotentWrite(ctx, tagEntryRenew, []*spanner.Mutation{spanner.Update(s.queueTable(),
-		[]string{"Name", "EnqueuedAt", "WaiterID", "RenewedAt"},
-		[]any{name, key.at, key.id, spanner.CommitTimestamp})})
+func (s *spannerStore) renewWaiter(ctx context.Context, name string, key queueKey, session string) error {
+	cols, vals := []string{"Name", "EnqueuedAt", "WaiterID", "RenewedAt"}, []any{name, key.at, key.id, spanner.CommitTimestamp}
+	if s.sessioned() {
+		cols, vals = append(cols, "Session"), append(vals, spanner.NullString{StringVal: session, Valid: session != ""})
+	}
+	return s.idempotentWrite(ctx, tagEntryRenew, []*spanner.Mutation{spanner.Update(s.queueTable(), cols, vals)})
 }
 
 // deleteWaiter deletes, in tx, every entry of waiter waiterID, including

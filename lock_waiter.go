@@ -71,6 +71,9 @@ type waiter struct {
 	sess    *session
 	sst     sessionStore
 	session string
+	// entrySession is the session our entry names ("": none), whose
+	// renewals count as the entry's (sessionRenews).
+	entrySession string
 	// resent reports that an entry of ours was inserted by a join whose
 	// commit the client may have sent more than once (joinWrite): an
 	// earlier send's entry may remain under a key we never learnt, so
@@ -205,6 +208,7 @@ func (w *waiter) grant(ctx context.Context, lease *Lease) (*Lease, error) {
 		if w.key != endOfQueue {
 			lease.queuedAt = w.key.at
 		}
+		w.joinLater(lease)
 		return lease, nil
 	case errors.Is(err, ErrLeaseLost):
 		// Taken over while we were away: the hand-off that gave it to us

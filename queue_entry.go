@@ -38,10 +38,11 @@ func (e semEntry) key() queueKey { return queueKey{at: e.at.UTC(), id: e.id} }
 var endOfQueue = queueKey{at: time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)}
 
 // queueInsert is a waiter's entry to insert: its id, owner identity and the
-// lease it declares (see ddl/queue.sql).
+// lease it declares, and the session of its Scope, if it names one (see
+// ddl/queue.sql).
 type queueInsert struct {
-	id, owner, wakeAddr string
-	lease               time.Duration
+	id, owner, wakeAddr, session string
+	lease                        time.Duration
 }
 
 // handOff is the waiter an unlock handed the lock to: its owner identity,
@@ -149,6 +150,9 @@ func (s *spannerStore) enqueueMutation(name string, e queueInsert) *spanner.Muta
 	vals := []any{name, spanner.CommitTimestamp, e.id, e.owner, spanner.CommitTimestamp, e.lease.Microseconds()}
 	if e.wakeAddr != "" {
 		cols, vals = append(cols, "WakeAddr"), append(vals, e.wakeAddr)
+	}
+	if e.session != "" {
+		cols, vals = append(cols, "Session"), append(vals, e.session)
 	}
 	return spanner.Insert(s.queueTable(), cols, vals)
 }

@@ -27,9 +27,15 @@ const waiterTTLFactor = 4
 // it within waiterTTLFactor of its declared leases (or of @lease, the
 // reader's own, for an entry that declared none) by Spanner's clock, in
 // dialect d (interval arithmetic is spelled differently in each): takes's
-// rule (TestLivenessRulesAgree holds the two to the same cases).
-func liveEntry(d ddl.Dialect) string {
-	return "q.`RenewedAt` > " + sqldialect.SubMicros(d, "CURRENT_TIMESTAMP()", fmt.Sprintf("%d * COALESCE(q.`LeaseMicros`, @lease)", waiterTTLFactor))
+// rule (TestLivenessRulesAgree holds the two to the same cases). With
+// sessions (the sessions table's name; "" if the table has none), a
+// renewal of the session the entry names counts as the entry's.
+func liveEntry(d ddl.Dialect, sessions string) string {
+	since := sqldialect.SubMicros(d, "CURRENT_TIMESTAMP()", fmt.Sprintf("%d * COALESCE(q.`LeaseMicros`, @lease)", waiterTTLFactor))
+	if sessions == "" {
+		return "q.`RenewedAt` > " + since
+	}
+	return "(q.`RenewedAt` > " + since + " OR EXISTS(SELECT 1 FROM `" + sessions + "` AS qs WHERE qs.`SessionID` = q.`Session` AND qs.`RenewedAt` > " + since + "))"
 }
 
 // semEntryLive reports whether e counts at Spanner time now: a holder until

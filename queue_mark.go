@@ -77,7 +77,7 @@ func (s *spannerStore) marks(ctx context.Context) bool {
 	if err != nil {
 		return false
 	}
-	mutex, _, sessions, err := s.describe(ctx, d)
+	mutex, queue, sessions, err := s.describe(ctx, d)
 	if err != nil {
 		return false
 	}
@@ -85,7 +85,7 @@ func (s *spannerStore) marks(ctx context.Context) bool {
 	if len(have) == 0 {
 		return false
 	}
-	c := queuedCheck{present: have["Queued"] != "", at: now.UnixNano(), sessions: have["Session"] != "" && sessions.Name != ""}
+	c := queuedCheck{present: have["Queued"] != "", at: now.UnixNano(), sessions: sessionsReady(have, columnTypes(queue), sessions)}
 	s.recordQueued(c.present, c.at)
 	s.hasSessions.Store(c.sessions)
 	if s.shared != nil {

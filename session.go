@@ -152,6 +152,14 @@ func (s *session) current(ctx context.Context) (string, error) {
 	}
 }
 
+// live returns the session's id and the local send time of its last
+// acknowledged write; "" if there is none. It starts nothing.
+func (s *session) live() (string, time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.id, s.anchor
+}
+
 // begin starts a session: its row, under a fresh id.
 func (s *session) begin(ctx context.Context) error {
 	id := s.newID()

@@ -74,6 +74,16 @@ func (s *spannerStore) sessionOf(ctx context.Context, rd keyReader, r row) (row,
 	return r.withSession(at, time.Duration(micros)*time.Microsecond, true), nil
 }
 
+// entrySessions is the sessions table whose renewals count as those of the
+// queue entries that name a session (liveEntry); "" unless the table has
+// sessions.
+func (s *spannerStore) entrySessions() string {
+	if !s.sessioned() {
+		return ""
+	}
+	return s.sessionsTable()
+}
+
 // sessionSelect is what a statement that reads row m selects of its
 // session se, to end its SELECT list (sessionJoin joins se); "" unless
 // the table has sessions.
@@ -113,4 +123,22 @@ func (c *scannedSession) dest(sessioned bool) []any {
 func (c *scannedSession) judge(r row) row {
 	r.Session = c.id.StringVal
 	return r.withSession(c.at.Time, time.Duration(c.micros.Int64)*time.Microsecond, c.at.Valid)
+}
+
+// renewThrough renews l as renew does, fenced, and in the same write makes
+// its row name session id, declaring sessionHeldLease; with id "", it
+// names none and declares the store's lease, the one l was granted with.
+func (s *spannerStore) renewThrough(ctx context.Context, l *Lease, id string) error {
+	session, lease := spanner.NullString{StringVal: id, Valid: id != ""}, s.lease
+	if id != "" {
+		lease = sessionHeldLease
+	}
+	ts, err := s.fencedUpdate(ctx, l, nil, func(_ context.Context, tx *spanner.ReadWriteTransaction) error {
+		return tx.BufferWrite([]*spanner.Mutation{spanner.Update(s.table, []string{"Name", "RenewedAt", "Session", "LeaseMicros"},
+			[]any{l.name, spanner.CommitTimestamp, session, lease.Microseconds()})})
+	})
+	if err == nil {
+		l.setRenewedAt(ts)
+	}
+	return err
 }

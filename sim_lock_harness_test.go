@@ -1170,8 +1170,11 @@ type simResult struct {
 	// sessionGrants counts the grants of leases held through a session;
 	// sessionLosses, those of them lost with their session.
 	sessionGrants, sessionLosses int
-	violations                   []string
-	trace                        []string
+	// sessionJoins counts the renewals that moved a lease granted renewed
+	// on its own into its Scope's session (sessionJoin).
+	sessionJoins int
+	violations   []string
+	trace        []string
 }
 
 // runSchedule runs schedule seed in a synctest bubble.
@@ -1277,7 +1280,7 @@ func runScheduleTraced(t *testing.T, seed uint64, rules simRules, full *[]string
 		h.sched.turn(simKey{"sim", "end", 0, 0})
 		res.turns, res.ties = h.sched.counts()
 		h.mu.Lock()
-		res.steps, res.grants = h.db.steps, h.grants
+		res.steps, res.grants, res.sessionJoins = h.db.steps, h.grants, h.db.joins
 		res.violations, res.trace = h.violations, h.trace
 		for _, hd := range h.holds {
 			if hd.lease.session != "" {

@@ -279,9 +279,9 @@ func (s pausedStore) renew(ctx context.Context, l *Lease) error {
 	return s.lockStore.renew(ctx, l)
 }
 
-func (s pausedStore) renewWaiter(ctx context.Context, name string, key queueKey) error {
+func (s pausedStore) renewWaiter(ctx context.Context, name string, key queueKey, session string) error {
 	s.p.wait()
-	return s.lockStore.renewWaiter(ctx, name, key)
+	return s.lockStore.renewWaiter(ctx, name, key, session)
 }
 
 // pausedAfterLeave is a lockStore whose leaves commit and then find the

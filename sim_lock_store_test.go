@@ -54,6 +54,8 @@ type simDB struct {
 	unlocked map[string]bool
 	// sessions holds the versions of each session's row (session.go).
 	sessions map[string][]simSession
+	// joins counts the renewals that moved a lease into a session.
+	joins int
 }
 
 // simSession is a committed version of a session's row.
@@ -75,6 +77,7 @@ type simEntry struct {
 	renewed  time.Time
 	lease    time.Duration
 	wakeAddr string
+	session  string // the session of the waiter's Scope it names, if any
 }
 
 // simClockTS is Spanner's clock in the simulation: virtual time in
@@ -133,17 +136,30 @@ func (d *simDB) judged(r row, t time.Time) row {
 	if r.Session == "" {
 		return r
 	}
-	vs := d.sessions[r.Session]
+	s, ok := d.sessionAt(r.Session, t)
+	return r.withSession(s.renewed, s.lease, ok)
+}
+
+// sessionAt returns session id's row as of Spanner time t, if it existed.
+func (d *simDB) sessionAt(id string, t time.Time) (simSession, bool) {
+	vs := d.sessions[id]
 	i, _ := slices.BinarySearchFunc(vs, t, func(v simSession, t time.Time) int {
 		if v.ts.After(t) {
 			return 1
 		}
 		return -1
 	})
-	if i == 0 {
-		return r.withSession(time.Time{}, 0, false)
+	if id == "" || i == 0 {
+		return simSession{}, false
 	}
-	return r.withSession(vs[i-1].renewed, vs[i-1].lease, true)
+	return vs[i-1], true
+}
+
+// entryRenewed is when entry e was last proved alive as of Spanner time t:
+// its own renewal or its session's, whichever is later (takes).
+func (d *simDB) entryRenewed(e *simEntry, t time.Time) time.Time {
+	s, _ := d.sessionAt(e.session, t)
+	return latest(e.renewed, s.renewed)
 }
 
 // writeSession writes a version of session id at commit timestamp ts.
@@ -191,7 +207,7 @@ func keyCmp(a, b queueKey) int {
 // not of the Scope of a holder silent past its declared lease.
 func (d *simDB) entryLive(e *simEntry, r row, now time.Time) bool {
 	ttl := waiterTTLFactor * holderLease(row{Lease: e.lease}, d.own)
-	if now.Sub(e.renewed) >= ttl {
+	if now.Sub(d.entryRenewed(e, now)) >= ttl {
 		return false
 	}
 	r.Now = now
@@ -262,13 +278,13 @@ func (d *simDB) handOn(name string, v row, from, skip string, ts time.Time, boun
 		end := min(len(q), (page+1)*handOffScan)
 		if bound {
 			for _, e := range q[page*handOffScan : end] {
-				now = latest(now, e.key.at, e.renewed)
+				now = latest(now, e.key.at, d.entryRenewed(e, ts))
 			}
 		}
 		for i := page * handOffScan; i < end; i++ {
 			e := q[i]
 			ttl := waiterTTLFactor * holderLease(row{Lease: e.lease}, d.own)
-			if now.Sub(e.renewed) < ttl && e.key.id != from && (skip == "" || scopeOf(e.key.id) != skip) {
+			if now.Sub(d.entryRenewed(e, ts)) < ttl && e.key.id != from && (skip == "" || scopeOf(e.key.id) != skip) {
 				d.queue[name] = slices.Delete(q, 0, i+1)
 				r := d.holder(name, v, e.owner, e.key.id, e.lease, "", ts)
 				return handOff{owner: e.owner, waiterID: e.key.id, wakeAddr: e.wakeAddr, token: r.Token}
@@ -467,7 +483,7 @@ func (c *simConn) acquireLock(ctx context.Context, name string, key queueKey, p 
 			res.decision = lockDecision{action: lockWait}
 			ts := d.commitTS()
 			d.insert(name, &simEntry{key: queueKey{at: ts, id: cl.leaseID}, owner: cl.owner, renewed: ts,
-				lease: p.lease.Truncate(time.Microsecond), wakeAddr: cl.wakeAddr})
+				lease: p.lease.Truncate(time.Microsecond), wakeAddr: cl.wakeAddr, session: cl.session})
 			res.key, res.view = queueKey{at: ts, id: cl.leaseID}, v
 			c.p.h.event(c.p.name, "acquireLock %s: queued at %s (ahead %d, row %s)", short(cl.leaseID), c.p.h.ts(ts), v.ahead, simRow(v.row))
 		default:
@@ -500,7 +516,7 @@ func (c *simConn) enqueue(ctx context.Context, name string, entries []queueInser
 			ts = c.db.commitTS()
 			for _, e := range entries {
 				c.db.insert(name, &simEntry{key: queueKey{at: ts, id: e.id}, owner: e.owner, renewed: ts,
-					lease: e.lease.Truncate(time.Microsecond), wakeAddr: e.wakeAddr})
+					lease: e.lease.Truncate(time.Microsecond), wakeAddr: e.wakeAddr, session: e.session})
 				c.p.h.event(c.p.name, "enqueue %s at %s", short(e.id), c.p.h.ts(ts))
 			}
 			return nil
@@ -537,11 +553,11 @@ func (c *simConn) findQueued(ctx context.Context, name, waiterID string) (queueK
 	return k, ok, err
 }
 
-func (c *simConn) renewWaiter(ctx context.Context, name string, key queueKey) error {
+func (c *simConn) renewWaiter(ctx context.Context, name string, key queueKey, session string) error {
 	_, err := c.call(ctx, "renewWaiter", true, false, func() error {
 		for _, e := range c.db.queue[name] {
 			if e.key == key {
-				e.renewed = c.db.commitTS()
+				e.renewed, e.session = c.db.commitTS(), session
 				return nil
 			}
 		}
@@ -649,6 +665,38 @@ func (c *simConn) renew(ctx context.Context, l *Lease) error {
 		v.RenewedAt = ts
 		d.write(l.name, ts, v)
 		l.setRenewedAt(ts)
+		return nil
+	})
+	var lost *leaseLostError
+	if errors.As(err, &lost) {
+		return lost
+	}
+	return err
+}
+
+var _ sessionRenewer = (*simConn)(nil)
+
+// renewThrough is renew that also makes the row name session id (and
+// declare sessionHeldLease), or none (and the process's lease) with "".
+func (c *simConn) renewThrough(ctx context.Context, l *Lease, id string) error {
+	_, err := c.call(ctx, "renewThrough", true, false, func() error {
+		d := c.db
+		v := d.raw(l.name)
+		if !d.rules.noFence && (!v.heldBy(l.id) || v.Token != l.token) {
+			c.p.h.event(c.p.name, "renewThrough token %d: lost (row %s)", l.token, simRow(v))
+			return l.lostTo(v)
+		}
+		ts := d.commitTS()
+		v.RenewedAt, v.Session, v.Lease = ts, id, c.p.lease.Truncate(time.Microsecond)
+		if id != "" {
+			v.Lease = sessionHeldLease
+		}
+		d.write(l.name, ts, v)
+		l.setRenewedAt(ts)
+		if id != "" {
+			d.joins++
+		}
+		c.p.h.event(c.p.name, "renewThrough token %d session %s at %s", l.token, short(id), c.p.h.ts(ts))
 		return nil
 	})
 	var lost *leaseLostError

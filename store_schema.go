@@ -53,7 +53,7 @@ func (s *spannerStore) checkSchema(ctx context.Context) error {
 	if queue.Name != "" {
 		missing = append(missing, missingColumns(columnTypes(queue), s.neededQueueColumns(d), s.queueTable()+".")...)
 	}
-	sessionsErr := s.checkSessions(d, have, sessions)
+	sessionsErr := s.checkSessions(d, have, columnTypes(queue), sessions)
 	if len(missing) > 0 {
 		slices.Sort(missing)
 		return &schemaError{Table: s.table, Problem: "does not have the columns spanmutex needs", Missing: missing, Dialect: d}
@@ -73,16 +73,23 @@ func (s *spannerStore) checkSchema(ctx context.Context) error {
 	return s.extraRequired(d, mutex, queue, sessions)
 }
 
+// sessionsReady reports whether a database whose mutex table and queue
+// have columns mutex and queue, and whose sessions table is sessions, can
+// hold rows and queue entries through sessions.
+func sessionsReady(mutex, queue map[string]string, sessions *sqldialect.Table) bool {
+	return mutex["Session"] != "" && queue["Session"] != "" && sessions.Name != ""
+}
+
 // checkSessions records in hasSessions whether the database has what
-// sessions need: the sessions table with its columns and the mutex table's
-// Session column (have: the mutex table's columns), typed as dialect d
-// types them. Sessions are optional: without the sessions table it returns
+// sessions need: the sessions table with its columns and the Session
+// column of the mutex table and of its queue (have, queue: their
+// columns), typed as dialect d types them. Sessions are optional: without the sessions table it returns
 // nil, whatever the Session column (a table of ours without it was made
 // before sessions; a table of the user's may have a Session column of its
 // own). A sessions table is meant for us, so once it exists an error
 // matching ErrSchema names its columns that are missing or mistyped, and a
 // Session column of another type.
-func (s *spannerStore) checkSessions(d ddl.Dialect, have map[string]string, sessions *sqldialect.Table) error {
+func (s *spannerStore) checkSessions(d ddl.Dialect, have, queue map[string]string, sessions *sqldialect.Table) error {
 	if sessions.Name == "" {
 		s.hasSessions.Store(false)
 		return nil
@@ -92,7 +99,10 @@ func (s *spannerStore) checkSessions(d ddl.Dialect, have map[string]string, sess
 	if got, want := have["Session"], d.MutexColumns()["Session"]; got != "" && got != want {
 		missing = append(missing, fmt.Sprintf("Session is %s, want %s", got, want))
 	}
-	s.hasSessions.Store(len(missing) == 0 && have["Session"] != "")
+	if got, want := queue["Session"], d.QueueColumns()["Session"]; got != "" && got != want {
+		missing = append(missing, fmt.Sprintf("%s.Session is %s, want %s", s.queueTable(), got, want))
+	}
+	s.hasSessions.Store(len(missing) == 0 && sessionsReady(have, queue, sessions))
 	if len(missing) == 0 {
 		return nil
 	}

@@ -174,16 +174,19 @@ func QueueColumns() map[string]string {
 		"WakeAddr":    "STRING(64)",
 		"Permits":     "INT64",
 		"Token":       "INT64",
+		"Session":     "STRING(36)",
 	}
 }
 
 // AddedQueueColumns returns the columns of QueueColumns that a queue table
 // may lack and still serve a Lock, with their types: only a Semaphore or
-// RWLock needs them. Upgrade adds them.
+// RWLock needs Permits and Token; Session serves the sessions of Scopes,
+// with the mutex table's Session column. Upgrade adds them.
 func AddedQueueColumns() map[string]string {
 	return map[string]string{
 		"Permits": "INT64",
 		"Token":   "INT64",
+		"Session": "STRING(36)",
 	}
 }
 
@@ -214,6 +217,7 @@ func upgradeGoogleSQL(table string) []string {
 		"ALTER TABLE " + table + QueueSuffix + " ADD COLUMN Permits INT64",
 		"ALTER TABLE " + table + QueueSuffix + " ADD COLUMN Token INT64",
 		"ALTER TABLE " + table + " ADD COLUMN Session STRING(36)",
+		"ALTER TABLE " + table + QueueSuffix + " ADD COLUMN Session STRING(36)",
 	}
 }
 

@@ -42,6 +42,7 @@ func TestUpgradeAddsTheDeclaredLease(t *testing.T) {
 		"ALTER TABLE LocksQueue ADD COLUMN Permits INT64",
 		"ALTER TABLE LocksQueue ADD COLUMN Token INT64",
 		"ALTER TABLE Locks ADD COLUMN Session STRING(36)",
+		"ALTER TABLE LocksQueue ADD COLUMN Session STRING(36)",
 	}, stmts[:len(stmts)-1])
 	assert.True(t, strings.HasPrefix(stmts[len(stmts)-1], "CREATE TABLE LocksSessions ("), "and the sessions table")
 	_, err = Upgrade("bad name")

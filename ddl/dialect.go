@@ -200,6 +200,7 @@ func upgradePG(table string) []string {
 		`ALTER TABLE "` + q + `" ADD COLUMN "Permits" bigint`,
 		`ALTER TABLE "` + q + `" ADD COLUMN "Token" bigint`,
 		`ALTER TABLE "` + table + `" ADD COLUMN "Session" varchar(36)`,
+		`ALTER TABLE "` + q + `" ADD COLUMN "Session" varchar(36)`,
 	}
 }
 

@@ -24,5 +24,8 @@ CREATE TABLE "MutexesQueue" (
   "Permits" bigint,
   -- A Semaphore's entry: its fencing token once granted, NULL while it waits.
   "Token" bigint,
+  -- The session of the waiter's Scope, if it has one: its renewals count as
+  -- the entry's.
+  "Session" varchar(36),
   PRIMARY KEY ("Name", "EnqueuedAt", "WaiterID")
 )

@@ -30,4 +30,8 @@ CREATE TABLE MutexesQueue (
   -- with, NULL while it waits. A granted entry is a holder: it is live
   -- while RenewedAt plus its declared lease has not passed.
   Token INT64,
+  -- The session of the waiter's Scope, if it has one (spanmutex.WithSessions):
+  -- the session's renewals then count as the entry's, so the waiter writes
+  -- nothing of its own while it waits. Added by 'spanmutex ddl --upgrade'.
+  Session STRING(36),
 ) PRIMARY KEY (Name, EnqueuedAt, WaiterID)

@@ -56,20 +56,25 @@ func TestSessionsTable(t *testing.T) {
 	assert.Equal(t, "spanner.commit_timestamp", PostgreSQL.SessionsColumns()["RenewedAt"])
 }
 
-// The mutex table has the nullable Session column, an optional one that
-// Upgrade adds, followed by the sessions table's CREATE TABLE.
+// The mutex table and its queue have the nullable Session column, an
+// optional one that Upgrade adds, followed by the sessions table's CREATE
+// TABLE.
 func TestSessionColumn(t *testing.T) {
 	assert.Equal(t, "STRING(36)", MutexColumns()["Session"])
 	assert.Equal(t, "STRING(36)", AddedMutexColumns()["Session"])
 	assert.Equal(t, "character varying(36)", PostgreSQL.MutexColumns()["Session"])
 	assert.Equal(t, "character varying(36)", PostgreSQL.AddedMutexColumns()["Session"])
+	assert.Equal(t, "STRING(36)", AddedQueueColumns()["Session"])
+	assert.Equal(t, "character varying(36)", PostgreSQL.QueueColumns()["Session"])
 	for _, c := range []struct {
-		d              Dialect
-		column, alter  string
-		createSessions string
+		d                         Dialect
+		column, alter, alterQueue string
+		createSessions            string
 	}{
-		{GoogleSQL, "  Session STRING(36),\n) PRIMARY KEY (Name)", "ALTER TABLE Locks ADD COLUMN Session STRING(36)", "CREATE TABLE LocksSessions ("},
-		{PostgreSQL, `  "Session" varchar(36),` + "\n" + `  PRIMARY KEY ("Name")`, `ALTER TABLE "Locks" ADD COLUMN "Session" varchar(36)`, `CREATE TABLE "LocksSessions" (`},
+		{GoogleSQL, "  Session STRING(36),\n) PRIMARY KEY (Name)", "ALTER TABLE Locks ADD COLUMN Session STRING(36)",
+			"ALTER TABLE LocksQueue ADD COLUMN Session STRING(36)", "CREATE TABLE LocksSessions ("},
+		{PostgreSQL, `  "Session" varchar(36),` + "\n" + `  PRIMARY KEY ("Name")`, `ALTER TABLE "Locks" ADD COLUMN "Session" varchar(36)`,
+			`ALTER TABLE "LocksQueue" ADD COLUMN "Session" varchar(36)`, `CREATE TABLE "LocksSessions" (`},
 	} {
 		t.Run(c.d.String(), func(t *testing.T) {
 			stmts, err := c.d.Statements("Locks")
@@ -77,12 +82,13 @@ func TestSessionColumn(t *testing.T) {
 			assert.Contains(t, stmts[0], c.column, "nullable, last")
 			up, err := c.d.Upgrade("Locks")
 			require.NoError(t, err)
-			require.Len(t, up, 10)
+			require.Len(t, up, 11)
 			assert.Equal(t, c.alter, up[8])
+			assert.Equal(t, c.alterQueue, up[9])
 			sessions, err := c.d.SessionsTable("Locks")
 			require.NoError(t, err)
-			assert.Equal(t, stripComments(sessions), up[9], "the whole table, comments stripped")
-			assert.True(t, strings.HasPrefix(up[9], c.createSessions), up[9])
+			assert.Equal(t, stripComments(sessions), up[10], "the whole table, comments stripped")
+			assert.True(t, strings.HasPrefix(up[10], c.createSessions), up[10])
 		})
 	}
 }
