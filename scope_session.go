@@ -12,10 +12,13 @@ import "time"
 // through it, each signalled by Lease.Done.
 //
 // A Lock of the Scope holds through the session a lock it takes while
-// free or takes over; a lock handed to it by another holder's Unlock is
-// renewed on its own, as without sessions. The table needs the Session
-// column and the sessions table (spanmutex ddl --upgrade adds them);
-// where it has them not, the Scope's Locks hold as without sessions.
+// free or takes over; a lock handed to it by another holder's Unlock joins
+// the session at its first renewal. A waiting Lock call's queue entry
+// names the session, whose renewals keep it live: the call writes no
+// renewal of its own while it waits. The table needs the Session columns
+// of the mutex table and its queue, and the sessions table (spanmutex ddl
+// --upgrade adds them); where it has them not, the Scope's Locks hold and
+// wait as without sessions.
 //
 // A row held through a session declares a lease of a century, so that a
 // process of an older spanmutex, which does not read sessions, never takes
