@@ -1173,8 +1173,11 @@ type simResult struct {
 	// sessionJoins counts the renewals that moved a lease granted renewed
 	// on its own into its Scope's session (sessionJoin).
 	sessionJoins int
-	violations   []string
-	trace        []string
+	// keptBySession counts the hand-offs to entries past their own time
+	// to live, live by their session's renewals.
+	keptBySession int
+	violations    []string
+	trace         []string
 }
 
 // runSchedule runs schedule seed in a synctest bubble.
@@ -1280,7 +1283,7 @@ func runScheduleTraced(t *testing.T, seed uint64, rules simRules, full *[]string
 		h.sched.turn(simKey{"sim", "end", 0, 0})
 		res.turns, res.ties = h.sched.counts()
 		h.mu.Lock()
-		res.steps, res.grants, res.sessionJoins = h.db.steps, h.grants, h.db.joins
+		res.steps, res.grants, res.sessionJoins, res.keptBySession = h.db.steps, h.grants, h.db.joins, h.db.keptBySession
 		res.violations, res.trace = h.violations, h.trace
 		for _, hd := range h.holds {
 			if hd.lease.session != "" {

@@ -54,8 +54,9 @@ type simDB struct {
 	unlocked map[string]bool
 	// sessions holds the versions of each session's row (session.go).
 	sessions map[string][]simSession
-	// joins counts the renewals that moved a lease into a session.
-	joins int
+	// joins counts the renewals that moved a lease into a session;
+	// keptBySession, the hand-offs to entries live only by their session.
+	joins, keptBySession int
 }
 
 // simSession is a committed version of a session's row.
@@ -285,6 +286,9 @@ func (d *simDB) handOn(name string, v row, from, skip string, ts time.Time, boun
 			e := q[i]
 			ttl := waiterTTLFactor * holderLease(row{Lease: e.lease}, d.own)
 			if now.Sub(d.entryRenewed(e, ts)) < ttl && e.key.id != from && (skip == "" || scopeOf(e.key.id) != skip) {
+				if now.Sub(e.renewed) >= ttl {
+					d.keptBySession++
+				}
 				d.queue[name] = slices.Delete(q, 0, i+1)
 				r := d.holder(name, v, e.owner, e.key.id, e.lease, "", ts)
 				return handOff{owner: e.owner, waiterID: e.key.id, wakeAddr: e.wakeAddr, token: r.Token}

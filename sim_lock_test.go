@@ -179,13 +179,13 @@ func simSeedRange(t *testing.T) testutil.Seeds {
 // returns what they found, failing seeds in seed order.
 func simRun(t *testing.T, seeds testutil.Seeds, rules simRules, workers int) (schedules, steps int64, failed []simResult) {
 	var (
-		next                                          atomic.Uint64
-		nSched                                        atomic.Int64
-		nSteps                                        atomic.Int64
-		nSessionGrants, nSessionLosses, nSessionJoins atomic.Int64
-		busiest                                       atomic.Int64
-		mu                                            sync.Mutex
-		results                                       []simResult
+		next                                                          atomic.Uint64
+		nSched                                                        atomic.Int64
+		nSteps                                                        atomic.Int64
+		nSessionGrants, nSessionLosses, nSessionJoins, nKeptBySession atomic.Int64
+		busiest                                                       atomic.Int64
+		mu                                                            sync.Mutex
+		results                                                       []simResult
 	)
 	next.Store(seeds.First)
 	inWorkers(workers, func() {
@@ -200,6 +200,7 @@ func simRun(t *testing.T, seeds testutil.Seeds, rules simRules, workers int) (sc
 			nSessionGrants.Add(int64(res.sessionGrants))
 			nSessionLosses.Add(int64(res.sessionLosses))
 			nSessionJoins.Add(int64(res.sessionJoins))
+			nKeptBySession.Add(int64(res.keptBySession))
 			for b := busiest.Load(); int64(res.busiest) > b && !busiest.CompareAndSwap(b, int64(res.busiest)); b = busiest.Load() {
 			}
 			if len(res.violations) > 0 {
@@ -211,7 +212,8 @@ func simRun(t *testing.T, seeds testutil.Seeds, rules simRules, workers int) (sc
 	})
 	slices.SortFunc(results, func(a, b simResult) int { return cmp.Compare(a.seed, b.seed) })
 	t.Logf("effort: the busiest process made %d Spanner calls in one virtual second (inv12)", busiest.Load())
-	t.Logf("sessions: %d grants through a session, %d of them lost with it; %d leases joined a session at a renewal", nSessionGrants.Load(), nSessionLosses.Load(), nSessionJoins.Load())
+	t.Logf("sessions: %d grants through a session, %d of them lost with it; %d leases joined a session at a renewal; %d hand-offs to entries live only by their session",
+		nSessionGrants.Load(), nSessionLosses.Load(), nSessionJoins.Load(), nKeptBySession.Load())
 	return nSched.Load(), nSteps.Load(), results
 }
 
