@@ -183,10 +183,19 @@ func (l *Lock) release(ctx context.Context, ll *localLock, lease *Lease) error {
 	uncertain := false
 	for {
 		sent := l.cfg.clock.Now()
-		to, err := gated(ctx, ll, func() (handOff, error) { return l.store.unlock(ctx, lease) })
+		settled := false
+		to, err := gated(ctx, ll, func() (handOff, error) {
+			to, err := l.store.unlock(ctx, lease)
+			if err == nil {
+				settled = l.settleAtGate(ll, lease.id, to, sent)
+			}
+			return to, err
+		})
 		if err == nil {
 			l.cfg.logger.Debug("unlocked", "token", lease.token, "handed_to", to.owner)
-			l.handedOn(ll, lease.id, to, sent)
+			if !settled {
+				l.handedOn(ll, lease.id, to, sent)
+			}
 			return nil
 		}
 		if errors.Is(err, ErrLeaseLost) {
@@ -244,12 +253,34 @@ func (l *Lock) ownUnlock(ctx context.Context, lease *Lease, lost *leaseLostError
 	return err == nil && !then.heldBy(lease.id)
 }
 
+// settleAtGate is handedOn for a caller that holds the Scope's gate for
+// the lock, just after the commit that handed the lock on: unless the
+// waiter handed the lock is an orphan of our Scope (handedOn hands it on
+// for it, with Spanner calls, after the gate), it records and wakes as
+// handedOn does, and reports that it did. Under the gate, a contender of
+// the Scope that reads whether the lock is held here (heldInScope) sees
+// the hand-off settled or not yet made, the same on every run of a
+// simulated schedule.
+func (l *Lock) settleAtGate(ll *localLock, id string, to handOff, sent time.Time) bool {
+	if l.orphanOf(to) {
+		return false
+	}
+	l.settle(ll, id, to, sent)
+	return true
+}
+
+// orphanOf reports whether to is a hand-off to a waiter of our Scope whose
+// call returned, leaving an entry behind.
+func (l *Lock) orphanOf(to handOff) bool {
+	return to.waiterID != "" && scopeOf(to.waiterID) == l.scope.id && l.scope.wakes.orphaned(to.waiterID, to.token, l.cfg.clock.Now())
+}
+
 // handedOn records in ll that lease id left the lock, handed (by an
 // unlock or a leave whose transaction was sent at local time sent) to the
 // waiter to says, and wakes that waiter if it waits in this Lock's Scope.
 func (l *Lock) handedOn(ll *localLock, id string, to handOff, sent time.Time) {
 	for range maxOrphans {
-		if to.waiterID == "" || scopeOf(to.waiterID) != l.scope.id || !l.scope.wakes.orphaned(to.waiterID, to.token, l.cfg.clock.Now()) {
+		if !l.orphanOf(to) {
 			break
 		}
 		// A waiter of our Scope whose call returned and left an entry
@@ -267,11 +298,22 @@ func (l *Lock) handedOn(ll *localLock, id string, to handOff, sent time.Time) {
 		l.scope.wakes.adopted(to.waiterID)
 		id, to, sent = to.waiterID, next, before
 	}
+	l.settle(ll, id, to, sent)
+}
+
+// settle records in ll that lease id left the lock, handed to the waiter
+// to says (nobody: freed) by a transaction sent at local time sent, and
+// wakes that waiter if it waits in this Lock's Scope.
+func (l *Lock) settle(ll *localLock, id string, to handOff, sent time.Time) {
 	switch {
 	case to.waiterID != "" && l.scope.wakes.wake(to.waiterID, wakeUp{sent: sent, token: to.token, at: to.at, owner: to.owner}):
 		ll.release(id, to.waiterID)
 	case to.waiterID != "":
-		if to.wakeAddr != "" {
+		// A waiter of our Scope that the board does not know has returned
+		// (registered for its whole call): with this lease, found by its
+		// own read, or without it, leaving no entry (else it is an orphan,
+		// above). A datagram to ourselves would tell nobody.
+		if to.wakeAddr != "" && scopeOf(to.waiterID) != l.scope.id {
 			l.scope.sendWake(context.Background(), to.wakeAddr, to.waiterID, to.at)
 		}
 		ll.handAway(id)

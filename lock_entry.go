@@ -245,8 +245,15 @@ func (w *waiter) toldHandedInScope() bool {
 func (w *waiter) handOn(ctx context.Context) error {
 	l := w.lock
 	sent := w.now()
-	to, err := gated(ctx, w.local, func() (handOff, error) { return w.st.leave(ctx, l.name, w.id) })
-	if err == nil {
+	settled := false
+	to, err := gated(ctx, w.local, func() (handOff, error) {
+		to, err := w.st.leave(ctx, l.name, w.id)
+		if err == nil {
+			settled = l.settleAtGate(w.local, w.id, to, sent)
+		}
+		return to, err
+	})
+	if err == nil && !settled {
 		l.handedOn(w.local, w.id, to, sent)
 	}
 	return err

@@ -417,15 +417,22 @@ func (w *waiter) attempt(ctx context.Context, sent time.Time, join bool) (acquir
 	octx, cancel := detached(ctx, w.lock.cfg.finishTimeout)
 	defer cancel()
 	w.sessionNow(octx)
+	settled := false
 	res, err := gated(ctx, w.local, func() (acquireResult, error) {
-		return w.st.acquireLock(octx, w.lock.name, w.key, w.pol, w.claim(join), join)
+		res, err := w.st.acquireLock(octx, w.lock.name, w.key, w.pol, w.claim(join), join)
+		if err == nil && res.decision.action == lockPassOn {
+			// We handed a silent holder's lock on: wake whom we handed it to.
+			settled = w.lock.settleAtGate(w.local, "", res.handed, sent)
+		}
+		if res.lease != nil {
+			w.local.hold(w.id) // at the gate (heldInScope), before doneAcquiring: no moment when neither shows
+		}
+		return res, err
 	})
-	if err == nil && res.decision.action == lockPassOn {
-		// We handed a silent holder's lock on: wake whom we handed it to.
+	if err == nil && res.decision.action == lockPassOn && !settled {
 		w.lock.handedOn(w.local, "", res.handed, sent)
 	}
 	if res.lease != nil {
-		w.local.hold(w.id) // before doneAcquiring: no moment when neither shows
 		res.lease.anchor = sent
 		w.lock.cfg.logger.Debug("lock: acquired", "token", res.lease.token, "takeover", res.lease.takeover)
 	}
@@ -479,7 +486,7 @@ func (w *waiter) await(ctx context.Context, v lockView, d lockDecision, sent tim
 	}
 	var gone *departure
 	if v.State == StateStarted && d.wait > 0 {
-		if local, ch := w.local.heldLocally(v.LeaseID); local {
+		if local, ch := w.heldInScope(ctx, v.LeaseID); local {
 			// Its Unlock wakes us if it hands us the lock, and gone closes
 			// if the lock leaves the Scope: no need to poll. We still read
 			// by the time our entry is due for renewal, and when a takeover
@@ -489,6 +496,24 @@ func (w *waiter) await(ctx context.Context, v lockView, d lockDecision, sent tim
 	}
 	w.lock.cfg.logger.Debug("lock: waiting", "for", interval)
 	return w.sleepBehind(ctx, interval, gone)
+}
+
+// heldInScope is heldLocally, read holding the Scope's gate for the lock:
+// a contender of the Scope that was granted the lock marks it held under
+// the gate, and may be waiting for it as we let it go after a call of
+// ours; reading at the gate, we see its mark (or its absence) the same way
+// on every run of a simulated schedule, not as the runtime orders two
+// goroutines. Without the gate (ctx ended), it reports not held.
+func (w *waiter) heldInScope(ctx context.Context, id string) (bool, *departure) {
+	type held struct {
+		local bool
+		gone  *departure
+	}
+	h, _ := gated(ctx, w.local, func() (held, error) {
+		local, gone := w.local.heldLocally(id)
+		return held{local, gone}, nil
+	})
+	return h.local, h.gone
 }
 
 // sleepBehind sleeps as sleep does, behind a holder of our Scope that gone
