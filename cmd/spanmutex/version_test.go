@@ -48,7 +48,7 @@ func TestDDLUpgrade(t *testing.T) {
 	want := "ALTER TABLE Locks ADD COLUMN LeaseMicros INT64;\n\nALTER TABLE Locks ADD COLUMN Version STRING(256);\n\nALTER TABLE Locks ADD COLUMN Queued BOOL;\n\n" +
 		"ALTER TABLE LocksQueue ADD COLUMN LeaseMicros INT64;\n\nALTER TABLE LocksQueue ADD COLUMN WakeAddr STRING(64);\n\n" +
 		"ALTER TABLE Locks ADD COLUMN Permits INT64;\n\nALTER TABLE LocksQueue ADD COLUMN Permits INT64;\n\nALTER TABLE LocksQueue ADD COLUMN Token INT64;\n\n" +
-		"ALTER TABLE Locks ADD COLUMN Session STRING(36);\n\n" +
+		"ALTER TABLE Locks ADD COLUMN Session STRING(36);\n\nALTER TABLE LocksQueue ADD COLUMN Session STRING(36);\n\n" +
 		"CREATE TABLE LocksSessions (\n  SessionID STRING(36) NOT NULL,\n  Owner STRING(256),\n" +
 		"  CreatedAt TIMESTAMP NOT NULL OPTIONS (allow_commit_timestamp = true),\n  RenewedAt TIMESTAMP NOT NULL OPTIONS (allow_commit_timestamp = true),\n" +
 		"  LeaseMicros INT64 NOT NULL,\n) PRIMARY KEY (SessionID),\n  ROW DELETION POLICY (OLDER_THAN(RenewedAt, INTERVAL 1 DAY));\n"
