@@ -183,6 +183,7 @@ func simRun(t *testing.T, seeds testutil.Seeds, rules simRules, workers int) (sc
 		nSched                         atomic.Int64
 		nSteps                         atomic.Int64
 		nSessionGrants, nSessionLosses atomic.Int64
+		nObserved, nSessionTerms       atomic.Int64
 		busiest                        atomic.Int64
 		mu                             sync.Mutex
 		results                        []simResult
@@ -199,6 +200,8 @@ func simRun(t *testing.T, seeds testutil.Seeds, rules simRules, workers int) (sc
 			nSteps.Add(int64(res.steps))
 			nSessionGrants.Add(int64(res.sessionGrants))
 			nSessionLosses.Add(int64(res.sessionLosses))
+			nObserved.Add(int64(res.observed))
+			nSessionTerms.Add(int64(res.sessionTerms))
 			for b := busiest.Load(); int64(res.busiest) > b && !busiest.CompareAndSwap(b, int64(res.busiest)); b = busiest.Load() {
 			}
 			if len(res.violations) > 0 {
@@ -211,6 +214,7 @@ func simRun(t *testing.T, seeds testutil.Seeds, rules simRules, workers int) (sc
 	slices.SortFunc(results, func(a, b simResult) int { return cmp.Compare(a.seed, b.seed) })
 	t.Logf("effort: the busiest process made %d Spanner calls in one virtual second (inv12)", busiest.Load())
 	t.Logf("sessions: %d grants through a session, %d of them lost with it", nSessionGrants.Load(), nSessionLosses.Load())
+	t.Logf("election: the observer reported %d terms, %d of them held through a session (inv11)", nObserved.Load(), nSessionTerms.Load())
 	return nSched.Load(), nSteps.Load(), results
 }
 
