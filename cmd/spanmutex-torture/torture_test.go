@@ -131,6 +131,50 @@ func TestTortureMismatched(t *testing.T) {
 	}
 }
 
+// With --sessions, half the clients hold their locks through their
+// Scope's session, beside the others, pauses taking both over; the
+// sessions are renewed and the history checks clean. On the tests'
+// emulator.
+func TestTortureSessions(t *testing.T) {
+	code, stdout, stderr := tortureOnTestsEmulator(t, "--duration", fmt.Sprintf("%ds", testutil.Scale(3, 8)), "--clients", "4", "--locks", "1", "--lease", "300ms",
+		"--faults", "mismatched,pause", "--progress", "0", "--sessions")
+	if code != cmdline.ExitOK || stderr != "" {
+		t.Fatalf("exit %d; stdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	for _, want := range []string{"Scopes WithSessions: c1, c3.\n", "Violations: 0\n"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("stdout does not contain %q:\n%s", want, stdout)
+		}
+	}
+	m := regexp.MustCompile(`Sessions: c1, c3 held through their Scope's session: (\d+) sessions started, (\d+) session renewals`).FindStringSubmatch(stdout)
+	if m == nil || m[1] == "0" || m[2] == "0" {
+		t.Fatalf("no session started and renewed:\n%s", stdout)
+	}
+	t.Log(m[0])
+}
+
+// --sessions gives sessions to every other client, the pattern shifted
+// every four, so that each lease of the mismatched fault is declared with
+// and without.
+func TestTortureSessionClients(t *testing.T) {
+	o := &tortureOptions{}
+	for i := range 9 {
+		if o.sessionClient(i) {
+			t.Errorf("without --sessions, client %d has sessions", i)
+		}
+	}
+	o.sessions = true
+	var got []int
+	for i := range 9 {
+		if o.sessionClient(i) {
+			got = append(got, i+1)
+		}
+	}
+	if want := []int{1, 3, 6, 8, 9}; !slices.Equal(got, want) {
+		t.Errorf("clients with sessions: c%v, want c%v", got, want)
+	}
+}
+
 // Only the mismatched fault gives clients other leases.
 func TestTortureClientLease(t *testing.T) {
 	o := &tortureOptions{lease: 2 * time.Second}
