@@ -60,7 +60,9 @@ const defaultObserveEvery = 100 * time.Millisecond
 // WithOwner: a candidate's owner identity is the value it campaigns with.
 // Its lease is the lease a leader declares; pass WithScope(ListenScope(...))
 // to be woken at once when leadership is handed over to it from another
-// process. Every error wraps ErrInvalidConfig.
+// process, and WithScope(NewScope(WithSessions())) to hold a term won while
+// nobody led (or by takeover) through the Scope's session, with the
+// Scope's locks, at one renewal for all. Every error wraps ErrInvalidConfig.
 func NewElection(client *spanner.Client, name string, opts ...ElectionOption) (*Election, error) {
 	if client == nil {
 		return nil, errNilClient("NewElection")
