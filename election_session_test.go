@@ -18,7 +18,8 @@ import (
 // candidate leads with the next token. A leader whose process dies (its
 // client closed: nothing is renewed any more) is no leader once its
 // session has lapsed: Leader, in another process, judges the term by the
-// session, not by the century the row declares.
+// session, not by the century the row declares, and the cut-off leader's
+// Leadership ends.
 func TestElectionHeldThroughASession(t *testing.T) {
 	needEmulator(t)
 	t.Parallel() // waits out leases beside the other tests that do
@@ -85,15 +86,22 @@ func TestElectionHeldThroughASession(t *testing.T) {
 		info, err = watcher.Leader(ctx)
 		require.NoError(t, err)
 		assert.Equal(t, "d", info.Value)
-		dying.Close() // the leader's process dies: neither the session nor the term is renewed again
 		died := time.Now()
+		dying.Close() // the leader's process dies: neither the session nor the term is renewed again
+		t.Logf("the dying client's Close took %v", time.Since(died).Round(time.Millisecond))
 		waitFor(t, 4*lease, "Leader to see the term end with its session", func() bool {
 			_, err := watcher.Leader(ctx)
 			return err != nil
 		})
-		t.Logf("Leader reported no leader %v after the leader's process died (lease %v)", time.Since(died).Round(time.Millisecond), lease)
+		t.Logf("Leader reported no leader %v after the leader's client began to close (lease %v)", time.Since(died).Round(time.Millisecond), lease)
 		_, err = watcher.Leader(ctx)
 		assert.ErrorIs(t, err, ErrNoLeader)
+		select { // cut off from Spanner, the leader learns of the loss by its own clock
+		case <-ld.Context().Done():
+			assert.ErrorIs(t, context.Cause(ld.Context()), ErrLeaseLost)
+		case <-time.After(2 * lease):
+			t.Fatal("the dead leader's Leadership did not end")
+		}
 
 		var got []string
 		for _, want := range []LeaderInfo{
