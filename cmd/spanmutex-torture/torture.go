@@ -72,7 +72,11 @@ one session row per client, renewed by one Commit every third of the lease
 others renew each lock on their own, so locks pass between both kinds of
 holder. The history's checks see lock rows' renewals, not sessions': a lease
 held through a session is judged silent from its acquisition, which makes
-the takeover check weaker for it, never wrong.
+their takeover check weaker for it, never wrong. A check of its own,
+session-takeover, holds each takeover of a lease held through a session to
+the lease its holder declared, counted from the later of its acquisition
+and its session's last write before the takeover (both seen on the
+session clients' wire, by commit timestamps).
 
 The history is then checked (see internal/history): a linearizability check of
 each name with porcupine against a model of what Spanner may commit, and direct
@@ -409,14 +413,14 @@ func (t *torture) run(ctx context.Context, stopSignals func()) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	t.report(rep, ops, written)
+	sessionViolations := t.report(rep, ops, written)
 	t.out.Printf("Elapsed: %v (workload %v, check %v)\n", time.Since(t.began).Round(100*time.Millisecond),
 		workload.Round(100*time.Millisecond), checked.Round(100*time.Millisecond))
 	if interrupted {
 		t.out.Printf("Stopped early by a signal.\n")
 		return false, nil
 	}
-	return rep.OK(), nil
+	return rep.OK() && sessionViolations == 0, nil
 }
 
 // runWorkload runs the clients, and the pauses and progress reports, until
@@ -492,17 +496,19 @@ func (t *torture) check(ctx context.Context, ops []history.Op) (*history.Report,
 }
 
 // report prints the report, and where the history is: written already, or
-// written now to a temporary file because a check failed.
-func (t *torture) report(rep *history.Report, ops []history.Op, written string) {
+// written now to a temporary file because a check failed. It returns the
+// violations of the sessions' check (writeSessions), which rep does not
+// count.
+func (t *torture) report(rep *history.Report, ops []history.Op, written string) (sessionViolations int) {
 	var b strings.Builder
 	rep.WriteOperations(&b)
 	t.writeFaults(&b)
-	t.writeSessions(&b, ops)
+	sessionViolations = t.writeSessions(&b, ops)
 	rep.WriteChecks(&b)
 	rep.WriteLiveness(&b)
 	rep.WriteViolations(&b)
 	t.out.Printf("%s", b.String())
-	if written == "" && !rep.OK() {
+	if written == "" && (!rep.OK() || sessionViolations > 0) {
 		f, err := os.CreateTemp("", "spanmutex-torture-history-*.jsonl")
 		if err == nil {
 			written = f.Name()
@@ -517,6 +523,7 @@ func (t *torture) report(rep *history.Report, ops []history.Op, written string) 
 	if written != "" {
 		t.out.Printf("History: %s (%d operations, JSON lines)\n", written, len(ops))
 	}
+	return sessionViolations
 }
 
 // writeHistory writes ops to path, as JSON lines.
