@@ -135,14 +135,20 @@ func TestTortureMismatched(t *testing.T) {
 // With --sessions, half the clients hold their locks through their
 // Scope's session, beside the others, pauses taking both over; the
 // sessions are renewed and the history checks clean. On the tests'
-// emulator.
+// emulator, on a database of each dialect.
 func TestTortureSessions(t *testing.T) {
+	for _, dialect := range []string{"googlesql", "postgresql"} {
+		t.Run(dialect, func(t *testing.T) { tortureSessions(t, dialect) })
+	}
+}
+
+func tortureSessions(t *testing.T, dialect string) {
 	code, stdout, stderr := tortureOnTestsEmulator(t, "--duration", fmt.Sprintf("%ds", testutil.Scale(3, 8)), "--clients", "4", "--locks", "1", "--lease", "300ms",
-		"--faults", "mismatched,pause", "--progress", "0", "--sessions")
+		"--faults", "mismatched,pause", "--progress", "0", "--sessions", "--dialect", dialect)
 	if code != cmdline.ExitOK || stderr != "" {
 		t.Fatalf("exit %d; stdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
-	for _, want := range []string{"Scopes WithSessions: c1, c3.\n", "  session-takeover  ok  ", "Violations: 0\n"} {
+	for _, want := range []string{"(" + dialect + "); opened 4 clients", "Scopes WithSessions: c1, c3.\n", "  session-takeover  ok  ", "Violations: 0\n"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("stdout does not contain %q:\n%s", want, stdout)
 		}
