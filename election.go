@@ -32,9 +32,14 @@ type Election struct {
 	opts   []LockOption // of the Lock each Campaign makes, without the owner
 	cfg    config
 	sp     *spannerStore // its Campaigns share its dialect
-	// rows is what Leader and Observe read the row's present and history
-	// with: sp, or the simulation's store.
+	// rows is what Observe reads the row's present and history with: sp,
+	// or the simulation's store. It does not read sessions: Observe
+	// reports the terms it sees held, alive or not, at one read a poll.
 	rows historyReader
+	// live is what Leader reads the row with: a store of the Scope's that
+	// learns whether the table has sessions (marks), so that a term held
+	// through one is judged by it, not by the century its row declares.
+	live *spannerStore
 
 	// observeEvery is how often Observe reads the row (defaultObserveEvery);
 	// tests lengthen it to exercise how Observe finds the terms in between.
@@ -55,7 +60,9 @@ const defaultObserveEvery = 100 * time.Millisecond
 // WithOwner: a candidate's owner identity is the value it campaigns with.
 // Its lease is the lease a leader declares; pass WithScope(ListenScope(...))
 // to be woken at once when leadership is handed over to it from another
-// process. Every error wraps ErrInvalidConfig.
+// process, and WithScope(NewScope(WithSessions())) to hold a term won while
+// nobody led (or by takeover) through the Scope's session, with the
+// Scope's locks, at one renewal for all. Every error wraps ErrInvalidConfig.
 func NewElection(client *spanner.Client, name string, opts ...ElectionOption) (*Election, error) {
 	if client == nil {
 		return nil, errNilClient("NewElection")
@@ -72,7 +79,9 @@ func NewElection(client *spanner.Client, name string, opts ...ElectionOption) (*
 		lockOpts = append(lockOpts, o)
 	}
 	lockOpts = append(lockOpts, WithScope(cfg.scope))
-	return &Election{client: client, name: name, opts: lockOpts, cfg: cfg, sp: sp, rows: sp,
+	live := cfg.newStore(client)
+	live.shared = cfg.scope // what its Locks learnt of the table's columns
+	return &Election{client: client, name: name, opts: lockOpts, cfg: cfg, sp: sp, rows: sp, live: live,
 		observeEvery: defaultObserveEvery}, nil
 }
 
@@ -148,9 +157,11 @@ type LeaderInfo struct {
 
 // Leader returns the current leader, read with a strong read: the leader
 // whose lease had not run out at the read's timestamp, by Spanner's clock.
-// It returns an error matching ErrNoLeader when nobody leads (no candidate
-// has led yet, the last leader resigned with nobody waiting, or its lease ran
-// out unrenewed).
+// A term held through a session (WithSessions) is live while its session
+// is, as for every contender (doc/design.md, section 5.3). It returns an
+// error matching ErrNoLeader when nobody leads (no candidate has led yet,
+// the last leader resigned with nobody waiting, or its lease or session
+// ran out unrenewed).
 func (e *Election) Leader(ctx context.Context) (LeaderInfo, error) {
 	if ctx == nil {
 		return LeaderInfo{}, errNilContext
@@ -158,7 +169,8 @@ func (e *Election) Leader(ctx context.Context) (LeaderInfo, error) {
 	if err := e.made(); err != nil {
 		return LeaderInfo{}, err
 	}
-	r, err := e.rows.read(ctx, e.name)
+	e.live.marks(ctx) // whether to read the row's session; a failed check reads without, as before sessions
+	r, err := e.live.read(ctx, e.name)
 	if err != nil {
 		return LeaderInfo{}, err
 	}

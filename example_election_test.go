@@ -140,3 +140,47 @@ func ExampleElection_Run() {
 	// Run returned: <nil>
 	// nobody leads now: true
 }
+
+// A replica whose Scope is made WithSessions holds its leadership and the
+// locks it takes through one session: the term and every lock are kept
+// alive by the session's one Commit every third of the lease, and losing
+// the session ends the term (its Context) with the locks. Leader, in any
+// process, judges the term by the session.
+func ExampleElection_withSessions() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	emu, err := emulator.Start(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer emu.Close()
+
+	replica := spanmutex.NewScope(spanmutex.WithSessions())
+	e, err := spanmutex.NewElection(emu.Client(), "scheduler", spanmutex.WithScope(replica))
+	if err != nil {
+		log.Fatal(err)
+	}
+	ld, err := e.Campaign(ctx, "10.0.0.1:8080")
+	if err != nil {
+		log.Fatal(err)
+	}
+	shard, err := spanmutex.NewLock(emu.Client(), "shards/0", spanmutex.WithScope(replica))
+	if err != nil {
+		log.Fatal(err)
+	}
+	if _, err := shard.Lock(ctx); err != nil {
+		log.Fatal(err)
+	}
+	leader, err := e.Leader(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("leader %s, token %d, holding shards/0\n", leader.Value, leader.Token)
+	if err := shard.Unlock(ctx); err != nil {
+		log.Fatal(err)
+	}
+	if err := ld.Resign(ctx); err != nil {
+		log.Fatal(err)
+	}
+	// Output: leader 10.0.0.1:8080, token 1, holding shards/0
+}

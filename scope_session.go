@@ -18,7 +18,8 @@ import "time"
 // renewal of its own while it waits. The table needs the Session columns
 // of the mutex table and its queue, and the sessions table (spanmutex ddl
 // --upgrade adds them); where it has them not, the Scope's Locks hold and
-// wait as without sessions.
+// wait as without sessions. An Election given the Scope (WithScope) holds
+// its terms the same way: it is a Lock.
 //
 // A row held through a session declares a lease of a century, so that a
 // process of an older spanmutex, which does not read sessions, never takes

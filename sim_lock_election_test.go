@@ -9,6 +9,9 @@ package spanmutex
 // observer process runs it beside the contenders in every schedule (from
 // a stream of its own: the contenders' schedules stay as they were), and
 // what it reported is checked against the row's versions (inv11).
+// Where the schedule draws sessions (stream 0x5e5510), terms are held
+// through them, and lost with them; the run counts the terms the observer
+// reported that were (simResult.sessionTerms).
 
 import (
 	"context"
@@ -104,10 +107,12 @@ func (o *simObserver) stop() {
 }
 
 // simTerm is a leadership term as the row's versions show it: its token,
-// value and start, and the Spanner time from which the row showed it held.
+// value and start, the Spanner time from which the row showed it held,
+// and whether it was held through a session.
 type simTerm struct {
-	info LeaderInfo
-	from time.Time
+	info    LeaderInfo
+	from    time.Time
+	session bool
 }
 
 // terms returns the terms of the lock's row, in token order, and the token
@@ -118,7 +123,7 @@ func (d *simDB) terms(name string, t time.Time) (terms []simTerm, heldAt int64) 
 			continue
 		}
 		if n := len(terms); n == 0 || terms[n-1].info.Token != v.r.Token {
-			terms = append(terms, simTerm{info: termOf(v.r), from: v.ts})
+			terms = append(terms, simTerm{info: termOf(v.r), from: v.ts, session: v.r.Session != ""})
 		}
 	}
 	if r := d.at(name, t); r.State == StateStarted {
@@ -130,14 +135,15 @@ func (d *simDB) terms(name string, t time.Time) (terms []simTerm, heldAt int64) 
 // checkObserved checks what o reported (inv11): the term held at its first
 // read, then every term that began after it, in token order, each once,
 // with the value and start the row shows; and none missing up to its last
-// read whose terms it had reported. Call once o stopped.
-func (h *simHarness) checkObserved(o *simObserver) {
+// read whose terms it had reported. It returns how many of the terms it
+// reported were held through a session. Call once o stopped.
+func (h *simHarness) checkObserved(o *simObserver) (sessionTerms int) {
 	h.db.mu.Lock()
 	defer h.db.mu.Unlock()
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if o.first.IsZero() {
-		return
+		return 0
 	}
 	first, upTo := o.first, o.upTo
 	terms, heldAtFirst := h.db.terms(simName, first)
@@ -159,13 +165,17 @@ func (h *simHarness) checkObserved(o *simObserver) {
 		}
 		if i == len(want) || want[i].info != got {
 			h.violateLocked("inv11: the observer reported %+v, which is no term it should report next (%s)", got, h.wantedLocked(want, i))
-			return
+			return sessionTerms
+		}
+		if want[i].session {
+			sessionTerms++
 		}
 		i++
 	}
 	for ; i < len(want); i++ {
 		missed(want[i])
 	}
+	return sessionTerms
 }
 
 // wantedLocked describes want[i], the term an observer should report next.

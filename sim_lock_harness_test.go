@@ -1176,8 +1176,11 @@ type simResult struct {
 	// keptBySession counts the hand-offs to entries past their own time
 	// to live, live by their session's renewals.
 	keptBySession int
-	violations    []string
-	trace         []string
+	// observed counts the terms the election's observer reported;
+	// sessionTerms, those of them held through a session.
+	observed, sessionTerms int
+	violations             []string
+	trace                  []string
 }
 
 // runSchedule runs schedule seed in a synctest bubble.
@@ -1262,8 +1265,10 @@ func runScheduleTraced(t *testing.T, seed uint64, rules simRules, full *[]string
 			h.sched.turn(simKey{"sim", "bound", 0, 0})
 		}
 		obs.stop()
-		h.checkObserved(obs)
-		h.event(obs.p.name, "observed tokens %v", obs.observedTokens())
+		res.sessionTerms = h.checkObserved(obs)
+		observed := obs.observedTokens()
+		res.observed = len(observed)
+		h.event(obs.p.name, "observed tokens %v", observed)
 		// Whatever still runs is ended as a crash would end it.
 		h.mu.Lock()
 		procs := append([]*simProc(nil), h.procs...)

@@ -186,6 +186,7 @@ func simRun(t *testing.T, seeds testutil.Seeds, rules simRules, workers int) (sc
 		busiest                                                       atomic.Int64
 		mu                                                            sync.Mutex
 		results                                                       []simResult
+		nObserved, nSessionTerms                                      atomic.Int64
 	)
 	next.Store(seeds.First)
 	inWorkers(workers, func() {
@@ -201,6 +202,8 @@ func simRun(t *testing.T, seeds testutil.Seeds, rules simRules, workers int) (sc
 			nSessionLosses.Add(int64(res.sessionLosses))
 			nSessionJoins.Add(int64(res.sessionJoins))
 			nKeptBySession.Add(int64(res.keptBySession))
+			nObserved.Add(int64(res.observed))
+			nSessionTerms.Add(int64(res.sessionTerms))
 			for b := busiest.Load(); int64(res.busiest) > b && !busiest.CompareAndSwap(b, int64(res.busiest)); b = busiest.Load() {
 			}
 			if len(res.violations) > 0 {
@@ -214,6 +217,7 @@ func simRun(t *testing.T, seeds testutil.Seeds, rules simRules, workers int) (sc
 	t.Logf("effort: the busiest process made %d Spanner calls in one virtual second (inv12)", busiest.Load())
 	t.Logf("sessions: %d grants through a session, %d of them lost with it; %d leases joined a session at a renewal; %d hand-offs to entries live only by their session",
 		nSessionGrants.Load(), nSessionLosses.Load(), nSessionJoins.Load(), nKeptBySession.Load())
+	t.Logf("election: the observer reported %d terms, %d of them held through a session (inv11)", nObserved.Load(), nSessionTerms.Load())
 	return nSched.Load(), nSteps.Load(), results
 }
 

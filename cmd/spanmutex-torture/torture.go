@@ -16,6 +16,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"google.golang.org/grpc"
+
 	"github.com/spanmutex/spanmutex"
 	"github.com/spanmutex/spanmutex/ddl"
 	"github.com/spanmutex/spanmutex/emulator"
@@ -63,6 +65,19 @@ misses the news would; only the fence stops it. The faults (--faults):
                --lease (at least 100ms): a takeover must wait for the
                lease its holder declared, whatever the taker's own
 
+With --sessions, half the clients (c1, c3, c6, c8, c9, ...) make their Scope
+WithSessions: the locks they take while free or by takeover are held through
+one session row per client, renewed by one Commit every third of the lease
+(paused, dropped, delayed, failed like any call), and lost with it. The
+others renew each lock on their own, so locks pass between both kinds of
+holder. The history's checks see lock rows' renewals, not sessions': a lease
+held through a session is judged silent from its acquisition, which makes
+their takeover check weaker for it, never wrong. A check of its own,
+session-takeover, holds each takeover of a lease held through a session to
+the lease its holder declared, counted from the later of its acquisition
+and its session's last write before the takeover (both seen on the
+session clients' wire, by commit timestamps).
+
 The history is then checked (see internal/history): a linearizability check of
 each name with porcupine against a model of what Spanner may commit, and direct
 checks on commit timestamps: tokens increase, holders never overlap, a
@@ -98,6 +113,7 @@ was stopped early), 2 on a usage error.
 Examples:
   spanmutex-torture --duration 1m --clients 8 --faults abort,unavailable,drop-commit,delay,pause,impatient,mismatched
   spanmutex-torture --duration 10m --history /tmp/history.jsonl
+  spanmutex-torture --duration 30s --dialect postgresql --sessions
   spanmutex-torture --faults none --clients 2 --duration 10s`,
 }
 
@@ -119,6 +135,7 @@ type tortureOptions struct {
 	progress     time.Duration
 	dialectName  string      // --dialect
 	dialect      ddl.Dialect // of the emulator's database, parsed from dialectName by validate
+	sessions     bool        // --sessions: half the clients hold through sessions (sessionClient)
 }
 
 // tortureFlags defines the flags of "spanmutex-torture" on a new flag set.
@@ -136,6 +153,7 @@ func tortureFlags() (*flag.FlagSet, *tortureOptions) {
 	fs.DurationVar(&o.checkTimeout, "check-timeout", 5*time.Minute, "bound on the linearizability check of each name")
 	fs.DurationVar(&o.progress, "progress", 30*time.Second, "print a progress line this often (0: never)")
 	fs.StringVar(&o.dialectName, "dialect", ddl.GoogleSQL.String(), "the SQL dialect of the emulator's database: googlesql or postgresql")
+	fs.BoolVar(&o.sessions, "sessions", false, "half the clients (c1, c3, c6, c8, c9, ...) hold their locks through their Scope's session (WithSessions)")
 	return fs, o
 }
 
@@ -245,9 +263,10 @@ type tortureClient struct {
 	scope     *spanmutex.Scope // the one Scope of all its Locks
 	rng       *rand.Rand       // used by the client's goroutine only
 	locks     map[string]*spanmutex.Lock
-	holding   atomic.Bool  // holds (or believes it holds) a lease
-	impatient atomic.Int64 // Lock calls cut short by the impatient fault
-	gaveUp    atomic.Int64 // of those, the ones that returned ErrNotObtained
+	sessions  *sessionWrites // its session commits; nil unless its Scope has sessions
+	holding   atomic.Bool    // holds (or believes it holds) a lease
+	impatient atomic.Int64   // Lock calls cut short by the impatient fault
+	gaveUp    atomic.Int64   // of those, the ones that returned ErrNotObtained
 }
 
 // connect starts the emulator, with the table of guarded writes, and opens
@@ -302,6 +321,9 @@ func (t *torture) connect(ctx context.Context) (func(), error) {
 	if o.has(faultMismatched) {
 		t.out.Printf("Declared leases: %s.\n", t.leases())
 	}
+	if o.sessions {
+		t.out.Printf("Scopes WithSessions: %s.\n", t.sessionClients())
+	}
 	return closeAll, nil
 }
 
@@ -316,17 +338,25 @@ func (t *torture) newClient(ctx context.Context, i int) (*tortureClient, error) 
 	if err != nil {
 		return nil, err
 	}
-	sc, err := t.emu.NewClient(ctx, t.emu.Database(), cf.clientOptions(t.rec.RenewalObserver(id, ddl.DefaultMutexTable))...)
+	inner := []grpc.UnaryClientInterceptor{t.rec.RenewalObserver(id, ddl.DefaultMutexTable)}
+	var sw *sessionWrites
+	scope := spanmutex.NewScope()
+	if o.sessionClient(i) {
+		sw, scope = newSessionWrites(), spanmutex.NewScope(spanmutex.WithSessions())
+		inner = append(inner, sw.unary)
+	}
+	sc, err := t.emu.NewClient(ctx, t.emu.Database(), cf.clientOptions(inner...)...)
 	if err != nil {
 		return nil, err
 	}
 	c := &tortureClient{
-		Client: &history.Client{ID: id, Spanner: sc, Rec: t.rec, Writes: tortureWrites, Lease: wm},
-		faults: cf,
-		lease:  wm,
-		scope:  spanmutex.NewScope(),
-		rng:    rand.New(rand.NewPCG(o.seed, uint64(i))),
-		locks:  map[string]*spanmutex.Lock{},
+		Client:   &history.Client{ID: id, Spanner: sc, Rec: t.rec, Writes: tortureWrites, Lease: wm},
+		faults:   cf,
+		lease:    wm,
+		scope:    scope,
+		rng:      rand.New(rand.NewPCG(o.seed, uint64(i))),
+		locks:    map[string]*spanmutex.Lock{},
+		sessions: sw,
 	}
 	for l := range o.locks {
 		name := lockName(l)
@@ -347,6 +377,17 @@ func (t *torture) leases() string {
 		parts = append(parts, fmt.Sprintf("%s %v", c.ID, c.lease))
 	}
 	return strings.Join(parts, ", ")
+}
+
+// sessionClients lists the clients whose Scopes have sessions.
+func (t *torture) sessionClients() string {
+	var ids []string
+	for _, c := range t.clients {
+		if c.sessions != nil {
+			ids = append(ids, c.ID)
+		}
+	}
+	return strings.Join(ids, ", ")
 }
 
 func lockName(i int) string { return fmt.Sprintf("lock-%d", i+1) }
@@ -372,14 +413,14 @@ func (t *torture) run(ctx context.Context, stopSignals func()) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	t.report(rep, ops, written)
+	sessionViolations := t.report(rep, ops, written)
 	t.out.Printf("Elapsed: %v (workload %v, check %v)\n", time.Since(t.began).Round(100*time.Millisecond),
 		workload.Round(100*time.Millisecond), checked.Round(100*time.Millisecond))
 	if interrupted {
 		t.out.Printf("Stopped early by a signal.\n")
 		return false, nil
 	}
-	return rep.OK(), nil
+	return rep.OK() && sessionViolations == 0, nil
 }
 
 // runWorkload runs the clients, and the pauses and progress reports, until
@@ -455,16 +496,19 @@ func (t *torture) check(ctx context.Context, ops []history.Op) (*history.Report,
 }
 
 // report prints the report, and where the history is: written already, or
-// written now to a temporary file because a check failed.
-func (t *torture) report(rep *history.Report, ops []history.Op, written string) {
+// written now to a temporary file because a check failed. It returns the
+// violations of the sessions' check (writeSessions), which rep does not
+// count.
+func (t *torture) report(rep *history.Report, ops []history.Op, written string) (sessionViolations int) {
 	var b strings.Builder
 	rep.WriteOperations(&b)
 	t.writeFaults(&b)
+	sessionViolations = t.writeSessions(&b, ops)
 	rep.WriteChecks(&b)
 	rep.WriteLiveness(&b)
 	rep.WriteViolations(&b)
 	t.out.Printf("%s", b.String())
-	if written == "" && !rep.OK() {
+	if written == "" && (!rep.OK() || sessionViolations > 0) {
 		f, err := os.CreateTemp("", "spanmutex-torture-history-*.jsonl")
 		if err == nil {
 			written = f.Name()
@@ -479,6 +523,7 @@ func (t *torture) report(rep *history.Report, ops []history.Op, written string) 
 	if written != "" {
 		t.out.Printf("History: %s (%d operations, JSON lines)\n", written, len(ops))
 	}
+	return sessionViolations
 }
 
 // writeHistory writes ops to path, as JSON lines.

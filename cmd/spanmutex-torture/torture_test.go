@@ -10,6 +10,7 @@ import (
 
 	"github.com/spanmutex/spanmutex/internal/cmdline"
 	"github.com/spanmutex/spanmutex/internal/defaults"
+	"github.com/spanmutex/spanmutex/internal/history"
 	"github.com/spanmutex/spanmutex/internal/testutil"
 )
 
@@ -131,6 +132,56 @@ func TestTortureMismatched(t *testing.T) {
 	}
 }
 
+// With --sessions, half the clients hold their locks through their
+// Scope's session, beside the others, pauses taking both over; the
+// sessions are renewed and the history checks clean. On the tests'
+// emulator, on a database of each dialect.
+func TestTortureSessions(t *testing.T) {
+	for _, dialect := range []string{"googlesql", "postgresql"} {
+		t.Run(dialect, func(t *testing.T) { tortureSessions(t, dialect) })
+	}
+}
+
+func tortureSessions(t *testing.T, dialect string) {
+	code, stdout, stderr := tortureOnTestsEmulator(t, "--duration", fmt.Sprintf("%ds", testutil.Scale(3, 8)), "--clients", "4", "--locks", "1", "--lease", "300ms",
+		"--faults", "mismatched,pause", "--progress", "0", "--sessions", "--dialect", dialect)
+	if code != cmdline.ExitOK || stderr != "" {
+		t.Fatalf("exit %d; stdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	for _, want := range []string{"(" + dialect + "); opened 4 clients", "Scopes WithSessions: c1, c3.\n", "  session-takeover  ok  ", "Violations: 0\n"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("stdout does not contain %q:\n%s", want, stdout)
+		}
+	}
+	m := regexp.MustCompile(`Sessions: c1, c3 held through their Scope's session: \d+ leases taken through a session, (\d+) sessions started, (\d+) session renewals`).FindStringSubmatch(stdout)
+	if m == nil || m[1] == "0" || m[2] == "0" {
+		t.Fatalf("no session started and renewed:\n%s", stdout)
+	}
+	t.Log(m[0])
+}
+
+// --sessions gives sessions to every other client, the pattern shifted
+// every four, so that each lease of the mismatched fault is declared with
+// and without.
+func TestTortureSessionClients(t *testing.T) {
+	o := &tortureOptions{}
+	for i := range 9 {
+		if o.sessionClient(i) {
+			t.Errorf("without --sessions, client %d has sessions", i)
+		}
+	}
+	o.sessions = true
+	var got []int
+	for i := range 9 {
+		if o.sessionClient(i) {
+			got = append(got, i+1)
+		}
+	}
+	if want := []int{1, 3, 6, 8, 9}; !slices.Equal(got, want) {
+		t.Errorf("clients with sessions: c%v, want c%v", got, want)
+	}
+}
+
 // Only the mismatched fault gives clients other leases.
 func TestTortureClientLease(t *testing.T) {
 	o := &tortureOptions{lease: 2 * time.Second}
@@ -234,4 +285,34 @@ func tortureOnTestsEmulator(t *testing.T, args ...string) (code int, stdout, std
 func tortureNoLeak(t *testing.T) {
 	t.Helper()
 	testutil.NoGoroutinesOf(t, "the torture", "main.(*torture)", "main.(*freezer)")
+}
+
+// The session-takeover check passes a takeover a lease after the
+// session's last write before it, and catches one that came sooner,
+// whatever the acquisition's age; a takeover of a lease not held through
+// a session is not its business.
+func TestTortureSessionTakeoverCheck(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	sw := newSessionWrites()
+	sw.holds[holdKey{"lock-1", 4}] = sessionHold{session: "s1", commit: t0}
+	sw.writes["s1"] = []time.Time{t0.Add(-time.Second), t0.Add(time.Second), t0.Add(3 * time.Second)}
+	tt := &torture{clients: []*tortureClient{{Client: &history.Client{ID: "c1"}, lease: 2 * time.Second, sessions: sw}}}
+	takeover := func(token int64, at time.Duration) history.Op {
+		return history.Op{Kind: history.Acquire, Outcome: history.OK, Takeover: true, Name: "lock-1", Token: token, Client: "c2", Commit: t0.Add(at)}
+	}
+	for _, tc := range []struct {
+		op  history.Op
+		bad int
+	}{
+		{takeover(5, 3*time.Second), 0},                  // 2 s after the renewal at 1 s (the one at 3 s is not before it)
+		{takeover(5, 2500*time.Millisecond), 1},          // 1.5 s after the renewal at 1 s
+		{takeover(5, 5*time.Second+time.Millisecond), 0}, // past the renewal at 3 s
+		{takeover(5, 4*time.Second), 1},                  // 1 s after the renewal at 3 s
+		{takeover(7, time.Second), 0},                    // token 6 was not held through a session
+	} {
+		checked, bad := tt.checkSessionTakeovers([]history.Op{tc.op})
+		if len(bad) != tc.bad || checked != 1 && tc.op.Token == 5 {
+			t.Errorf("takeover of token %d at %v: checked %d, violations %q; want %d", tc.op.Token-1, tc.op.Commit.Sub(t0), checked, bad, tc.bad)
+		}
+	}
 }
