@@ -286,10 +286,10 @@ func (o *obtainer) step(ctx context.Context) (lease *Lease, outcome Outcome, err
 // actAbandon); r is the snapshot that suggested it.
 func (o *obtainer) acquire(ctx context.Context, r row) (lease *Lease, outcome Outcome, err error, done bool) {
 	m, log := o.m, o.m.cfg.logger
+	c := claim{owner: m.cfg.owner, leaseID: uuid.NewString(), session: o.sess.name(ctx)}
+	sent := m.cfg.clock.Now()
 	octx, cancel := detached(ctx, m.cfg.finishTimeout)
 	defer cancel()
-	c := claim{owner: m.cfg.owner, leaseID: uuid.NewString(), session: o.sess.name(octx)}
-	sent := m.cfg.clock.Now()
 	d, lease, err := m.store.acquire(octx, m.name, o.pol, c)
 	if err != nil {
 		if !spanerr.Retryable(err) && ctx.Err() == nil {

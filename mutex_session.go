@@ -65,6 +65,9 @@ func (rs *runSession) name(ctx context.Context) string {
 	if rs.done == nil {
 		rs.done = rs.sess.use()
 	}
+	// Bounded by ctx, and a start by the lease (session.begin), not by a
+	// window of its own: two Run calls of a process may wait for one
+	// start together.
 	id, err := rs.sess.current(ctx)
 	if err != nil && ctx.Err() == nil {
 		rs.m.cfg.logger.Warn("could not start the Scope's session; running the section without it", "err", err)

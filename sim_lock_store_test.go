@@ -130,20 +130,7 @@ func (d *simDB) raw(name string) row {
 // judged returns r, read at Spanner time t, judged by its session as of t
 // (row.withSession), as the real store's reads join it.
 func (d *simDB) judged(r row, t time.Time) row {
-	if r.Session == "" {
-		return r
-	}
-	vs := d.sessions[r.Session]
-	i, _ := slices.BinarySearchFunc(vs, t, func(v simSession, t time.Time) int {
-		if v.ts.After(t) {
-			return 1
-		}
-		return -1
-	})
-	if i == 0 {
-		return r.withSession(time.Time{}, 0, false)
-	}
-	return r.withSession(vs[i-1].renewed, vs[i-1].lease, true)
+	return judgeSession(d.sessions[r.Session], r, t) // sim_mutex_session_test.go
 }
 
 // writeSession writes a version of session id at commit timestamp ts.

@@ -100,6 +100,7 @@ func simMutexSeedRange(t *testing.T) testutil.Seeds {
 type simMutexRunStats struct {
 	schedules, steps, sections, calm int64
 	takeovers, abandons              int64
+	sessionSections, sessionLosses   int64
 	counts                           map[string]int64 // the store's writes by kind, and answers lost
 	failed                           []simMutexResult
 }
@@ -112,6 +113,7 @@ func runMutexSchedules(t *testing.T, seeds testutil.Seeds, rules simMutexRules, 
 		next                             atomic.Uint64
 		nSched, nSteps, nSections, nCalm atomic.Int64
 		nTakeovers, nAbandons            atomic.Int64
+		nSessionSections, nSessionLosses atomic.Int64
 		stop                             atomic.Bool
 		mu                               sync.Mutex
 		failed                           []simMutexResult
@@ -133,6 +135,8 @@ func runMutexSchedules(t *testing.T, seeds testutil.Seeds, rules simMutexRules, 
 			nSections.Add(int64(res.sections))
 			nTakeovers.Add(int64(res.takeovers))
 			nAbandons.Add(int64(res.abandons))
+			nSessionSections.Add(int64(res.sessionSections))
+			nSessionLosses.Add(int64(res.sessionLosses))
 			if res.calm {
 				nCalm.Add(1)
 			}
@@ -153,7 +157,8 @@ func runMutexSchedules(t *testing.T, seeds testutil.Seeds, rules simMutexRules, 
 	})
 	slices.SortFunc(failed, func(a, b simMutexResult) int { return int(a.seed) - int(b.seed) })
 	return simMutexRunStats{schedules: nSched.Load(), steps: nSteps.Load(), sections: nSections.Load(), calm: nCalm.Load(),
-		takeovers: nTakeovers.Load(), abandons: nAbandons.Load(), counts: counts, failed: failed}
+		takeovers: nTakeovers.Load(), abandons: nAbandons.Load(), counts: counts, failed: failed,
+		sessionSections: nSessionSections.Load(), sessionLosses: nSessionLosses.Load()}
 }
 
 // TestSimMutex runs seeded schedules of Mutex.Run against the simulated
@@ -180,6 +185,7 @@ func TestSimMutex(t *testing.T) {
 		kinds = append(kinds, fmt.Sprintf("%s %d", k, st.counts[k]))
 	}
 	t.Logf("store writes, answers lost, sections adopted: %s", strings.Join(kinds, ", "))
+	t.Logf("sessions: %d sections held through a session, %d of them lost with it", st.sessionSections, st.sessionLosses)
 	t.Logf("mutex simulation: %d schedules, %d steps, %d violations (seeds %s)", st.schedules, st.steps, violations, seeds.Covered(st.schedules))
 }
 
@@ -213,6 +219,7 @@ func TestSimMutexCheckerCatches(t *testing.T) {
 		{"takeover half a lease late", simMutexRules{lateTakeover: true}, "inv9"},
 		{"a reset that cuts a live holder off", simMutexRules{resetLive: true}, "inv1"},
 		{"a forced reset that keeps the evicted holder's token", simMutexRules{forceNoBump: true}, "inv1"},
+		{"a row held through a session judged without the session's renewals", simMutexRules{sessionUnread: true}, "inv1"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			wanted := func(v string) bool {
