@@ -13,7 +13,8 @@ import (
 
 // A Mutex whose Scope was made WithSessions runs its section through the
 // session: while it runs, the only calls on the wire are the session's
-// renewals (one Commit each, about every third of the lease), and a Reset
+// renewals (one Commit each, about every third of the lease), Inspect
+// shows the row renewed by them, and a Reset
 // from another process judges the row by the session (a live holder,
 // refused) though the row's own RenewedAt is more than a lease old. Once
 // the session's row is gone (deleted, as an operator or the row deletion
@@ -66,6 +67,10 @@ func TestMutexSessionRenewsOnlyTheSession(t *testing.T) {
 		t.Logf("a section held 1.5 s through its session: %d RPCs %v", len(calls), calls)
 
 		c := newClient(t, db)
+		recs, err := Inspect(ctx, c, "mx-session")
+		require.NoError(t, err)
+		require.Len(t, recs, 1)
+		assert.GreaterOrEqual(t, recs[0].RenewedAt.Sub(recs[0].StartedAt), time.Second, "Inspect shows the session's renewals")
 		other, err := New(c, "mx-session", WithLease(lease), WithOwner("b"), WithScope(NewScope(WithoutWakeUps())))
 		require.NoError(t, err)
 		_, err = other.Reset(ctx)
