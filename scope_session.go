@@ -13,9 +13,13 @@ import "time"
 //
 // A Lock of the Scope holds through the session a lock it takes while
 // free or takes over; a lock handed to it by another holder's Unlock is
-// renewed on its own, as without sessions. The table needs the Session
-// column and the sessions table (spanmutex ddl --upgrade adds them);
-// where it has them not, the Scope's Locks hold as without sessions.
+// renewed on its own, as without sessions. A Mutex of the Scope
+// (WithScope) runs its section through the session when its Run takes
+// the row, free or by takeover: the lease given to the section is lost
+// with the session (Done closes with an error matching ErrLeaseLost, and
+// the section's ctx is cancelled). The table needs the Session column
+// and the sessions table (spanmutex ddl --upgrade adds them); where it
+// has them not, the Scope's Locks and Mutexes hold as without sessions.
 //
 // A row held through a session declares a lease of a century, so that a
 // process of an older spanmutex, which does not read sessions, never takes
