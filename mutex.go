@@ -382,6 +382,9 @@ func (m *Mutex) giveBack(ctx context.Context, l *Lease) {
 func (m *Mutex) runHeld(ctx context.Context, lease *Lease, fn func(context.Context, *Lease) error) (_ Outcome, err error) {
 	defer func() { lease.end(err) }() // Done closes: released, or lost
 	if ctx.Err() != nil {
+		if lease.leaveSession != nil {
+			lease.leaveSession() // granted through its session, which need not keep it
+		}
 		m.giveBack(ctx, lease)
 		return NoOutcome, errNotObtained(ctx)
 	}

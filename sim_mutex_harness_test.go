@@ -935,6 +935,7 @@ func runMutexSchedule(t *testing.T, seed uint64, rules simMutexRules, full *[]st
 		case <-done:
 			h.sched.turn(simKey{"sim", "done", 0, 0})
 			mh.settled()
+			mh.sessionsLeft()
 		case <-bound.C:
 			h.sched.turn(simKey{"sim", "bound", 0, 0})
 			// Liveness: chaos ended long ago; every Run call of a live

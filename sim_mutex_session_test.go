@@ -50,6 +50,25 @@ func (d *simMutexDB) writeSession(id string, ts time.Time, lease time.Duration) 
 	d.sessions[id] = append(d.sessions[id], simSession{ts: ts, renewed: ts, lease: lease.Truncate(time.Microsecond)})
 }
 
+// sessionsLeft checks, once every Run call has returned, that no session
+// keeps a lease as its member (inv8: it would be renewed for ever).
+func (mh *simMutexHarness) sessionsLeft() {
+	h := mh.h
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, p := range h.procs {
+		p.scope.mu.Lock()
+		for _, s := range p.scope.sessions {
+			s.mu.Lock()
+			if n := len(s.members); n > 0 {
+				h.violateLocked("inv8: %s's session %s keeps %d leases after every Run call returned", p.name, short(s.id), n)
+			}
+			s.mu.Unlock()
+		}
+		p.scope.mu.Unlock()
+	}
+}
+
 var _ sessionStores = (*simMutexConn)(nil)
 
 // sessionStore: the simulated table has sessions; whether a process's

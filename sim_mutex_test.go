@@ -87,6 +87,11 @@ var simMutexRegressionSeeds = []struct {
 	// that had read it FAILED backed off before its retry.
 	{276791205010, "a crashed v2 holder's row, started over a FAILED v1 row, taken 0.9 s late by a waiter in its retry backoff"},
 	{87145359705367, "a crashed holder's row, acquired after a reset of a FAILED row, taken 0.29 s late by a waiter in its retry backoff"},
+	// Found by the first run with sessions, with the check that followed
+	// it (sessionsLeft): a Run whose ctx ended between its grant through
+	// the session and its section gave the row back but left its lease a
+	// member of the session, renewed for ever.
+	{6437, "a lease granted through the session stayed its member after its Run ended before the section (inv8)"},
 }
 
 // simMutexSeedRange returns the seeds TestSimMutex runs:
