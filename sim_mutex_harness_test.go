@@ -598,11 +598,7 @@ func (mh *simMutexHarness) newProcess(slot, inc int) *simProc {
 	}
 	p.scope = NewScope(WithoutWakeUps())
 	if mh.sessions != nil && mh.sessions.IntN(4) != 0 {
-		p.scope = NewScope(WithoutWakeUps(), WithSessions())
-		pid := slot*16 + inc
-		p.scope.ids = func() string { // the session ids, in the schedule's order
-			return fmt.Sprintf("%08x-%04x-7000-8000-000000000000", p.nextID.Add(1), pid)
-		}
+		p.scope = sessionScope(p, slot*16+inc) // sim_mutex_session_test.go
 	}
 	p.scope.id = fmt.Sprintf("p%di%02d-%06x", slot, inc, mh.rng.IntN(1<<24))
 	if slot == mh.slowSlot {

@@ -12,9 +12,24 @@ package spanmutex
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"slices"
+	"strings"
+	"testing"
+	"testing/synctest"
 	"time"
 )
+
+// sessionScope returns a Scope for p made WithSessions, whose session ids
+// come in the schedule's order, numbered for process pid.
+func sessionScope(p *simProc, pid int) *Scope {
+	s := NewScope(WithoutWakeUps(), WithSessions())
+	s.ids = func() string {
+		return fmt.Sprintf("%08x-%04x-7000-8000-000000000000", p.nextID.Add(1), pid)
+	}
+	return s
+}
 
 // judgeSession returns r, read at Spanner time t, judged by vs, the
 // versions of the session it names (row.withSession), as of t: the real
@@ -66,6 +81,86 @@ func (mh *simMutexHarness) sessionsLeft() {
 			s.mu.Unlock()
 		}
 		p.scope.mu.Unlock()
+	}
+}
+
+// TestSimMutexScenarioSessionLapsesWhilePaused: P0 runs a long section
+// (3 s, lease 500 ms) through its Scope's session, which renews it; no
+// lease renews itself. P0 is paused at 0.7 s for 1.5 s, across the
+// session's renewals: the session lapses while the process lives, and
+// P1, waiting since 0.1 s without a session, takes the section over with
+// token 2 once the session's last renewal is a lease old, and completes
+// it. When P0 resumes, its session is lost, and with it the lease (Done,
+// ErrLeaseLost naming the session) and the section's ctx; its finish is
+// fenced. The checker's invariants hold throughout.
+func TestSimMutexScenarioSessionLapsesWhilePaused(t *testing.T) {
+	var (
+		violations, full []string
+		runs             []*simMutexRun
+		counts           map[string]int
+	)
+	synctest.Test(t, func(t *testing.T) {
+		mh := newMutexHarness(1)
+		mh.par = simMutexParams{procs: 2, lease: 500 * time.Millisecond, maxAttempts: 3, finish: 2 * time.Second, bound: time.Minute}
+		mh.maxWM = mh.par.lease
+		mh.host(simMutexRules{}, nil, &full)
+		h := mh.h
+		p0, p1 := mh.newProcess(0, 0), mh.newProcess(1, 0)
+		id := p0.scope.id
+		p0.scope = sessionScope(p0, 0)
+		p0.scope.id = id
+		m0, m1 := mh.newMutex(p0, ""), mh.newMutex(p1, "")
+		r0, r1 := &simMutexRun{p: p0, who: "P0/r0"}, &simMutexRun{p: p1, who: "P1/r0"}
+		done := make(chan struct{}, 2)
+		go func() { mh.scriptedRun(m0, r0, 3*time.Second, nil); done <- struct{}{} }()
+		time.Sleep(100 * time.Millisecond)
+		go func() { mh.scriptedRun(m1, r1, 0, nil); done <- struct{}{} }()
+		time.Sleep(600 * time.Millisecond)
+		p0.pause(1500 * time.Millisecond)
+		<-done
+		<-done
+		p0.crash()
+		p1.crash()
+		time.Sleep(2*mh.maxWM + mh.par.finish + detachGrace)
+		h.mu.Lock()
+		violations, runs = h.violations, mh.runs
+		h.mu.Unlock()
+		mh.db.mu.Lock()
+		counts = mh.db.counts
+		mh.db.mu.Unlock()
+	})
+	trace := strings.Join(full, "\n    ")
+	if len(violations) > 0 {
+		t.Fatalf("%s\n  trace:\n    %s", strings.Join(violations, "\n  "), trace)
+	}
+	var r0, r1 *simMutexRun
+	for _, r := range runs {
+		switch r.who {
+		case "P0/r0":
+			r0 = r
+		case "P1/r0":
+			r1 = r
+		}
+	}
+	if r0 == nil || r1 == nil || r0.section == nil || r1.section == nil {
+		t.Fatalf("the script did not run as planned:\n    %s", trace)
+	}
+	l0, l1 := r0.section.lease, r1.section.lease
+	var lost *leaseLostError
+	switch {
+	case l0.session == "":
+		t.Errorf("P0's section was not held through its session")
+	case !errors.As(l0.Err(), &lost) || !strings.Contains(lost.Reason, "its session was lost"):
+		t.Errorf("P0's lease: %v, want lost with its session", l0.Err())
+	case !errors.Is(r0.err, ErrLeaseLost) || r0.out != Executed:
+		t.Errorf("P0's Run returned %v, %v: want Executed, its finish fenced (ErrLeaseLost)", r0.out, r0.err)
+	case !l1.TookOver() || l1.Token() != l0.Token()+1 || r1.out != Executed || r1.err != nil:
+		t.Errorf("P1: token %d (took over %v), Run returned %v, %v: want token %d taken over, Executed", l1.Token(), l1.TookOver(), r1.out, r1.err, l0.Token()+1)
+	case counts["renewSession"] == 0 || counts["renew"] != 0:
+		t.Errorf("%d session renewals, %d lease renewals: want the session's only", counts["renewSession"], counts["renew"])
+	}
+	if t.Failed() {
+		t.Logf("trace:\n    %s", trace)
 	}
 }
 
