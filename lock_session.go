@@ -37,7 +37,7 @@ func (w *waiter) useSession(ctx context.Context) (done func()) {
 	if st == nil {
 		return func() {}
 	}
-	w.sess, w.sst = l.scope.session(sessionKey{database: l.key.database, table: l.key.table, lease: l.cfg.lease}, st, &l.cfg), st
+	w.sess, w.sst = l.scope.session(sessionKey{database: l.key.database, table: l.key.table, lease: l.cfg.lease, interval: l.cfg.renewEvery()}, st, &l.cfg), st
 	return w.sess.use()
 }
 

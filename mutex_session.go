@@ -40,7 +40,7 @@ func (m *Mutex) session(ctx context.Context) *runSession {
 	if st == nil {
 		return nil
 	}
-	k := sessionKey{database: m.database(), table: m.cfg.table, lease: m.cfg.lease}
+	k := sessionKey{database: m.database(), table: m.cfg.table, lease: m.cfg.lease, interval: m.cfg.renewEvery()}
 	return &runSession{m: m, sess: m.cfg.scope.session(k, st, &m.cfg), st: st}
 }
 

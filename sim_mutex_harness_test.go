@@ -558,7 +558,7 @@ func (mh *simMutexHarness) newProc(slot, inc int) *simProc {
 			// one process that back off alike then wake in turns of
 			// their own, in the seed's order, which picks the one that
 			// starts the Scope's session.
-			rm = mh.newMutex(p, version)
+			rm = mh.mutexOf(p, version, m.cfg.renewInterval) // one renewal interval per process, as one Mutex has
 			clk := *p.clk
 			clk.who = run.who
 			rm.cfg.clock = &clk
@@ -620,6 +620,16 @@ func (mh *simMutexHarness) newProcess(slot, inc int) *simProc {
 // newMutex makes p's Mutex: the real one, on p's connection, clock and
 // seeded jitters.
 func (mh *simMutexHarness) newMutex(p *simProc, version string) *Mutex {
+	var every time.Duration // 0: the default, a third of the lease
+	if mh.renew != nil {
+		every = []time.Duration{p.lease / 2, p.lease / 6}[mh.renew.IntN(2)]
+	}
+	return mh.mutexOf(p, version, every)
+}
+
+// mutexOf makes a Mutex of p's renewing every every (0: the default),
+// as newMutex does.
+func (mh *simMutexHarness) mutexOf(p *simProc, version string, every time.Duration) *Mutex {
 	opts := []MutexOption{WithLease(p.lease), WithJitter(mh.par.jitter), WithOwner(p.name),
 		WithFinishTimeout(mh.par.finish), WithMaxAttempts(mh.par.maxAttempts), WithMaxFailures(mh.par.maxAttempts),
 		WithBackOff(func() backoff.BackOff { return &simBackOff{p: p} })}
@@ -632,8 +642,8 @@ func (mh *simMutexHarness) newMutex(p *simProc, version string) *Mutex {
 	if p.scope.sessionsOn {
 		opts = append(opts, WithScope(p.scope))
 	}
-	if mh.renew != nil {
-		opts = append(opts, WithRenewInterval([]time.Duration{p.lease / 2, p.lease / 6}[mh.renew.IntN(2)]))
+	if every > 0 {
+		opts = append(opts, WithRenewInterval(every))
 	}
 	if mh.need {
 		opts = append(opts, WithNeeded(func(context.Context) (bool, error) {
