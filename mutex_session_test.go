@@ -14,7 +14,8 @@ import (
 // A Mutex whose Scope was made WithSessions runs its section through the
 // session: while it runs, the only calls on the wire are the session's
 // renewals (one Commit each, about every third of the lease), Inspect
-// shows the row renewed by them, and a Reset
+// shows the row renewed by them, a process of a spanmutex older than
+// sessions waits (the row declares a century), and a Reset
 // from another process judges the row by the session (a live holder,
 // refused) though the row's own RenewedAt is more than a lease old. Once
 // the session's row is gone (deleted, as an operator or the row deletion
@@ -56,6 +57,20 @@ func TestMutexSessionRenewsOnlyTheSession(t *testing.T) {
 		}
 		require.NotEmpty(t, l.session, "held through the Scope's session")
 
+		// A process of a spanmutex older than sessions reads the century
+		// the row declares: it waits, though the row's own RenewedAt
+		// passes the lease, and its Run ends with its ctx.
+		older, err := New(newClient(t, db), "mx-session", WithLease(lease), WithOwner("older"), WithScope(NewScope(WithoutWakeUps())))
+		require.NoError(t, err)
+		older.store.(*spannerStore).olderThanSessions = true
+		olderDone := make(chan ran, 1)
+		go func() {
+			octx, cancel := context.WithTimeout(ctx, 1400*time.Millisecond)
+			defer cancel()
+			out, err := older.Run(octx, func(context.Context, *Lease) error { return nil })
+			olderDone <- ran{out, err}
+		}()
+
 		n := log.len()
 		<-time.After(1500 * time.Millisecond) // a window to count the idle calls in, not a synchronisation
 		tags, calls := log.tagsSince(n), log.since(n)
@@ -65,6 +80,9 @@ func TestMutexSessionRenewsOnlyTheSession(t *testing.T) {
 		}
 		assert.InDelta(t, 5, len(calls), 1.5, "one renewal every third of the lease: %v", calls)
 		t.Logf("a section held 1.5 s through its session: %d RPCs %v", len(calls), calls)
+		r := <-olderDone
+		assert.Equal(t, NoOutcome, r.out, "the older process never took the section over")
+		assert.ErrorIs(t, r.err, ErrNotObtained)
 
 		c := newClient(t, db)
 		recs, err := Inspect(ctx, c, "mx-session")
@@ -99,7 +117,7 @@ func TestMutexSessionRenewsOnlyTheSession(t *testing.T) {
 		assert.Empty(t, took.session, "a Mutex without sessions holds on its own")
 
 		close(release)
-		r := <-done
+		r = <-done
 		assert.Equal(t, Executed, r.out)
 		assert.ErrorIs(t, r.err, ErrLeaseLost, "the old holder's finish is fenced")
 	})
