@@ -7,23 +7,6 @@ import "context"
 // session in its row and is kept alive by the session's renewals instead
 // of its own. A lock handed to it by an Unlock is renewed on its own.
 
-// sessionStores is implemented by a Lock's store that can hold rows
-// through sessions.
-type sessionStores interface {
-	// sessionStore returns the store of the table's sessions, or nil if
-	// the table has none (it lacks the Session column).
-	sessionStore(ctx context.Context) sessionStore
-}
-
-// sessionStore returns s if its table has sessions (checked as the Queued
-// column is: marks), nil otherwise.
-func (s *spannerStore) sessionStore(ctx context.Context) sessionStore {
-	if s.marks(ctx); !s.sessioned() {
-		return nil
-	}
-	return s
-}
-
 // useSession makes the waiter's acquisitions name the Scope's session, if
 // the Scope has sessions and the table can hold them; the returned done
 // ends the use (a no-op without a session).

@@ -3,6 +3,7 @@ package spanmutex
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -34,6 +35,8 @@ func TestMutexSessionRenewsOnlyTheSession(t *testing.T) {
 			WithScope(NewScope(WithoutWakeUps(), WithSessions())))
 		require.NoError(t, err)
 		held, causes, release := make(chan *Lease, 1), make(chan error, 1), make(chan struct{})
+		letGo := sync.OnceFunc(func() { close(release) })
+		t.Cleanup(letGo) // a failed test lets the section end too
 		type ran struct {
 			out Outcome
 			err error
@@ -116,7 +119,7 @@ func TestMutexSessionRenewsOnlyTheSession(t *testing.T) {
 		assert.Equal(t, l.Token()+1, took.Token(), "with the next token")
 		assert.Empty(t, took.session, "a Mutex without sessions holds on its own")
 
-		close(release)
+		letGo()
 		r = <-done
 		assert.Equal(t, Executed, r.out)
 		assert.ErrorIs(t, r.err, ErrLeaseLost, "the old holder's finish is fenced")
