@@ -17,7 +17,7 @@ type Record struct {
 	Attempts   int64
 	LastError  string
 	StartedAt  time.Time // zero if never started
-	RenewedAt  time.Time // zero if never started
+	RenewedAt  time.Time // zero if never started; held through a session, its session's last renewal if later
 	FinishedAt time.Time // zero unless DONE or FAILED
 	UpdatedAt  time.Time
 	// Version is the version that last started the row (see WithVersion);
@@ -97,9 +97,11 @@ func (s *spannerStore) inspectSQL(one bool) string {
 	if s.hasVersion.Load() {
 		sel += ", m.`Version`"
 	}
+	sel += s.sessionSelect() // a row held through a session: its session's renewal (session_store.go)
+	join += s.sessionJoin()
 	if s.hasPermits.Load() {
 		sel += ", m.`Permits`, q.`EnqueuedAt`, q.`Owner`, q.`RenewedAt`, q.`LeaseMicros`, q.`Permits`, q.`Token`"
-		join = fmt.Sprintf(" LEFT JOIN `%s` AS q ON q.`Name` = m.`Name` AND m.`State` = @shared AND q.`Permits` IS NOT NULL", s.queueTable())
+		join += fmt.Sprintf(" LEFT JOIN `%s` AS q ON q.`Name` = m.`Name` AND m.`State` = @shared AND q.`Permits` IS NOT NULL", s.queueTable())
 		order = ", q.`EnqueuedAt`, q.`WaiterID`"
 	}
 	if one {
@@ -124,6 +126,8 @@ func (s *spannerStore) inspected(r *spanner.Row, out *[]Record) error {
 	if s.hasVersion.Load() {
 		dest = append(dest, &ver)
 	}
+	var sess scannedSession
+	dest = append(dest, sess.dest(s.sessioned())...)
 	if s.hasPermits.Load() {
 		dest = append(append(dest, &permits), e.dest()...)
 	}
@@ -133,6 +137,10 @@ func (s *spannerStore) inspected(r *spanner.Row, out *[]Record) error {
 	if n := len(*out); n == 0 || (*out)[n-1].Name != rec.Name {
 		rec.State, rec.Owner, rec.LastError, rec.Version = State(state.StringVal), owner.StringVal, lastErr.StringVal, ver.StringVal
 		rec.StartedAt, rec.RenewedAt, rec.FinishedAt, rec.UpdatedAt = nullTime(started), nullTime(renewed), nullTime(finished), nullTime(updated)
+		if rec.State == StateStarted && sess.at.Valid {
+			// Held through a session: its renewals renew the row.
+			rec.RenewedAt = latest(rec.RenewedAt, sess.at.Time)
+		}
 		rec.Age, rec.Permits = now.Sub(rec.UpdatedAt), permits.Int64
 		*out = append(*out, rec)
 	}

@@ -8,23 +8,6 @@ import "context"
 // of its own. A lock handed to it by an Unlock is renewed on its own until
 // its first renewal, which moves it into the session (sessionJoin).
 
-// sessionStores is implemented by a Lock's store that can hold rows
-// through sessions.
-type sessionStores interface {
-	// sessionStore returns the store of the table's sessions, or nil if
-	// the table has none (it lacks the Session column).
-	sessionStore(ctx context.Context) sessionStore
-}
-
-// sessionStore returns s if its table has sessions (checked as the Queued
-// column is: marks), nil otherwise.
-func (s *spannerStore) sessionStore(ctx context.Context) sessionStore {
-	if s.marks(ctx); !s.sessioned() {
-		return nil
-	}
-	return s
-}
-
 // useSession makes the waiter's acquisitions name the Scope's session, if
 // the Scope has sessions and the table can hold them; the returned done
 // ends the use (a no-op without a session).
@@ -38,7 +21,7 @@ func (w *waiter) useSession(ctx context.Context) (done func()) {
 	if st == nil {
 		return func() {}
 	}
-	w.sess, w.sst = l.scope.session(sessionKey{database: l.key.database, table: l.key.table, lease: l.cfg.lease}, st, &l.cfg), st
+	w.sess, w.sst = l.scope.session(sessionKey{database: l.key.database, table: l.key.table, lease: l.cfg.lease, interval: l.cfg.renewEvery()}, st, &l.cfg), st
 	return w.sess.use()
 }
 

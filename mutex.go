@@ -136,21 +136,24 @@ func (m *Mutex) Run(ctx context.Context, fn func(ctx context.Context, lease *Lea
 }
 
 // grant obtains the section and applies the grant rule to the lease
-// (freshen): one taken over before the section could begin (this process
-// was paused, say) sends us back to obtain, where the row now says who
-// holds it or that the section is done; one whose renewal fails is given
+// (freshen, or its session's admit: grantRule): one taken over before the
+// section could begin (this process was paused, say) sends us back to
+// obtain, where the row now says who holds it or that the section is
+// done; one whose renewal fails, or whose session was lost, is given
 // back, and obtained again after a backoff if the failure is transient.
 // Those failures are counted across the whole call, not per obtain, so
 // that renewals that always fail end Run with ErrOutage after
 // WithMaxFailures of them rather than acquiring and giving back forever.
 func (m *Mutex) grant(ctx context.Context) (*Lease, Outcome, error) {
 	renewals := m.cfg.newAttempts(m.name, 1)[0]
+	rs := m.session(ctx) // nil without sessions (mutex_session.go)
+	defer rs.pause()
 	for {
-		lease, outcome, err := m.obtain(ctx)
+		lease, outcome, err := m.obtain(ctx, rs)
 		if lease == nil {
 			return nil, outcome, err
 		}
-		err = freshen(ctx, m.store, &m.cfg, lease)
+		err = m.grantRule(ctx, rs, lease)
 		switch {
 		case err == nil:
 			return lease, outcome, nil
@@ -204,13 +207,17 @@ type obtainer struct {
 	// watcher is this Run's registration for a wake-up when the section
 	// ends (mutex_watch.go), if any.
 	watcher *watcher
+	// sess is the Run's use of its Scope's session, nil without one
+	// (mutex_session.go): its acquisitions name the session.
+	sess *runSession
 }
 
 // obtain loops until this call holds the section (lease non-nil) or knows
-// how Run ends without running it.
-func (m *Mutex) obtain(ctx context.Context) (*Lease, Outcome, error) {
+// how Run ends without running it; its acquisitions name rs's session
+// (none if rs is nil).
+func (m *Mutex) obtain(ctx context.Context, rs *runSession) (*Lease, Outcome, error) {
 	att := m.cfg.newAttempts(m.name, 2)
-	o := &obtainer{m: m, reads: att[0], acquires: att[1], unresolved: map[string]pendingAcquisition{},
+	o := &obtainer{m: m, sess: rs, reads: att[0], acquires: att[1], unresolved: map[string]pendingAcquisition{},
 		pol: policy{lease: m.cfg.lease, staleness: m.cfg.staleness, jitter: m.cfg.drawFraction(m.cfg.jitter),
 			maxAttempts: int64(m.cfg.maxAttempts), version: m.cfg.version}}
 	for {
@@ -259,6 +266,7 @@ func (o *obtainer) step(ctx context.Context) (lease *Lease, outcome Outcome, err
 		return nil, NoOutcome, &exhaustedError{Name: m.name, Attempts: r.Attempts, MaxAttempts: m.cfg.maxAttempts, LastError: r.LastError}, true
 	case actWait:
 		log.Debug("held elsewhere; waiting", "holder", r.Owner, "token", r.Token, "takeover_in", d.wait)
+		o.sess.pause() // a wait needs no session of ours
 		o.watch(ctx)
 		err := o.pauseOrWake(ctx, d.wait)
 		return nil, NoOutcome, err, err != nil
@@ -278,7 +286,7 @@ func (o *obtainer) step(ctx context.Context) (lease *Lease, outcome Outcome, err
 // actAbandon); r is the snapshot that suggested it.
 func (o *obtainer) acquire(ctx context.Context, r row) (lease *Lease, outcome Outcome, err error, done bool) {
 	m, log := o.m, o.m.cfg.logger
-	c := claim{owner: m.cfg.owner, leaseID: uuid.NewString()}
+	c := claim{owner: m.cfg.owner, leaseID: uuid.NewString(), session: o.sess.name(ctx)}
 	sent := m.cfg.clock.Now()
 	octx, cancel := detached(ctx, m.cfg.finishTimeout)
 	defer cancel()
@@ -340,7 +348,7 @@ type pendingAcquisition struct {
 // adopt makes a lease of a row read back as ours.
 func (m *Mutex) adopt(r row, p pendingAcquisition) *Lease {
 	l := newLease(m.name, r.Owner, r.LeaseID, r.Token, p.takeover, m.cfg.table)
-	l.acquiredAt, l.anchor, l.attempt = r.StartedAt, p.sent, r.Attempts
+	l.acquiredAt, l.anchor, l.attempt, l.session = r.StartedAt, p.sent, r.Attempts, r.Session
 	return l
 }
 
@@ -374,6 +382,9 @@ func (m *Mutex) giveBack(ctx context.Context, l *Lease) {
 func (m *Mutex) runHeld(ctx context.Context, lease *Lease, fn func(context.Context, *Lease) error) (_ Outcome, err error) {
 	defer func() { lease.end(err) }() // Done closes: released, or lost
 	if ctx.Err() != nil {
+		if lease.leaveSession != nil {
+			lease.leaveSession() // granted through its session, which need not keep it
+		}
 		m.giveBack(ctx, lease)
 		return NoOutcome, errNotObtained(ctx)
 	}
@@ -382,10 +393,7 @@ func (m *Mutex) runHeld(ctx context.Context, lease *Lease, fn func(context.Conte
 	sctx, cancelSection := context.WithCancelCause(ctx)
 	defer cancelSection(nil)
 	sctx, lease.hold = m.cfg.tel.start(sctx, "spanmutex.section", "run", attrToken.Int64(lease.token)) // telemetry.go
-	stopRenewing := keepAlive(m.store, &m.cfg, lease, lease.anchor, func(err error) {
-		lease.lose(err)
-		cancelSection(err)
-	})
+	stopRenewing := m.keepHeld(lease, cancelSection)
 	defer stopRenewing()
 	defer func() {
 		if p := recover(); p != nil {
@@ -424,6 +432,21 @@ func (m *Mutex) runHeld(ctx context.Context, lease *Lease, fn func(context.Conte
 	}
 	m.cfg.logger.Info("section done", "token", lease.token)
 	return Executed, nil
+}
+
+// keepHeld keeps lease alive while its section runs: its session does, if
+// it was granted through one (followSession), else its own renewals
+// (keepAlive). Once the lease is lost, Done closes and the section's ctx
+// is cancelled (cancel) with the lease's error. The returned stop ends
+// that; it may be called more than once.
+func (m *Mutex) keepHeld(lease *Lease, cancel context.CancelCauseFunc) (stop func()) {
+	if lease.leaveSession != nil {
+		return followSession(lease, m.cfg.tel.lost(lease, cancel)) // mutex_session.go
+	}
+	return keepAlive(m.store, &m.cfg, lease, lease.anchor, func(err error) {
+		lease.lose(err)
+		cancel(err)
+	})
 }
 
 // finish records DONE or FAILED, fenced on the lease. A try whose answer

@@ -76,7 +76,10 @@ func (m *Mutex) Reset(ctx context.Context) (ResetResult, error) {
 // row's token past the evicted holder's, so that holder, should it be
 // alive after all, loses its lease at its next renewal (Lease.Done closes,
 // its section's ctx is cancelled), its Guard fails at once, and a Fence
-// rejects its token once a newer holder's has been admitted. It logs, at
+// rejects its token once a newer holder's has been admitted (a holder
+// that runs through its Scope's session, WithSessions, renews no row of
+// its own: it notices at its finish, ErrLeaseLost, or by Guard, and its
+// Done stays open till then). It logs, at
 // Warn, the owner and token it evicted, which ResetResult.Evicted and
 // Token also say. A holder that is in fact alive may still be running its
 // section when the next holder starts it: use it only on dead holders.

@@ -67,13 +67,13 @@ func (s *spannerStore) acquire(ctx context.Context, name string, p policy, c cla
 				attempts = 1
 			}
 			// We declare our own lease: contenders judge our silence by it.
-			h := holderRecord{owner: c.owner, leaseID: c.leaseID, lease: p.lease, attempts: attempts}
+			h := holderRecord{owner: c.owner, leaseID: c.leaseID, lease: p.lease, attempts: attempts, session: c.session}
 			if s.versioned {
 				h.version = p.version
 			}
 			m, token := s.holderMutation(r, name, h)
 			lease = newLease(name, c.owner, c.leaseID, token, d.action == actTakeOver, s.table)
-			lease.attempt = attempts
+			lease.attempt, lease.session = attempts, c.session
 			return tx.BufferWrite([]*spanner.Mutation{m})
 		case actAbandon:
 			msg := fmt.Sprintf("abandoned: holder %q (token %d) did not renew or finish within its lease of %v on attempt %d of %d",

@@ -104,7 +104,9 @@ func (s *session) use() (done func()) {
 // it, starting one if there is none. A session left unrenewed for a
 // renewal interval with nothing held through it (its loop stopped) is let
 // go and another started: the start costs what a renewal would, and a row
-// written under it is not granted on a session about to lapse. Calls that
+// written under it is not granted on a session about to lapse. The
+// session a call starts is its answer, however late the start was
+// answered (admit renews it before a grant). Calls that
 // find a start under way wait for it (on a channel, never a mutex held
 // across a Spanner call).
 func (s *session) current(ctx context.Context) (string, error) {
@@ -144,9 +146,17 @@ func (s *session) current(ctx context.Context) (string, error) {
 			s.mu.Lock()
 			s.starting = nil
 			close(started)
+			id := s.id
 			s.mu.Unlock()
-			if err != nil {
+			switch {
+			case err != nil:
 				return "", err
+			case id != "":
+				// Named even if its start was answered a renewal
+				// interval late: starting another would meet the same
+				// delay, for ever (a slow link), and the grant renews
+				// it first (admit), which starts its loop.
+				return id, nil
 			}
 		}
 	}
@@ -160,11 +170,15 @@ func (s *session) live() (string, time.Time) {
 	return s.id, s.anchor
 }
 
-// begin starts a session: its row, under a fresh id.
+// begin starts a session: its row, under a fresh id. The start is given
+// up after a lease, whatever ctx allows: one answered later is stale
+// before it is used.
 func (s *session) begin(ctx context.Context) error {
 	id := s.newID()
 	sent := s.clk.Now()
-	at, err := s.st.startSession(ctx, id, s.owner, s.lease)
+	bctx, cancel := context.WithTimeout(ctx, s.lease)
+	defer cancel()
+	at, err := s.st.startSession(bctx, id, s.owner, s.lease)
 	if err != nil {
 		return err
 	}

@@ -12,6 +12,23 @@ import (
 	"github.com/spanmutex/spanmutex/ddl"
 )
 
+// sessionStores is implemented by a Lock's or Mutex's store that can
+// hold rows through sessions.
+type sessionStores interface {
+	// sessionStore returns the store of the table's sessions, or nil if
+	// the table has none (it lacks the Session column).
+	sessionStore(ctx context.Context) sessionStore
+}
+
+// sessionStore returns s if its table has sessions (checked as the Queued
+// column is: marks), nil otherwise.
+func (s *spannerStore) sessionStore(ctx context.Context) sessionStore {
+	if s.marks(ctx); !s.sessioned() {
+		return nil
+	}
+	return s
+}
+
 // sessionsTable is the name of the table of the sessions that hold rows of
 // the store's mutex table.
 func (s *spannerStore) sessionsTable() string { return s.table + ddl.SessionsSuffix }

@@ -143,14 +143,22 @@ func (d *simDB) judged(r row, t time.Time) row {
 
 // sessionAt returns session id's row as of Spanner time t, if it existed.
 func (d *simDB) sessionAt(id string, t time.Time) (simSession, bool) {
-	vs := d.sessions[id]
+	if id == "" {
+		return simSession{}, false
+	}
+	return sessionAsOf(d.sessions[id], t)
+}
+
+// sessionAsOf returns, of a session's versions vs, the one as of Spanner
+// time t, if there was one.
+func sessionAsOf(vs []simSession, t time.Time) (simSession, bool) {
 	i, _ := slices.BinarySearchFunc(vs, t, func(v simSession, t time.Time) int {
 		if v.ts.After(t) {
 			return 1
 		}
 		return -1
 	})
-	if id == "" || i == 0 {
+	if i == 0 {
 		return simSession{}, false
 	}
 	return vs[i-1], true

@@ -96,7 +96,10 @@ type simMutexHarness struct {
 	maxWM time.Duration // the longest lease of any process
 	vers  *rand.Rand    // the processes' versions (nil: no version)
 	renew *rand.Rand    // the processes' renewal intervals (nil: the default, a third of the lease)
-	need  bool          // the Mutexes have a Needed callback, which says false or fails at times
+	// sessions draws which processes' Scopes are made WithSessions (nil:
+	// none), their Mutexes running through the Scope's session.
+	sessions *rand.Rand
+	need     bool // the Mutexes have a Needed callback, which says false or fails at times
 	// resets: an operator resets the row at times (sim_mutex_operator_test.go).
 	resets bool
 	// slowSlot is the process slot whose every Spanner answer comes a
@@ -215,8 +218,9 @@ func (mh *simMutexHarness) rowWritten(ts time.Time, op string, l *Lease, prev, r
 	if l != nil && op != "acquire" && l.id != prev.LeaseID {
 		h.violateLocked("inv1: %s by token %d committed over a row it did not hold (%v): its fence let it through", op, l.token, mrow(prev))
 	}
+	judged := mh.db.judged(prev, ts) // the holder's liveness, by its session if it names one
 	if op == "forcereset" && prev.State == StateStarted {
-		mh.evictLocked(ts, prev, r)
+		mh.evictLocked(ts, judged, r)
 	} else if prev.State == StateStarted && (l == nil || l.id != prev.LeaseID) {
 		if s := mh.bySection[prev.LeaseID]; s != nil && s.live() {
 			who := "an abandon"
@@ -234,7 +238,7 @@ func (mh *simMutexHarness) rowWritten(ts time.Time, op string, l *Lease, prev, r
 		mh.takeovers++
 	}
 	if mh.quiet && prev.State == StateStarted && (op == "acquire" || op == "abandon") {
-		mh.crashedHolderLocked(ts, prev)
+		mh.crashedHolderLocked(ts, judged)
 	}
 	if op == "abandon" {
 		mh.abandons++
@@ -548,13 +552,24 @@ func (mh *simMutexHarness) newProc(slot, inc int) *simProc {
 	for i := range calls {
 		run := &simMutexRun{p: p, who: fmt.Sprintf("%s/r%d", name, i)}
 		crng := rand.New(rand.NewPCG(mh.rng.Uint64(), mh.rng.Uint64()))
+		rm := m
+		if p.scope.sessionsOn {
+			// A Mutex per Run call, on a clock naming it: Run calls of
+			// one process that back off alike then wake in turns of
+			// their own, in the seed's order, which picks the one that
+			// starts the Scope's session.
+			rm = mh.mutexOf(p, version, m.cfg.renewInterval) // one renewal interval per process, as one Mutex has
+			clk := *p.clk
+			clk.who = run.who
+			rm.cfg.clock = &clk
+		}
 		h.mu.Lock()
 		mh.runs = append(mh.runs, run)
 		h.mu.Unlock()
 		mh.running.Add(1)
 		go func() {
 			defer mh.running.Done()
-			mh.runner(m, run, crng)
+			mh.runner(rm, run, crng)
 		}()
 	}
 	return p
@@ -582,6 +597,9 @@ func (mh *simMutexHarness) newProcess(slot, inc int) *simProc {
 		p.lease = []time.Duration{mh.par.lease / 2, mh.par.lease, 2 * mh.par.lease}[mh.mixed.IntN(3)]
 	}
 	p.scope = NewScope(WithoutWakeUps())
+	if mh.sessions != nil && mh.sessions.IntN(4) != 0 {
+		p.scope = sessionScope(p, slot*16+inc) // sim_mutex_session_test.go
+	}
 	p.scope.id = fmt.Sprintf("p%di%02d-%06x", slot, inc, mh.rng.IntN(1<<24))
 	if slot == mh.slowSlot {
 		p.slowAnswers = p.lease
@@ -602,6 +620,16 @@ func (mh *simMutexHarness) newProcess(slot, inc int) *simProc {
 // newMutex makes p's Mutex: the real one, on p's connection, clock and
 // seeded jitters.
 func (mh *simMutexHarness) newMutex(p *simProc, version string) *Mutex {
+	var every time.Duration // 0: the default, a third of the lease
+	if mh.renew != nil {
+		every = []time.Duration{p.lease / 2, p.lease / 6}[mh.renew.IntN(2)]
+	}
+	return mh.mutexOf(p, version, every)
+}
+
+// mutexOf makes a Mutex of p's renewing every every (0: the default),
+// as newMutex does.
+func (mh *simMutexHarness) mutexOf(p *simProc, version string, every time.Duration) *Mutex {
 	opts := []MutexOption{WithLease(p.lease), WithJitter(mh.par.jitter), WithOwner(p.name),
 		WithFinishTimeout(mh.par.finish), WithMaxAttempts(mh.par.maxAttempts), WithMaxFailures(mh.par.maxAttempts),
 		WithBackOff(func() backoff.BackOff { return &simBackOff{p: p} })}
@@ -611,8 +639,11 @@ func (mh *simMutexHarness) newMutex(p *simProc, version string) *Mutex {
 	if version != "" {
 		opts = append(opts, WithVersion(version))
 	}
-	if mh.renew != nil {
-		opts = append(opts, WithRenewInterval([]time.Duration{p.lease / 2, p.lease / 6}[mh.renew.IntN(2)]))
+	if p.scope.sessionsOn {
+		opts = append(opts, WithScope(p.scope))
+	}
+	if every > 0 {
+		opts = append(opts, WithRenewInterval(every))
 	}
 	if mh.need {
 		opts = append(opts, WithNeeded(func(context.Context) (bool, error) {
@@ -795,16 +826,19 @@ func (mh *simMutexHarness) chaos(stop <-chan struct{}) {
 
 // simMutexResult is what one schedule found.
 type simMutexResult struct {
-	seed       uint64
-	steps      int
-	turns      int // turns the scheduler let go (sim_sched_test.go)
-	sections   int
-	takeovers  int
-	abandons   int
-	counts     map[string]int
-	calm       bool
-	violations []string
-	trace      []string
+	seed      uint64
+	steps     int
+	turns     int // turns the scheduler let go (sim_sched_test.go)
+	sections  int
+	takeovers int
+	abandons  int
+	// sessionSections counts the sections whose lease was held through a
+	// session; sessionLosses, those of them lost with it.
+	sessionSections, sessionLosses int
+	counts                         map[string]int
+	calm                           bool
+	violations                     []string
+	trace                          []string
 }
 
 // newMutexHarness returns an empty harness for schedule seed.
@@ -825,7 +859,7 @@ func (mh *simMutexHarness) host(rules simMutexRules, parts *rand.Rand, full *[]s
 	h.start = time.Now()
 	h.db = newSimDB(h, mh.par.lease)
 	mh.h = h
-	mh.db = &simMutexDB{mh: mh, rules: rules, counts: map[string]int{}, lostIDs: map[string]bool{}}
+	mh.db = &simMutexDB{mh: mh, rules: rules, counts: map[string]int{}, lostIDs: map[string]bool{}, sessions: map[string][]simSession{}}
 	h.event("sim", "params %+v", mh.par)
 }
 
@@ -862,6 +896,9 @@ func runMutexSchedule(t *testing.T, seed uint64, rules simMutexRules, full *[]st
 		}
 		if r := rand.New(rand.NewPCG(seed, 0x4e3e)); r.IntN(4) == 0 {
 			mh.renew = r
+		}
+		if s := rand.New(rand.NewPCG(seed, 0x5e5510)); s.IntN(2) == 0 {
+			mh.sessions = s // the Lock's stream: sessions in half the schedules
 		}
 		mh.quiet = mh.par.faultRate == 0 && !mh.par.pauses && parts == nil
 		mh.need = rand.New(rand.NewPCG(seed, 0x4eed)).IntN(5) == 0 && !mh.par.calm
@@ -904,6 +941,7 @@ func runMutexSchedule(t *testing.T, seed uint64, rules simMutexRules, full *[]st
 		case <-done:
 			h.sched.turn(simKey{"sim", "done", 0, 0})
 			mh.settled()
+			mh.sessionsLeft()
 		case <-bound.C:
 			h.sched.turn(simKey{"sim", "bound", 0, 0})
 			// Liveness: chaos ended long ago; every Run call of a live
@@ -945,9 +983,26 @@ func runMutexSchedule(t *testing.T, seed uint64, rules simMutexRules, full *[]st
 			res.counts["forcereset of a live section"] += mh.evictions
 		}
 		res.violations, res.trace = h.violations, h.trace
+		res.sessionSections, res.sessionLosses = mh.sessionCounts()
 		h.mu.Unlock()
 	})
 	return res
+}
+
+// sessionCounts counts the sections whose lease was held through a
+// session, and those of them lost with it; call with h.mu held.
+func (mh *simMutexHarness) sessionCounts() (sections, losses int) {
+	for _, s := range mh.sections {
+		if s.lease.session == "" {
+			continue
+		}
+		sections++
+		var lost *leaseLostError
+		if errors.As(s.lease.Err(), &lost) && strings.Contains(lost.Reason, "its session was lost") {
+			losses++
+		}
+	}
+	return sections, losses
 }
 
 // simMutexSummary formats a failing schedule for a test log.

@@ -44,6 +44,9 @@ type simMutexRules struct {
 	lateTakeover bool // the store's clock runs half the holder's lease behind: takeovers come late
 	resetLive    bool // Reset cuts a live holder off, as ForceReset does
 	forceNoBump  bool // ForceReset keeps the token of the live holder it evicts
+	// sessionUnread: a row held through a session is judged without its
+	// session's renewals (by its own RenewedAt and the reader's lease)
+	sessionUnread bool
 }
 
 // simMutexVersion is a committed version of the section's row.
@@ -69,6 +72,9 @@ type simMutexDB struct {
 	// force, if set, replaces the fault drawn for a call of p's (a
 	// scenario's script); it returns ok false to leave the draw.
 	force func(p *simProc, op string) (f simFault, ok bool)
+	// sessions holds the versions of each session's row
+	// (sim_mutex_session_test.go).
+	sessions map[string][]simSession
 }
 
 // current returns the row as of now, with Now set to now; call with d.mu
@@ -162,6 +168,9 @@ func (r mrow) String() string {
 type simMutexConn struct {
 	db *simMutexDB
 	p  *simProc
+	// who names the calls of the connection when their ctx names no Run
+	// call ("": the process's): its session's loop's.
+	who string
 }
 
 var _ mutexStore = (*simMutexConn)(nil)
@@ -174,7 +183,7 @@ var _ mutexStore = (*simMutexConn)(nil)
 // Unavailable: unknown outcome), or its ctx ending on the way there or
 // back.
 func (c *simMutexConn) call(ctx context.Context, op string, write bool, fn func() error) error {
-	_, err := c.p.spannerCall(ctx, c.db, "", op, write, false, fn)
+	_, err := c.p.spannerCall(ctx, c.db, c.who, op, write, false, fn)
 	return err
 }
 
@@ -223,7 +232,8 @@ func (c *simMutexConn) checkSchema(ctx context.Context) error {
 func (c *simMutexConn) read(ctx context.Context, name string) (row, error) {
 	var r row
 	err := c.call(ctx, "read", false, func() error {
-		r = c.db.skew(c.db.forget(c.db.current(c.db.readTS())), c.p.lease)
+		now := c.db.readTS()
+		r = c.db.skew(c.db.forget(c.db.judged(c.db.current(now), now)), c.p.lease)
 		c.p.h.event(c.p.name, "read: %v", mrow(r))
 		return nil
 	})
@@ -259,8 +269,10 @@ func (c *simMutexConn) readAt(ctx context.Context, name string, at time.Time) (r
 	return r, nil
 }
 
-// acquire decides on the row read at the transaction's time, with the real
-// decide, and writes what that decides, as spannerStore.acquire does.
+// acquire decides on the row read at the transaction's time, judged by
+// its session, with the real decide, and writes what that decides, as
+// spannerStore.acquire does: a holder that names a session declares
+// sessionHeldLease.
 func (c *simMutexConn) acquire(ctx context.Context, name string, p policy, cl claim) (decision, *Lease, error) {
 	d := c.db
 	var (
@@ -268,13 +280,15 @@ func (c *simMutexConn) acquire(ctx context.Context, name string, p policy, cl cl
 		lease *Lease
 	)
 	err := c.call(ctx, "acquire", true, func() error {
-		r := d.current(d.readTS())
-		dec = decide(d.skew(d.forget(r), p.lease), p)
+		now := d.readTS()
+		r := d.current(now)
+		judged := d.judged(r, now)
+		dec = decide(d.skew(d.forget(judged), p.lease), p)
 		if d.rules.abandonEarly && dec.action == actTakeOver {
 			dec = decision{action: actAbandon}
 		}
 		if d.rules.takeEarly && dec.action == actWait && r.State == StateStarted &&
-			silentFor(r) >= holderLease(r, p.lease)/2 {
+			silentFor(judged) >= holderLease(judged, p.lease)/2 {
 			dec = decision{action: actTakeOver}
 			if r.Attempts >= p.maxAttempts {
 				dec = decision{action: actAbandon}
@@ -296,12 +310,15 @@ func (c *simMutexConn) acquire(ctx context.Context, name string, p policy, cl cl
 			w := r
 			w.Exists, w.State, w.Owner, w.LeaseID, w.Token, w.Attempts = true, StateStarted, cl.owner, cl.leaseID, token, attempts
 			w.StartedAt, w.RenewedAt, w.UpdatedAt, w.FinishedAt = ts, ts, ts, time.Time{}
-			w.Lease = p.lease.Truncate(time.Microsecond)
+			w.Lease, w.Session = p.lease.Truncate(time.Microsecond), cl.session
+			if cl.session != "" {
+				w.Lease = sessionHeldLease
+			}
 			if p.version != "" {
 				w.Version = p.version
 			}
 			lease = newLease(name, cl.owner, cl.leaseID, token, dec.action == actTakeOver, "sim")
-			lease.acquiredAt = ts
+			lease.acquiredAt, lease.session = ts, cl.session
 			if d.losing {
 				d.lostIDs[cl.leaseID] = true
 			}
@@ -442,13 +459,16 @@ func (c *simMutexConn) reset(ctx context.Context, name string, lease time.Durati
 	d := c.db
 	var res ResetResult
 	err := c.call(ctx, "reset", true, func() error {
-		r := d.skew(d.forget(d.current(d.readTS())), lease)
+		now := d.readTS()
+		raw := d.current(now)
+		r := d.skew(d.forget(d.judged(raw, now)), lease)
 		w, planned, err := planReset(name, r, lease, leaseID, force || d.rules.resetLive)
 		if err != nil { // a *resetRefusedError
 			c.p.h.event(c.p.name, "reset refused: %s", err.(*resetRefusedError).Reason)
 			return err
 		}
 		res = planned
+		w.RenewedAt, w.Lease = raw.RenewedAt, raw.Lease // as read, not as judged: the reset writes neither
 		if d.rules.forceNoBump && planned.Forced {
 			w.Token = r.Token
 		}

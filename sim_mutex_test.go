@@ -87,6 +87,11 @@ var simMutexRegressionSeeds = []struct {
 	// that had read it FAILED backed off before its retry.
 	{276791205010, "a crashed v2 holder's row, started over a FAILED v1 row, taken 0.9 s late by a waiter in its retry backoff"},
 	{87145359705367, "a crashed holder's row, acquired after a reset of a FAILED row, taken 0.29 s late by a waiter in its retry backoff"},
+	// Found by the first run with sessions, with the check that followed
+	// it (sessionsLeft): a Run whose ctx ended between its grant through
+	// the session and its section gave the row back but left its lease a
+	// member of the session, renewed for ever.
+	{6437, "a lease granted through the session stayed its member after its Run ended before the section (inv8)"},
 }
 
 // simMutexSeedRange returns the seeds TestSimMutex runs:
@@ -100,6 +105,7 @@ func simMutexSeedRange(t *testing.T) testutil.Seeds {
 type simMutexRunStats struct {
 	schedules, steps, sections, calm int64
 	takeovers, abandons              int64
+	sessionSections, sessionLosses   int64
 	counts                           map[string]int64 // the store's writes by kind, and answers lost
 	failed                           []simMutexResult
 }
@@ -112,6 +118,7 @@ func runMutexSchedules(t *testing.T, seeds testutil.Seeds, rules simMutexRules, 
 		next                             atomic.Uint64
 		nSched, nSteps, nSections, nCalm atomic.Int64
 		nTakeovers, nAbandons            atomic.Int64
+		nSessionSections, nSessionLosses atomic.Int64
 		stop                             atomic.Bool
 		mu                               sync.Mutex
 		failed                           []simMutexResult
@@ -133,6 +140,8 @@ func runMutexSchedules(t *testing.T, seeds testutil.Seeds, rules simMutexRules, 
 			nSections.Add(int64(res.sections))
 			nTakeovers.Add(int64(res.takeovers))
 			nAbandons.Add(int64(res.abandons))
+			nSessionSections.Add(int64(res.sessionSections))
+			nSessionLosses.Add(int64(res.sessionLosses))
 			if res.calm {
 				nCalm.Add(1)
 			}
@@ -153,7 +162,8 @@ func runMutexSchedules(t *testing.T, seeds testutil.Seeds, rules simMutexRules, 
 	})
 	slices.SortFunc(failed, func(a, b simMutexResult) int { return int(a.seed) - int(b.seed) })
 	return simMutexRunStats{schedules: nSched.Load(), steps: nSteps.Load(), sections: nSections.Load(), calm: nCalm.Load(),
-		takeovers: nTakeovers.Load(), abandons: nAbandons.Load(), counts: counts, failed: failed}
+		takeovers: nTakeovers.Load(), abandons: nAbandons.Load(), counts: counts, failed: failed,
+		sessionSections: nSessionSections.Load(), sessionLosses: nSessionLosses.Load()}
 }
 
 // TestSimMutex runs seeded schedules of Mutex.Run against the simulated
@@ -180,6 +190,7 @@ func TestSimMutex(t *testing.T) {
 		kinds = append(kinds, fmt.Sprintf("%s %d", k, st.counts[k]))
 	}
 	t.Logf("store writes, answers lost, sections adopted: %s", strings.Join(kinds, ", "))
+	t.Logf("sessions: %d sections held through a session, %d of them lost with it", st.sessionSections, st.sessionLosses)
 	t.Logf("mutex simulation: %d schedules, %d steps, %d violations (seeds %s)", st.schedules, st.steps, violations, seeds.Covered(st.schedules))
 }
 
@@ -213,6 +224,7 @@ func TestSimMutexCheckerCatches(t *testing.T) {
 		{"takeover half a lease late", simMutexRules{lateTakeover: true}, "inv9"},
 		{"a reset that cuts a live holder off", simMutexRules{resetLive: true}, "inv1"},
 		{"a forced reset that keeps the evicted holder's token", simMutexRules{forceNoBump: true}, "inv1"},
+		{"a row held through a session judged without the session's renewals", simMutexRules{sessionUnread: true}, "inv1"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			wanted := func(v string) bool {
