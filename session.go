@@ -50,8 +50,15 @@ type session struct {
 	members map[*Lease]func(error)
 	users   int  // calls under way that write the id into rows
 	running bool // the renewal loop runs
-	// starting is closed when the start under way ends; nil if none is.
-	starting chan struct{}
+	// starting is the start under way; nil if none is.
+	starting *sessionStart
+}
+
+// sessionStart is a start of a session under way: done is closed when it
+// ends, err then set if it failed.
+type sessionStart struct {
+	done chan struct{}
+	err  error
 }
 
 // sessionStore writes a Scope's session rows.
@@ -106,9 +113,11 @@ func (s *session) use() (done func()) {
 // go and another started: the start costs what a renewal would, and a row
 // written under it is not granted on a session about to lapse. The
 // session a call starts is its answer, however late the start was
-// answered (admit renews it before a grant). Calls that
-// find a start under way wait for it (on a channel, never a mutex held
-// across a Spanner call).
+// answered (admit renews it before a grant). Calls that find a start
+// under way wait for it (on a channel, never a mutex held across a Spanner
+// call) and share its outcome, a failure included: none of them races
+// the others to start the next (the simulation replays only what turns
+// order).
 func (s *session) current(ctx context.Context) (string, error) {
 	for {
 		s.mu.Lock()
@@ -133,19 +142,22 @@ func (s *session) current(ctx context.Context) (string, error) {
 			s.mu.Unlock()
 			notify(lost)
 			select {
-			case <-started:
+			case <-started.done:
 			case <-ctx.Done():
 				return "", ctx.Err()
 			}
+			if started.err != nil {
+				return "", started.err
+			}
 		default:
-			started := make(chan struct{})
+			started := &sessionStart{done: make(chan struct{})}
 			s.starting = started
 			s.mu.Unlock()
 			notify(lost)
 			err := s.begin(ctx)
 			s.mu.Lock()
-			s.starting = nil
-			close(started)
+			s.starting, started.err = nil, err
+			close(started.done)
 			id := s.id
 			s.mu.Unlock()
 			switch {
