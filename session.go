@@ -159,6 +159,9 @@ func (s *session) current(ctx context.Context) (string, error) {
 			s.starting, started.err = nil, err
 			close(started.done)
 			id := s.id
+			if err == nil && id != "" {
+				s.runLocked() // renewed while used: a waiting entry names it
+			}
 			s.mu.Unlock()
 			switch {
 			case err != nil:
@@ -167,7 +170,7 @@ func (s *session) current(ctx context.Context) (string, error) {
 				// Named even if its start was answered a renewal
 				// interval late: starting another would meet the same
 				// delay, for ever (a slow link), and the grant renews
-				// it first (admit), which starts its loop.
+				// it first (admit).
 				return id, nil
 			}
 		}
