@@ -84,44 +84,26 @@ func TestSessionJoinsAHandedOverLock(t *testing.T) {
 	t.Parallel() // waits out leases beside the other tests that do
 	eachDialect(t, func(t *testing.T, db string) {
 		ctx := context.Background()
-		c := newClient(t, db)
 		const lease = 900 * time.Millisecond
-		holders, _ := holdAll(t, c, NewScope(WithoutWakeUps()), "joins", 1, WithLease(lease))
-		var log rpcLog
-		waiter, err := NewLock(countingClient(t, db, &log), "joins-0", WithLease(lease), WithScope(NewScope(WithoutWakeUps(), WithSessions())))
-		require.NoError(t, err)
-		got := make(chan *Lease, 1)
-		go func() {
-			l, err := waiter.Lock(ctx)
-			assert.NoError(t, err)
-			got <- l
-		}()
-		waitFor(t, time.Minute, "the waiter to queue", func() bool { return len(queuedIDs(t, c, "joins-0")) == 1 })
-		require.NoError(t, holders[0].Unlock(ctx))
-		var handed *Lease
-		select {
-		case handed = <-got:
-		case <-time.After(time.Minute):
-			t.Fatal("the waiter was not handed the lock")
-		}
-		require.NotNil(t, handed)
+		q := queueBehind(t, db, "joins", lease)
+		handed := q.handOver(t, 0)
 		assert.Empty(t, handed.session, "handed over: granted renewed on its own")
 		var session string
 		waitFor(t, time.Minute, "the row to name the session", func() bool {
-			session = rowSession(t, c, "joins-0")
+			session = rowSession(t, q.c, "joins-0")
 			return session != ""
 		})
-		n := log.len()
+		n := q.log.len()
 		<-time.After(1200 * time.Millisecond) // a window to count the idle calls in, not a synchronisation
 		renewals := 0
-		for i, tag := range log.tagsSince(n) {
-			assert.Equal(t, tagSession, tag, "call %d (%s) is a session renewal", i, log.since(n)[i])
+		for i, tag := range q.log.tagsSince(n) {
+			assert.Equal(t, tagSession, tag, "call %d (%s) is a session renewal", i, q.log.since(n)[i])
 			renewals++
 		}
 		assert.InDelta(t, 4, renewals, 1.5, "one session renewal every third of the lease, and no renewal of the lock")
 		t.Logf("a handed-over lock held 1.2 s after it joined the session: %d RPCs", renewals)
 
-		_, err = c.Apply(ctx, []*spanner.Mutation{spanner.Delete(defaultTable+"Sessions", spanner.Key{session})})
+		_, err := q.c.Apply(ctx, []*spanner.Mutation{spanner.Delete(defaultTable+"Sessions", spanner.Key{session})})
 		require.NoError(t, err)
 		requireLostWithSession(t, []*Lease{handed}, 2*lease)
 	})
@@ -135,36 +117,64 @@ func TestSessionKeepsAWaitingEntryLive(t *testing.T) {
 	needEmulator(t)
 	t.Parallel() // waits out leases beside the other tests that do
 	eachDialect(t, func(t *testing.T, db string) {
-		ctx := context.Background()
-		c := newClient(t, db)
 		const lease = 500 * time.Millisecond
-		holders, held := holdAll(t, c, NewScope(WithoutWakeUps()), "waits", 1, WithLease(lease))
-		var log rpcLog
-		waiter, err := NewLock(countingClient(t, db, &log), "waits-0", WithLease(lease), WithScope(NewScope(WithoutWakeUps(), WithSessions())))
-		require.NoError(t, err)
-		got := make(chan *Lease, 1)
-		go func() {
-			l, err := waiter.Lock(ctx)
-			assert.NoError(t, err)
-			got <- l
-		}()
-		waitFor(t, time.Minute, "the waiter to queue", func() bool { return len(queuedIDs(t, c, "waits-0")) == 1 })
-		session := entrySession(t, c, "waits-0")
-		require.NotEmpty(t, session, "the entry names the session")
-		<-time.After(waiterTTLFactor*lease + 300*time.Millisecond) // past the entry's own time to live, not a synchronisation
-		require.NoError(t, holders[0].Unlock(ctx))
-		select {
-		case l := <-got:
-			assert.True(t, l.handedOff, "handed over by the Unlock, not taken free")
-			assert.Equal(t, held[0].Token()+1, l.Token())
-			require.NoError(t, waiter.Unlock(ctx))
-		case <-time.After(time.Minute):
-			t.Fatal("the waiter was not handed the lock")
-		}
-		tags := log.tagsSince(0)
+		q := queueBehind(t, db, "waits", lease)
+		require.NotEmpty(t, entrySession(t, q.c, "waits-0"), "the entry names the session")
+		l := q.handOver(t, waiterTTLFactor*lease+300*time.Millisecond) // past the entry's own time to live
+		assert.True(t, l.handedOff, "handed over by the Unlock, not taken free")
+		assert.Equal(t, q.held.Token()+1, l.Token())
+		require.NoError(t, q.waiter.Unlock(context.Background()))
+		tags := q.log.tagsSince(0)
 		assert.NotContains(t, tags, tagEntryRenew, "no renewal of the entry")
 		assert.Contains(t, tags, tagSession, "the session renewed it")
 	})
+}
+
+// queuedBehind is a lock prefix-0 held by a Lock of a Scope without
+// sessions and waited for by a Lock call of a Scope made WithSessions,
+// whose calls log counts.
+type queuedBehind struct {
+	c      *spanner.Client
+	holder *Lock
+	held   *Lease
+	waiter *Lock
+	log    *rpcLog
+	got    chan *Lease
+}
+
+// queueBehind holds lock prefix-0 in database db, declaring lease, and
+// starts a waiting Lock call on it, queued when it returns.
+func queueBehind(t *testing.T, db, prefix string, lease time.Duration) *queuedBehind {
+	t.Helper()
+	q := &queuedBehind{c: newClient(t, db), log: &rpcLog{}, got: make(chan *Lease, 1)}
+	holders, held := holdAll(t, q.c, NewScope(WithoutWakeUps()), prefix, 1, WithLease(lease))
+	q.holder, q.held = holders[0], held[0]
+	var err error
+	q.waiter, err = NewLock(countingClient(t, db, q.log), prefix+"-0", WithLease(lease), WithScope(NewScope(WithoutWakeUps(), WithSessions())))
+	require.NoError(t, err)
+	go func() {
+		l, err := q.waiter.Lock(context.Background())
+		assert.NoError(t, err)
+		q.got <- l
+	}()
+	waitFor(t, time.Minute, "the waiter to queue", func() bool { return len(queuedIDs(t, q.c, prefix+"-0")) == 1 })
+	return q
+}
+
+// handOver waits after (a wait, not a synchronisation), unlocks the
+// holder and returns the lease the waiting call got.
+func (q *queuedBehind) handOver(t *testing.T, after time.Duration) *Lease {
+	t.Helper()
+	<-time.After(after)
+	require.NoError(t, q.holder.Unlock(context.Background()))
+	select {
+	case l := <-q.got:
+		require.NotNil(t, l)
+		return l
+	case <-time.After(time.Minute):
+		t.Fatal("the waiter was not handed the lock")
+		return nil
+	}
 }
 
 // entrySession returns the session the only queue entry of lock name names.
