@@ -666,24 +666,7 @@ func (c *simConn) sawRow(ctx context.Context, r row, err error) {
 }
 
 func (c *simConn) renew(ctx context.Context, l *Lease) error {
-	_, err := c.call(ctx, "renew", true, false, func() error {
-		d := c.db
-		v := d.raw(l.name)
-		if !d.rules.noFence && (!v.heldBy(l.id) || v.Token != l.token) {
-			c.p.h.event(c.p.name, "renew token %d: lost (row %s)", l.token, simRow(v))
-			return l.lostTo(v)
-		}
-		ts := d.commitTS()
-		v.RenewedAt = ts
-		d.write(l.name, ts, v)
-		l.setRenewedAt(ts)
-		return nil
-	})
-	var lost *leaseLostError
-	if errors.As(err, &lost) {
-		return lost
-	}
-	return err
+	return c.renewRow(ctx, "renew", l, nil)
 }
 
 var _ sessionRenewer = (*simConn)(nil)
@@ -691,24 +674,33 @@ var _ sessionRenewer = (*simConn)(nil)
 // renewThrough is renew that also makes the row name session id (and
 // declare sessionHeldLease), or none (and the process's lease) with "".
 func (c *simConn) renewThrough(ctx context.Context, l *Lease, id string) error {
-	_, err := c.call(ctx, "renewThrough", true, false, func() error {
+	return c.renewRow(ctx, "renewThrough", l, func(v *row, ts time.Time) {
+		v.Session, v.Lease = id, c.p.lease.Truncate(time.Microsecond)
+		if id != "" {
+			v.Lease = sessionHeldLease
+			c.db.joins++
+		}
+		c.p.h.event(c.p.name, "renewThrough token %d session %s at %s", l.token, short(id), c.p.h.ts(ts))
+	})
+}
+
+// renewRow is a renewal of l's row, op, fenced on l: it sets RenewedAt to
+// the commit timestamp ts, and what set (if not nil) sets.
+func (c *simConn) renewRow(ctx context.Context, op string, l *Lease, set func(v *row, ts time.Time)) error {
+	_, err := c.call(ctx, op, true, false, func() error {
 		d := c.db
 		v := d.raw(l.name)
 		if !d.rules.noFence && (!v.heldBy(l.id) || v.Token != l.token) {
-			c.p.h.event(c.p.name, "renewThrough token %d: lost (row %s)", l.token, simRow(v))
+			c.p.h.event(c.p.name, "%s token %d: lost (row %s)", op, l.token, simRow(v))
 			return l.lostTo(v)
 		}
 		ts := d.commitTS()
-		v.RenewedAt, v.Session, v.Lease = ts, id, c.p.lease.Truncate(time.Microsecond)
-		if id != "" {
-			v.Lease = sessionHeldLease
+		v.RenewedAt = ts
+		if set != nil {
+			set(&v, ts)
 		}
 		d.write(l.name, ts, v)
 		l.setRenewedAt(ts)
-		if id != "" {
-			d.joins++
-		}
-		c.p.h.event(c.p.name, "renewThrough token %d session %s at %s", l.token, short(id), c.p.h.ts(ts))
 		return nil
 	})
 	var lost *leaseLostError
