@@ -41,6 +41,7 @@ type Semaphore struct {
 	cfg   config
 	store semStore
 	sp    *spannerStore // nil in the simulation
+	db    string        // the database's name: with the table and lease, its Scope's session's key
 
 	mu      sync.Mutex
 	busy    bool   // an Acquire is under way, or a lease is held
@@ -73,8 +74,8 @@ func NewSemaphore(client *spanner.Client, name string, size int64, opts ...LockO
 		return nil, err
 	}
 	sp := cfg.newStore(client)
-	sp.needsQueue, sp.semaphore = true, true
-	return &Semaphore{name: name, size: size, cfg: cfg, store: sp, sp: sp}, nil
+	sp.needsQueue, sp.semaphore, sp.shared = true, true, cfg.scope
+	return &Semaphore{name: name, size: size, cfg: cfg, store: sp, sp: sp, db: client.DatabaseName()}, nil
 }
 
 // Acquire blocks until this contender holds n permits, and returns its
@@ -131,11 +132,7 @@ func (s *Semaphore) acquire(ctx context.Context, n int64, wait bool) (*Lease, er
 	acq.granted(lease, nil)
 	_, lease.hold = s.cfg.tel.start(ctx, "spanmutex.hold", semKind(wait), attrToken.Int64(lease.token))
 	s.held, s.heldN = lease, n
-	s.stopRen = keepAlive(semRenewer{s.store}, &s.cfg, lease, lease.anchor, func(err error) {
-		if !lease.unlocking.Load() {
-			lease.lose(err)
-		}
-	})
+	s.stopRen = s.keepHeld(lease) // semaphore_session.go
 	return lease, nil
 }
 
