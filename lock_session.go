@@ -2,8 +2,6 @@ package spanmutex
 
 import (
 	"context"
-	"errors"
-	"log/slog"
 )
 
 // A Lock of a Scope made WithSessions holds through the Scope's session
@@ -11,23 +9,6 @@ import (
 // session in its row and is kept alive by the session's renewals instead
 // of its own. A lock handed to it by an Unlock is renewed on its own until
 // its first renewal, which moves it into the session (sessionJoin).
-
-// sessionStores is implemented by a Lock's store that can hold rows
-// through sessions.
-type sessionStores interface {
-	// sessionStore returns the store of the table's sessions, or nil if
-	// the table has none (it lacks the Session column).
-	sessionStore(ctx context.Context) sessionStore
-}
-
-// sessionStore returns s if its table has sessions (checked as the Queued
-// column is: marks), nil otherwise.
-func (s *spannerStore) sessionStore(ctx context.Context) sessionStore {
-	if s.marks(ctx); !s.sessioned() {
-		return nil
-	}
-	return s
-}
 
 // useSession makes the waiter's acquisitions name the Scope's session, if
 // the Scope has sessions and the table can hold them; the returned done
@@ -126,63 +107,10 @@ func (l *Lock) keepHeld(lease *Lease, ll *localLock) (stop func()) {
 	}
 }
 
-// sessionRenewer renews a held lease through a session: a Lock's store
-// whose table has sessions.
-type sessionRenewer interface {
-	// renewThrough renews l, fenced as renew is, and makes its row name
-	// session id with sessionHeldLease as its lease; with id "", it names
-	// none and declares the lease l was granted with.
-	renewThrough(ctx context.Context, l *Lease, id string) error
-}
-
 // asSessionRenewer returns st as a sessionRenewer, or nil.
 func asSessionRenewer(st lockStore) sessionRenewer {
 	sr, _ := st.(sessionRenewer)
 	return sr
-}
-
-// errJoinedSession: a renewal moved the lease into the Scope's session,
-// which renews it from then on; its own renewals end (keepAlive).
-var errJoinedSession = errors.New("spanmutex: the lease joined the Scope's session")
-
-// A sessionJoin moves a lease handed over to a Lock of a Scope with
-// sessions into the session at the lease's first renewal, which it makes
-// in keepAlive's place: the renewal writes the session's id into the row
-// (and the century a row held through a session declares) in the same
-// transaction, so the hand-off costs what it did and the lease costs
-// nothing of its own from then on. The grant rule's check (admit) follows
-// the renewal; a lease the session cannot admit (lost meanwhile) stays
-// renewed on its own, its row kept live by this renewal, and the next
-// renewal names the session live then. A session that cannot be started
-// leaves the lease renewed on its own.
-type sessionJoin struct {
-	sess   *session
-	sst    sessionStore
-	st     sessionRenewer
-	clk    clock
-	log    *slog.Logger
-	onLost func(error)
-}
-
-// renew is keepAlive's renewal of l: into the session if it is live, or
-// can be started; it returns errJoinedSession once l is a member.
-func (j *sessionJoin) renew(ctx context.Context, l *Lease) error {
-	id, err := j.sess.current(ctx)
-	if err != nil && ctx.Err() == nil {
-		j.log.Warn("lock: could not start the Scope's session; renewing the lease on its own", "err", err)
-	}
-	sent := j.clk.Now()
-	if err := j.st.renewThrough(ctx, l, id); err != nil || id == "" {
-		return err
-	}
-	l.setAnchor(latest(l.lastAnchor(), sent))
-	leave, err := j.sess.admit(ctx, j.sst, l, id, j.onLost)
-	if err != nil {
-		j.log.Debug("lock: the lease could not join the Scope's session; renewing it on its own", "err", err)
-		return nil
-	}
-	l.leaveSession = leave
-	return errJoinedSession
 }
 
 // liveSession returns the id of the Scope's session if it has one live

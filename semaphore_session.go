@@ -166,10 +166,3 @@ func (s *spannerStore) sawSessionHeld(e semEntry) {
 		s.sessionHeldSeen.Store(true)
 	}
 }
-
-// judgeEntry returns e, read with the scanned session, judged by it
-// (semEntry.withSession).
-func (c *scannedSession) judgeEntry(e semEntry) semEntry {
-	e.session = c.id.StringVal
-	return e.withSession(c.at.Time, time.Duration(c.micros.Int64)*time.Microsecond, c.at.Valid)
-}
