@@ -44,8 +44,9 @@ type Holder struct {
 	Token   int64
 	// LeaseLeft is the holder's declared lease left unrenewed, by
 	// Spanner's clock at the read; at or below 0 the lease lapsed, and its
-	// permits count free. For a waiter, how long its queue entry has
-	// left unrenewed before it counts as dead.
+	// permits count free; for a holder through a session (WithSessions),
+	// the session's lease left. For a waiter, how long its queue entry has
+	// left unrenewed (it or its session) before it counts as dead.
 	LeaseLeft time.Duration
 	// Waited is, for a waiter, how long ago by Spanner's clock at the read
 	// its entry joined the queue; 0 for a holder.

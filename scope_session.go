@@ -15,7 +15,10 @@ import "time"
 // free or takes over; a lock handed to it by another holder's Unlock joins
 // the session at its first renewal. A waiting Lock call's queue entry
 // names the session, whose renewals keep it live: the call writes no
-// renewal of its own while it waits. The table needs the Session columns
+// renewal of its own while it waits. A Semaphore or RWLock of the Scope
+// does the same with its holders' and waiters' queue entries: permits its
+// own transaction grants are held through the session, permits granted by
+// another's Release join it at their first renewal. The table needs the Session columns
 // of the mutex table and its queue, and the sessions table (spanmutex ddl
 // --upgrade adds them); where it has them not, the Scope's Locks hold and
 // wait as without sessions.
