@@ -76,6 +76,11 @@ const sessionHeldLease = 100 * 365 * 24 * time.Hour
 // the table's row deletion policy): it lapsed long ago.
 var errSessionGone = status.Error(codes.NotFound, "spanmutex: the session's row is gone")
 
+// errSessionNotStarted: the start of the session that a call waited for
+// failed. Transient: the call goes on without a session, and a later one
+// starts it.
+var errSessionNotStarted = status.Error(codes.Unavailable, "spanmutex: the Scope's session could not be started")
+
 // errSessionChanged: the session a lease was written under was lost and
 // another started; the lease cannot be granted through it. Transient: the
 // caller hands the lock on and waits again.
@@ -106,7 +111,8 @@ func (s *session) use() (done func()) {
 // go and another started: the start costs what a renewal would, and a row
 // written under it is not granted on a session about to lapse. Calls that
 // find a start under way wait for it (on a channel, never a mutex held
-// across a Spanner call).
+// across a Spanner call); if it fails, they get errSessionNotStarted
+// rather than each starting one at once.
 func (s *session) current(ctx context.Context) (string, error) {
 	for {
 		s.mu.Lock()
@@ -134,6 +140,15 @@ func (s *session) current(ctx context.Context) (string, error) {
 			case <-started:
 			case <-ctx.Done():
 				return "", ctx.Err()
+			}
+			s.mu.Lock()
+			failed := s.id == ""
+			s.mu.Unlock()
+			if failed {
+				// The start we waited for failed: we do not start another
+				// at once, all of us together (the next call will), and
+				// our call goes on without a session, as its starter's.
+				return "", errSessionNotStarted
 			}
 		default:
 			started := make(chan struct{})

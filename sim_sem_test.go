@@ -76,6 +76,10 @@ type semSimRules struct {
 	overGrant bool // holders are hidden from the plan: permits granted twice
 	barging   bool // waiters are hidden from a newcomer's plan: it overtakes them
 	stale     bool // a waiter's read shows the past: a grant read after its entry lapsed
+	// sessionBlind: a holder held through a session is judged by its own
+	// RenewedAt and the session's lease, its session's renewals ignored:
+	// its permits are counted free while its session keeps it.
+	sessionBlind bool
 }
 
 // semSim runs one schedule and checks it.
@@ -227,8 +231,11 @@ func (h *semSim) judgedLocked(e semEntry, t time.Time) semEntry {
 		}
 		return -1
 	})
-	if i == 0 {
+	switch {
+	case i == 0:
 		return e.withSession(time.Time{}, 0, false)
+	case h.rules.sessionBlind && e.token != 0:
+		return e.withSession(time.Time{}, vs[i-1].lease, true)
 	}
 	return e.withSession(vs[i-1].renewed, vs[i-1].lease, true)
 }
@@ -1255,6 +1262,7 @@ func TestSemSimCheckerCatches(t *testing.T) {
 		{"permits granted twice", semSimRules{overGrant: true}, "inv S1"},
 		{"a newcomer overtakes the queue", semSimRules{barging: true}, "inv S4"},
 		{"reads show the past", semSimRules{stale: true}, "inv S5"},
+		{"holders judged blind to their sessions' renewals", semSimRules{sessionBlind: true}, "inv S2"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			// Ten schedules at a time, until one is caught: the checker
