@@ -107,12 +107,25 @@ func (s *Semaphore) lostHook(lease *Lease) func(error) {
 }
 
 // keepHeld starts what keeps granted lease alive and returns what stops
-// it: its session, if it was granted through one; otherwise its own
+// it: its session sess, if it was granted through one; otherwise its own
 // renewals (keepAlive), which move it into the Scope's session at the
-// first of them if it may join one (sessionJoin).
-func (s *Semaphore) keepHeld(lease *Lease) (stop func()) {
+// first of them if it may join one (sessionJoin). Stopped with
+// unreleased (its Release did not land), a lease held through the
+// session leaves it only once a release retried in the background lands
+// (releaseLater): the session would keep its entry live for as long as it
+// lives, where an entry renewed on its own lapses after a lease.
+func (s *Semaphore) keepHeld(lease *Lease, sess *session) (stop func(unreleased bool)) {
+	leave := func(unreleased bool) {
+		switch {
+		case lease.leaveSession == nil:
+		case unreleased:
+			go s.releaseLater(lease, sess)
+		default:
+			lease.leaveSession()
+		}
+	}
 	if lease.leaveSession != nil {
-		return lease.leaveSession // its session renews it
+		return leave // its session renews it
 	}
 	var st renewer = semRenewer{s.store}
 	if j := lease.join; j != nil {
@@ -121,10 +134,35 @@ func (s *Semaphore) keepHeld(lease *Lease) (stop func()) {
 		st = j
 	}
 	stopRenewals := keepAlive(st, &s.cfg, lease, lease.anchor, s.lostHook(lease))
-	return func() {
+	return func(unreleased bool) {
 		stopRenewals() // after it, leaveSession is set if a renewal joined
-		if lease.leaveSession != nil {
-			lease.leaveSession()
+		leave(unreleased)
+	}
+}
+
+// releaseLater releases lease, whose Release did not land, while it is a
+// member of session sess (whose renewals keep its entry live): one settle
+// every renewal interval, whatever the failure (a write denied for a while
+// is not retried by finish), until one lands or finds the entry gone (that
+// is, released by an earlier try, or lapsed), or the session is lost (the
+// entry then lapses with it); then the lease leaves the session. Each try
+// is bounded by the finish timeout, so that the loop ends within about a
+// renewal interval of the session's loss.
+func (s *Semaphore) releaseLater(lease *Lease, sess *session) {
+	defer lease.leaveSession()
+	q := semRequest{me: lease.id, op: semRelease, token: lease.token, size: s.size, lease: s.cfg.lease}
+	for sess.holds(lease) {
+		c, _ := s.cfg.clock.NewTimer(s.cfg.renewEvery())
+		<-c
+		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.finishTimeout)
+		res, err := s.store.settle(ctx, s.name, q)
+		cancel()
+		if err == nil || errors.Is(err, ErrLeaseLost) {
+			s.cfg.logger.Debug("semaphore: a release retried in the background ended", "token", lease.token, "err", err)
+			if err == nil {
+				s.wake(context.Background(), res)
+			}
+			return
 		}
 	}
 }
