@@ -44,8 +44,9 @@ type Holder struct {
 	Token   int64
 	// LeaseLeft is the holder's declared lease left unrenewed, by
 	// Spanner's clock at the read; at or below 0 the lease lapsed, and its
-	// permits count free. For a waiter, how long its queue entry has
-	// left unrenewed before it counts as dead.
+	// permits count free; for a holder through a session (WithSessions),
+	// the session's lease left. For a waiter, how long its queue entry has
+	// left unrenewed (it or its session) before it counts as dead.
 	LeaseLeft time.Duration
 	// Waited is, for a waiter, how long ago by Spanner's clock at the read
 	// its entry joined the queue; 0 for a holder.
@@ -103,6 +104,10 @@ func (s *spannerStore) inspectSQL(one bool) string {
 		sel += ", m.`Permits`, q.`EnqueuedAt`, q.`Owner`, q.`RenewedAt`, q.`LeaseMicros`, q.`Permits`, q.`Token`"
 		join += fmt.Sprintf(" LEFT JOIN `%s` AS q ON q.`Name` = m.`Name` AND m.`State` = @shared AND q.`Permits` IS NOT NULL", s.queueTable())
 		order = ", q.`EnqueuedAt`, q.`WaiterID`"
+		if s.sessioned() { // each entry's session, to judge it by (semEntry.withSession)
+			sel += ", q.`Session`, qs.`RenewedAt`, qs.`LeaseMicros`"
+			join += fmt.Sprintf(" LEFT JOIN `%s` AS qs ON qs.`SessionID` = q.`Session`", s.sessionsTable())
+		}
 	}
 	if one {
 		where = " WHERE m.`Name` = @name"
@@ -121,15 +126,15 @@ func (s *spannerStore) inspected(r *spanner.Row, out *[]Record) error {
 		started, renewed, finished, updated spanner.NullTime
 		permits                             spanner.NullInt64
 		e                                   semEntryColumns
+		sess, qsess                         scannedSession // the row's session, the entry's
 	)
 	dest := []any{&now, &rec.Name, &state, &owner, &rec.Token, &rec.Attempts, &lastErr, &started, &renewed, &finished, &updated}
 	if s.hasVersion.Load() {
 		dest = append(dest, &ver)
 	}
-	var sess scannedSession
 	dest = append(dest, sess.dest(s.sessioned())...)
 	if s.hasPermits.Load() {
-		dest = append(append(dest, &permits), e.dest()...)
+		dest = append(append(append(dest, &permits), e.dest()...), qsess.dest(s.sessioned())...)
 	}
 	if err := r.Columns(dest...); err != nil {
 		return err
@@ -145,7 +150,7 @@ func (s *spannerStore) inspected(r *spanner.Row, out *[]Record) error {
 		*out = append(*out, rec)
 	}
 	if e.at.Valid {
-		(*out)[len(*out)-1].add(e.entry(), now, s.lease)
+		(*out)[len(*out)-1].add(qsess.judgeEntry(e.entry()), now, s.lease)
 	}
 	return nil
 }
@@ -169,15 +174,21 @@ func (rec *Record) add(e semEntry, now time.Time, own time.Duration) {
 // none.
 type semEntryColumns struct {
 	at, renewed           spanner.NullTime
-	owner                 spanner.NullString
+	id, owner, wake       spanner.NullString
 	lease, permits, token spanner.NullInt64
 }
 
+// dest returns the destinations of the columns inspectSQL selects.
 func (c *semEntryColumns) dest() []any {
 	return []any{&c.at, &c.owner, &c.renewed, &c.lease, &c.permits, &c.token}
 }
 
+// semDest returns the destinations of the entry's columns semSQL selects.
+func (c *semEntryColumns) semDest() []any {
+	return []any{&c.at, &c.id, &c.owner, &c.renewed, &c.lease, &c.permits, &c.token, &c.wake}
+}
+
 func (c *semEntryColumns) entry() semEntry {
-	return semEntry{at: c.at.Time, owner: c.owner.StringVal, renewed: c.renewed.Time,
-		lease: time.Duration(c.lease.Int64) * time.Microsecond, permits: c.permits.Int64, token: c.token.Int64}
+	return semEntry{at: c.at.Time, id: c.id.StringVal, owner: c.owner.StringVal, renewed: c.renewed.Time,
+		lease: time.Duration(c.lease.Int64) * time.Microsecond, permits: c.permits.Int64, token: c.token.Int64, wake: c.wake.StringVal}
 }

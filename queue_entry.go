@@ -28,6 +28,12 @@ type semEntry struct {
 	permits int64         // 0: a Lock's entry, not the semaphore's: ignored
 	token   int64         // 0 while waiting
 	wake    string
+	// session is the session of its Scope the entry names ("": none, or
+	// not read: the table has no sessions); throughSession, that it is a
+	// holder held through that session (it declares sessionHeldLease),
+	// judged by it (withSession).
+	session        string
+	throughSession bool
 }
 
 // key is the entry's primary key within its name, in UTC so that keys

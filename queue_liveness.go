@@ -38,6 +38,28 @@ func liveEntry(d ddl.Dialect, sessions string) string {
 	return "(q.`RenewedAt` > " + since + " OR EXISTS(SELECT 1 FROM `" + sessions + "` AS qs WHERE qs.`SessionID` = q.`Session` AND qs.`RenewedAt` > " + since + "))"
 }
 
+// withSession returns e, read with the session it names (its RenewedAt,
+// and LeaseMicros as lease, if found), judged by it as row.withSession
+// judges a row: a holder that declares sessionHeldLease is held through
+// the session, whose last renewal counts as its own and whose lease as
+// its lease (its own RenewedAt and the reader's lease if the session is
+// gone); a waiting entry's session renewals count as its own (liveEntry).
+// A holder that names a session but declares its own lease was granted
+// by a reader that does not read sessions: it is judged on its own.
+func (e semEntry) withSession(renewedAt time.Time, lease time.Duration, found bool) semEntry {
+	switch {
+	case e.session == "":
+	case e.token == 0 && found:
+		e.renewed = latest(e.renewed, renewedAt)
+	case e.token != 0 && e.lease == sessionHeldLease:
+		e.throughSession, e.lease = true, 0
+		if found {
+			e.renewed, e.lease = latest(e.renewed, renewedAt), lease
+		}
+	}
+	return e
+}
+
 // semEntryLive reports whether e counts at Spanner time now: a holder until
 // its declared lease (own if it declared none) has passed since its last
 // renewal; a waiter for waiterTTLFactor of those.

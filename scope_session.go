@@ -17,14 +17,17 @@ import "time"
 // the session at its first renewal. A waiting Lock call's queue entry
 // names the session, whose renewals keep it live: the call writes no
 // renewal of its own while it waits. An Election given the Scope
-// (WithScope) holds its terms the same way: it is a Lock. A Mutex of the
-// Scope runs its section through the session when its Run takes the row,
-// free or by takeover: the lease given to the section is lost with the
-// session (Done closes with an error matching ErrLeaseLost, and the
-// section's ctx is cancelled). The table needs the Session columns of the
-// mutex table and its queue, and the sessions table (spanmutex ddl
-// --upgrade adds them); where it has them not, the Scope's Locks and
-// Mutexes hold and wait as without sessions.
+// (WithScope) holds its terms the same way: it is a Lock. A Semaphore or
+// RWLock of the Scope does the same with its holders' and waiters' queue
+// entries: permits its own transaction grants are held through the
+// session, permits granted by another's Release join it at their first
+// renewal. A Mutex of the Scope runs its section through the session when
+// its Run takes the row, free or by takeover: the lease given to the
+// section is lost with the session (Done closes with an error matching
+// ErrLeaseLost, and the section's ctx is cancelled). The table needs the
+// Session columns of the mutex table and its queue, and the sessions
+// table (spanmutex ddl --upgrade adds them); where it has them not, the
+// Scope's primitives hold and wait as without sessions.
 //
 // A row held through a session declares a lease of a century, so that a
 // process of an older spanmutex, which does not read sessions, never takes

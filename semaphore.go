@@ -41,12 +41,15 @@ type Semaphore struct {
 	cfg   config
 	store semStore
 	sp    *spannerStore // nil in the simulation
+	db    string        // the database's name: with the table and lease, its Scope's session's key
 
-	mu      sync.Mutex
-	busy    bool   // an Acquire is under way, or a lease is held
-	held    *Lease // the lease while held
-	heldN   int64  // its permits
-	stopRen func()
+	mu    sync.Mutex
+	busy  bool   // an Acquire is under way, or a lease is held
+	held  *Lease // the lease while held
+	heldN int64  // its permits
+	// stopRen stops what keeps the held lease alive; unreleased: its
+	// Release did not land (keepHeld).
+	stopRen func(unreleased bool)
 }
 
 // heldPermits returns the permits this Semaphore holds, 0 if none.
@@ -73,8 +76,8 @@ func NewSemaphore(client *spanner.Client, name string, size int64, opts ...LockO
 		return nil, err
 	}
 	sp := cfg.newStore(client)
-	sp.needsQueue, sp.semaphore = true, true
-	return &Semaphore{name: name, size: size, cfg: cfg, store: sp, sp: sp}, nil
+	sp.needsQueue, sp.semaphore, sp.shared = true, true, cfg.scope
+	return &Semaphore{name: name, size: size, cfg: cfg, store: sp, sp: sp, db: client.DatabaseName()}, nil
 }
 
 // Acquire blocks until this contender holds n permits, and returns its
@@ -131,11 +134,7 @@ func (s *Semaphore) acquire(ctx context.Context, n int64, wait bool) (*Lease, er
 	acq.granted(lease, nil)
 	_, lease.hold = s.cfg.tel.start(ctx, "spanmutex.hold", semKind(wait), attrToken.Int64(lease.token))
 	s.held, s.heldN = lease, n
-	s.stopRen = keepAlive(semRenewer{s.store}, &s.cfg, lease, lease.anchor, func(err error) {
-		if !lease.unlocking.Load() {
-			lease.lose(err)
-		}
-	})
+	s.stopRen = s.keepHeld(lease, w.sess) // semaphore_session.go
 	return lease, nil
 }
 
@@ -154,7 +153,9 @@ func semKind(wait bool) string {
 // returns an error matching ErrLeaseLost and changes nothing. It keeps
 // trying for the finish window, as Lock.Unlock does, and returns an error
 // matching ErrOutage if Spanner kept failing that long (whether it landed
-// is then unknown; if not, the permits return once the lease lapses).
+// is then unknown; if not, the permits return once the lease lapses, or,
+// held through the Scope's session, once a release retried in the
+// background lands or the session is lost).
 // When it returns, the lease has ended: its Done is closed.
 func (s *Semaphore) Release(ctx context.Context) (err error) {
 	if ctx == nil {
@@ -179,7 +180,7 @@ func (s *Semaphore) Release(ctx context.Context) (err error) {
 		s.mu.Unlock()
 	}()
 	lease.unlocking.Store(true)
-	defer stop()
+	defer func() { stop(err != nil && !errors.Is(err, ErrLeaseLost)) }()
 	defer func() { lease.hold.held(lease, unlockOutcome(err), err) }() // telemetry.go
 	err = s.finish(ctx, semRequest{me: lease.id, op: semRelease, token: lease.token, size: s.size, lease: s.cfg.lease}, lease)
 	lease.end(err)

@@ -29,6 +29,10 @@ type semRequest struct {
 	op      semOp
 	token   int64 // semRelease: the lease released
 	resized bool  // the size is set, not checked (Semaphore.Resize)
+	// session is the live session of the contender's Scope ("": none):
+	// its entry names it, and the permits it is granted in this
+	// transaction (at once, or its waiting entry's) are held through it.
+	session string
 }
 
 // semOp is the kind of a semRequest.
@@ -42,10 +46,16 @@ const (
 	semSettle                   // grant what may be granted, nothing of me
 )
 
-// semGrant is a waiting entry a transaction grants, with its token.
+// semGrant is a waiting entry a transaction grants, with its token, and
+// the session it holds through: the contender's own entry, granted by its
+// own transaction, holds through the contender's session (its process is
+// alive now); any other is granted with its declared lease, renewed on its
+// own, as a Lock's hand-off is (a waiter gone, or a stray entry of a call
+// that ended, then costs one lease, not the life of its Scope's session).
 type semGrant struct {
-	entry semEntry
-	token int64
+	entry   semEntry
+	token   int64
+	session string
 }
 
 // semPlan is what a transaction writes on a semaphore, decided by planSem
@@ -105,7 +115,7 @@ func planSem(name string, v semView, q semRequest) (semPlan, error) {
 	if err != nil {
 		return semPlan{}, err
 	}
-	used := p.grantHeads(live, size)
+	used := p.grantHeads(live, size, q.session)
 	if p.mine == nil && entering {
 		p.enter(used, size, q)
 	}
@@ -169,7 +179,7 @@ var errSemReleased = fmt.Errorf("%w: the holder's entry is gone", ErrLeaseLost)
 // their permits fit in size beside the holders', and stops at the first
 // that does not. It returns the permits held after the grants, or size+1
 // when a live waiter is left waiting (so that nobody behind it fits).
-func (p *semPlan) grantHeads(live []semEntry, size int64) int64 {
+func (p *semPlan) grantHeads(live []semEntry, size int64, session string) int64 {
 	var used int64
 	for _, e := range live {
 		if e.token != 0 {
@@ -185,10 +195,13 @@ func (p *semPlan) grantHeads(live []semEntry, size int64) int64 {
 		}
 		p.token++
 		used += e.permits
-		p.grants = append(p.grants, semGrant{entry: e, token: p.token})
+		g := semGrant{entry: e, token: p.token}
 		if p.mine != nil && p.mine.key() == e.key() {
+			g.session = session
 			p.mine.token = p.token
+			p.mine.holdThrough(session)
 		}
+		p.grants = append(p.grants, g)
 	}
 	return used
 }
@@ -197,15 +210,24 @@ func (p *semPlan) grantHeads(live []semEntry, size int64) int64 {
 // permits fit in size beside used (which counts a live waiter left waiting as
 // full), waiting at the back otherwise (semAcquire), or nothing (semTry).
 func (p *semPlan) enter(used, size int64, q semRequest) {
-	e := semEntry{id: q.me, owner: q.owner, lease: q.lease, permits: q.n, wake: q.wake}
+	e := semEntry{id: q.me, owner: q.owner, lease: q.lease, permits: q.n, wake: q.wake, session: q.session}
 	if used+q.n <= size {
 		p.token++
 		e.token = p.token
+		e.holdThrough(q.session)
 	} else if q.op == semTry {
 		p.deletes, p.grants, p.token = nil, nil, p.token-int64(len(p.grants))
 		return
 	}
 	p.insert, p.mine = &e, &e
+}
+
+// holdThrough makes e, granted now, held through session id (if not ""):
+// it names the session and declares sessionHeldLease.
+func (e *semEntry) holdThrough(id string) {
+	if id != "" {
+		e.session, e.lease, e.throughSession = id, sessionHeldLease, true
+	}
 }
 
 // grantedMine reports whether this plan granted mine, a waiting entry.

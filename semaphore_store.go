@@ -34,6 +34,11 @@ type semStore interface {
 	// time at (an exact-timestamp read of the past), or now if at is zero
 	// (a strong read), and the read's timestamp.
 	entryAt(ctx context.Context, name string, key queueKey, at time.Time) (present bool, readAt time.Time, err error)
+	// renewEntryThrough renews a holder's entry as renewEntry does, and
+	// in the same blind write makes it name session id, declaring
+	// sessionHeldLease (with id "": none, declaring lease). Only for a
+	// table that has sessions.
+	renewEntryThrough(ctx context.Context, name string, key queueKey, id string, lease time.Duration) (time.Time, error)
 }
 
 // semResult is what settle did: the plan it committed (or would have, when
@@ -59,35 +64,45 @@ const semMaxEntries = 4096
 // semSQL reads the row (with Spanner's clock) and every entry of the
 // queue, oldest first, in one statement: one result row per entry, the
 // row's columns repeated, or one with NULL entry columns when the queue is
-// empty.
-func (s *spannerStore) semSQL() string {
+// empty. With sessioned (the table has sessions), each entry's Session
+// and that session's RenewedAt and LeaseMicros (NULL if it names none, or
+// its row is gone), joined in the same statement: the entries are judged
+// by their sessions as of the same read, at no round trip more.
+func (s *spannerStore) semSQL(sessioned bool) string {
+	sel, join := "", ""
+	if sessioned {
+		sel = ", q.`Session`, qs.`RenewedAt`, qs.`LeaseMicros`"
+		join = " LEFT JOIN `" + s.sessionsTable() + "` AS qs ON qs.`SessionID` = q.`Session`"
+	}
 	return fmt.Sprintf("SELECT CURRENT_TIMESTAMP(), m.`Name` IS NOT NULL, m.`State`, m.`Permits`, m.`Token`, "+
-		"q.`EnqueuedAt`, q.`WaiterID`, q.`Owner`, q.`RenewedAt`, q.`LeaseMicros`, q.`Permits`, q.`Token`, q.`WakeAddr` "+
+		"q.`EnqueuedAt`, q.`WaiterID`, q.`Owner`, q.`RenewedAt`, q.`LeaseMicros`, q.`Permits`, q.`Token`, q.`WakeAddr`%s "+
 		"FROM (SELECT 1) AS one LEFT JOIN `%s` AS m ON m.`Name` = @name "+
-		"LEFT JOIN (SELECT * FROM `%s` WHERE `Name` = @name ORDER BY `EnqueuedAt`, `WaiterID` LIMIT %d) AS q ON TRUE "+
-		"ORDER BY q.`EnqueuedAt`, q.`WaiterID`", s.table, s.queueTable(), semMaxEntries+1)
+		"LEFT JOIN (SELECT * FROM `%s` WHERE `Name` = @name ORDER BY `EnqueuedAt`, `WaiterID` LIMIT %d) AS q ON TRUE%s "+
+		"ORDER BY q.`EnqueuedAt`, q.`WaiterID`", sel, s.table, s.queueTable(), semMaxEntries+1, join)
 }
 
-// querySem runs semSQL in dialect d on q.
+// querySem runs semSQL in dialect d on q. Entries that name a session are
+// judged by it (semEntry.withSession).
 func (s *spannerStore) querySem(ctx context.Context, q querier, d ddl.Dialect, name string) (semView, error) {
-	it := q.Query(ctx, sqldialect.Statement(d, s.semSQL(), map[string]any{"name": name}))
+	sessioned := s.sessioned()
+	it := q.Query(ctx, sqldialect.Statement(d, s.semSQL(sessioned), map[string]any{"name": name}))
 	var v semView
 	err := it.Do(func(r *spanner.Row) error {
 		var (
-			now                          spanner.NullTime
-			state                        spanner.NullString
-			size, token                  spanner.NullInt64
-			at, renewed                  spanner.NullTime
-			id, owner, wake              spanner.NullString
-			lease, permits, grantedToken spanner.NullInt64
+			now         spanner.NullTime
+			state       spanner.NullString
+			size, token spanner.NullInt64
+			e           semEntryColumns
+			sess        scannedSession
 		)
-		if err := r.Columns(&now, &v.exists, &state, &size, &token, &at, &id, &owner, &renewed, &lease, &permits, &grantedToken, &wake); err != nil {
+		dest := append([]any{&now, &v.exists, &state, &size, &token}, e.semDest()...)
+		if err := r.Columns(append(dest, sess.dest(sessioned)...)...); err != nil {
 			return fmt.Errorf("spanmutex: decode semaphore %q of %s: %w", name, s.table, err)
 		}
 		v.now, v.state, v.size, v.token = now.Time, State(state.StringVal), size.Int64, token.Int64
-		if at.Valid {
-			v.entries = append(v.entries, semEntry{at: at.Time, id: id.StringVal, owner: owner.StringVal, renewed: renewed.Time,
-				lease: time.Duration(lease.Int64) * time.Microsecond, permits: permits.Int64, token: grantedToken.Int64, wake: wake.StringVal})
+		if e.at.Valid {
+			v.entries = append(v.entries, sess.judgeEntry(e.entry()))
+			s.sawSessionHeld(v.entries[len(v.entries)-1])
 		}
 		return nil
 	})
@@ -102,6 +117,7 @@ func (s *spannerStore) querySem(ctx context.Context, q querier, d ddl.Dialect, n
 
 func (s *spannerStore) look(ctx context.Context, name string) (semView, error) {
 	s.stats.reads.Add(1)
+	s.readsSessions(ctx)
 	d, err := s.dialect.Get(ctx)
 	if err != nil {
 		return semView{}, s.explain(ctx, err)
@@ -119,6 +135,7 @@ func (s *spannerStore) look(ctx context.Context, name string) (semView, error) {
 var errNothingToWrite = errors.New("spanmutex: nothing to write")
 
 func (s *spannerStore) settle(ctx context.Context, name string, q semRequest) (semResult, error) {
+	s.readsSessions(ctx)
 	d, err := s.dialect.Get(ctx) // before the transaction: see statement
 	if err != nil {
 		return semResult{}, s.explain(ctx, err)
@@ -183,14 +200,22 @@ func (s *spannerStore) semMutations(name string, v semView, p semPlan, q semRequ
 		ms = append(ms, spanner.Delete(qt, spanner.Key{name, e.at, e.id}))
 	}
 	for _, g := range p.grants {
-		ms = append(ms, spanner.Update(qt, []string{"Name", "EnqueuedAt", "WaiterID", "Token", "RenewedAt"},
-			[]any{name, g.entry.at, g.entry.id, g.token, spanner.CommitTimestamp}))
+		cols := []string{"Name", "EnqueuedAt", "WaiterID", "Token", "RenewedAt"}
+		vals := []any{name, g.entry.at, g.entry.id, g.token, spanner.CommitTimestamp}
+		if g.session != "" {
+			cols, vals = append(cols, "Session", "LeaseMicros"), append(vals, g.session, sessionHeldLease.Microseconds())
+		}
+		ms = append(ms, spanner.Update(qt, cols, vals))
 	}
 	if e := p.insert; e != nil {
 		token := spanner.NullInt64{Int64: e.token, Valid: e.token != 0}
-		ms = append(ms, spanner.Insert(qt, []string{"Name", "EnqueuedAt", "WaiterID", "Owner", "RenewedAt", "LeaseMicros", "WakeAddr", "Permits", "Token"},
-			[]any{name, spanner.CommitTimestamp, e.id, e.owner, spanner.CommitTimestamp, e.lease.Microseconds(),
-				spanner.NullString{StringVal: e.wake, Valid: e.wake != ""}, e.permits, token}))
+		cols := []string{"Name", "EnqueuedAt", "WaiterID", "Owner", "RenewedAt", "LeaseMicros", "WakeAddr", "Permits", "Token"}
+		vals := []any{name, spanner.CommitTimestamp, e.id, e.owner, spanner.CommitTimestamp, e.lease.Microseconds(),
+			spanner.NullString{StringVal: e.wake, Valid: e.wake != ""}, e.permits, token}
+		if e.session != "" {
+			cols, vals = append(cols, "Session"), append(vals, e.session)
+		}
+		ms = append(ms, spanner.Insert(qt, cols, vals))
 	}
 	switch {
 	case !v.exists:
@@ -210,10 +235,15 @@ func (s *spannerStore) semMutations(name string, v semView, p semPlan, q semRequ
 // entry's RenewedAt, which fails NotFound once the entry is gone (deleted
 // as lapsed by a contender that counted its permits free, or released).
 func (s *spannerStore) renewEntry(ctx context.Context, name string, key queueKey) (time.Time, error) {
+	return s.writeEntryRenewal(ctx, name, spanner.Update(s.queueTable(),
+		[]string{"Name", "EnqueuedAt", "WaiterID", "RenewedAt"}, []any{name, key.at, key.id, spanner.CommitTimestamp}))
+}
+
+// writeEntryRenewal commits m, an entry's renewal, in one blind write:
+// ErrLeaseLost if the entry is gone.
+func (s *spannerStore) writeEntryRenewal(ctx context.Context, name string, m *spanner.Mutation) (time.Time, error) {
 	s.stats.blindWrites.Add(1)
-	ts, err := s.client.Apply(ctx, []*spanner.Mutation{spanner.Update(s.queueTable(),
-		[]string{"Name", "EnqueuedAt", "WaiterID", "RenewedAt"}, []any{name, key.at, key.id, spanner.CommitTimestamp})},
-		spanner.ApplyAtLeastOnce(), spanner.TransactionTag(tagSemRenew))
+	ts, err := s.client.Apply(ctx, []*spanner.Mutation{m}, spanner.ApplyAtLeastOnce(), spanner.TransactionTag(tagSemRenew))
 	if err == nil {
 		return ts, nil
 	}
@@ -223,6 +253,18 @@ func (s *spannerStore) renewEntry(ctx context.Context, name string, key queueKey
 		return time.Time{}, fmt.Errorf("%w: semaphore %q: the entry is gone", ErrLeaseLost, name)
 	}
 	return time.Time{}, explained
+}
+
+// renewEntryThrough is renewEntry's blind write, which also sets the
+// entry's Session and LeaseMicros: an entry still there is ours, holding
+// its token (a contender that counts it free deletes it in the same
+// commit), so the write needs no read.
+func (s *spannerStore) renewEntryThrough(ctx context.Context, name string, key queueKey, id string, lease time.Duration) (time.Time, error) {
+	if id != "" {
+		lease = sessionHeldLease
+	}
+	return s.writeEntryRenewal(ctx, name, spanner.Update(s.queueTable(), []string{"Name", "EnqueuedAt", "WaiterID", "RenewedAt", "Session", "LeaseMicros"},
+		[]any{name, key.at, key.id, spanner.CommitTimestamp, spanner.NullString{StringVal: id, Valid: id != ""}, lease.Microseconds()}))
 }
 
 // entryAt reads the entry of key by its primary key, strong or as of at.

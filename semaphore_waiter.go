@@ -23,6 +23,13 @@ type semWaiter struct {
 	// failed with an outcome that may be unknown), so a call that ends
 	// without the lease leaves.
 	entered bool
+	// sess is the Scope's session, nil without one; sst, the store of its
+	// table's sessions (useSession). entrySession is the session our
+	// waiting entry names ("": none), whose renewals count as the
+	// entry's (sessionRenewed).
+	sess         *session
+	sst          sessionStore
+	entrySession string
 }
 
 func (s *Semaphore) newWaiter(n int64, wait bool) *semWaiter {
@@ -39,6 +46,7 @@ func (w *semWaiter) now() time.Time { return w.s.cfg.clock.Now() }
 // run returns the lease, or the error the call ends with, having left the
 // queue (and passed on permits granted to it) in that case.
 func (w *semWaiter) run(ctx context.Context) (*Lease, error) {
+	defer w.useSession(ctx)() // semaphore_session.go
 	if w.wait {
 		ch, unregister := w.s.cfg.scope.wakes.register(w.q.me)
 		defer unregister()
@@ -61,6 +69,7 @@ func (w *semWaiter) loop(ctx context.Context) (*Lease, error) {
 		}
 		sent := w.now()
 		octx, cancel := detached(ctx, w.s.cfg.finishTimeout)
+		w.sessionNow(octx)
 		res, err := w.s.store.settle(octx, w.s.name, w.q)
 		cancel()
 		if err != nil {
@@ -78,6 +87,7 @@ func (w *semWaiter) loop(ctx context.Context) (*Lease, error) {
 		case mine == nil:
 			return nil, semHeld(w.s.name, res.view, w.q.lease)
 		case mine.token == 0:
+			w.entrySession = mine.session
 			lease, err := w.await(ctx, *mine, readAnchor(sent, res.view.now, mine.renewed))
 			if lease != nil || err != nil {
 				return lease, err
@@ -103,10 +113,13 @@ func readAnchor(sent, now, renewed time.Time) time.Time {
 }
 
 // grant returns the lease of our entry e, granted with token, anchored at
-// anchor: renewed first if our clock counts it old (freshen), and only if
-// ctx has not ended, checked last. A lease lost meanwhile sends us back to
-// settle (nil, nil); a renewal that fails otherwise gives the permits back
-// and counts a failure.
+// anchor: renewed first if our clock counts it old (freshen), or, held
+// through our Scope's session, admitted to it (admit), and only if ctx
+// has not ended, checked last. A lease lost meanwhile sends us back to
+// settle (nil, nil); a renewal that fails otherwise (or a session lost
+// since the entry was written) gives the permits back and counts a
+// failure. A lease renewed on its own joins the session at its first
+// renewal, if the call used one (joinLater).
 func (w *semWaiter) grant(ctx context.Context, e semEntry, anchor time.Time, takeover, handed bool) (*Lease, error) {
 	if ctx.Err() != nil {
 		return nil, errNotObtained(ctx)
@@ -115,11 +128,21 @@ func (w *semWaiter) grant(ctx context.Context, e semEntry, anchor time.Time, tak
 	// The key as key() gives it (UTC, no monotonic reading), so that the
 	// renewals' key compares equal to the entry's in the simulation too.
 	lease.queuedAt, lease.acquiredAt, lease.anchor, lease.handedOff, lease.shared = e.key().at, e.renewed, anchor, handed, true
-	err := freshen(ctx, semRenewer{w.s.store}, &w.s.cfg, lease)
+	var err error
+	if e.throughSession {
+		lease.session = e.session
+		err = w.admit(ctx, lease)
+	} else {
+		err = freshen(ctx, semRenewer{w.s.store}, &w.s.cfg, lease)
+	}
 	switch {
 	case err == nil && ctx.Err() != nil:
+		if lease.leaveSession != nil {
+			lease.leaveSession() // not granted: its session need not keep it
+		}
 		return nil, errNotObtained(ctx)
 	case err == nil:
+		w.joinLater(lease)
 		return lease, nil
 	case errors.Is(err, ErrLeaseLost):
 		w.s.cfg.logger.Debug("semaphore: permits granted to us were lost before the grant; waiting again", "token", e.token)
@@ -141,10 +164,10 @@ func (w *semWaiter) await(ctx context.Context, e semEntry, renewed time.Time) (*
 	interval := lockPollInterval
 	var token int64
 	for {
-		if err := w.pause(ctx, interval, renewed); err != nil {
+		if err := w.pause(ctx, interval, w.sessionRenewed(renewed)); err != nil {
 			return nil, err
 		}
-		if w.now().Sub(renewed) >= 2*w.q.lease {
+		if renewed = w.sessionRenewed(renewed); w.now().Sub(renewed) >= 2*w.q.lease {
 			at, gone, err := w.renewWaiting(ctx, e.key())
 			switch {
 			case err != nil:

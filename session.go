@@ -238,6 +238,14 @@ func (s *session) admit(ctx context.Context, st sessionStore, l *Lease, id strin
 	return nil, errSlowRenewals
 }
 
+// holds reports whether lease l is a member of the session.
+func (s *session) holds(l *Lease) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.members[l]
+	return ok
+}
+
 // leave ends lease l's membership.
 func (s *session) leave(l *Lease) {
 	s.mu.Lock()

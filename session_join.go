@@ -6,12 +6,13 @@ import (
 	"log/slog"
 )
 
-// Joining a session at a renewal: a lease granted renewed on its own moves
-// into its Scope's session by its first renewal (keepAlive's), which
-// writes the session into its row.
+// What a primitive needs to hold through its Scope's session beside
+// session.go and session_store.go: the move of a lease renewed on its own
+// into the session at its first renewal (sessionJoin), which the Lock and
+// the Semaphore share.
 
 // sessionRenewer renews a held lease through a session: a Lock's store
-// whose table has sessions.
+// whose table has sessions, or a Semaphore's (semJoinRenewer).
 type sessionRenewer interface {
 	// renewThrough renews l, fenced as renew is, and makes its row name
 	// session id with sessionHeldLease as its lease; with id "", it names
@@ -30,11 +31,11 @@ func asSessionRenewer(st any) sessionRenewer {
 // which renews it from then on; its own renewals end (keepAlive).
 var errJoinedSession = errors.New("spanmutex: the lease joined the Scope's session")
 
-// A sessionJoin moves a lease granted renewed on its own (a lock handed
-// over to a Lock of a Scope with sessions) into the session at the lease's first renewal, which it makes
-// in keepAlive's place: the renewal writes the session's id into the row
-// (and the century a row held through a session declares) in the same
-// transaction, so the hand-off costs what it did and the lease costs
+// A sessionJoin moves a lease handed over to a Lock (or granted by
+// another's Release to a Semaphore) of a Scope with sessions into the
+// session at the lease's first renewal, which it makes in keepAlive's
+// place: the renewal writes the session's id into the row (or entry), and
+// the century a holder through a session declares, in the same write, so the hand-off costs what it did and the lease costs
 // nothing of its own from then on. The grant rule's check (admit) follows
 // the renewal; a lease the session cannot admit (lost meanwhile) stays
 // renewed on its own, its row kept live by this renewal, and the next

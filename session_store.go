@@ -142,6 +142,13 @@ func (c *scannedSession) judge(r row) row {
 	return r.withSession(c.at.Time, time.Duration(c.micros.Int64)*time.Microsecond, c.at.Valid)
 }
 
+// judgeEntry returns e, read with the scanned session, judged by it
+// (semEntry.withSession).
+func (c *scannedSession) judgeEntry(e semEntry) semEntry {
+	e.session = c.id.StringVal
+	return e.withSession(c.at.Time, time.Duration(c.micros.Int64)*time.Microsecond, c.at.Valid)
+}
+
 // renewThrough renews l as renew does, fenced, and in the same write makes
 // its row name session id, declaring sessionHeldLease; with id "", it
 // names none and declares the store's lease, the one l was granted with.

@@ -76,6 +76,10 @@ type semSimRules struct {
 	overGrant bool // holders are hidden from the plan: permits granted twice
 	barging   bool // waiters are hidden from a newcomer's plan: it overtakes them
 	stale     bool // a waiter's read shows the past: a grant read after its entry lapsed
+	// sessionBlind: a holder held through a session is judged by its own
+	// RenewedAt and the session's lease, its session's renewals ignored:
+	// its permits are counted free while its session keeps it.
+	sessionBlind bool
 }
 
 // semSim runs one schedule and checks it.
@@ -84,16 +88,22 @@ type semSim struct {
 	rules semSimRules
 	par   semSimParams
 	rng   *rand.Rand
-	start time.Time
+	// sessRng draws which processes' Scopes hold through sessions (nil:
+	// none): three in four, in half the schedules (a stream of its own,
+	// as the Lock's: the schedules without sessions stay as they were).
+	sessRng *rand.Rand
+	start   time.Time
 
 	mu sync.Mutex // the store and the harness
 	// The store: the row and the queue.
 	exists  bool
 	size    int64
 	token   int64
-	entries []semEntry
+	entries []semEntry // as written: judged by their sessions when read (judgedLocked)
 	last    time.Time
-	past    []semView // every view after a write, for stale reads and entryAt
+	// sessions holds the versions of each session's row (session.go).
+	sessions map[string][]simSession
+	past     []semView // every view after a write, for stale reads and entryAt
 	// pastDropped: views older than past's first were dropped.
 	pastDropped bool
 	steps       int
@@ -105,12 +115,15 @@ type semSim struct {
 	takenOver map[int64]bool
 	// grantSize: the size each token was granted under (the operator
 	// resizes: sim_sem_operator_test.go).
-	grantSize  map[int64]int64
-	grants     int
-	violations []string
-	ring       []string
-	procs      []*semProc
-	running    sync.WaitGroup
+	grantSize map[int64]int64
+	grants    int
+	// viaSession counts the grants held through a session, joins the
+	// leases that joined one at a renewal.
+	viaSession, joins int
+	violations        []string
+	ring              []string
+	procs             []*semProc
+	running           sync.WaitGroup
 	// inv S6: whose entry each waiter id is, and since when the first
 	// waiter of a live process has been kept waiting by nothing but
 	// crashed processes' entries (zero: it is not).
@@ -195,8 +208,42 @@ func (h *semSim) commitTS() time.Time {
 	return t
 }
 
+// viewLocked is what a read at Spanner time now shows: the entries judged
+// by their sessions as of now, as semSQL joins them.
 func (h *semSim) viewLocked(now time.Time) semView {
-	return semView{now: now, exists: h.exists, state: StateShared, size: h.size, token: h.token, entries: slices.Clone(h.entries)}
+	entries := make([]semEntry, len(h.entries))
+	for i, e := range h.entries {
+		entries[i] = h.judgedLocked(e, now)
+	}
+	return semView{now: now, exists: h.exists, state: StateShared, size: h.size, token: h.token, entries: entries}
+}
+
+// judgedLocked returns entry e, as written, judged by its session as of
+// Spanner time t (semEntry.withSession).
+func (h *semSim) judgedLocked(e semEntry, t time.Time) semEntry {
+	if e.session == "" {
+		return e
+	}
+	vs := h.sessions[e.session]
+	i, _ := slices.BinarySearchFunc(vs, t, func(v simSession, t time.Time) int {
+		if v.ts.After(t) {
+			return 1
+		}
+		return -1
+	})
+	switch {
+	case i == 0:
+		return e.withSession(time.Time{}, 0, false)
+	case h.rules.sessionBlind && e.token != 0:
+		return e.withSession(time.Time{}, vs[i-1].lease, true)
+	}
+	return e.withSession(vs[i-1].renewed, vs[i-1].lease, true)
+}
+
+// liveLocked reports whether entry e, as written, counts at Spanner time t
+// (semEntryLive, judged by its session).
+func (h *semSim) liveLocked(e semEntry, t time.Time) bool {
+	return semEntryLive(h.judgedLocked(e, t), t, h.par.lease)
 }
 
 // applyLocked writes plan p at ts, as semMutations does on Spanner.
@@ -214,13 +261,14 @@ func (h *semSim) applyLocked(p semPlan, q semRequest, ts time.Time) {
 		for i := range h.entries {
 			if h.entries[i].key() == g.entry.key() {
 				h.entries[i].token, h.entries[i].renewed = g.token, ts
+				h.entries[i].holdThrough(g.session)
 				h.grantSize[g.token] = h.size
 			}
 		}
 	}
 	if p.insert != nil {
 		e := *p.insert
-		e.at, e.renewed = ts, ts
+		e.at, e.renewed, e.throughSession = ts, ts, false
 		h.entries = append(h.entries, e)
 		if e.token != 0 {
 			h.grantSize[e.token] = h.size
@@ -275,7 +323,7 @@ func (h *semSim) checkStoreLocked(ts time.Time, v semView, p semPlan, me string)
 			continue
 		}
 		for _, before := range h.entries[:i] {
-			if before.token == 0 && semEntryLive(before, ts, h.par.lease) {
+			if before.token == 0 && h.liveLocked(before, ts) {
 				h.violateLocked("inv S4: %s granted (token %d) past the live waiter %s", short(e.id), e.token, short(before.id))
 			}
 		}
@@ -341,7 +389,7 @@ func (h *semSim) checkStallLocked(now time.Time) {
 	var used int64
 	dead := map[*semProc]bool{}
 	for _, e := range h.entries {
-		if p := h.idOf[e.id]; e.token != 0 && semEntryLive(e, now, h.par.lease) {
+		if p := h.idOf[e.id]; e.token != 0 && h.liveLocked(e, now) {
 			if p != nil && !p.isCrashed() {
 				used += e.permits
 			} else {
@@ -354,7 +402,7 @@ func (h *semSim) checkStallLocked(now time.Time) {
 		p := h.idOf[e.id]
 		alive := p != nil && !p.isCrashed()
 		switch {
-		case e.token != 0 || !semEntryLive(e, now, h.par.lease):
+		case e.token != 0 || !h.liveLocked(e, now):
 			continue
 		case used+e.permits > h.size:
 			// Waited for as a live entry would be.
@@ -432,6 +480,10 @@ func (c semClock) Now() time.Time { return c.p.Now() }
 func (c semClock) NewTimer(d time.Duration) (<-chan time.Time, func() bool) {
 	return c.p.timer(c.who, d)
 }
+
+// fork returns the clock of another goroutine of the contender (its
+// Scope's session): its timers take turns of their own (forkingClock).
+func (c semClock) fork(who string) clock { return semClock{c.p, c.who + "/" + who} }
 
 // turn waits for p's turn (sim_sched_test.go) to do what, keyed also by a
 // and b, numbers p knew before it waited.
@@ -513,8 +565,22 @@ func (p *semProc) crash() {
 	p.h.mu.Lock()
 	p.h.checkStallsLocked(time.Now())
 	p.h.mu.Unlock()
-	if _, ok := p.end(); !ok {
+	fns, ok := p.end()
+	if !ok {
 		return
+	}
+	// What waited for a pause to end runs now, each in a turn of its own:
+	// a timer of the Scope's session, which waits for nothing else.
+	at := simNow()
+	for i, fn := range fns {
+		if p.h.sched == nil {
+			fn()
+			continue
+		}
+		go func() {
+			p.turn("crashed", at, int64(i))
+			fn()
+		}()
 	}
 	h := p.h
 	h.mu.Lock()
@@ -614,6 +680,10 @@ func (p *semProc) entryAt(ctx context.Context, name string, key queueKey, at tim
 	return p.conn().entryAt(ctx, name, key, at)
 }
 
+func (p *semProc) renewEntryThrough(ctx context.Context, name string, key queueKey, id string, lease time.Duration) (time.Time, error) {
+	return p.conn().renewEntryThrough(ctx, name, key, id, lease)
+}
+
 func (c semConn) look(ctx context.Context, name string) (semView, error) {
 	p := c.p
 	var v semView
@@ -660,16 +730,79 @@ func (c semConn) settle(ctx context.Context, name string, q semRequest) (semResu
 }
 
 func (c semConn) renewEntry(ctx context.Context, name string, key queueKey) (time.Time, error) {
+	return c.renewWith(ctx, name, key, "renew", func(*semEntry) {})
+}
+
+// renewEntryThrough renews the entry and makes it name session id,
+// declaring sessionHeldLease (or none, declaring lease), in one write.
+func (c semConn) renewEntryThrough(ctx context.Context, name string, key queueKey, id string, lease time.Duration) (time.Time, error) {
+	return c.renewWith(ctx, name, key, "renewThrough", func(e *semEntry) {
+		if id != "" && e.lease != sessionHeldLease {
+			c.p.h.joins++
+		}
+		e.session, e.lease = id, lease
+		e.holdThrough(id)
+		e.throughSession = false // as written: judged when read
+		c.p.h.eventLocked(c.p.name, "renewThrough %s session %s", short(key.id), short(id))
+	})
+}
+
+// renewWith is a blind renewal of the entry of key, which also applies
+// set to it: ErrLeaseLost if the entry is gone.
+func (c semConn) renewWith(ctx context.Context, name string, key queueKey, op string, set func(*semEntry)) (time.Time, error) {
 	p := c.p
 	var at time.Time
-	err := p.call(ctx, c.who, "renew", true, func(ts time.Time) error {
+	err := p.call(ctx, c.who, op, true, func(ts time.Time) error {
 		for i := range p.h.entries {
 			if p.h.entries[i].key() == key {
 				p.h.entries[i].renewed, at = ts, ts
+				set(&p.h.entries[i])
 				return nil
 			}
 		}
 		return fmt.Errorf("%w: semaphore %q: the entry is gone", ErrLeaseLost, name)
+	})
+	if err != nil {
+		return time.Time{}, err
+	}
+	return at, nil
+}
+
+var _ sessionStores = semConn{}
+
+// sessionStore: the simulated table has sessions; whether a process's
+// Scope uses them is the schedule's draw (WithSessions). The session's
+// loop calls under a name of its own: its turns never tie with its
+// contender's.
+func (c semConn) sessionStore(context.Context) sessionStore {
+	return semConn{c.p, c.who + "/session"}
+}
+
+// startSession is the session's blind insert: a single-use commit.
+func (c semConn) startSession(ctx context.Context, id, _ string, lease time.Duration) (time.Time, error) {
+	var at time.Time
+	err := c.p.call(ctx, c.who, "startSession", true, func(ts time.Time) error {
+		c.p.h.sessions[id] = append(c.p.h.sessions[id], simSession{ts: ts, renewed: ts, lease: lease.Truncate(time.Microsecond)})
+		c.p.h.eventLocked(c.p.name, "startSession %s", short(id))
+		at = ts
+		return nil
+	})
+	return at, err
+}
+
+// renewSession is the session's blind update: a single-use commit that
+// fails NotFound if the row is gone.
+func (c semConn) renewSession(ctx context.Context, id string) (time.Time, error) {
+	var at time.Time
+	err := c.p.call(ctx, c.who, "renewSession", true, func(ts time.Time) error {
+		vs := c.p.h.sessions[id]
+		if len(vs) == 0 {
+			return errSessionGone
+		}
+		c.p.h.sessions[id] = append(vs, simSession{ts: ts, renewed: ts, lease: vs[len(vs)-1].lease})
+		c.p.h.eventLocked(c.p.name, "renewSession %s", short(id))
+		at = ts
+		return nil
 	})
 	if err != nil {
 		return time.Time{}, err
@@ -743,6 +876,9 @@ func (h *semSim) newProc(slot, inc int) *semProc {
 	p.rate = []float64{1, 1, 1, 1.001, 1.01}[h.rng.IntN(5)]
 	p.ctx, p.kill = context.WithCancel(context.Background())
 	p.scope = NewScope(WithoutWakeUps())
+	if h.sessRng != nil && h.sessRng.IntN(4) != 0 {
+		p.scope = NewScope(WithoutWakeUps(), WithSessions())
+	}
 	p.scope.id = fmt.Sprintf("p%di%02d-%06x", slot, inc, h.rng.IntN(1<<24))
 	pid := slot*16 + inc
 	p.scope.ids = func() string {
@@ -900,7 +1036,10 @@ func (h *semSim) granted(p *semProc, who string, l *Lease, n int64, ctxEnded boo
 	h.tokens[l.Token()] = true
 	now := time.Now()
 	i := slices.IndexFunc(h.entries, func(e semEntry) bool { return e.id == l.id && e.token == l.Token() })
-	if i < 0 || !semEntryLive(h.entries[i], now, h.par.lease) {
+	if i >= 0 && h.entries[i].session != "" && h.entries[i].lease == sessionHeldLease {
+		h.viaSession++
+	}
+	if i < 0 || !h.liveLocked(h.entries[i], now) {
 		h.violateLocked("inv S5: %s got token %d, which the store does not show granted and unlapsed", who, l.Token())
 	}
 	h.holds = append(h.holds, hd)
@@ -926,6 +1065,8 @@ type semSimResult struct {
 	rw         bool // the schedule ran an RWLock
 	steps      int
 	grants     int
+	viaSession int // grants held through a session
+	joins      int // leases that joined a session at a renewal
 	turns      int // turns the scheduler let go (sim_sched_test.go)
 	ties       int // turns whose key another pending turn had
 	violations []string
@@ -947,7 +1088,10 @@ func runSemScheduleTraced(t *testing.T, seed uint64, rules semSimRules, full *[]
 	}()
 	synctest.Test(t, func(t *testing.T) {
 		h := &semSim{seed: seed, rules: rules, tokens: map[int64]bool{}, takenOver: map[int64]bool{}, grantSize: map[int64]int64{}, start: time.Now(), idOf: map[string]*semProc{}, stallDead: map[*semProc]bool{},
-			full: full}
+			full: full, sessions: map[string][]simSession{}}
+		if s := rand.New(rand.NewPCG(seed, 0x5e5510)); s.IntN(2) == 0 {
+			h.sessRng = s
+		}
 		h.sched = newSimSched(seed)
 		defer h.sched.stop()
 		h.rng = rand.New(rand.NewPCG(seed, 0x5e3a))
@@ -1009,6 +1153,7 @@ func runSemScheduleTraced(t *testing.T, seed uint64, rules semSimRules, full *[]
 		res.turns, res.ties = h.sched.counts()
 		h.mu.Lock()
 		res.steps, res.grants, res.violations = h.steps, h.grants, h.violations
+		res.viaSession, res.joins = h.viaSession, h.joins
 		h.mu.Unlock()
 	})
 	return res
@@ -1064,13 +1209,13 @@ func TestSemSimulation(t *testing.T) {
 		}
 	}
 	t.Logf("wall time %v", time.Since(began).Round(time.Millisecond))
-	t.Logf("semaphore simulation: %d schedules (%d of a Semaphore, %d of an RWLock), %d steps, %d turns, %d grants, %d violations (seeds %s)",
-		st.schedules.Load(), st.schedules.Load()-st.rw.Load(), st.rw.Load(), st.steps.Load(), st.turns.Load(), st.grants.Load(), violations, seeds.Covered(st.schedules.Load()))
+	t.Logf("semaphore simulation: %d schedules (%d of a Semaphore, %d of an RWLock), %d steps, %d turns, %d grants (%d held through a session, %d leases joined one at a renewal), %d violations (seeds %s)",
+		st.schedules.Load(), st.schedules.Load()-st.rw.Load(), st.rw.Load(), st.steps.Load(), st.turns.Load(), st.grants.Load(), st.viaSession.Load(), st.joins.Load(), violations, seeds.Covered(st.schedules.Load()))
 }
 
 // semSimStats counts what a run of schedules did.
 type semSimStats struct {
-	schedules, rw, steps, grants, turns atomic.Int64
+	schedules, rw, steps, grants, turns, viaSession, joins atomic.Int64
 }
 
 // semSimRun runs the schedules of seeds first..last on two workers and
@@ -1088,6 +1233,8 @@ func semSimRun(t *testing.T, seeds testutil.Seeds, rules semSimRules) (st *semSi
 			st.schedules.Add(1)
 			st.steps.Add(int64(res.steps))
 			st.grants.Add(int64(res.grants))
+			st.viaSession.Add(int64(res.viaSession))
+			st.joins.Add(int64(res.joins))
 			st.turns.Add(int64(res.turns))
 			if res.rw {
 				st.rw.Add(1)
@@ -1115,6 +1262,7 @@ func TestSemSimCheckerCatches(t *testing.T) {
 		{"permits granted twice", semSimRules{overGrant: true}, "inv S1"},
 		{"a newcomer overtakes the queue", semSimRules{barging: true}, "inv S4"},
 		{"reads show the past", semSimRules{stale: true}, "inv S5"},
+		{"holders judged blind to their sessions' renewals", semSimRules{sessionBlind: true}, "inv S2"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			// Ten schedules at a time, until one is caught: the checker
@@ -1185,6 +1333,18 @@ var semSimRegressions = []struct {
 	// a second (inv S8). Fixed: a failed renewal counts toward
 	// WithMaxFailures and is backed off. 70 of seeds 1-3000 break S8
 	// without the fix.
+	// Issue 44, found by the first range with sessions (seeds 1-20000):
+	// a lease held through its Scope's session whose Release did not land
+	// (failed for the finish window, or denied) left its entry live for as
+	// long as the session lived, kept by the other contenders of the
+	// Scope, which waited behind it for ever (stuck). Fixed: the release
+	// is retried in the background while the lease is a member
+	// (releaseLater), and that retry ends within an interval of the
+	// session's loss (a finish's window outlived the crashed process:
+	// the bubble deadlocked).
+	{3695, "a session kept alive an entry whose Release failed (stuck)"},
+	{5076, "the same, its Release denied (stuck)"},
+	{18922, "the background release outlived its crashed process (deadlock)"},
 	{9, "a waiter retried its denied renewals without a pause (inv S8)"},
 	{43, "the same (inv S8)"},
 	{50, "the same (inv S8)"},

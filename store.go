@@ -56,6 +56,11 @@ type spannerStore struct {
 	// older than sessions does (no Session column): the tests of a
 	// rolling upgrade set it.
 	olderThanSessions bool
+	// sessionHeldSeen: a Semaphore's read found a holder's entry that
+	// declares sessionHeldLease while the store did not read sessions
+	// (its Scope has none): its next call checks whether the table has
+	// them, to judge such holders by their sessions (readsSessions).
+	sessionHeldSeen atomic.Bool
 	// needsQueue: the store is a Lock's, which cannot work without the
 	// queue table: checkSchema reports it missing.
 	needsQueue bool
