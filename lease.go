@@ -44,6 +44,9 @@ type Lease struct {
 	// granted through it (lock_session.go), or once it joined it at a
 	// renewal (sessionJoin).
 	leaveSession func()
+	// through is the session that admitted the lease (session.admit), nil
+	// if none did; set before the lease is granted or its renewals end.
+	through *session
 	// join, for a lease granted renewed on its own by a Lock of a Scope
 	// with sessions (handed over by an Unlock), moves it into the Scope's
 	// session at its first renewal (sessionJoin); nil otherwise.

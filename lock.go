@@ -41,7 +41,7 @@ type Lock struct {
 	mu      sync.Mutex
 	busy    bool       // a Lock or TryLock call is under way, or the lock is held
 	held    *Lease     // the lease while held
-	stopRen func()     // stops its renewals
+	stopRen func(unreleased bool) // stops its renewals (keepHeld)
 	local   *localLock // while held: what the Scope's contenders share
 }
 
@@ -162,9 +162,11 @@ func (l *Lock) Unlock(ctx context.Context) (err error) {
 	// Renewals go on until the unlock is settled, so that a slow unlock
 	// (an overloaded Spanner) does not let the lease lapse into a takeover.
 	lease.unlocking.Store(true)
-	defer stop()
+	unreleased := false
+	defer func() { stop(unreleased) }()
 	defer func() { lease.hold.held(lease, unlockOutcome(err), err) }() // telemetry.go
 	err = l.release(ctx, ll, lease)
+	unreleased = err != nil && !errors.Is(err, ErrLeaseLost)
 	lease.end(err) // Done closes: released, or lost
 	return err
 }

@@ -1,6 +1,9 @@
 package spanmutex
 
-import "context"
+import (
+	"context"
+	"errors"
+)
 
 // A Lock of a Scope made WithSessions holds through the Scope's session
 // (scope_session.go): a lock it takes while free, or takes over, names the
@@ -85,10 +88,23 @@ func (w *waiter) joinLater(lease *Lease) {
 // keepHeld starts what keeps granted lease alive and returns what stops
 // it: its session, if it was granted through one; otherwise its own
 // renewals (keepAlive), which move it into the Scope's session at the
-// first of them if it may join one (sessionJoin).
-func (l *Lock) keepHeld(lease *Lease, ll *localLock) (stop func()) {
+// first of them if it may join one (sessionJoin). Stopped with unreleased
+// (its Unlock did not land), a lease held through the session leaves it
+// only once an unlock retried in the background lands (releaseLater): the
+// session would keep its row live for as long as it lives, where a row
+// renewed on its own lapses after a lease.
+func (l *Lock) keepHeld(lease *Lease, ll *localLock) (stop func(unreleased bool)) {
+	leave := func(unreleased bool) {
+		switch {
+		case lease.leaveSession == nil:
+		case unreleased && lease.through != nil:
+			go l.releaseLater(lease)
+		default:
+			lease.leaveSession()
+		}
+	}
 	if lease.leaveSession != nil {
-		return lease.leaveSession // its session renews it
+		return leave // its session renews it
 	}
 	var st renewer = l.store
 	if j, sr := lease.join, asSessionRenewer(l.store); j != nil && sr != nil {
@@ -97,10 +113,31 @@ func (l *Lock) keepHeld(lease *Lease, ll *localLock) (stop func()) {
 		st = j
 	}
 	stopRenewals := keepAlive(st, &l.cfg, lease, lease.anchor, l.lostHook(lease, ll))
-	return func() {
+	return func(unreleased bool) {
 		stopRenewals() // after it, leaveSession is set if a renewal joined
-		if lease.leaveSession != nil {
-			lease.leaveSession()
+		leave(unreleased)
+	}
+}
+
+// releaseLater unlocks lease, whose Unlock did not land, while it is a
+// member of its session (whose renewals keep its row live): one try every
+// renewal interval, each for the finish timeout, until one lands or finds
+// the lock moved on, or the session is lost (the row then lapses with
+// it); then the lease leaves the session.
+func (l *Lock) releaseLater(lease *Lease) {
+	defer lease.leaveSession()
+	for lease.through.holds(lease) {
+		c, _ := l.cfg.clock.NewTimer(l.cfg.renewEvery())
+		<-c
+		ctx, cancel := context.WithTimeout(context.Background(), l.cfg.finishTimeout)
+		ll := l.scope.get(l.key)
+		err := l.release(ctx, ll, lease)
+		ll.release(lease.id, "")
+		l.scope.put(ll)
+		cancel()
+		if err == nil || errors.Is(err, ErrLeaseLost) {
+			l.cfg.logger.Debug("lock: an unlock retried in the background ended", "token", lease.token, "err", err)
+			return
 		}
 	}
 }

@@ -220,7 +220,7 @@ func (s *session) admit(ctx context.Context, st sessionStore, l *Lease, id strin
 			return nil, errSessionChanged
 		}
 		if s.clk.Now().Sub(s.anchor) < s.interval {
-			s.members[l] = onLost
+			s.members[l], l.through = onLost, s
 			l.setAnchor(latest(l.lastAnchor(), s.anchor))
 			l.setRenewedAt(s.at)
 			s.runLocked()

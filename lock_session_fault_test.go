@@ -1,0 +1,60 @@
+package spanmutex
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+
+	"github.com/spanmutex/spanmutex/internal/faultinject"
+)
+
+// An Unlock of a lock held through a session that does not land (every
+// commit of it fails for its finish window) must not leave the lock held
+// for as long as the Scope's session lives: the session keeps the row
+// live while other locks of the Scope hold through it, so the unlock is
+// retried in the background (releaseLater) and another process gets the
+// lock within a few renewal intervals of the outage's end, while the
+// other lock stays held.
+func TestSessionUnlockThatDidNotLandIsRetried(t *testing.T) {
+	needEmulator(t)
+	t.Parallel() // waits out leases beside the other tests that do (own database)
+	db := freshDatabase(t)
+	in, err := faultinject.New(7, faultinject.Rule{Name: "unlock fails", Methods: []string{"Commit"},
+		Action: faultinject.Fail, Probability: 1, Codes: []codes.Code{codes.Unavailable},
+		Match: commitWrites(defaultTable, "State")}) // an unlock writes State; the session's renewals do not
+	require.NoError(t, err)
+	c := faultyClients(t, db, in, 1)[0]
+	in.SetEnabled(false)
+	ctx := context.Background()
+	const lease = 900 * time.Millisecond
+	locks, leases := holdAll(t, c, NewScope(WithoutWakeUps(), WithSessions()), "stuck", 2,
+		WithLease(lease), WithFinishTimeout(300*time.Millisecond))
+	require.NotEmpty(t, leases[0].session)
+
+	in.SetEnabled(true)
+	err = locks[0].Unlock(ctx)
+	in.SetEnabled(false)
+	require.True(t, errors.Is(err, ErrOutage), "the Unlock did not land: %v", err)
+
+	other, err := NewLock(newClient(t, db), "stuck-0", WithLease(lease), WithScope(NewScope(WithoutWakeUps())))
+	require.NoError(t, err)
+	var got *Lease
+	waitFor(t, 10*lease, "another process to get the lock", func() bool {
+		got, err = other.TryLock(ctx)
+		return err == nil
+	})
+	assert.Equal(t, leases[0].Token()+1, got.Token(), "freed by the retried unlock, not taken over")
+	assert.False(t, got.TookOver())
+	require.NoError(t, other.Unlock(ctx))
+	select {
+	case <-leases[1].Done():
+		t.Fatalf("the other lock of the Scope was lost: %v", leases[1].Err())
+	default:
+	}
+	require.NoError(t, locks[1].Unlock(ctx))
+}
