@@ -238,6 +238,15 @@ func (l *Lease) end(err error) {
 	l.lose(fmt.Errorf("%w: %q (token %d) by its holder: it fences nothing now; acquire the lock again to write", ErrReleased, l.name, l.token))
 }
 
+// fencedAs returns a lease that fences as l does (its name, table, id and
+// token) and has not ended: for a write of l's holder that must still land
+// after l ended (the end of a section, retried: Mutex.leaveSessionAfter).
+func (l *Lease) fencedAs() *Lease {
+	c := newLease(l.name, l.owner, l.id, l.token, l.takeover, l.table)
+	c.attempt, c.shared, c.queuedAt, c.session = l.attempt, l.shared, l.queuedAt, l.session
+	return c
+}
+
 // lostTo is the error of lease l, which finds the row read as r no longer
 // its own.
 func (l *Lease) lostTo(r row) *leaseLostError {

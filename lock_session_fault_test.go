@@ -58,3 +58,35 @@ func TestSessionUnlockThatDidNotLandIsRetried(t *testing.T) {
 	}
 	require.NoError(t, locks[1].Unlock(ctx))
 }
+
+// A Mutex's section held through a session whose end (DONE) is not
+// recorded, every commit of it failing for its finish window, must not
+// leave the row STARTED for as long as the Scope's session lives (a Lock
+// of the Scope holds through it): the record is retried in the background
+// while the lease stays a member, and lands once the outage ends.
+func TestSessionFinishThatDidNotLandIsRetried(t *testing.T) {
+	needEmulator(t)
+	t.Parallel() // waits out leases beside the other tests that do (own database)
+	db := freshDatabase(t)
+	in, err := faultinject.New(8, faultinject.Rule{Name: "finish fails", Methods: []string{"Commit"},
+		Action: faultinject.Fail, Probability: 1, Codes: []codes.Code{codes.Unavailable},
+		Match: commitWrites(defaultTable, "State")})
+	require.NoError(t, err)
+	c := faultyClients(t, db, in, 1)[0]
+	in.SetEnabled(false)
+	ctx := context.Background()
+	const lease = 900 * time.Millisecond
+	scope := NewScope(WithoutWakeUps(), WithSessions())
+	locks, _ := holdAll(t, c, scope, "kept", 1, WithLease(lease))
+	m, err := New(c, "job", WithLease(lease), WithScope(scope), WithFinishTimeout(300*time.Millisecond))
+	require.NoError(t, err)
+	_, err = m.Run(ctx, func(context.Context, *Lease) error {
+		in.SetEnabled(true) // the section's end fails
+		return nil
+	})
+	in.SetEnabled(false)
+	require.Error(t, err, "recording DONE did not land")
+	check := newClient(t, db)
+	waitFor(t, 10*lease, "the section's end to be recorded", func() bool { return inspectOne(t, check, "job").State == StateDone })
+	require.NoError(t, locks[0].Unlock(ctx))
+}

@@ -392,6 +392,16 @@ func (m *Mutex) runHeld(ctx context.Context, lease *Lease, fn func(context.Conte
 	// with the error matching ErrLeaseLost as its cause.
 	sctx, cancelSection := context.WithCancelCause(ctx)
 	defer cancelSection(nil)
+	// retry: set when recording the section's end did not land.
+	var retry func(context.Context) error
+	defer func() { m.finishLater(lease, retry) }()
+	finish := func(to State, lastError string) error {
+		err := m.finish(ctx, lease, to, lastError)
+		if err != nil && !errors.Is(err, ErrLeaseLost) {
+			retry = func(c context.Context) error { return m.finish(c, lease.fencedAs(), to, lastError) }
+		}
+		return err
+	}
 	sctx, lease.hold = m.cfg.tel.start(sctx, "spanmutex.section", "run", attrToken.Int64(lease.token)) // telemetry.go
 	stopRenewing := m.keepHeld(lease, cancelSection)
 	defer stopRenewing()
@@ -400,7 +410,7 @@ func (m *Mutex) runHeld(ctx context.Context, lease *Lease, fn func(context.Conte
 			// Record the failure, then let the panic go on: it is the
 			// caller's bug, not ours to hide.
 			stopRenewing()
-			_ = m.finish(ctx, lease, StateFailed, fmt.Sprintf("panic: %v", p))
+			_ = finish(StateFailed, fmt.Sprintf("panic: %v", p))
 			panic(p)
 		}
 	}()
@@ -421,13 +431,13 @@ func (m *Mutex) runHeld(ctx context.Context, lease *Lease, fn func(context.Conte
 	}
 	if runErr != nil {
 		secErr := &SectionError{Name: m.name, Token: lease.token, Attempt: lease.attempt, Err: runErr}
-		if err := m.finish(ctx, lease, StateFailed, runErr.Error()); err != nil {
+		if err := finish(StateFailed, runErr.Error()); err != nil {
 			return Executed, joinErrors(secErr, err)
 		}
 		m.cfg.logger.Info("section failed; recorded FAILED", "token", lease.token, "attempt", lease.attempt, "max_attempts", m.cfg.maxAttempts, "err", runErr)
 		return Executed, secErr
 	}
-	if err := m.finish(ctx, lease, StateDone, ""); err != nil {
+	if err := finish(StateDone, ""); err != nil {
 		return Executed, err
 	}
 	m.cfg.logger.Info("section done", "token", lease.token)
@@ -447,6 +457,30 @@ func (m *Mutex) keepHeld(lease *Lease, cancel context.CancelCauseFunc) (stop fun
 		lease.lose(err)
 		cancel(err)
 	})
+}
+
+// finishLater retries, if recording the end of the section of lease, held
+// through its session, did not land (retry is not nil), that record in the
+// background, a renewal interval after each try, until one lands or finds
+// the lease lost, or the session is no longer live (the row then lapses
+// with it). The session's renewals for the Scope's other leases would
+// otherwise keep the row STARTED, and nobody could run the section again,
+// for as long as the session lives; a row renewed on its own lapses after
+// a lease.
+func (m *Mutex) finishLater(lease *Lease, retry func(context.Context) error) {
+	if retry == nil || lease.through == nil {
+		return
+	}
+	go func() {
+		for lease.through.alive(lease.session) {
+			c, _ := m.cfg.clock.NewTimer(m.cfg.renewEvery())
+			<-c
+			if err := retry(context.Background()); err == nil || errors.Is(err, ErrLeaseLost) {
+				m.cfg.logger.Debug("the end of the section, retried in the background, was recorded or found lost", "token", lease.token, "err", err)
+				return
+			}
+		}
+	}()
 }
 
 // finish records DONE or FAILED, fenced on the lease. A try whose answer

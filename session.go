@@ -177,6 +177,15 @@ func (s *session) current(ctx context.Context) (string, error) {
 	}
 }
 
+// alive reports whether session id is the session's, and its last
+// acknowledged write is less than a lease old by the local clock: rows
+// that name it may still be live.
+func (s *session) alive(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return id != "" && s.id == id && s.clk.Now().Sub(s.anchor) < s.lease
+}
+
 // live returns the session's id and the local send time of its last
 // acknowledged write; "" if there is none. It starts nothing.
 func (s *session) live() (string, time.Time) {
