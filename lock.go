@@ -39,10 +39,10 @@ type Lock struct {
 	scope *Scope
 
 	mu      sync.Mutex
-	busy    bool       // a Lock or TryLock call is under way, or the lock is held
-	held    *Lease     // the lease while held
+	busy    bool                  // a Lock or TryLock call is under way, or the lock is held
+	held    *Lease                // the lease while held
 	stopRen func(unreleased bool) // stops its renewals (keepHeld)
-	local   *localLock // while held: what the Scope's contenders share
+	local   *localLock            // while held: what the Scope's contenders share
 }
 
 // NewLock returns a reusable lock named name, stored in client's database.
