@@ -132,7 +132,10 @@ func (l *Lock) lock(ctx context.Context, wait bool) (*Lease, error) {
 // keeps trying for the finish window (WithFinishTimeout, or ctx's deadline
 // if later); if Spanner keeps failing that long, it returns an error
 // matching ErrOutage: whether the Unlock landed is unknown, and if it did
-// not, the lease, no longer renewed, lapses after its length. When it
+// not, the lease, no longer renewed, lapses after its length (held through
+// a Scope's session, which other leases may keep renewing, it is unlocked
+// again in the background every renewal interval until that lands or the
+// session is lost). When it
 // returns, the lease has ended: its Done is closed, and its Err matches
 // ErrReleased (or ErrLeaseLost, if it was lost).
 func (l *Lock) Unlock(ctx context.Context) (err error) {
