@@ -142,12 +142,14 @@ type queuedBehind struct {
 	got    chan *Lease
 }
 
-// queueBehind holds lock prefix-0 in database db, declaring lease, and
-// starts a waiting Lock call on it, queued when it returns.
+// queueBehind holds lock prefix-0 in database db and starts a waiting
+// Lock call on it that declares lease, queued when it returns. The holder
+// declares ten times lease, so that renewals slowed by a busy emulator do
+// not let the waiter take it over.
 func queueBehind(t *testing.T, db, prefix string, lease time.Duration) *queuedBehind {
 	t.Helper()
 	q := &queuedBehind{c: newClient(t, db), log: &rpcLog{}, got: make(chan *Lease, 1)}
-	holders, held := holdAll(t, q.c, NewScope(WithoutWakeUps()), prefix, 1, WithLease(lease))
+	holders, held := holdAll(t, q.c, NewScope(WithoutWakeUps()), prefix, 1, WithLease(10*lease))
 	q.holder, q.held = holders[0], held[0]
 	var err error
 	q.waiter, err = NewLock(countingClient(t, db, q.log), prefix+"-0", WithLease(lease), WithScope(NewScope(WithoutWakeUps(), WithSessions())))
