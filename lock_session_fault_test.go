@@ -31,7 +31,7 @@ func TestSessionUnlockThatDidNotLandIsRetried(t *testing.T) {
 	c := faultyClients(t, db, in, 1)[0]
 	in.SetEnabled(false)
 	ctx := context.Background()
-	const lease = 900 * time.Millisecond
+	const lease = 2 * time.Second // a busy emulator must not cut the session off
 	locks, leases := holdAll(t, c, NewScope(WithoutWakeUps(), WithSessions()), "stuck", 2,
 		WithLease(lease), WithFinishTimeout(300*time.Millisecond))
 	require.NotEmpty(t, leases[0].session)
@@ -75,7 +75,7 @@ func TestSessionFinishThatDidNotLandIsRetried(t *testing.T) {
 	c := faultyClients(t, db, in, 1)[0]
 	in.SetEnabled(false)
 	ctx := context.Background()
-	const lease = 900 * time.Millisecond
+	const lease = 2 * time.Second // a busy emulator must not cut the session off
 	scope := NewScope(WithoutWakeUps(), WithSessions())
 	locks, _ := holdAll(t, c, scope, "kept", 1, WithLease(lease))
 	m, err := New(c, "job", WithLease(lease), WithScope(scope), WithFinishTimeout(300*time.Millisecond))
