@@ -75,7 +75,10 @@ func TestIdleWorkerReadsAboutOnePagePerPollBehindABacklogOthersHold(t *testing.T
 		3*testLease, passes, sweeps, reads, float64(reads)/float64(passes), between, perSweep)
 	require.Greater(t, passes, int64(10), "B polled")
 	require.LessOrEqual(t, sweeps, int64(3*testLease/b.sweepEvery())+1, "B sweeps once a sweep interval, a quarter lease, not every poll")
-	require.Less(t, sweeps, passes/2, "most passes are not sweeps")
+	// Not every pass is a sweep (that was the cost before). How many
+	// passes fit between two sweeps depends on the machine's speed: beside
+	// the root package's simulations, B made 21 passes, 10 of them sweeps.
+	require.Less(t, sweeps, passes-passes/4, "not every pass is a sweep")
 	require.LessOrEqual(t, between, 1.0, "between sweeps a pass reads one page")
 
 	// A goes silent: B recovers its claim within the lease, the takeover's
