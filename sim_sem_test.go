@@ -1189,14 +1189,14 @@ func (h *semSim) chaos(stop <-chan struct{}, incs []int) {
 }
 
 // TestSemSimulation runs seeded schedules of the Semaphore and RWLock
-// (SPANMUTEX_SIM_SEM_SEEDS=A-B; default 5,000, 200,000 with
+// (SPANMUTEX_SIM_SEM_SEEDS=A-B; default 3,000, 200,000 with
 // SPANMUTEX_SOAK=1; SPANMUTEX_SIM_SEM_KIND=semaphore or rwlock makes them
 // all one kind) and checks their invariants.
 func TestSemSimulation(t *testing.T) {
 	t.Parallel() // CPU-bound: it runs beside the tests that wait out leases
-	// 5,000 by default: with sessions a schedule takes longer, and go test
-	// ./... has 4 minutes; CI's soak runs 200,000.
-	seeds := testutil.SeedRange(t, "SPANMUTEX_SIM_SEM", 5_000, 200_000)
+	// 3,000 by default: with sessions a schedule takes longer, and go test
+	// ./... has 4 minutes; CI's soaks run 4 minutes of each kind.
+	seeds := testutil.SeedRange(t, "SPANMUTEX_SIM_SEM", 3_000, 200_000)
 	began := time.Now()
 	st, failed := semSimRun(t, seeds, semSimRules{kind: os.Getenv("SPANMUTEX_SIM_SEM_KIND")})
 	violations := 0
