@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -245,35 +246,66 @@ func (s *spannerStore) readHead(ctx context.Context, tx headReader, d ddl.Dialec
 }
 
 // headPage reads, in tx, up to handOffScan entries of the queue of lock
-// name, oldest first, after entry after if set: by key, or, if the table
-// has sessions, in a statement (in dialect d) that reads with each entry
-// its session's last renewal. On production a statement costs the round
-// trip a key read does; a read of the sessions after the page would cost
-// another.
+// name, oldest first, after entry after if set: by key, or, once the
+// store has seen an entry that names a session (sawEntrySessions), in a
+// statement (in dialect d) that reads with each entry its session's last
+// renewal. On production a statement costs the round trip a key read
+// does, and a read of the sessions after the page would cost another; on
+// the emulator a statement costs several key reads, so a table whose
+// waiters use no sessions keeps the key read. The first page found to
+// hold an entry that names a session is read again by statement: one
+// round trip more, once per store.
 func (s *spannerStore) headPage(ctx context.Context, tx headReader, d ddl.Dialect, name string, after *queueEntry) ([]*queueEntry, error) {
-	var page []*queueEntry
-	if s.sessioned() {
-		where, params := "q.`Name` = @name", map[string]any{"name": name}
-		if after != nil {
-			where += " AND (q.`EnqueuedAt` > @at OR (q.`EnqueuedAt` = @at AND q.`WaiterID` > @id))"
-			params["at"], params["id"] = after.EnqueuedAt, after.WaiterID
-		}
-		sql := fmt.Sprintf("SELECT %s FROM `%s` AS q WHERE %s ORDER BY q.`EnqueuedAt`, q.`WaiterID` LIMIT %d", s.entrySelectList(), s.queueTable(), where, handOffScan)
-		err := tx.Query(ctx, sqldialect.Statement(d, sql, params)).Do(func(r *spanner.Row) error {
-			var e joinedEntry
-			if err := r.Columns(e.dest(true)...); err != nil {
-				return err
-			}
-			page = append(page, e.entry())
-			return nil
-		})
+	if s.sessioned() && s.sawEntrySessions.Load() {
+		return s.headPageSQL(ctx, tx, d, name, after)
+	}
+	page, err := s.headPageByKey(ctx, tx, name, after)
+	if err != nil || !s.sessioned() {
 		return page, err
 	}
+	for _, e := range page {
+		if e.Session.Valid {
+			s.sawEntrySessions.Store(true)
+			return s.headPageSQL(ctx, tx, d, name, after)
+		}
+	}
+	return page, nil
+}
+
+// headPageSQL is headPage's statement: each entry with its session's last
+// renewal.
+func (s *spannerStore) headPageSQL(ctx context.Context, tx headReader, d ddl.Dialect, name string, after *queueEntry) ([]*queueEntry, error) {
+	var page []*queueEntry
+	where, params := "q.`Name` = @name", map[string]any{"name": name}
+	if after != nil {
+		where += " AND (q.`EnqueuedAt` > @at OR (q.`EnqueuedAt` = @at AND q.`WaiterID` > @id))"
+		params["at"], params["id"] = after.EnqueuedAt, after.WaiterID
+	}
+	sql := fmt.Sprintf("SELECT %s FROM `%s` AS q WHERE %s ORDER BY q.`EnqueuedAt`, q.`WaiterID` LIMIT %d", s.entrySelectList(), s.queueTable(), where, handOffScan)
+	err := tx.Query(ctx, sqldialect.Statement(d, sql, params)).Do(func(r *spanner.Row) error {
+		var e joinedEntry
+		if err := r.Columns(e.dest(true)...); err != nil {
+			return err
+		}
+		page = append(page, e.entry())
+		return nil
+	})
+	return page, err
+}
+
+// headPageByKey is headPage's key read; with sessions, it reads each
+// entry's Session too.
+func (s *spannerStore) headPageByKey(ctx context.Context, tx headReader, name string, after *queueEntry) ([]*queueEntry, error) {
+	var page []*queueEntry
 	var keys spanner.KeySet = spanner.Key{name}.AsPrefix()
 	if after != nil {
 		keys = spanner.KeyRange{Start: spanner.Key{name, after.EnqueuedAt, after.WaiterID}, End: spanner.Key{name}, Kind: spanner.OpenClosed}
 	}
-	it := tx.ReadWithOptions(ctx, s.queueTable(), keys, queueEntryColumns, &spanner.ReadOptions{Limit: handOffScan})
+	cols := queueEntryColumns
+	if s.sessioned() {
+		cols = append(slices.Clip(cols), "Session")
+	}
+	it := tx.ReadWithOptions(ctx, s.queueTable(), keys, cols, &spanner.ReadOptions{Limit: handOffScan})
 	err := it.Do(func(r *spanner.Row) error {
 		e := &queueEntry{}
 		if err := r.ToStruct(e); err != nil {

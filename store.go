@@ -52,6 +52,10 @@ type spannerStore struct {
 	// hasSessions: checkSchema found the sessions table (table+Sessions)
 	// with its columns and the mutex table's Session column.
 	hasSessions atomic.Bool
+	// sawEntrySessions: a read of the queue found an entry that names a
+	// session; from then on the queue's pages are read with their
+	// sessions, by statement (headPage).
+	sawEntrySessions atomic.Bool
 	// olderThanSessions makes the store read and write as a spanmutex
 	// older than sessions does (no Session column): the tests of a
 	// rolling upgrade set it.
