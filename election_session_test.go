@@ -39,15 +39,9 @@ func TestElectionHeldThroughASession(t *testing.T) {
 		la, err := sessions(countingClient(t, db, &log)).Campaign(ctx, "a")
 		require.NoError(t, err)
 		require.NotEmpty(t, la.Lease().session, "the term is held through the session")
-		n := log.len()
-		<-time.After(1200 * time.Millisecond) // a window to count the idle calls in, not a synchronisation
-		calls, tags := log.since(n), log.tagsSince(n)
-		for i, tag := range tags {
-			assert.Equal(t, tagSession, tag, "call %d (%s) is a session renewal", i, calls[i])
-			assert.Equal(t, "Commit", calls[i], "call %d is one Commit", i)
-		}
+		calls := idleSessionCommits(t, &log, 1200*time.Millisecond)
 		assert.InDelta(t, 4, len(calls), 1.5, "one renewal every third of the lease: %v", calls)
-		t.Logf("a leader held 1.2 s through its session: %d RPCs %v", len(calls), tags)
+		t.Logf("a leader held 1.2 s through its session: %d RPCs %v", len(calls), calls)
 		info, err := watcher.Leader(ctx)
 		require.NoError(t, err)
 		assert.Equal(t, LeaderInfo{Value: "a", Token: la.Lease().Token(), Since: la.Lease().AcquiredAt().UTC()}, info)

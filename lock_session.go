@@ -16,15 +16,9 @@ import (
 // ends the use (a no-op without a session).
 func (w *waiter) useSession(ctx context.Context) (done func()) {
 	l := w.lock
-	ss, ok := l.store.(sessionStores)
-	if !ok || !l.scope.sessionsOn {
+	if w.sess, w.sst = l.scope.sessionFor(ctx, l.store, l.key.database, &l.cfg); w.sess == nil {
 		return func() {}
 	}
-	st := ss.sessionStore(ctx)
-	if st == nil {
-		return func() {}
-	}
-	w.sess, w.sst = l.scope.session(sessionKey{database: l.key.database, table: l.key.table, lease: l.cfg.lease, interval: l.cfg.renewEvery()}, st, &l.cfg), st
 	return w.sess.use()
 }
 
@@ -85,61 +79,30 @@ func (w *waiter) joinLater(lease *Lease) {
 	}
 }
 
-// keepHeld starts what keeps granted lease alive and returns what stops
-// it: its session, if it was granted through one; otherwise its own
-// renewals (keepAlive), which move it into the Scope's session at the
-// first of them if it may join one (sessionJoin). Stopped with unreleased
-// (its Unlock did not land), a lease held through the session leaves it
-// only once an unlock retried in the background lands (releaseLater): the
-// session would keep its row live for as long as it lives, where a row
-// renewed on its own lapses after a lease.
+// keepHeld starts what keeps granted lease alive (keepHeldThrough): an
+// Unlock that did not land, on a lease held through the session, is
+// retried in the background (releaseLater).
 func (l *Lock) keepHeld(lease *Lease, ll *localLock) (stop func(unreleased bool)) {
-	leave := func(unreleased bool) {
-		switch {
-		case lease.leaveSession == nil:
-		case unreleased && lease.through != nil:
-			go l.releaseLater(lease)
-		default:
-			lease.leaveSession()
-		}
-	}
-	if lease.leaveSession != nil {
-		return leave // its session renews it
-	}
-	var st renewer = l.store
-	if j, sr := lease.join, asSessionRenewer(l.store); j != nil && sr != nil {
-		j.st, j.clk, j.log = sr, l.cfg.clock, l.cfg.logger
-		j.onLost = l.cfg.tel.lost(lease, l.lostHook(lease, ll))
-		st = j
-	}
-	stopRenewals := keepAlive(st, &l.cfg, lease, lease.anchor, l.lostHook(lease, ll))
-	return func(unreleased bool) {
-		stopRenewals() // after it, leaveSession is set if a renewal joined
-		leave(unreleased)
-	}
+	return keepHeldThrough(&l.cfg, lease, l.store, asSessionRenewer(l.store), l.lostHook(lease, ll), l.releaseLater)
 }
 
-// releaseLater unlocks lease, whose Unlock did not land, while it is a
-// member of its session (whose renewals keep its row live): one try every
-// renewal interval, each for the finish timeout, until one lands or finds
-// the lock moved on, or the session is lost (the row then lapses with
-// it); then the lease leaves the session.
+// releaseLater unlocks lease, whose Unlock did not land, in the
+// background (retryEnd) while it is a member of its session, each try for
+// the finish timeout; then the lease leaves the session.
 func (l *Lock) releaseLater(lease *Lease) {
-	defer lease.leaveSession()
-	for lease.through.holds(lease) {
-		c, _ := l.cfg.clock.NewTimer(l.cfg.renewEvery())
-		<-c
+	retryEnd(l.cfg.clock, l.cfg.renewEvery(), func() bool { return lease.through.holds(lease) }, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), l.cfg.finishTimeout)
+		defer cancel()
 		ll := l.scope.get(l.key)
 		err := l.release(ctx, ll, lease)
 		ll.release(lease.id, "")
 		l.scope.put(ll)
-		cancel()
-		if err == nil || errors.Is(err, ErrLeaseLost) {
+		ended := err == nil || errors.Is(err, ErrLeaseLost)
+		if ended {
 			l.cfg.logger.Debug("lock: an unlock retried in the background ended", "token", lease.token, "err", err)
-			return
 		}
-	}
+		return ended
+	}, lease.leaveSession)
 }
 
 // liveSession returns the id of the Scope's session if it has one live

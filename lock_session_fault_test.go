@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"cloud.google.com/go/spanner"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
@@ -23,13 +24,7 @@ import (
 func TestSessionUnlockThatDidNotLandIsRetried(t *testing.T) {
 	needEmulator(t)
 	t.Parallel() // waits out leases beside the other tests that do (own database)
-	db := freshDatabase(t)
-	in, err := faultinject.New(7, faultinject.Rule{Name: "unlock fails", Methods: []string{"Commit"},
-		Action: faultinject.Fail, Probability: 1, Codes: []codes.Code{codes.Unavailable},
-		Match: commitWrites(defaultTable, "State")}) // an unlock writes State; the session's renewals do not
-	require.NoError(t, err)
-	c := faultyClients(t, db, in, 1)[0]
-	in.SetEnabled(false)
+	db, in, c := stateWritesFail(t, 7, "unlock fails")
 	ctx := context.Background()
 	const lease = 2 * time.Second // a busy emulator must not cut the session off
 	locks, leases := holdAll(t, c, NewScope(WithoutWakeUps(), WithSessions()), "stuck", 2,
@@ -37,7 +32,7 @@ func TestSessionUnlockThatDidNotLandIsRetried(t *testing.T) {
 	require.NotEmpty(t, leases[0].session)
 
 	in.SetEnabled(true)
-	err = locks[0].Unlock(ctx)
+	err := locks[0].Unlock(ctx)
 	in.SetEnabled(false)
 	require.True(t, errors.Is(err, ErrOutage), "the Unlock did not land: %v", err)
 
@@ -67,17 +62,11 @@ func TestSessionUnlockThatDidNotLandIsRetried(t *testing.T) {
 // recorded, every commit of it failing for its finish window, must not
 // leave the row STARTED for as long as the Scope's session lives (a Lock
 // of the Scope holds through it): the record is retried in the background
-// while the lease stays a member, and lands once the outage ends.
+// while the session is alive, and lands once the outage ends.
 func TestSessionFinishThatDidNotLandIsRetried(t *testing.T) {
 	needEmulator(t)
 	t.Parallel() // waits out leases beside the other tests that do (own database)
-	db := freshDatabase(t)
-	in, err := faultinject.New(8, faultinject.Rule{Name: "finish fails", Methods: []string{"Commit"},
-		Action: faultinject.Fail, Probability: 1, Codes: []codes.Code{codes.Unavailable},
-		Match: commitWrites(defaultTable, "State")})
-	require.NoError(t, err)
-	c := faultyClients(t, db, in, 1)[0]
-	in.SetEnabled(false)
+	db, in, c := stateWritesFail(t, 8, "finish fails")
 	ctx := context.Background()
 	const lease = 2 * time.Second // a busy emulator must not cut the session off
 	scope := NewScope(WithoutWakeUps(), WithSessions())
@@ -93,4 +82,20 @@ func TestSessionFinishThatDidNotLandIsRetried(t *testing.T) {
 	check := newClient(t, db)
 	waitFor(t, 10*lease, "the section's end to be recorded", func() bool { return inspectOne(t, check, "job").State == StateDone })
 	require.NoError(t, locks[0].Unlock(ctx))
+}
+
+// stateWritesFail returns a fresh database, an injector (seeded seed,
+// disabled until the test enables it) that fails with UNAVAILABLE every
+// commit that writes the mutex table's State (an unlock, the record of a
+// section's end; not the session's writes), and a client through it.
+func stateWritesFail(t *testing.T, seed uint64, rule string) (string, *faultinject.Injector, *spanner.Client) {
+	t.Helper()
+	db := freshDatabase(t)
+	in, err := faultinject.New(seed, faultinject.Rule{Name: rule, Methods: []string{"Commit"},
+		Action: faultinject.Fail, Probability: 1, Codes: []codes.Code{codes.Unavailable},
+		Match: commitWrites(defaultTable, "State")})
+	require.NoError(t, err)
+	c := faultyClients(t, db, in, 1)[0]
+	in.SetEnabled(false)
+	return db, in, c
 }

@@ -43,20 +43,9 @@ func TestSessionRenewsEveryLockWithOneWrite(t *testing.T) {
 		scope := NewScope(WithoutWakeUps(), WithSessions())
 		const lease = 900 * time.Millisecond
 		locks, leases := holdAll(t, countingClient(t, db, &log), scope, "held", 5, WithLease(lease))
-		n := log.len()
-		<-time.After(1500 * time.Millisecond) // a window to count the idle calls in, not a synchronisation
-		tags := log.tagsSince(n)
-		calls := log.since(n)
-		renewals := 0
-		for i, tag := range tags {
-			assert.Contains(t, []string{tagSession}, tag, "call %d (%s) is a session renewal", i, calls[i])
-			if tag == tagSession {
-				renewals++
-				assert.Equal(t, "Commit", calls[i], "a renewal is one Commit")
-			}
-		}
-		assert.InDelta(t, 5, renewals, 1.5, "one renewal every third of the lease, for 5 locks: %v", calls)
-		t.Logf("5 locks held 1.5 s: %d RPCs, %d session renewals", len(calls), renewals)
+		calls := idleSessionCommits(t, &log, 1500*time.Millisecond)
+		assert.InDelta(t, 5, len(calls), 1.5, "one renewal every third of the lease, for 5 locks: %v", calls)
+		t.Logf("5 locks held 1.5 s: %d RPCs, all session renewals", len(calls))
 
 		other, err := NewLock(newClient(t, db), "held-0", WithScope(NewScope(WithoutWakeUps())))
 		require.NoError(t, err)
@@ -93,15 +82,9 @@ func TestSessionJoinsAHandedOverLock(t *testing.T) {
 			session = rowSession(t, q.c, "joins-0")
 			return session != ""
 		})
-		n := q.log.len()
-		<-time.After(1200 * time.Millisecond) // a window to count the idle calls in, not a synchronisation
-		renewals := 0
-		for i, tag := range q.log.tagsSince(n) {
-			assert.Equal(t, tagSession, tag, "call %d (%s) is a session renewal", i, q.log.since(n)[i])
-			renewals++
-		}
-		assert.InDelta(t, 4, renewals, 1.5, "one session renewal every third of the lease, and no renewal of the lock")
-		t.Logf("a handed-over lock held 1.2 s after it joined the session: %d RPCs", renewals)
+		calls := idleSessionCommits(t, q.log, 1200*time.Millisecond)
+		assert.InDelta(t, 4, len(calls), 1.5, "one session renewal every third of the lease, and no renewal of the lock")
+		t.Logf("a handed-over lock held 1.2 s after it joined the session: %d RPCs", len(calls))
 
 		_, err := q.c.Apply(ctx, []*spanner.Mutation{spanner.Delete(defaultTable+"Sessions", spanner.Key{session})})
 		require.NoError(t, err)
@@ -298,6 +281,21 @@ func TestSessionsDuringARollingUpgrade(t *testing.T) {
 		require.NoError(t, old.Unlock(ctx))
 		require.NoError(t, <-newerDone, "the newer process, behind it, gets the lock next")
 	})
+}
+
+// idleSessionCommits waits window (a window to count idle calls in, not a
+// synchronisation) and requires every call log records in it to be a
+// session renewal, one Commit; it returns those calls.
+func idleSessionCommits(t *testing.T, log *rpcLog, window time.Duration) []string {
+	t.Helper()
+	n := log.len()
+	<-time.After(window)
+	tags, calls := log.tagsSince(n), log.since(n)
+	for i, tag := range tags {
+		assert.Equal(t, tagSession, tag, "call %d (%s) is a session renewal", i, calls[i])
+		assert.Equal(t, "Commit", calls[i], "call %d, a session renewal, is one Commit", i)
+	}
+	return calls
 }
 
 // requireLostWithSession requires each of leases to be lost, its Done

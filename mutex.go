@@ -461,26 +461,21 @@ func (m *Mutex) keepHeld(lease *Lease, cancel context.CancelCauseFunc) (stop fun
 
 // finishLater retries, if recording the end of the section of lease, held
 // through its session, did not land (retry is not nil), that record in the
-// background, a renewal interval after each try, until one lands or finds
-// the lease lost, or the session is no longer live (the row then lapses
-// with it). The session's renewals for the Scope's other leases would
-// otherwise keep the row STARTED, and nobody could run the section again,
-// for as long as the session lives; a row renewed on its own lapses after
-// a lease.
+// background (retryEnd) while the session is alive: the lease left the
+// session with its section, but a row that names a live session is live
+// (STARTED, and nobody could run the section again).
 func (m *Mutex) finishLater(lease *Lease, retry func(context.Context) error) {
 	if retry == nil || lease.through == nil {
 		return
 	}
-	go func() {
-		for lease.through.alive(lease.session) {
-			c, _ := m.cfg.clock.NewTimer(m.cfg.renewEvery())
-			<-c
-			if err := retry(context.Background()); err == nil || errors.Is(err, ErrLeaseLost) {
-				m.cfg.logger.Debug("the end of the section, retried in the background, was recorded or found lost", "token", lease.token, "err", err)
-				return
-			}
+	retryEnd(m.cfg.clock, m.cfg.renewEvery(), func() bool { return lease.through.alive(lease.session) }, func() bool {
+		err := retry(context.Background())
+		ended := err == nil || errors.Is(err, ErrLeaseLost)
+		if ended {
+			m.cfg.logger.Debug("the end of the section, retried in the background, was recorded or found lost", "token", lease.token, "err", err)
 		}
-	}()
+		return ended
+	}, nil)
 }
 
 // finish records DONE or FAILED, fenced on the lease. A try whose answer

@@ -32,16 +32,11 @@ type runSession struct {
 // Scope was made WithSessions and the table has sessions (checked as the
 // Lock's are: sessionStores).
 func (m *Mutex) session(ctx context.Context) *runSession {
-	ss, ok := m.store.(sessionStores)
-	if !ok || !m.cfg.scope.sessionsOn {
+	sess, st := m.cfg.scope.sessionFor(ctx, m.store, m.database(), &m.cfg)
+	if sess == nil {
 		return nil
 	}
-	st := ss.sessionStore(ctx)
-	if st == nil {
-		return nil
-	}
-	k := sessionKey{database: m.database(), table: m.cfg.table, lease: m.cfg.lease, interval: m.cfg.renewEvery()}
-	return &runSession{m: m, sess: m.cfg.scope.session(k, st, &m.cfg), st: st}
+	return &runSession{m: m, sess: sess, st: st}
 }
 
 // database is the name of the Mutex's database ("" for a store not on

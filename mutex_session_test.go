@@ -74,13 +74,7 @@ func TestMutexSessionRenewsOnlyTheSession(t *testing.T) {
 			olderDone <- ran{out, err}
 		}()
 
-		n := log.len()
-		<-time.After(1500 * time.Millisecond) // a window to count the idle calls in, not a synchronisation
-		tags, calls := log.tagsSince(n), log.since(n)
-		for i, tag := range tags {
-			assert.Equal(t, tagSession, tag, "call %d (%s) is a session renewal", i, calls[i])
-			assert.Equal(t, "Commit", calls[i], "a renewal is one Commit")
-		}
+		calls := idleSessionCommits(t, &log, 1500*time.Millisecond)
 		assert.InDelta(t, 5, len(calls), 1.5, "one renewal every third of the lease: %v", calls)
 		t.Logf("a section held 1.5 s through its session: %d RPCs %v", len(calls), calls)
 		r := <-olderDone

@@ -1,6 +1,9 @@
 package spanmutex
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // WithSessions makes a Scope keep the locks it holds alive through
 // sessions (doc/design.md, section 5.3): one row per Scope (and per table,
@@ -46,24 +49,33 @@ type sessionKey struct {
 	lease, interval time.Duration
 }
 
-// session returns the Scope's session for the table of st and the lease
-// of cfg, made on first use; nil unless the Scope was made WithSessions.
-func (s *Scope) session(k sessionKey, st sessionStore, cfg *config) *session {
-	if s == nil || !s.sessionsOn {
-		return nil
+// sessionFor returns the Scope's session for a primitive whose store is
+// store (on database, or "" off Spanner) and whose config is cfg: keyed by
+// the table, lease and renewal interval of cfg, made on first use, with
+// the store of its table's sessions. It returns nil unless the Scope was
+// made WithSessions and the table has sessions (sessionStores).
+func (s *Scope) sessionFor(ctx context.Context, store any, database string, cfg *config) (*session, sessionStore) {
+	ss, ok := store.(sessionStores)
+	if s == nil || !s.sessionsOn || !ok {
+		return nil, nil
 	}
+	st := ss.sessionStore(ctx)
+	if st == nil {
+		return nil, nil
+	}
+	k := sessionKey{database: database, table: cfg.table, lease: cfg.lease, interval: cfg.renewEvery()}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.sessions == nil {
 		s.sessions = map[sessionKey]*session{}
 	}
-	ss := s.sessions[k]
-	if ss == nil {
-		ss = newSession(st, cfg)
+	sess := s.sessions[k]
+	if sess == nil {
+		sess = newSession(st, cfg)
 		if s.ids != nil {
-			ss.newID = s.ids
+			sess.newID = s.ids
 		}
-		s.sessions[k] = ss
+		s.sessions[k] = sess
 	}
-	return ss
+	return sess, st
 }

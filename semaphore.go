@@ -134,7 +134,7 @@ func (s *Semaphore) acquire(ctx context.Context, n int64, wait bool) (*Lease, er
 	acq.granted(lease, nil)
 	_, lease.hold = s.cfg.tel.start(ctx, "spanmutex.hold", semKind(wait), attrToken.Int64(lease.token))
 	s.held, s.heldN = lease, n
-	s.stopRen = s.keepHeld(lease, w.sess) // semaphore_session.go
+	s.stopRen = s.keepHeld(lease) // semaphore_session.go
 	return lease, nil
 }
 
@@ -280,6 +280,13 @@ type semRenewer struct{ st semStore }
 // (Release's ownRelease judges by it).
 func (r semRenewer) renew(ctx context.Context, l *Lease) error {
 	ts, err := r.st.renewEntry(ctx, l.name, queueKey{at: l.queuedAt, id: l.id})
+	return entryRenewed(l, ts, err)
+}
+
+// entryRenewed is the outcome of a renewal of l's entry that committed at
+// ts or failed with err: the commit timestamp recorded, or an entry found
+// gone reported as l's loss.
+func entryRenewed(l *Lease, ts time.Time, err error) error {
 	switch {
 	case err == nil:
 		l.setRenewedAt(ts)

@@ -24,15 +24,9 @@ import (
 // ends the use (a no-op without a session).
 func (w *semWaiter) useSession(ctx context.Context) (done func()) {
 	s := w.s
-	ss, ok := s.store.(sessionStores)
-	if !ok || !s.cfg.scope.sessionsOn {
+	if w.sess, w.sst = s.cfg.scope.sessionFor(ctx, s.store, s.db, &s.cfg); w.sess == nil {
 		return func() {}
 	}
-	st := ss.sessionStore(ctx)
-	if st == nil {
-		return func() {}
-	}
-	w.sess, w.sst = s.cfg.scope.session(sessionKey{database: s.db, table: s.cfg.table, lease: s.cfg.lease}, st, &s.cfg), st
 	return w.sess.use()
 }
 
@@ -106,65 +100,35 @@ func (s *Semaphore) lostHook(lease *Lease) func(error) {
 	}
 }
 
-// keepHeld starts what keeps granted lease alive and returns what stops
-// it: its session sess, if it was granted through one; otherwise its own
-// renewals (keepAlive), which move it into the Scope's session at the
-// first of them if it may join one (sessionJoin). Stopped with
-// unreleased (its Release did not land), a lease held through the
-// session leaves it only once a release retried in the background lands
-// (releaseLater): the session would keep its entry live for as long as it
-// lives, where an entry renewed on its own lapses after a lease.
-func (s *Semaphore) keepHeld(lease *Lease, sess *session) (stop func(unreleased bool)) {
-	leave := func(unreleased bool) {
-		switch {
-		case lease.leaveSession == nil:
-		case unreleased:
-			go s.releaseLater(lease, sess)
-		default:
-			lease.leaveSession()
-		}
-	}
-	if lease.leaveSession != nil {
-		return leave // its session renews it
-	}
-	var st renewer = semRenewer{s.store}
-	if j := lease.join; j != nil {
-		j.st, j.clk, j.log = semJoinRenewer{st: s.store, lease: s.cfg.lease}, s.cfg.clock, s.cfg.logger
-		j.onLost = s.cfg.tel.lost(lease, s.lostHook(lease))
-		st = j
-	}
-	stopRenewals := keepAlive(st, &s.cfg, lease, lease.anchor, s.lostHook(lease))
-	return func(unreleased bool) {
-		stopRenewals() // after it, leaveSession is set if a renewal joined
-		leave(unreleased)
-	}
+// keepHeld starts what keeps granted lease alive (keepHeldThrough): a
+// Release that did not land, on a lease held through the session, is
+// retried in the background (releaseLater).
+func (s *Semaphore) keepHeld(lease *Lease) (stop func(unreleased bool)) {
+	return keepHeldThrough(&s.cfg, lease, semRenewer{s.store}, semJoinRenewer{st: s.store, lease: s.cfg.lease}, s.lostHook(lease), s.releaseLater)
 }
 
-// releaseLater releases lease, whose Release did not land, while it is a
-// member of session sess (whose renewals keep its entry live): one settle
-// every renewal interval, whatever the failure (a write denied for a while
-// is not retried by finish), until one lands or finds the entry gone (that
-// is, released by an earlier try, or lapsed), or the session is lost (the
-// entry then lapses with it); then the lease leaves the session. Each try
-// is bounded by the finish timeout, so that the loop ends within about a
-// renewal interval of the session's loss.
-func (s *Semaphore) releaseLater(lease *Lease, sess *session) {
-	defer lease.leaveSession()
+// releaseLater releases lease, whose Release did not land, in the
+// background (retryEnd) while it is a member of its session: one settle
+// each time, whatever the failure (a write denied for a while is not
+// retried by finish), until one lands or finds the entry gone (released by
+// an earlier try, or lapsed); then the lease leaves the session. Each try
+// is bounded by the finish timeout, so that the retries end within about
+// a renewal interval of the session's loss.
+func (s *Semaphore) releaseLater(lease *Lease) {
 	q := semRequest{me: lease.id, op: semRelease, token: lease.token, size: s.size, lease: s.cfg.lease}
-	for sess.holds(lease) {
-		c, _ := s.cfg.clock.NewTimer(s.cfg.renewEvery())
-		<-c
+	retryEnd(s.cfg.clock, s.cfg.renewEvery(), func() bool { return lease.through.holds(lease) }, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.finishTimeout)
 		res, err := s.store.settle(ctx, s.name, q)
 		cancel()
-		if err == nil || errors.Is(err, ErrLeaseLost) {
-			s.cfg.logger.Debug("semaphore: a release retried in the background ended", "token", lease.token, "err", err)
-			if err == nil {
-				s.wake(context.Background(), res)
-			}
-			return
+		if err != nil && !errors.Is(err, ErrLeaseLost) {
+			return false
 		}
-	}
+		s.cfg.logger.Debug("semaphore: a release retried in the background ended", "token", lease.token, "err", err)
+		if err == nil {
+			s.wake(context.Background(), res)
+		}
+		return true
+	}, lease.leaveSession)
 }
 
 // semJoinRenewer renews a Semaphore's lease into a session (a
@@ -177,13 +141,7 @@ type semJoinRenewer struct {
 
 func (r semJoinRenewer) renewThrough(ctx context.Context, l *Lease, id string) error {
 	ts, err := r.st.renewEntryThrough(ctx, l.name, queueKey{at: l.queuedAt, id: l.id}, id, r.lease)
-	switch {
-	case err == nil:
-		l.setRenewedAt(ts)
-	case errors.Is(err, ErrLeaseLost):
-		return &leaseLostError{Name: l.name, Token: l.token, Reason: "its entry is gone: its permits were counted free after its lease ran out unrenewed"}
-	}
-	return err
+	return entryRenewed(l, ts, err)
 }
 
 // readsSessions checks, outside any transaction, whether the table has

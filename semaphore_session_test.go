@@ -39,16 +39,9 @@ func TestSessionHoldsSemaphorePermits(t *testing.T) {
 			require.Equal(t, leases0Session(leases, l), l.session, "one session for the Scope")
 			leases = append(leases, l)
 		}
-		n := log.len()
-		<-time.After(1200 * time.Millisecond) // a window to count the idle calls in, not a synchronisation
-		renewals := 0
-		for i, tag := range log.tagsSince(n) {
-			assert.Equal(t, tagSession, tag, "call %d (%s) is a session renewal", i, log.since(n)[i])
-			assert.Equal(t, "Commit", log.since(n)[i], "a renewal is one Commit")
-			renewals++
-		}
-		assert.InDelta(t, 4, renewals, 1.5, "one renewal every third of the lease, for 3 holders")
-		t.Logf("3 holders (5 permits) held 1.2 s: %d RPCs, all session renewals", renewals)
+		calls := idleSessionCommits(t, &log, 1200*time.Millisecond)
+		assert.InDelta(t, 4, len(calls), 1.5, "one renewal every third of the lease, for 3 holders")
+		t.Logf("3 holders (5 permits) held 1.2 s: %d RPCs, all session renewals", len(calls))
 
 		c := newClient(t, db)
 		recs, err := Inspect(ctx, c, "permits")
@@ -131,11 +124,7 @@ func TestSessionHoldsRWLockReaderAndWriter(t *testing.T) {
 		// The Scope's session live at the renewal: another than the
 		// writer's if that one, left with no member, was let go.
 		assert.NotEmpty(t, semEntrySessions(t, c, "rw")[0])
-		n := log.len()
-		<-time.After(time.Second) // a window to count the idle calls in, not a synchronisation
-		for i, tag := range log.tagsSince(n) {
-			assert.Equal(t, tagSession, tag, "call %d (%s) is a session renewal", i, log.since(n)[i])
-		}
+		idleSessionCommits(t, &log, time.Second)
 		require.NoError(t, reader.RUnlock(ctx))
 		tags := log.tagsSince(0)
 		renews := 0

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"time"
 )
 
 // What a primitive needs to hold through its Scope's session beside
@@ -69,4 +70,61 @@ func (j *sessionJoin) renew(ctx context.Context, l *Lease) error {
 	}
 	l.leaveSession = leave
 	return errJoinedSession
+}
+
+// retryEnd retries, in the background, the end of a lease held through a
+// session (an Unlock, a Release, the record of a section's end) that did
+// not land: the session's renewals for the Scope's other leases would
+// keep its row live for as long as the session lives, where a row renewed
+// on its own lapses after a lease. It calls try a renewal interval (every,
+// by clk) after the last, while live reports that the session may still
+// keep the row live, until try reports that the end landed or found the
+// lease lost; then after, if not nil.
+func retryEnd(clk clock, every time.Duration, live func() bool, try func() (ended bool), after func()) {
+	go func() {
+		if after != nil {
+			defer after()
+		}
+		for live() {
+			c, _ := clk.NewTimer(every)
+			<-c
+			if try() {
+				return
+			}
+		}
+	}()
+}
+
+// keepHeldThrough starts what keeps granted lease alive and returns what
+// stops it: its session, if it was granted through one; otherwise its own
+// renewals through own (keepAlive), which move it into the Scope's
+// session at the first of them, through join, if it may join one
+// (sessionJoin; join nil: never). Either calls onLost once the lease is
+// lost. Stopped with unreleased (its end did not land), a lease held
+// through its session leaves it only once endLater's retry ends
+// (retryEnd); otherwise it leaves at once.
+func keepHeldThrough(cfg *config, lease *Lease, own renewer, join sessionRenewer, onLost func(error), endLater func(*Lease)) (stop func(unreleased bool)) {
+	leave := func(unreleased bool) {
+		switch {
+		case lease.leaveSession == nil:
+		case unreleased && lease.through != nil:
+			endLater(lease)
+		default:
+			lease.leaveSession()
+		}
+	}
+	if lease.leaveSession != nil {
+		return leave // its session renews it
+	}
+	st := own
+	if j := lease.join; j != nil && join != nil {
+		j.st, j.clk, j.log = join, cfg.clock, cfg.logger
+		j.onLost = cfg.tel.lost(lease, onLost)
+		st = j
+	}
+	stopRenewals := keepAlive(st, cfg, lease, lease.anchor, onLost)
+	return func(unreleased bool) {
+		stopRenewals() // after it, leaveSession is set if a renewal joined
+		leave(unreleased)
+	}
 }

@@ -631,17 +631,22 @@ func (p *simProc) unpause() {
 	p.runDeferred(fns, "resumed")
 }
 
-// runDeferred runs what waited for a pause to end, each in a turn of its
-// own (they wake different goroutines).
-func (p *simProc) runDeferred(fns []func(), why string) {
+// runDeferred runs what waited for a pause to end (runEachInTurn).
+func (p *simProc) runDeferred(fns []func(), why string) { runEachInTurn(p.h.sched, p.turn, fns, why) }
+
+// runEachInTurn runs fns, what waited for a pause of a process to end,
+// each in a turn of its own (they wake different goroutines), keyed by
+// why, the instant and its place (turn: the process's); without a
+// scheduler (sched nil), at once.
+func runEachInTurn(sched *simSched, turn func(what string, a, b int64), fns []func(), why string) {
 	at := simNow()
 	for i, fn := range fns {
-		if p.h.sched == nil {
+		if sched == nil {
 			fn()
 			continue
 		}
 		go func() {
-			p.turn(why, at, int64(i))
+			turn(why, at, int64(i))
 			fn()
 		}()
 	}

@@ -536,19 +536,7 @@ func (p *semProc) pause(d time.Duration) {
 			return
 		}
 		p.h.event(p.name, "resumed")
-		// What waited for the pause, each in a turn of its own (they wake
-		// different goroutines).
-		at := simNow()
-		for i, fn := range fns {
-			if p.h.sched == nil {
-				fn()
-				continue
-			}
-			go func() {
-				p.turn("resumed", at, int64(i))
-				fn()
-			}()
-		}
+		runEachInTurn(p.h.sched, p.turn, fns, "resumed")
 	})
 }
 
@@ -571,17 +559,7 @@ func (p *semProc) crash() {
 	}
 	// What waited for a pause to end runs now, each in a turn of its own:
 	// a timer of the Scope's session, which waits for nothing else.
-	at := simNow()
-	for i, fn := range fns {
-		if p.h.sched == nil {
-			fn()
-			continue
-		}
-		go func() {
-			p.turn("crashed", at, int64(i))
-			fn()
-		}()
-	}
+	runEachInTurn(p.h.sched, p.turn, fns, "crashed")
 	h := p.h
 	h.mu.Lock()
 	for _, hd := range h.holds {
