@@ -3,6 +3,7 @@ package spanmutex
 import (
 	"context"
 	"errors"
+	"time"
 )
 
 // A Lock of a Scope made WithSessions holds through the Scope's session
@@ -23,18 +24,21 @@ func (w *waiter) useSession(ctx context.Context) (done func()) {
 }
 
 // sessionNow sets the session an acquisition about to be sent names: the
-// live one, started if need be (one lost since the last acquisition is
-// not named again). A session that cannot be started is logged, and the
-// acquisition holds without one.
-func (w *waiter) sessionNow(ctx context.Context) {
-	if w.sess == nil {
-		return
+// live one, or one the acquisition starts (session.next; one lost since
+// the last acquisition is not named again).
+func (w *waiter) sessionNow() {
+	if w.sess != nil {
+		w.session, w.startSession = w.sess.next()
 	}
-	id, err := w.sess.current(ctx)
-	if err != nil && ctx.Err() == nil { // ended: the call ends too, and says why
-		w.lock.cfg.logger.Warn("lock: could not start the Scope's session; taking the lock without it", "err", err)
+}
+
+// sessionWritten tells the session how an attempt that was to start it,
+// sent at local time sent, ended: res.started is the commit timestamp of
+// a write that named it (an acquisition, or an entry queued).
+func (w *waiter) sessionWritten(res acquireResult, sent time.Time, err error) {
+	if w.startSession != nil {
+		sessionWritten(w.sess, w.session, w.startSession, sent, res.started, err)
 	}
-	w.session = id
 }
 
 // admit is the grant rule's last step for a lease held through a session

@@ -10,6 +10,8 @@ import (
 	"cloud.google.com/go/spanner"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/spanmutex/spanmutex/ddl"
 )
 
 // holdAll takes n locks named prefix-i in scope and returns them, held.
@@ -183,6 +185,41 @@ func rowSession(t *testing.T, c *spanner.Client, name string) string {
 	var s spanner.NullString
 	require.NoError(t, r.Columns(&s))
 	return s.StringVal
+}
+
+// sessionIDs returns the ids of the default table's sessions' rows.
+func sessionIDs(t *testing.T, c *spanner.Client) []string {
+	t.Helper()
+	var ids []string
+	err := c.Single().Read(context.Background(), defaultTable+ddl.SessionsSuffix, spanner.AllKeys(), []string{"SessionID"}).Do(func(r *spanner.Row) error {
+		var id string
+		ids = append(ids, id)
+		return r.Columns(&ids[len(ids)-1])
+	})
+	require.NoError(t, err)
+	return ids
+}
+
+// A Lock of a Scope with sessions costs what it does without them on its
+// first cycle, which starts the session: the acquisition's Commit inserts
+// the session's row beside the lock's (session.next), in both dialects.
+func TestLockCycleStartsItsSessionInItsCommit(t *testing.T) {
+	needEmulator(t)
+	eachDialect(t, func(t *testing.T, db string) {
+		var log rpcLog
+		c := countingClient(t, db, &log)
+		plain, err := NewLock(c, "start-plain", WithScope(NewScope(WithoutWakeUps())))
+		require.NoError(t, err)
+		without := cycleRPCs(t, plain, &log)
+		sessioned, err := NewLock(c, "start-session", WithScope(NewScope(WithoutWakeUps(), WithSessions())))
+		require.NoError(t, err)
+		with := cycleRPCs(t, sessioned, &log)
+		without, with = withoutPoolRPCs(without), withoutPoolRPCs(with)
+		t.Logf("a first cycle without sessions: %v; through a session it starts: %v", without, with)
+		assert.Equal(t, without, with, "the session's start costs no RPC")
+		require.Len(t, sessionIDs(t, c), 1, "the session's row, written by the acquisition")
+		assert.Equal(t, sessionIDs(t, c)[0], rowSession(t, c, "start-session"), "the row names the session its Commit started")
+	})
 }
 
 // A session whose row is gone (deleted here, as an operator or the row

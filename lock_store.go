@@ -207,7 +207,7 @@ func (s *spannerStore) acquireLock(ctx context.Context, name string, key queueKe
 			}
 		}
 		m, token := s.holderMutation(v.row, name, holderRecord{owner: c.owner, leaseID: c.leaseID, lease: p.lease, session: c.session})
-		ms, res.token = append(ms, m), token
+		ms, res.token = s.withSessionInsert(append(ms, m), c.startSession), token
 		ms = s.markEmpty(ms, v.row, name, v.emptyRead)
 		if v.queued {
 			ms = append(ms, spanner.Delete(s.queueTable(), spanner.Key{name, key.at, key.id}))
@@ -220,6 +220,7 @@ func (s *spannerStore) acquireLock(ctx context.Context, name string, key queueKe
 		}
 	case (d.action == lockWait || d.action == lockPassOn) && join && key == endOfQueue:
 		ms = append(ms, s.enqueueMutation(name, queueInsert{id: c.leaseID, owner: c.owner, lease: p.lease, wakeAddr: c.wakeAddr, session: c.session}))
+		ms = s.withSessionInsert(ms, c.startSession)
 		if m := s.markQueuedMutation(v.row, name); m != nil {
 			ms = append(ms, m)
 		}
@@ -241,12 +242,16 @@ func (s *spannerStore) acquireLock(ctx context.Context, name string, key queueKe
 		res.decision, res.key, res.handed.at = d, endOfQueue, commitTS
 		return res, nil
 	}
+	var started time.Time
+	if c.session != "" {
+		started = commitTS
+	}
 	if d.action == lockWait || d.action == lockPassOn {
-		return acquireResult{decision: lockDecision{action: lockWait}, key: queueKey{at: commitTS, id: c.leaseID}, view: v}, nil
+		return acquireResult{decision: lockDecision{action: lockWait}, key: queueKey{at: commitTS, id: c.leaseID}, view: v, started: started}, nil
 	}
 	lease := newLease(name, c.owner, c.leaseID, res.token, d.action == lockTakeOver, s.table)
 	lease.acquiredAt, lease.session = commitTS, c.session
-	return acquireResult{decision: d, lease: lease, key: endOfQueue}, nil
+	return acquireResult{decision: d, lease: lease, key: endOfQueue, started: started}, nil
 }
 
 // passOn hands the lock, read in tx as r, free or held by a holder silent
@@ -408,4 +413,8 @@ type acquireResult struct {
 	key      queueKey
 	sent     bool
 	token    int64 // the token the acquisition wrote (holderMutation)
+	// started is the commit timestamp of an acquisition that wrote the
+	// claim's session into a row or entry (and, if it started the
+	// session, its row); zero otherwise.
+	started time.Time
 }

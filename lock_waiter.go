@@ -71,6 +71,9 @@ type waiter struct {
 	sess    *session
 	sst     sessionStore
 	session string
+	// startSession is the session's row if the next acquisition starts
+	// the session (session.next): it inserts the row if it writes the id.
+	startSession *sessionRow
 	// entrySession is the session our entry names ("": none), whose
 	// renewals count as the entry's (sessionRenews).
 	entrySession string
@@ -416,10 +419,11 @@ func abortDelay(err error) time.Duration {
 func (w *waiter) attempt(ctx context.Context, sent time.Time, join bool) (acquireResult, error) {
 	octx, cancel := detached(ctx, w.lock.cfg.finishTimeout)
 	defer cancel()
-	w.sessionNow(octx)
+	w.sessionNow()
 	settled := false
 	res, err := gated(ctx, w.local, func() (acquireResult, error) {
 		res, err := w.st.acquireLock(octx, w.lock.name, w.key, w.pol, w.claim(join), join)
+		w.sessionWritten(res, sent, err) // before the gate opens, as hold is
 		if err == nil && res.decision.action == lockPassOn {
 			// We handed a silent holder's lock on: wake whom we handed it to.
 			settled = w.lock.settleAtGate(w.local, "", res.handed, sent)
@@ -445,7 +449,7 @@ func (w *waiter) attempt(ctx context.Context, sent time.Time, join bool) (acquir
 // starts its listener if need be; an attempt that cannot queue us needs
 // none).
 func (w *waiter) claim(join bool) claim {
-	c := claim{owner: w.lock.cfg.owner, leaseID: w.id, session: w.session}
+	c := claim{owner: w.lock.cfg.owner, leaseID: w.id, session: w.session, startSession: w.startSession}
 	if join {
 		c.wakeAddr = w.lock.scope.wakeAddr(w.lock.cfg.logger)
 	}

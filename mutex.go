@@ -286,11 +286,13 @@ func (o *obtainer) step(ctx context.Context) (lease *Lease, outcome Outcome, err
 // actAbandon); r is the snapshot that suggested it.
 func (o *obtainer) acquire(ctx context.Context, r row) (lease *Lease, outcome Outcome, err error, done bool) {
 	m, log := o.m, o.m.cfg.logger
-	c := claim{owner: m.cfg.owner, leaseID: uuid.NewString(), session: o.sess.name(ctx)}
+	c := claim{owner: m.cfg.owner, leaseID: uuid.NewString()}
+	c.session, c.startSession = o.sess.name()
 	sent := m.cfg.clock.Now()
 	octx, cancel := detached(ctx, m.cfg.finishTimeout)
 	defer cancel()
 	d, lease, err := m.store.acquire(octx, m.name, o.pol, c)
+	o.sess.written(c, sent, lease, err)
 	if err != nil {
 		if !spanerr.Retryable(err) && ctx.Err() == nil {
 			return nil, NoOutcome, err, true

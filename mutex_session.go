@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"time"
 )
 
 // A Mutex of a Scope made WithSessions runs its section through the
@@ -48,26 +49,31 @@ func (m *Mutex) database() string {
 	return ""
 }
 
-// name returns the id of the live session for an acquisition about to be
-// sent to write into the row, starting the session if need be, and
-// begins a use of it unless one is under way. A session that cannot be
-// started is logged, and the acquisition names none: the lease then
-// renews itself. "" without a session.
-func (rs *runSession) name(ctx context.Context) string {
+// name returns the id of the session an acquisition about to be sent
+// writes into the row, and the session's row if the acquisition starts
+// the session (session.next), and begins a use of it unless one is under
+// way. "" and nil without a session.
+func (rs *runSession) name() (string, *sessionRow) {
 	if rs == nil {
-		return ""
+		return "", nil
 	}
 	if rs.done == nil {
 		rs.done = rs.sess.use()
 	}
-	// Bounded by ctx, and a start by the lease (session.begin), not by a
-	// window of its own: two Run calls of a process may wait for one
-	// start together.
-	id, err := rs.sess.current(ctx)
-	if err != nil && ctx.Err() == nil {
-		rs.m.cfg.logger.Warn("could not start the Scope's session; running the section without it", "err", err)
+	return rs.sess.next()
+}
+
+// written tells the session how acquisition c, sent at local time sent,
+// ended: lease is what it took, naming the session, if it took the row.
+func (rs *runSession) written(c claim, sent time.Time, lease *Lease, err error) {
+	if rs == nil {
+		return
 	}
-	return id
+	var at time.Time
+	if lease != nil {
+		at = lease.acquiredAt
+	}
+	sessionWritten(rs.sess, c.session, c.startSession, sent, at, err)
 }
 
 // pause ends the use under way, if any: the Run waits, or has its lease.

@@ -74,7 +74,7 @@ func (s *spannerStore) acquire(ctx context.Context, name string, p policy, c cla
 			m, token := s.holderMutation(r, name, h)
 			lease = newLease(name, c.owner, c.leaseID, token, d.action == actTakeOver, s.table)
 			lease.attempt, lease.session = attempts, c.session
-			return tx.BufferWrite([]*spanner.Mutation{m})
+			return tx.BufferWrite(s.withSessionInsert([]*spanner.Mutation{m}, c.startSession))
 		case actAbandon:
 			msg := fmt.Sprintf("abandoned: holder %q (token %d) did not renew or finish within its lease of %v on attempt %d of %d",
 				r.Owner, r.Token, holderLease(r, p.lease), r.Attempts, p.maxAttempts)

@@ -33,6 +33,10 @@ type semRequest struct {
 	// its entry names it, and the permits it is granted in this
 	// transaction (at once, or its waiting entry's) are held through it.
 	session string
+	// start is the session's row if the transaction starts the session
+	// (session.next): a transaction that writes the session's id inserts
+	// it too. nil otherwise.
+	start *sessionRow
 }
 
 // semOp is the kind of a semRequest.
@@ -228,6 +232,23 @@ func (e *semEntry) holdThrough(id string) {
 	if id != "" {
 		e.session, e.lease, e.throughSession = id, sessionHeldLease, true
 	}
+}
+
+// names reports whether the plan writes session id (not "") into an
+// entry: the contender's new entry, or its own entry granted.
+func (p *semPlan) names(id string) bool {
+	if id == "" {
+		return false
+	}
+	if p.insert != nil && p.insert.session == id {
+		return true
+	}
+	for _, g := range p.grants {
+		if g.session == id {
+			return true
+		}
+	}
+	return false
 }
 
 // grantedMine reports whether this plan granted mine, a waiting entry.

@@ -31,17 +31,25 @@ func (w *semWaiter) useSession(ctx context.Context) (done func()) {
 }
 
 // sessionNow sets the session the next transaction names: the live one,
-// started if need be. A session that cannot be started is logged, and the
-// transaction holds without one.
-func (w *semWaiter) sessionNow(ctx context.Context) {
-	if w.sess == nil {
+// or one its write starts (session.next).
+func (w *semWaiter) sessionNow() {
+	if w.sess != nil {
+		w.q.session, w.q.start = w.sess.next()
+	}
+}
+
+// sessionWritten tells the session how a transaction that was to start
+// it, sent at local time sent, ended: res.at is its commit timestamp if
+// it wrote something naming the session.
+func (w *semWaiter) sessionWritten(res semResult, sent time.Time, err error) {
+	if w.q.start == nil {
 		return
 	}
-	id, err := w.sess.current(ctx)
-	if err != nil && ctx.Err() == nil { // ended: the call ends too, and says why
-		w.s.cfg.logger.Warn("semaphore: could not start the Scope's session; holding without it", "err", err)
+	var at time.Time
+	if err == nil && res.plan.names(w.q.session) {
+		at = res.at
 	}
-	w.q.session = id
+	sessionWritten(w.sess, w.q.session, w.q.start, sent, at, err)
 }
 
 // admit is the grant rule's last step for permits held through a session
@@ -139,8 +147,8 @@ type semJoinRenewer struct {
 	lease time.Duration // declared when the renewal names no session
 }
 
-func (r semJoinRenewer) renewThrough(ctx context.Context, l *Lease, id string) error {
-	ts, err := r.st.renewEntryThrough(ctx, l.name, queueKey{at: l.queuedAt, id: l.id}, id, r.lease)
+func (r semJoinRenewer) renewThrough(ctx context.Context, l *Lease, id string, start *sessionRow) error {
+	ts, err := r.st.renewEntryThrough(ctx, l.name, queueKey{at: l.queuedAt, id: l.id}, id, r.lease, start)
 	return entryRenewed(l, ts, err)
 }
 

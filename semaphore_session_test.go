@@ -169,3 +169,31 @@ func semEntryLeases(t *testing.T, c *spanner.Client, name string) []time.Duratio
 	require.NoError(t, err)
 	return out
 }
+
+// A Semaphore of a Scope with sessions makes the Commits it makes without
+// them on its first Acquire and Release, whose acquisition starts the
+// session: its Commit inserts the session's row beside the holder's entry
+// (session.next), in both dialects. The one RPC more is the store's check,
+// once, that the table has sessions (a statement on INFORMATION_SCHEMA).
+func TestSemaphoreAcquireStartsItsSessionInItsCommit(t *testing.T) {
+	needEmulator(t)
+	eachDialect(t, func(t *testing.T, db string) {
+		ctx := context.Background()
+		var log rpcLog
+		client := countingClient(t, db, &log)
+		cycle := func(name string, opts ...ScopeOption) ([]string, *Lease) {
+			s, err := NewSemaphore(client, name, 2, WithScope(NewScope(append(opts, WithoutWakeUps())...)))
+			require.NoError(t, err)
+			n := log.len()
+			l, err := s.Acquire(ctx, 1)
+			require.NoError(t, err)
+			require.NoError(t, s.Release(ctx))
+			return withoutPoolRPCs(log.since(n)), l
+		}
+		without, _ := cycle("start-plain")
+		with, l := cycle("start-session", WithSessions())
+		t.Logf("a first Acquire and Release without sessions: %v; through a session it starts: %v", without, with)
+		assert.Equal(t, append([]string{"ExecuteStreamingSql"}, without...), with, "the session's start costs no RPC; its columns are checked once")
+		assert.Equal(t, []string{l.session}, sessionIDs(t, client), "the session's row, written by the acquisition the lease names")
+	})
+}

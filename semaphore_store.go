@@ -36,9 +36,10 @@ type semStore interface {
 	entryAt(ctx context.Context, name string, key queueKey, at time.Time) (present bool, readAt time.Time, err error)
 	// renewEntryThrough renews a holder's entry as renewEntry does, and
 	// in the same blind write makes it name session id, declaring
-	// sessionHeldLease (with id "": none, declaring lease). Only for a
-	// table that has sessions.
-	renewEntryThrough(ctx context.Context, name string, key queueKey, id string, lease time.Duration) (time.Time, error)
+	// sessionHeldLease (with id "": none, declaring lease), inserting the
+	// session's row if the write starts it (start). Only for a table that
+	// has sessions.
+	renewEntryThrough(ctx context.Context, name string, key queueKey, id string, lease time.Duration, start *sessionRow) (time.Time, error)
 }
 
 // semResult is what settle did: the plan it committed (or would have, when
@@ -217,6 +218,9 @@ func (s *spannerStore) semMutations(name string, v semView, p semPlan, q semRequ
 		}
 		ms = append(ms, spanner.Insert(qt, cols, vals))
 	}
+	if p.names(q.session) {
+		ms = s.withSessionInsert(ms, q.start)
+	}
 	switch {
 	case !v.exists:
 		ms = append(ms, spanner.Insert(s.table, []string{"Name", "State", "Token", "Attempts", "Permits", "CreatedAt", "UpdatedAt"},
@@ -239,11 +243,12 @@ func (s *spannerStore) renewEntry(ctx context.Context, name string, key queueKey
 		[]string{"Name", "EnqueuedAt", "WaiterID", "RenewedAt"}, []any{name, key.at, key.id, spanner.CommitTimestamp}))
 }
 
-// writeEntryRenewal commits m, an entry's renewal, in one blind write:
-// ErrLeaseLost if the entry is gone.
-func (s *spannerStore) writeEntryRenewal(ctx context.Context, name string, m *spanner.Mutation) (time.Time, error) {
+// writeEntryRenewal commits ms, an entry's renewal (and a session's
+// insert, if it starts one), in one blind write: ErrLeaseLost if the
+// entry is gone.
+func (s *spannerStore) writeEntryRenewal(ctx context.Context, name string, ms ...*spanner.Mutation) (time.Time, error) {
 	s.stats.blindWrites.Add(1)
-	ts, err := s.client.Apply(ctx, []*spanner.Mutation{m}, spanner.ApplyAtLeastOnce(), spanner.TransactionTag(tagSemRenew))
+	ts, err := s.client.Apply(ctx, ms, spanner.ApplyAtLeastOnce(), spanner.TransactionTag(tagSemRenew))
 	if err == nil {
 		return ts, nil
 	}
@@ -259,12 +264,12 @@ func (s *spannerStore) writeEntryRenewal(ctx context.Context, name string, m *sp
 // entry's Session and LeaseMicros: an entry still there is ours, holding
 // its token (a contender that counts it free deletes it in the same
 // commit), so the write needs no read.
-func (s *spannerStore) renewEntryThrough(ctx context.Context, name string, key queueKey, id string, lease time.Duration) (time.Time, error) {
+func (s *spannerStore) renewEntryThrough(ctx context.Context, name string, key queueKey, id string, lease time.Duration, start *sessionRow) (time.Time, error) {
 	if id != "" {
 		lease = sessionHeldLease
 	}
-	return s.writeEntryRenewal(ctx, name, spanner.Update(s.queueTable(), []string{"Name", "EnqueuedAt", "WaiterID", "RenewedAt", "Session", "LeaseMicros"},
-		[]any{name, key.at, key.id, spanner.CommitTimestamp, spanner.NullString{StringVal: id, Valid: id != ""}, lease.Microseconds()}))
+	return s.writeEntryRenewal(ctx, name, s.withSessionInsert([]*spanner.Mutation{spanner.Update(s.queueTable(), []string{"Name", "EnqueuedAt", "WaiterID", "RenewedAt", "Session", "LeaseMicros"},
+		[]any{name, key.at, key.id, spanner.CommitTimestamp, spanner.NullString{StringVal: id, Valid: id != ""}, lease.Microseconds()})}, start)...)
 }
 
 // entryAt reads the entry of key by its primary key, strong or as of at.

@@ -69,8 +69,9 @@ func (w *semWaiter) loop(ctx context.Context) (*Lease, error) {
 		}
 		sent := w.now()
 		octx, cancel := detached(ctx, w.s.cfg.finishTimeout)
-		w.sessionNow(octx)
+		w.sessionNow()
 		res, err := w.s.store.settle(octx, w.s.name, w.q)
+		w.sessionWritten(res, sent, err)
 		cancel()
 		if err != nil {
 			w.entered = true // its outcome may be unknown: an entry of ours may be queued

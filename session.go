@@ -44,28 +44,18 @@ type session struct {
 	newID    func() string
 
 	mu      sync.Mutex
-	id      string    // "" while there is none: the next use starts one
+	id      string    // "" while there is none: the next write begins one
+	pending bool      // id is begun, not started: no write naming it acknowledged
 	anchor  time.Time // the local send time of the last acknowledged write
 	at      time.Time // its commit timestamp
 	members map[*Lease]func(error)
 	users   int  // calls under way that write the id into rows
 	running bool // the renewal loop runs
-	// starting is the start under way; nil if none is.
-	starting *sessionStart
 }
 
-// sessionStart is a start of a session under way: done is closed when it
-// ends, err then set if it failed.
-type sessionStart struct {
-	done chan struct{}
-	err  error
-}
-
-// sessionStore writes a Scope's session rows.
+// sessionStore renews a Scope's session rows (the write that names a
+// session first inserts its row: session.next).
 type sessionStore interface {
-	// startSession inserts session id, declaring lease, and returns the
-	// commit timestamp.
-	startSession(ctx context.Context, id, owner string, lease time.Duration) (time.Time, error)
 	// renewSession sets the session's RenewedAt to the commit timestamp,
 	// which it returns; an error matching errSessionGone if the row is
 	// not there.
@@ -94,7 +84,7 @@ func newSession(st sessionStore, cfg *config) *session {
 }
 
 // use counts a use of the session, for a call that will write its id into
-// rows (current gives the id to write); done ends the use. While any use
+// rows (next gives the id to write); done ends the use. While any use
 // or member lease remains, the session is renewed.
 func (s *session) use() (done func()) {
 	s.mu.Lock()
@@ -107,110 +97,129 @@ func (s *session) use() (done func()) {
 	})
 }
 
-// current returns the id of the live session, for a write about to name
-// it, starting one if there is none. A session left unrenewed for a
-// renewal interval with nothing held through it (its loop stopped) is let
-// go and another started: the start costs what a renewal would, and a row
-// written under it is not granted on a session about to lapse. The
-// session a call starts is its answer, however late the start was
-// answered (admit renews it before a grant). Calls that find a start
-// under way wait for it (on a channel, never a mutex held across a Spanner
-// call) and share its outcome, a failure included: none of them races
-// the others to start the next (the simulation replays only what turns
-// order).
-func (s *session) current(ctx context.Context) (string, error) {
-	for {
-		s.mu.Lock()
-		var lost []func(error)
-		if s.id != "" && s.clk.Now().Sub(s.anchor) >= s.interval {
-			if len(s.members) == 0 {
-				s.log.Debug("session let go unused", "session", s.id)
-				s.id = ""
-			} else if s.clk.Now().Sub(s.anchor) >= s.lease {
-				lost = s.loseLocked("renewals failed for a whole lease (" + s.lease.String() + ")")
-			}
-		}
-		switch {
-		case s.id != "":
-			id := s.id
-			s.runLocked()
-			s.mu.Unlock()
-			notify(lost)
-			return id, nil
-		case s.starting != nil:
-			started := s.starting
-			s.mu.Unlock()
-			notify(lost)
-			select {
-			case <-started.done:
-			case <-ctx.Done():
-				return "", ctx.Err()
-			}
-			if started.err != nil {
-				return "", started.err
-			}
-		default:
-			started := &sessionStart{done: make(chan struct{})}
-			s.starting = started
-			s.mu.Unlock()
-			notify(lost)
-			err := s.begin(ctx)
-			s.mu.Lock()
-			s.starting, started.err = nil, err
-			close(started.done)
-			id := s.id
-			if err == nil && id != "" {
-				s.runLocked() // renewed while used: a waiting entry names it
-			}
-			s.mu.Unlock()
-			switch {
-			case err != nil:
-				return "", err
-			case id != "":
-				// Named even if its start was answered a renewal
-				// interval late: starting another would meet the same
-				// delay, for ever (a slow link), and the grant renews
-				// it first (admit).
-				return id, nil
-			}
-		}
+// next returns the id of the session a write about to be sent names, and,
+// if that write starts the session, the row it inserts beside what it
+// names (nil if the session is started: its first write was acknowledged).
+// A session is started by the first acknowledged write that names it,
+// which inserts its row in the same commit (sessionInsert): no row ever
+// names a session whose row that commit did not write, and a start costs
+// no RPC of its own. Until one is acknowledged (started), every write
+// that names the session inserts the row (a later insert, an
+// insert-or-update, is a renewal); the writer reports how its write ended
+// (started, unstarted). A session left unrenewed for a renewal interval
+// with nothing held through it (its loop stopped) is let go and another
+// begun, so that a row is not granted on a session about to lapse. next
+// makes no Spanner call.
+func (s *session) next() (string, *sessionRow) {
+	s.mu.Lock()
+	lost := s.expireLocked()
+	if s.id == "" {
+		s.id, s.pending = s.newID(), true
 	}
+	id, pending := s.id, s.pending
+	if !pending {
+		s.runLocked()
+	}
+	s.mu.Unlock()
+	notify(lost)
+	if pending {
+		return id, &sessionRow{id: id, owner: s.owner, lease: s.lease}
+	}
+	return id, nil
 }
 
-// alive reports whether session id is the session's, and its last
-// acknowledged write is less than a lease old by the local clock: rows
-// that name it may still be live.
+// expireLocked lets the started session go if it is unrenewed for a
+// renewal interval with nothing held through it, and loses it if its
+// members' renewals failed for a whole lease (s.mu held); it returns the
+// onLost calls to make once s.mu is released.
+func (s *session) expireLocked() []func(error) {
+	if s.id == "" || s.pending || s.clk.Now().Sub(s.anchor) < s.interval {
+		return nil
+	}
+	if len(s.members) == 0 {
+		s.log.Debug("session let go unused", "session", s.id)
+		s.id = ""
+		return nil
+	}
+	if s.clk.Now().Sub(s.anchor) >= s.lease {
+		return s.loseLocked("renewals failed for a whole lease (" + s.lease.String() + ")")
+	}
+	return nil
+}
+
+// started reports that a write that named session id and inserted its
+// row (next's row) committed at Spanner time at, sent at local time sent:
+// the session is started, anchored at sent, and its renewal loop runs,
+// unless the answer came a lease or more after sent (the session is then
+// let go unstarted). If another write started it first, this one counts
+// as a renewal of it (renew's acknowledgement). A session lost or let go since (id no longer
+// the session's) is not taken up again: the write's leases are refused
+// (admit: errSessionChanged), and its row lapses after a lease.
+func (s *session) started(id string, sent, at time.Time) {
+	s.mu.Lock()
+	if s.id != id {
+		s.mu.Unlock()
+		return
+	}
+	var lost []func(error)
+	switch {
+	case s.pending && s.clk.Now().Sub(sent) >= s.lease:
+		// Answered a lease or more after it was sent: stale before it is
+		// used, as a renewal so late would lose the session. Decided
+		// here, not by the loop it would start, which would race the
+		// writer's next step.
+		s.log.Debug("session's start answered a lease late; let go", "session", id)
+		s.id, s.pending = "", false
+	case s.pending:
+		s.pending, s.anchor, s.at = false, sent, at
+		s.log.Debug("session started", "session", id)
+	default:
+		lost, _ = s.ackLocked(sent, at)
+	}
+	if s.id != "" {
+		s.runLocked() // renewed while used: a waiting entry names it
+	}
+	s.mu.Unlock()
+	notify(lost)
+}
+
+// unstarted reports that a write that would have started session id (it
+// inserted its row) failed, its outcome perhaps unknown: unless another
+// write started it, the id is not named again (the next write begins
+// another), so that no later write revives a row that may have been
+// written long before.
+func (s *session) unstarted(id string) {
+	s.mu.Lock()
+	if s.id == id && s.pending {
+		s.id, s.pending = "", false
+	}
+	s.mu.Unlock()
+}
+
+// sessionRow is a session's row as the write that starts it inserts it.
+type sessionRow struct {
+	id, owner string
+	lease     time.Duration
+}
+
+// alive reports whether session id is the session's, started, and its
+// last acknowledged write is less than a lease old by the local clock:
+// rows that name it may still be live.
 func (s *session) alive(id string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return id != "" && s.id == id && s.clk.Now().Sub(s.anchor) < s.lease
+	return id != "" && s.id == id && !s.pending && s.clk.Now().Sub(s.anchor) < s.lease
 }
 
-// live returns the session's id and the local send time of its last
-// acknowledged write; "" if there is none. It starts nothing.
+// live returns the started session's id and the local send time of its
+// last acknowledged write; "" if there is none. It begins none.
 func (s *session) live() (string, time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.id, s.anchor
-}
-
-// begin starts a session: its row, under a fresh id. The start is given
-// up after a lease, whatever ctx allows: one answered later is stale
-// before it is used.
-func (s *session) begin(ctx context.Context) error {
-	id := s.newID()
-	sent := s.clk.Now()
-	bctx, cancel := context.WithTimeout(ctx, s.lease)
-	defer cancel()
-	at, err := s.st.startSession(bctx, id, s.owner, s.lease)
-	if err != nil {
-		return err
+	if s.pending {
+		return "", time.Time{}
 	}
-	s.mu.Lock()
-	s.id, s.anchor, s.at = id, sent, at
-	s.mu.Unlock()
-	s.log.Debug("session started", "session", id)
-	return nil
+	return s.id, s.anchor
 }
 
 // admit makes lease l, whose row was written naming session id, a member
@@ -218,13 +227,15 @@ func (s *session) begin(ctx context.Context) error {
 // once, with an error matching ErrLeaseLost). It is the session's part of
 // the grant rule (freshen): a session whose last acknowledged write is
 // older than a renewal interval by the local clock is renewed first. It
-// returns errSessionChanged if id is no longer the session's, or the error
+// returns errSessionChanged if id is no longer the session's, or is not
+// started (the write's caller reports its acknowledgement first:
+// started), or the error
 // of a renewal, made through st (the caller's: the loop may be renewing
 // at the same time). The returned leave ends the membership.
 func (s *session) admit(ctx context.Context, st sessionStore, l *Lease, id string, onLost func(error)) (leave func(), err error) {
 	for range maxFreshen {
 		s.mu.Lock()
-		if s.id != id {
+		if s.id != id || s.pending {
 			s.mu.Unlock()
 			return nil, errSessionChanged
 		}
@@ -281,7 +292,7 @@ func (s *session) loop() {
 		// Whether uses remain is judged when a timer wakes the loop, not
 		// as it starts: the call that started it may be ending at the
 		// same instant, and the simulation replays only what turns order.
-		if id == "" || !first && len(s.members)+s.users == 0 {
+		if id == "" || s.pending || !first && len(s.members)+s.users == 0 {
 			s.running = false
 			s.mu.Unlock()
 			return
@@ -333,18 +344,33 @@ func (s *session) renew(ctx context.Context, st sessionStore, id string) error {
 	case err != nil:
 		s.mu.Unlock()
 		return err
-	case at.Sub(s.at) >= s.lease:
-		lost, lerr = s.loseLocked(fmt.Sprintf("a renewal committed %v after the last, past its lease (%v): another holder may have taken its locks over", at.Sub(s.at), s.lease)), ErrLeaseLost
 	default:
-		s.anchor, s.at = maxTime(s.anchor, sent), maxTime(s.at, at)
-		for l := range s.members {
-			l.setAnchor(latest(l.lastAnchor(), s.anchor))
-			l.setRenewedAt(s.at)
+		var ok bool
+		if lost, ok = s.ackLocked(sent, at); !ok {
+			lerr = ErrLeaseLost
 		}
 	}
 	s.mu.Unlock()
 	notify(lost)
 	return lerr
+}
+
+// ackLocked takes in an acknowledged write of the session, sent at local
+// time sent and committed at Spanner time at (s.mu held): it moves the
+// session's anchor and commit timestamp on, and those of its members;
+// one that committed a whole lease or more after the last acknowledged
+// write may have come after a takeover, so it loses the session: ok
+// false, and its members' onLost calls to make once s.mu is released.
+func (s *session) ackLocked(sent, at time.Time) (lost []func(error), ok bool) {
+	if at.Sub(s.at) >= s.lease {
+		return s.loseLocked(fmt.Sprintf("a renewal committed %v after the last, past its lease (%v): another holder may have taken its locks over", at.Sub(s.at), s.lease)), false
+	}
+	s.anchor, s.at = maxTime(s.anchor, sent), maxTime(s.at, at)
+	for l := range s.members {
+		l.setAnchor(latest(l.lastAnchor(), s.anchor))
+		l.setRenewedAt(s.at)
+	}
+	return nil, true
 }
 
 // loseLocked ends the session (s.mu held): its members are lost, the next
@@ -360,7 +386,7 @@ func (s *session) loseLocked(why string) []func(error) {
 		onLost, err := s.members[l], &leaseLostError{Name: l.name, Token: l.token, Reason: "its session was lost: " + why}
 		lost = append(lost, func(error) { onLost(err) })
 	}
-	s.id, s.members = "", map[*Lease]func(error){}
+	s.id, s.pending, s.members = "", false, map[*Lease]func(error){}
 	return lost
 }
 

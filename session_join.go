@@ -16,9 +16,11 @@ import (
 // whose table has sessions, or a Semaphore's (semJoinRenewer).
 type sessionRenewer interface {
 	// renewThrough renews l, fenced as renew is, and makes its row name
-	// session id with sessionHeldLease as its lease; with id "", it names
-	// none and declares the lease l was granted with.
-	renewThrough(ctx context.Context, l *Lease, id string) error
+	// session id with sessionHeldLease as its lease, inserting the
+	// session's row in the same write if it starts it (start not nil:
+	// session.next); with id "", it names none and declares the lease l
+	// was granted with. It sets l's renewal commit timestamp.
+	renewThrough(ctx context.Context, l *Lease, id string, start *sessionRow) error
 }
 
 // asSessionRenewer returns st, a primitive's store, as a sessionRenewer,
@@ -36,12 +38,12 @@ var errJoinedSession = errors.New("spanmutex: the lease joined the Scope's sessi
 // another's Release to a Semaphore) of a Scope with sessions into the
 // session at the lease's first renewal, which it makes in keepAlive's
 // place: the renewal writes the session's id into the row (or entry), and
-// the century a holder through a session declares, in the same write, so the hand-off costs what it did and the lease costs
-// nothing of its own from then on. The grant rule's check (admit) follows
-// the renewal; a lease the session cannot admit (lost meanwhile) stays
-// renewed on its own, its row kept live by this renewal, and the next
-// renewal names the session live then. A session that cannot be started
-// leaves the lease renewed on its own.
+// the century a holder through a session declares, in the same write
+// (which starts the session if need be), so the hand-off costs what it
+// did and the lease costs nothing of its own from then on. The grant
+// rule's check (admit) follows the renewal; a lease the session cannot
+// admit (lost meanwhile) stays renewed on its own, its row kept live by
+// this renewal, and the next renewal names the session live then.
 type sessionJoin struct {
 	sess   *session
 	sst    sessionStore
@@ -51,15 +53,15 @@ type sessionJoin struct {
 	onLost func(error)
 }
 
-// renew is keepAlive's renewal of l: into the session if it is live, or
-// can be started; it returns errJoinedSession once l is a member.
+// renew is keepAlive's renewal of l, into the session (which the renewal
+// starts if it must: session.next); it returns errJoinedSession once l is
+// a member.
 func (j *sessionJoin) renew(ctx context.Context, l *Lease) error {
-	id, err := j.sess.current(ctx)
-	if err != nil && ctx.Err() == nil {
-		j.log.Warn("could not start the Scope's session; renewing the lease on its own", "err", err)
-	}
+	id, start := j.sess.next()
 	sent := j.clk.Now()
-	if err := j.st.renewThrough(ctx, l, id); err != nil || id == "" {
+	err := j.st.renewThrough(ctx, l, id, start)
+	sessionWritten(j.sess, id, start, sent, l.lastRenewedAt(), err)
+	if err != nil {
 		return err
 	}
 	l.setAnchor(latest(l.lastAnchor(), sent))
@@ -70,6 +72,20 @@ func (j *sessionJoin) renew(ctx context.Context, l *Lease) error {
 	}
 	l.leaveSession = leave
 	return errJoinedSession
+}
+
+// sessionWritten tells session sess how a write that named session id
+// and, with start, inserted its row, ended: committed at Spanner time at
+// (zero: it wrote nothing), sent at local time sent, or failed with err,
+// its outcome perhaps unknown. A write that started nothing tells nothing.
+func sessionWritten(sess *session, id string, start *sessionRow, sent, at time.Time, err error) {
+	switch {
+	case start == nil:
+	case err != nil:
+		sess.unstarted(id)
+	case !at.IsZero():
+		sess.started(id, sent, at)
+	}
 }
 
 // retryEnd retries, in the background, the end of a lease held through a

@@ -37,19 +37,23 @@ func (s *spannerStore) sessionsTable() string { return s.table + ddl.SessionsSuf
 // column (and its sessions table): rows are then read with their session.
 func (s *spannerStore) sessioned() bool { return s.hasSessions.Load() && !s.olderThanSessions }
 
-// startSession inserts the session's row in one blind write: a single
-// Commit, replayed by the client if its answer is lost (an insert-or-update
-// of a fresh id, so a replay is harmless).
-func (s *spannerStore) startSession(ctx context.Context, id, owner string, lease time.Duration) (time.Time, error) {
-	s.stats.rwAttempts.Add(1)
-	ts, err := s.client.Apply(ctx, []*spanner.Mutation{spanner.InsertOrUpdate(s.sessionsTable(),
-		[]string{"SessionID", "Owner", "CreatedAt", "RenewedAt", "LeaseMicros"},
-		[]any{id, owner, spanner.CommitTimestamp, spanner.CommitTimestamp, lease.Microseconds()})},
-		spanner.ApplyAtLeastOnce(), spanner.TransactionTag(tagSession))
-	if err != nil {
-		return time.Time{}, s.explain(ctx, err)
+// sessionInsert is the mutation by which the write that starts session r
+// (session.next) inserts its row, in the same commit as the first row or
+// entry that names it: an insert-or-update, so that two writes that start
+// it together, or a client's replay of one, commit as a start and a
+// renewal.
+func (s *spannerStore) sessionInsert(r *sessionRow) *spanner.Mutation {
+	return spanner.InsertOrUpdate(s.sessionsTable(), []string{"SessionID", "Owner", "CreatedAt", "RenewedAt", "LeaseMicros"},
+		[]any{r.id, r.owner, spanner.CommitTimestamp, spanner.CommitTimestamp, r.lease.Microseconds()})
+}
+
+// withSessionInsert appends to ms the insert of session r's row, if the
+// write starts it (r not nil).
+func (s *spannerStore) withSessionInsert(ms []*spanner.Mutation, r *sessionRow) []*spanner.Mutation {
+	if r == nil {
+		return ms
 	}
-	return ts, nil
+	return append(ms, s.sessionInsert(r))
 }
 
 // renewSession sets the session's RenewedAt in one blind write, a single
@@ -150,16 +154,17 @@ func (c *scannedSession) judgeEntry(e semEntry) semEntry {
 }
 
 // renewThrough renews l as renew does, fenced, and in the same write makes
-// its row name session id, declaring sessionHeldLease; with id "", it
-// names none and declares the store's lease, the one l was granted with.
-func (s *spannerStore) renewThrough(ctx context.Context, l *Lease, id string) error {
+// its row name session id, declaring sessionHeldLease, and inserts the
+// session's row if the write starts it (start); with id "", it names none
+// and declares the store's lease, the one l was granted with.
+func (s *spannerStore) renewThrough(ctx context.Context, l *Lease, id string, start *sessionRow) error {
 	session, lease := spanner.NullString{StringVal: id, Valid: id != ""}, s.lease
 	if id != "" {
 		lease = sessionHeldLease
 	}
 	ts, err := s.fencedUpdate(ctx, l, nil, func(_ context.Context, tx *spanner.ReadWriteTransaction) error {
-		return tx.BufferWrite([]*spanner.Mutation{spanner.Update(s.table, []string{"Name", "RenewedAt", "Session", "LeaseMicros"},
-			[]any{l.name, spanner.CommitTimestamp, session, lease.Microseconds()})})
+		return tx.BufferWrite(s.withSessionInsert([]*spanner.Mutation{spanner.Update(s.table, []string{"Name", "RenewedAt", "Session", "LeaseMicros"},
+			[]any{l.name, spanner.CommitTimestamp, session, lease.Microseconds()})}, start))
 	})
 	if err == nil {
 		l.setRenewedAt(ts)

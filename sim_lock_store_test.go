@@ -472,6 +472,7 @@ func (c *simConn) acquireLock(ctx context.Context, name string, key queueKey, p 
 				}
 			}
 			r := d.holder(name, v.row, cl.owner, cl.leaseID, p.lease, cl.session, ts)
+			res.started = c.startsSession(cl.session, cl.startSession, ts)
 			if v.queued {
 				d.removeEntries(name, func(e *simEntry) bool { return e.key == key })
 			}
@@ -496,6 +497,7 @@ func (c *simConn) acquireLock(ctx context.Context, name string, key queueKey, p 
 			ts := d.commitTS()
 			d.insert(name, &simEntry{key: queueKey{at: ts, id: cl.leaseID}, owner: cl.owner, renewed: ts,
 				lease: p.lease.Truncate(time.Microsecond), wakeAddr: cl.wakeAddr, session: cl.session})
+			res.started = c.startsSession(cl.session, cl.startSession, ts)
 			res.key, res.view = queueKey{at: ts, id: cl.leaseID}, v
 			c.p.h.event(c.p.name, "acquireLock %s: queued at %s (ahead %d, row %s)", short(cl.leaseID), c.p.h.ts(ts), v.ahead, simRow(v.row))
 		default:
@@ -672,9 +674,11 @@ func (c *simConn) renew(ctx context.Context, l *Lease) error {
 var _ sessionRenewer = (*simConn)(nil)
 
 // renewThrough is renew that also makes the row name session id (and
-// declare sessionHeldLease), or none (and the process's lease) with "".
-func (c *simConn) renewThrough(ctx context.Context, l *Lease, id string) error {
+// declare sessionHeldLease), or none (and the process's lease) with "",
+// and inserts the session's row if it starts the session (start).
+func (c *simConn) renewThrough(ctx context.Context, l *Lease, id string, start *sessionRow) error {
 	return c.renewRow(ctx, "renewThrough", l, func(v *row, ts time.Time) {
+		c.startsSession(id, start, ts)
 		v.Session, v.Lease = id, c.p.lease.Truncate(time.Microsecond)
 		if id != "" {
 			v.Lease = sessionHeldLease
@@ -720,19 +724,19 @@ func (c *simConn) sessionStore(context.Context) sessionStore {
 	return &simConn{db: c.db, p: c.p, who: c.who + "/session"}
 }
 
-// startSession is the session's blind insert: a single-use commit.
-func (c *simConn) startSession(ctx context.Context, id, _ string, lease time.Duration) (time.Time, error) {
-	var ts time.Time
-	_, err := c.call(ctx, "startSession", true, false, func() error {
-		ts = c.db.commitTS()
-		c.db.writeSession(id, ts, lease)
-		c.p.h.event(c.p.name, "startSession %s at %s", short(id), c.p.h.ts(ts))
-		return nil
-	})
-	if err != nil {
-		return time.Time{}, err
+// startsSession is a write's part in its session (committed at ts, in
+// the write's call): if it names session id and starts it (start), the
+// insert of its row. It returns ts if the write names a session, zero
+// otherwise (acquireResult.started).
+func (c *simConn) startsSession(id string, start *sessionRow, ts time.Time) time.Time {
+	if id == "" {
+		return time.Time{}
 	}
-	return ts, nil
+	if start != nil {
+		c.db.writeSession(start.id, ts, start.lease)
+		c.p.h.event(c.p.name, "startSession %s at %s", short(id), c.p.h.ts(ts))
+	}
+	return ts
 }
 
 // renewSession is the session's blind update: a single-use commit that

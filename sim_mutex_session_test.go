@@ -165,20 +165,14 @@ func (c *simMutexConn) sessionStore(context.Context) sessionStore {
 	return &simMutexConn{db: c.db, p: c.p, who: "session"}
 }
 
-// startSession is the session's blind insert: a single-use commit.
-func (c *simMutexConn) startSession(ctx context.Context, id, _ string, lease time.Duration) (time.Time, error) {
-	var ts time.Time
-	err := c.call(ctx, "startSession", true, func() error {
-		ts = c.db.commitTS()
-		c.db.writeSession(id, ts, lease)
+// startsSession inserts, at commit timestamp ts, the row of the session
+// a write starts (start; nil: none), in the write's call.
+func (c *simMutexConn) startsSession(start *sessionRow, ts time.Time) {
+	if start != nil {
+		c.db.writeSession(start.id, ts, start.lease)
 		c.db.counts["startSession"]++
-		c.p.h.event(c.p.name, "startSession %s at %s", short(id), c.p.h.ts(ts))
-		return nil
-	})
-	if err != nil {
-		return time.Time{}, err
+		c.p.h.event(c.p.name, "startSession %s at %s", short(start.id), c.p.h.ts(ts))
 	}
-	return ts, nil
 }
 
 // renewSession is the session's blind update: a single-use commit that

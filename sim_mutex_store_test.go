@@ -314,6 +314,7 @@ func (c *simMutexConn) acquire(ctx context.Context, name string, p policy, cl cl
 			if cl.session != "" {
 				w.Lease = sessionHeldLease
 			}
+			c.startsSession(cl.startSession, ts)
 			if p.version != "" {
 				w.Version = p.version
 			}

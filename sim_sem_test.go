@@ -658,8 +658,8 @@ func (p *semProc) entryAt(ctx context.Context, name string, key queueKey, at tim
 	return p.conn().entryAt(ctx, name, key, at)
 }
 
-func (p *semProc) renewEntryThrough(ctx context.Context, name string, key queueKey, id string, lease time.Duration) (time.Time, error) {
-	return p.conn().renewEntryThrough(ctx, name, key, id, lease)
+func (p *semProc) renewEntryThrough(ctx context.Context, name string, key queueKey, id string, lease time.Duration, start *sessionRow) (time.Time, error) {
+	return p.conn().renewEntryThrough(ctx, name, key, id, lease, start)
 }
 
 func (c semConn) look(ctx context.Context, name string) (semView, error) {
@@ -698,6 +698,9 @@ func (c semConn) settle(ctx context.Context, name string, q semRequest) (semResu
 			return nil
 		}
 		h.applyLocked(plan, q, ts)
+		if plan.names(q.session) {
+			h.startsSession(p.name, q.start, ts)
+		}
 		plan.stamp(ts)
 		res.plan, res.at = plan, ts
 		h.eventLocked(p.name, "settle %v by %s: %s", q.op, short(q.me), plan.describe())
@@ -708,13 +711,15 @@ func (c semConn) settle(ctx context.Context, name string, q semRequest) (semResu
 }
 
 func (c semConn) renewEntry(ctx context.Context, name string, key queueKey) (time.Time, error) {
-	return c.renewWith(ctx, name, key, "renew", func(*semEntry) {})
+	return c.renewWith(ctx, name, key, "renew", func(*semEntry, time.Time) {})
 }
 
 // renewEntryThrough renews the entry and makes it name session id,
-// declaring sessionHeldLease (or none, declaring lease), in one write.
-func (c semConn) renewEntryThrough(ctx context.Context, name string, key queueKey, id string, lease time.Duration) (time.Time, error) {
-	return c.renewWith(ctx, name, key, "renewThrough", func(e *semEntry) {
+// declaring sessionHeldLease (or none, declaring lease), in one write,
+// which inserts the session's row if it starts the session (start).
+func (c semConn) renewEntryThrough(ctx context.Context, name string, key queueKey, id string, lease time.Duration, start *sessionRow) (time.Time, error) {
+	return c.renewWith(ctx, name, key, "renewThrough", func(e *semEntry, ts time.Time) {
+		c.p.h.startsSession(c.p.name, start, ts)
 		if id != "" && e.lease != sessionHeldLease {
 			c.p.h.joins++
 		}
@@ -727,14 +732,14 @@ func (c semConn) renewEntryThrough(ctx context.Context, name string, key queueKe
 
 // renewWith is a blind renewal of the entry of key, which also applies
 // set to it: ErrLeaseLost if the entry is gone.
-func (c semConn) renewWith(ctx context.Context, name string, key queueKey, op string, set func(*semEntry)) (time.Time, error) {
+func (c semConn) renewWith(ctx context.Context, name string, key queueKey, op string, set func(*semEntry, time.Time)) (time.Time, error) {
 	p := c.p
 	var at time.Time
 	err := p.call(ctx, c.who, op, true, func(ts time.Time) error {
 		for i := range p.h.entries {
 			if p.h.entries[i].key() == key {
 				p.h.entries[i].renewed, at = ts, ts
-				set(&p.h.entries[i])
+				set(&p.h.entries[i], ts)
 				return nil
 			}
 		}
@@ -756,16 +761,14 @@ func (c semConn) sessionStore(context.Context) sessionStore {
 	return semConn{c.p, c.who + "/session"}
 }
 
-// startSession is the session's blind insert: a single-use commit.
-func (c semConn) startSession(ctx context.Context, id, _ string, lease time.Duration) (time.Time, error) {
-	var at time.Time
-	err := c.p.call(ctx, c.who, "startSession", true, func(ts time.Time) error {
-		c.p.h.sessions[id] = append(c.p.h.sessions[id], simSession{ts: ts, renewed: ts, lease: lease.Truncate(time.Microsecond)})
-		c.p.h.eventLocked(c.p.name, "startSession %s", short(id))
-		at = ts
-		return nil
-	})
-	return at, err
+// startsSession inserts, at commit timestamp ts, the row of the session
+// a write of process who starts (start; nil: none), in the write's call
+// (h.mu held).
+func (h *semSim) startsSession(who string, start *sessionRow, ts time.Time) {
+	if start != nil {
+		h.sessions[start.id] = append(h.sessions[start.id], simSession{ts: ts, renewed: ts, lease: start.lease.Truncate(time.Microsecond)})
+		h.eventLocked(who, "startSession %s", short(start.id))
+	}
 }
 
 // renewSession is the session's blind update: a single-use commit that

@@ -25,6 +25,9 @@ type claim struct {
 	// session is the session a Lock holds through if it takes the lock
 	// ("": none; it renews the lease itself).
 	session string
+	// startSession is the session's row if the acquisition starts the
+	// session (session.next): a write that names the session inserts it.
+	startSession *sessionRow
 }
 
 // spannerStore is the store on a Cloud Spanner table.

@@ -28,7 +28,7 @@ const (
 	tagMutex      = "spanmutex.mutex.acquire"    // a Mutex's attempt
 	tagRelease    = "spanmutex.mutex.release"    // a Mutex giving back a lease whose section never ran
 	tagReset      = "spanmutex.mutex.reset"      // Reset and ForceReset
-	tagSession    = "spanmutex.session"          // a Scope's session: its start and renewals
+	tagSession    = "spanmutex.session"          // a Scope's session: its renewals
 )
 
 // rw runs f in a read-write transaction tagged tag, retried by the client

@@ -46,7 +46,8 @@ func (o *tortureOptions) sessionClient(i int) bool {
 }
 
 // sessionWrites records, from the wire, a client's commits of its
-// sessions' rows (starts and renewals, one Commit each, tag
+// sessions' rows (a start, an insert in the commit of the first write
+// that names the session; a renewal, a Commit of its own, tag
 // spanmutex.session) and of lock rows it took through a session (the
 // holder's write names the session), each with its commit timestamp.
 // Commits whose answer it did not see (failed, or lost in transit before
