@@ -67,10 +67,10 @@ func killedSharedHolder(t *testing.T, db string) {
 	many.signal(syscall.SIGKILL)
 	killed := time.Now()
 	<-many.done
-	last := lastSharedRenewal(t, check, session, slices.Concat(holds, rholds))
+	last := lastSharedRenewals(t, check, session, slices.Concat(holds, rholds))
 	for range len(holds) + len(rholds) {
 		tk := <-takers
-		requireTakenOver(t, tk, killed, last, wm)
+		requireTakenOver(t, tk, killed, last[tk.name], wm)
 	}
 	requirePermitsWithin(t, check, holds, rholds)
 
@@ -115,11 +115,11 @@ func pausedSharedHolder(t *testing.T, db string) {
 
 	many.signal(syscall.SIGSTOP)
 	stopped := time.Now()
-	last := lastSharedRenewal(t, check, session, all) // or earlier, if a renewal was in flight
+	last := lastSharedRenewals(t, check, session, all) // or earlier, if a renewal was in flight
 	owners := map[string]string{}
 	for range all {
 		tk := <-takers
-		requireTakenOver(t, tk, stopped, last, wm)
+		requireTakenOver(t, tk, stopped, last[tk.name], wm)
 		owners[tk.name] = tk.lease.Owner()
 	}
 	many.signal(syscall.SIGCONT)
@@ -219,7 +219,7 @@ func requireTakenOver(t *testing.T, tk taken, stopped, last time.Time, wm time.D
 }
 
 // sharedEntry is a queue entry of a Semaphore or RWLock, as
-// requireEntriesThroughSession and lastSharedRenewal read it.
+// requireEntriesThroughSession and lastSharedRenewals read it.
 type sharedEntry struct {
 	owner     string
 	session   string
@@ -270,16 +270,18 @@ func requireEntriesThroughSession(t *testing.T, c *spanner.Client, names []strin
 	return ""
 }
 
-// lastSharedRenewal is, by Spanner's clock, the last renewal of the
-// entries of session in the queues of names: the later of the session's
+// lastSharedRenewals is, by Spanner's clock, the last renewal of session's
+// entries in the queue of each of names: the later of the session's
 // RenewedAt and theirs.
-func lastSharedRenewal(t *testing.T, c *spanner.Client, session string, names []string) time.Time {
+func lastSharedRenewals(t *testing.T, c *spanner.Client, session string, names []string) map[string]time.Time {
 	t.Helper()
-	last := sessionRenewedAt(t, c, session)
+	renewed := sessionRenewedAt(t, c, session)
+	last := map[string]time.Time{}
 	for _, name := range names {
+		last[name] = renewed
 		for _, e := range sharedEntries(t, c, name) {
-			if e.session == session && e.renewedAt.After(last) {
-				last = e.renewedAt
+			if e.session == session {
+				last[name] = latest(last[name], e.renewedAt)
 			}
 		}
 	}
