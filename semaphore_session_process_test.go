@@ -38,8 +38,9 @@ const sharedSize, sharedHeld = 3, 2
 // (SIGKILL): every taker gets what it waited for by taking it over, no
 // sooner than a lease after the session's (or the entry's) last renewal
 // by Spanner's clock and within a lease plus manySlack of it, and of the
-// kill; no Semaphore has more than 3 permits held, and the dead holder's
-// entries are gone. Once the other process releases the fourth, the taker behind the dead waiting entry gets its permits within a lease
+// kill; no read (Inspect, over and over) shows more than 3 permits of a
+// Semaphore held by live holders, or a writer beside a live reader, and
+// the dead holder's entries are gone. Once the other process releases the fourth, the taker behind the dead waiting entry gets its permits within a lease
 // plus manySlack of the Release, and the dead entry is gone.
 func TestSemaphoreProcessesKilledHolderThroughSession(t *testing.T) {
 	t.Parallel() // waits out leases beside the other waiting tests (own database)
@@ -64,6 +65,7 @@ func killedSharedHolder(t *testing.T, db string) {
 	takers := takeShared(t, check, holds, rholds, wm)
 	behind := takeShared(t, check, waits, nil, wm)
 
+	watched := watchPermits(t, check, slices.Concat(holds, rholds))
 	many.signal(syscall.SIGKILL)
 	killed := time.Now()
 	<-many.done
@@ -72,6 +74,7 @@ func killedSharedHolder(t *testing.T, db string) {
 		tk := <-takers
 		requireTakenOver(t, tk, killed, last[tk.name], wm)
 	}
+	t.Logf("%d reads of the permits held, none more than the size", watched())
 	requirePermitsWithin(t, check, holds, rholds)
 
 	other.send(t, "release")
@@ -94,8 +97,9 @@ func killedSharedHolder(t *testing.T, db string) {
 // renewal. Resumed (SIGCONT), the process finds every lease lost (Done
 // closed, Err matching ErrLeaseLost) within a second; its guarded writes
 // with them are refused (ErrLeaseLost) and write nothing; its Releases
-// return ErrLeaseLost; the takers and this test's permits stay held, never
-// more than a Semaphore has.
+// return ErrLeaseLost; the takers and this test's permits stay held, and
+// from the pause to the Releases, no read shows more permits held by live
+// holders than a Semaphore has, or a writer beside a live reader.
 func TestSemaphoreProcessesPausedHolderThroughSession(t *testing.T) {
 	t.Parallel() // waits out leases beside the other waiting tests (own database)
 	sessionDialects(t, pausedSharedHolder)
@@ -113,6 +117,7 @@ func pausedSharedHolder(t *testing.T, db string) {
 	session := requireEntriesThroughSession(t, check, all, "many-")
 	takers := takeShared(t, check, holds, rholds, wm)
 
+	watched := watchPermits(t, check, all)
 	many.signal(syscall.SIGSTOP)
 	stopped := time.Now()
 	last := lastSharedRenewals(t, check, session, all) // or earlier, if a renewal was in flight
@@ -140,6 +145,7 @@ func pausedSharedHolder(t *testing.T, db string) {
 		r, _ := many.await(t, time.Minute, 0, "release", func(e procEvent) bool { return e.Call == i })
 		assert.Equal(t, "lease-lost", r.Class, "%s: the resumed holder's Release: %s", name, r.Err)
 	}
+	t.Logf("%d reads of the permits held, none more than the size", watched())
 	requirePermitsWithin(t, check, holds, rholds)
 	for _, name := range all {
 		assert.Contains(t, holderOwners(t, check, name), owners[name], "%s stays its taker's", name)
@@ -309,6 +315,44 @@ func requirePermitsWithin(t *testing.T, c *spanner.Client, sems, rws []string) {
 		assert.LessOrEqual(t, held, rec.Permits, "%s: permits held at once", name)
 		assert.Equal(t, int64(sharedSize), held, "%s: the bystander's and the taker's", name)
 	}
+}
+
+// watchPermits reads each Semaphore or RWLock of names by Inspect, over
+// and over until the returned stop is called, and fails the test if a
+// read shows its live holders (LeaseLeft above 0) holding more permits
+// than it has. stop returns how many reads were made.
+func watchPermits(t *testing.T, c *spanner.Client, names []string) (stop func() int) {
+	t.Helper()
+	done, reads := make(chan struct{}), make(chan int, 1)
+	go func() {
+		n := 0
+		defer func() { reads <- n }()
+		for {
+			for _, name := range names {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				recs, err := Inspect(context.Background(), c, name)
+				if !assert.NoError(t, err, name) || !assert.Len(t, recs, 1, name) {
+					return
+				}
+				n++
+				var held int64
+				for _, h := range recs[0].Holders {
+					if h.LeaseLeft > 0 {
+						held += h.Permits
+					}
+				}
+				assert.LessOrEqual(t, held, recs[0].Permits, "%s: permits held by live holders at once: %+v", name, recs[0].Holders)
+			}
+		}
+	}()
+	return sync.OnceValue(func() int {
+		close(done)
+		return <-reads
+	})
 }
 
 // holderOwners returns the owners of name's holders, by Inspect.
