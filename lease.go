@@ -60,8 +60,11 @@ type Lease struct {
 	// unlocking is set by Lock.Unlock: renewal failures from then on are
 	// reported by Unlock, not as a lost lease.
 	unlocking atomic.Bool
-	// hold is the telemetry of the hold (telemetry.go), set by the Lock
-	// or Run that acquired the lease.
+	// hold is the telemetry of the hold (telemetry.go), set by the Lock,
+	// Semaphore or Run that acquired the lease, under mu (setHold,
+	// holdOp): a lease held through a session is its session's before its
+	// acquirer sets hold, and the session's goroutine reads hold when it
+	// loses the lease (telemetry.lost).
 	hold op
 
 	done     chan struct{}
@@ -171,6 +174,20 @@ func (l *Lease) Err() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.err
+}
+
+// setHold records the telemetry of the hold (see hold).
+func (l *Lease) setHold(h op) {
+	l.mu.Lock()
+	l.hold = h
+	l.mu.Unlock()
+}
+
+// holdOp returns the telemetry of the hold (see hold).
+func (l *Lease) holdOp() op {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.hold
 }
 
 // setAnchor records the send time of an acknowledged renewal.

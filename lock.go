@@ -120,7 +120,8 @@ func (l *Lock) lock(ctx context.Context, wait bool) (*Lease, error) {
 		return nil, err
 	}
 	acq.granted(lease, nil)
-	_, lease.hold = l.cfg.tel.start(ctx, "spanmutex.hold", lockKind(wait), attrToken.Int64(lease.token))
+	_, hold := l.cfg.tel.start(ctx, "spanmutex.hold", lockKind(wait), attrToken.Int64(lease.token))
+	lease.setHold(hold)
 	l.held, l.local = lease, ll
 	l.stopRen = l.keepHeld(lease, ll)
 	return lease, nil
@@ -167,7 +168,7 @@ func (l *Lock) Unlock(ctx context.Context) (err error) {
 	lease.unlocking.Store(true)
 	unreleased := false
 	defer func() { stop(unreleased) }()
-	defer func() { lease.hold.held(lease, unlockOutcome(err), err) }() // telemetry.go
+	defer func() { lease.holdOp().held(lease, unlockOutcome(err), err) }() // telemetry.go
 	err = l.release(ctx, ll, lease)
 	unreleased = err != nil && !errors.Is(err, ErrLeaseLost)
 	lease.end(err) // Done closes: released, or lost

@@ -35,18 +35,13 @@ import (
 const manyWaitCall = 100
 
 // runMany holds one Lock of each name in spec.Holds, taken in turn, and
-// waits on one of each in spec.Waits, all of one Scope (spec.scope, or a
-// NewScope): a "lock" event each, a "holding" event once every hold is
+// waits on one of each in spec.Waits, all of one Scope (spec.withScope):
+// a "lock" event each, a "holding" event once every hold is
 // taken and every wait begun, a "lost" event when a held lease's Done
 // closes. Then it reads stdin: "unlock" unlocks every held lease (an
 // "unlock" event each), "exit" ends the role.
 func runMany(ctx context.Context, client *spanner.Client, spec procSpec, out *eventWriter) error {
-	if spec.scope == nil {
-		spec.scope = NewScope()
-		if spec.Sessions {
-			spec.scope = NewScope(WithSessions())
-		}
-	}
+	spec = spec.withScope()
 	locks := make([]*Lock, len(spec.Holds))
 	leases := make([]*Lease, len(spec.Holds))
 	for i, name := range spec.Holds {
@@ -168,12 +163,19 @@ func eachSessions(t *testing.T, test func(t *testing.T, db string, sessions bool
 		eachDialect(t, func(t *testing.T, db string) { test(t, db, false) })
 	})
 	t.Run("through sessions", func(t *testing.T) {
-		if testutil.Scale(0, 1) == 0 {
-			t.Run(ddl.GoogleSQL.String(), func(t *testing.T) { test(t, freshDatabaseIn(t, ddl.GoogleSQL), true) })
-			return
-		}
-		eachDialect(t, func(t *testing.T, db string) { test(t, db, true) })
+		sessionDialects(t, func(t *testing.T, db string) { test(t, db, true) })
 	})
+}
+
+// sessionDialects runs a process test through sessions on GoogleSQL, and on
+// PostgreSQL too with SPANMUTEX_SOAK (CI), to keep go test ./... within
+// its time.
+func sessionDialects(t *testing.T, test func(t *testing.T, db string)) {
+	if testutil.Scale(0, 1) == 0 {
+		t.Run(ddl.GoogleSQL.String(), func(t *testing.T) { test(t, freshDatabaseIn(t, ddl.GoogleSQL)) })
+		return
+	}
+	eachDialect(t, test)
 }
 
 func killedHolderOfSeveral(t *testing.T, db string, sessions bool) {
@@ -271,9 +273,10 @@ func pausedHolderOfSeveral(t *testing.T, db string, sessions bool) {
 	}
 }
 
-// requireHeldThroughSessions requires every lock of names to name one
-// session in its row if sessions, none otherwise.
-func requireHeldThroughSessions(t *testing.T, c *spanner.Client, names []string, sessions bool) {
+// requireHeldThroughSessions requires every lock (or Mutex section) of
+// names to name one session in its row if sessions, none otherwise, and
+// returns that session's id ("" if none).
+func requireHeldThroughSessions(t *testing.T, c *spanner.Client, names []string, sessions bool) string {
 	t.Helper()
 	seen := map[string]bool{}
 	for _, name := range names {
@@ -286,7 +289,34 @@ func requireHeldThroughSessions(t *testing.T, c *spanner.Client, names []string,
 			seen[session.StringVal] = true
 		}
 	}
-	if sessions {
-		require.Len(t, seen, 1, "one session holds them all")
+	if !sessions {
+		return ""
 	}
+	require.Len(t, seen, 1, "one session holds them all")
+	for id := range seen {
+		return id
+	}
+	return ""
+}
+
+// sessionRenewedAt reads the RenewedAt of session id's row: by Spanner's
+// clock, the session's last renewal. The row must exist.
+func sessionRenewedAt(t *testing.T, c *spanner.Client, id string) time.Time {
+	t.Helper()
+	r, err := c.Single().ReadRow(context.Background(), defaultTable+"Sessions", spanner.Key{id}, []string{"RenewedAt"})
+	require.NoError(t, err, "session %s", id)
+	var at time.Time
+	require.NoError(t, r.Columns(&at))
+	return at
+}
+
+// rowRenewedAt reads the RenewedAt of name's row (its own renewal, not its
+// session's), by Spanner's clock.
+func rowRenewedAt(t *testing.T, c *spanner.Client, name string) time.Time {
+	t.Helper()
+	r, err := c.Single().ReadRow(context.Background(), defaultTable, spanner.Key{name}, []string{"RenewedAt"})
+	require.NoError(t, err, "row %s", name)
+	var at time.Time
+	require.NoError(t, r.Columns(&at))
+	return at
 }

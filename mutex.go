@@ -404,7 +404,8 @@ func (m *Mutex) runHeld(ctx context.Context, lease *Lease, fn func(context.Conte
 		}
 		return err
 	}
-	sctx, lease.hold = m.cfg.tel.start(sctx, "spanmutex.section", "run", attrToken.Int64(lease.token)) // telemetry.go
+	sctx, hold := m.cfg.tel.start(sctx, "spanmutex.section", "run", attrToken.Int64(lease.token)) // telemetry.go
+	lease.setHold(hold)
 	stopRenewing := m.keepHeld(lease, cancelSection)
 	defer stopRenewing()
 	defer func() {
@@ -422,7 +423,7 @@ func (m *Mutex) runHeld(ctx context.Context, lease *Lease, fn func(context.Conte
 		if panicked {
 			outcome = "panic"
 		}
-		lease.hold.held(lease, outcome, err)
+		lease.holdOp().held(lease, outcome, err)
 	}()
 	runErr := fn(sctx, lease)
 	panicked = false

@@ -61,6 +61,7 @@ func runContender(js string) int {
 		"counter": runCounter, "storm": runStorm, "interactive": runInteractive,
 		"candidate": runCandidate, "observer": runObserver,
 		"semaphore": runSemaphore, "many": runMany,
+		"semmany": runSemMany, "sections": runSections,
 	}
 	role := roles[spec.Role]
 	if role == nil {

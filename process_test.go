@@ -32,7 +32,7 @@ const procSpecEnv = "SPANMUTEX_TEST_CONTENDER"
 
 // procSpec is what a contender process is told to do.
 type procSpec struct {
-	Role     string        // "counter", "storm", "interactive", "candidate", "observer", "semaphore" or "many"
+	Role     string        // "counter", "storm", "interactive", "candidate", "observer", "semaphore", "many", "semmany" or "sections"
 	ID       string        // the process's name in the test, and its owner prefix
 	Database string        // the database path
 	Lock     string        // the lock's name
@@ -54,9 +54,14 @@ type procSpec struct {
 	// Holds and Waits are the locks a "many" process holds and waits on
 	// (runMany).
 	Holds, Waits []string
-	// Sessions makes a "many" process's Scope hold through sessions
-	// (WithSessions).
+	// Sessions makes a "many", "semmany" or "sections" process's Scope
+	// hold through sessions (WithSessions).
 	Sessions bool
+	// RHolds are the RWLocks a "semmany" process holds for reading, and
+	// Size the size of its Semaphores, of which it holds (and waits for)
+	// Count permits each (runSemMany).
+	RHolds []string
+	Size   int64
 	// scope is that Scope, in the contender process.
 	scope *Scope
 }
@@ -85,6 +90,8 @@ type procEvent struct {
 	End   int64 `json:"end"`
 	// Deadline is the ctx deadline the call was given, if any.
 	Deadline time.Duration `json:"deadline,omitempty"`
+	// Outcome is what a Mutex's Run returned ("sections" role).
+	Outcome string `json:"outcome,omitempty"`
 	// Err is the error's text; Class what it matches (errClass); Code its
 	// gRPC code (spanner.ErrCode).
 	Err   string `json:"err,omitempty"`

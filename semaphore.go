@@ -132,7 +132,8 @@ func (s *Semaphore) acquire(ctx context.Context, n int64, wait bool) (*Lease, er
 		return nil, err
 	}
 	acq.granted(lease, nil)
-	_, lease.hold = s.cfg.tel.start(ctx, "spanmutex.hold", semKind(wait), attrToken.Int64(lease.token))
+	_, hold := s.cfg.tel.start(ctx, "spanmutex.hold", semKind(wait), attrToken.Int64(lease.token))
+	lease.setHold(hold)
 	s.held, s.heldN = lease, n
 	s.stopRen = s.keepHeld(lease) // semaphore_session.go
 	return lease, nil
@@ -181,7 +182,7 @@ func (s *Semaphore) Release(ctx context.Context) (err error) {
 	}()
 	lease.unlocking.Store(true)
 	defer func() { stop(err != nil && !errors.Is(err, ErrLeaseLost)) }()
-	defer func() { lease.hold.held(lease, unlockOutcome(err), err) }() // telemetry.go
+	defer func() { lease.holdOp().held(lease, unlockOutcome(err), err) }() // telemetry.go
 	err = s.finish(ctx, semRequest{me: lease.id, op: semRelease, token: lease.token, size: s.size, lease: s.cfg.lease}, lease)
 	lease.end(err)
 	return err

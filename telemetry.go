@@ -225,7 +225,7 @@ func (t *telemetry) lost(lease *Lease, onLost func(error)) func(error) {
 	}
 	return func(err error) {
 		t.leasesLost.Add(context.Background(), 1)
-		if s := lease.hold.span; s != nil {
+		if s := lease.holdOp().span; s != nil {
 			s.AddEvent("lease lost", trace.WithAttributes(attribute.String("error", err.Error())))
 		}
 		onLost(err)
@@ -238,7 +238,7 @@ func (t *telemetry) renewFailed(lease *Lease, err error) {
 		return
 	}
 	t.renewals.Add(context.Background(), 1)
-	if s := lease.hold.span; s != nil {
+	if s := lease.holdOp().span; s != nil {
 		s.AddEvent("renewal failed", trace.WithAttributes(attribute.String("error", err.Error())))
 	}
 }
