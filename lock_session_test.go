@@ -354,3 +354,33 @@ func requireLostWithSession(t *testing.T, leases []*Lease, within time.Duration)
 	}
 	return lostAt
 }
+
+// A waiter polling behind a lock held through another Scope's session reads
+// the holder's session about once per lease, not at every poll: a read of
+// the row alone is judged by the session as the store last read it while
+// that shows it live (seenSession), so a poll costs one read, as behind a
+// holder that renews its own row.
+func TestWaiterReadsTheHoldersSessionAboutOncePerLease(t *testing.T) {
+	needEmulator(t)
+	t.Parallel()
+	db := freshDatabase(t)
+	const lease, wait = 900 * time.Millisecond, 2700 * time.Millisecond
+	holders, leases := holdAll(t, newClient(t, db), NewScope(WithoutWakeUps(), WithSessions()), "polled", 1, WithLease(lease))
+	require.NotEmpty(t, leases[0].session)
+	var log rpcLog
+	waiter, err := NewLock(countingClient(t, db, &log), "polled-0", WithLease(lease), WithScope(NewScope(WithoutWakeUps())))
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	_, err = waiter.Lock(ctx)
+	require.ErrorIs(t, err, ErrNotObtained, "the holder held on")
+	reads := map[string]int{}
+	for _, tag := range log.tagsSince(0) {
+		reads[tag]++
+	}
+	t.Logf("waiting %v behind a session's holder: %d reads of the row, %d statements, %d reads of the session", wait, reads[tagRead], reads[tagPoll], reads[tagSessionRead])
+	require.Greater(t, reads[tagRead], 6, "the waiter polled the row")
+	assert.LessOrEqual(t, reads[tagSessionRead], int(wait/(lease*2/3))+2, "about one session read per two thirds of a lease")
+	assert.Less(t, 2*reads[tagSessionRead], reads[tagRead], "most polls read the row alone")
+	require.NoError(t, holders[0].Unlock(context.Background()))
+}

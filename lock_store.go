@@ -385,7 +385,7 @@ func (s *spannerStore) glance(ctx context.Context, name string) (row, error) {
 	}
 	s.reached.Store(true)
 	s.noRow.Store(!r.Exists)
-	return s.sessionRead(ctx, r, func() keyReader { return taggedReader{s.client.Single(), tagLook} })
+	return s.sessionRead(ctx, r, s.client.Single)
 }
 
 // rollback ends a transaction that will not commit. It does so with a ctx of

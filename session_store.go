@@ -73,7 +73,9 @@ func (s *spannerStore) renewSession(ctx context.Context, id string) (time.Time, 
 }
 
 // sessionOf reads, in rd, the session that row r names, and returns r
-// judged by it (row.withSession); r as it is if it names none.
+// judged by it (row.withSession); r as it is if it names none. A session
+// found is remembered (seenSession) for the store's later single-use
+// reads (sessionRead).
 func (s *spannerStore) sessionOf(ctx context.Context, rd keyReader, r row) (row, error) {
 	if r.Session == "" {
 		return r, nil
@@ -92,7 +94,29 @@ func (s *spannerStore) sessionOf(ctx context.Context, rd keyReader, r row) (row,
 	if err := got.Columns(&at, &micros); err != nil {
 		return row{}, fmt.Errorf("spanmutex: decode session %s of %s: %w", r.Session, s.sessionsTable(), err)
 	}
-	return r.withSession(at, time.Duration(micros)*time.Microsecond, true), nil
+	seen := seenSession{id: r.Session, renewedAt: at, lease: time.Duration(micros) * time.Microsecond}
+	s.seenSession.Store(&seen)
+	return r.withSession(seen.renewedAt, seen.lease, true), nil
+}
+
+// seenSession is a session's row as a read of the store last found it.
+type seenSession struct {
+	id        string
+	renewedAt time.Time
+	lease     time.Duration
+}
+
+// judge returns r judged by the session as seen, if r names it and it was
+// live then and still is at r's read (r.Now); ok false otherwise. A
+// session's RenewedAt only grows while it lives, so the seen one is a
+// lower bound: the holder looks renewed no later than it was, and a
+// holder judged live so is live (one judged silent is read again before
+// anyone acts: sessionRead).
+func (seen *seenSession) judge(r row) (row, bool) {
+	if seen == nil || seen.id != r.Session || !seen.renewedAt.Add(seen.lease).After(r.Now) {
+		return row{}, false
+	}
+	return r.withSession(seen.renewedAt, seen.lease, true), true
 }
 
 // entrySessions is the sessions table whose renewals count as those of the

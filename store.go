@@ -68,6 +68,10 @@ type spannerStore struct {
 	// (its Scope has none): its next call checks whether the table has
 	// them, to judge such holders by their sessions (readsSessions).
 	sessionHeldSeen atomic.Bool
+	// seenSession is the session a read of the store last found
+	// (sessionOf), which later single-use reads judge rows by while it
+	// shows the session live (sessionRead).
+	seenSession atomic.Pointer[seenSession]
 	// needsQueue: the store is a Lock's, which cannot work without the
 	// queue table: checkSchema reports it missing.
 	needsQueue bool

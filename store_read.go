@@ -181,23 +181,28 @@ func (s *spannerStore) readIn(ctx context.Context, single func() *spanner.ReadOn
 		return row{}, fmt.Errorf("spanmutex: read %q of %s: no read timestamp: %w", name, s.table, err)
 	}
 	s.reached.Store(true)
-	return s.sessionRead(ctx, out, func() keyReader { return single() })
+	return s.sessionRead(ctx, out, single)
 }
 
-// sessionRead returns r judged by its session, read in a single-use read
-// of its own (single makes it), if r is held through one; r as it is
-// otherwise: a free row keeps the Session of its last holder, which
-// decides nothing, so reading it would be a round trip for nothing. A
-// strong read of the session is at or after the row's: the holder only
-// looks renewed later than it was by Now.
-func (s *spannerStore) sessionRead(ctx context.Context, r row, single func() keyReader) (row, error) {
+// sessionRead returns r judged by its session, if r is held through one:
+// by the session as the store last read it, while that shows it live at
+// r's read (seenSession.judge: a waiter polling behind a holder reads
+// the session about once a lease, not at every poll), else read in a
+// single-use read of its own (single makes it). r as it is otherwise: a
+// free row keeps the Session of its last holder, which decides nothing,
+// so reading it would be a round trip for nothing. A strong read of the
+// session is at or after the row's: the holder only looks renewed later
+// than it was by Now. Nothing is decided on this judgement alone: a
+// takeover is decided again in its transaction, on the session read there.
+func (s *spannerStore) sessionRead(ctx context.Context, r row, single func() *spanner.ReadOnlyTransaction) (row, error) {
 	if r.Session == "" || r.State != StateStarted {
 		return r, nil
 	}
-	rd := single()
-	if c, ok := rd.(interface{ Close() }); ok {
-		defer c.Close()
+	if out, ok := s.seenSession.Load().judge(r); ok {
+		return out, nil
 	}
+	rd := taggedReader{single(), tagSessionRead}
+	defer rd.Close()
 	out, err := s.sessionOf(ctx, rd, r)
 	if err != nil {
 		return row{}, s.explain(ctx, err)

@@ -14,21 +14,22 @@ import (
 // operation costs in production, and a client interceptor can count RPCs by
 // operation (lockbench does).
 const (
-	tagAcquire    = "spanmutex.lock.acquire"     // a Lock's attempt: take the lock, or queue
-	tagJoin       = "spanmutex.lock.join"        // a blind join of the queue
-	tagPoll       = "spanmutex.lock.poll"        // a waiter's read of the row and its place
-	tagLook       = "spanmutex.lock.look"        // TryLock's look; a wake-up's confirming read
-	tagFind       = "spanmutex.lock.find"        // looking up an entry of unknown outcome
-	tagEntryRenew = "spanmutex.lock.entry-renew" // a waiter's entry renewal
-	tagDequeue    = "spanmutex.lock.dequeue"     // a waiter's blind leave
-	tagLeave      = "spanmutex.lock.leave"       // deleting our entries, handing the lock on
-	tagUnlock     = "spanmutex.lock.unlock"      // Unlock: release and hand-off
-	tagRenew      = "spanmutex.renew"            // a lease's renewal, or a fenced write of a Mutex
-	tagRead       = "spanmutex.read"             // a strong or timestamped read of the row
-	tagMutex      = "spanmutex.mutex.acquire"    // a Mutex's attempt
-	tagRelease    = "spanmutex.mutex.release"    // a Mutex giving back a lease whose section never ran
-	tagReset      = "spanmutex.mutex.reset"      // Reset and ForceReset
-	tagSession    = "spanmutex.session"          // a Scope's session: its renewals
+	tagAcquire     = "spanmutex.lock.acquire"     // a Lock's attempt: take the lock, or queue
+	tagJoin        = "spanmutex.lock.join"        // a blind join of the queue
+	tagPoll        = "spanmutex.lock.poll"        // a waiter's read of the row and its place
+	tagLook        = "spanmutex.lock.look"        // TryLock's look; a wake-up's confirming read
+	tagFind        = "spanmutex.lock.find"        // looking up an entry of unknown outcome
+	tagEntryRenew  = "spanmutex.lock.entry-renew" // a waiter's entry renewal
+	tagDequeue     = "spanmutex.lock.dequeue"     // a waiter's blind leave
+	tagLeave       = "spanmutex.lock.leave"       // deleting our entries, handing the lock on
+	tagUnlock      = "spanmutex.lock.unlock"      // Unlock: release and hand-off
+	tagRenew       = "spanmutex.renew"            // a lease's renewal, or a fenced write of a Mutex
+	tagRead        = "spanmutex.read"             // a strong or timestamped read of the row
+	tagMutex       = "spanmutex.mutex.acquire"    // a Mutex's attempt
+	tagRelease     = "spanmutex.mutex.release"    // a Mutex giving back a lease whose section never ran
+	tagReset       = "spanmutex.mutex.reset"      // Reset and ForceReset
+	tagSession     = "spanmutex.session"          // a Scope's session: its renewals
+	tagSessionRead = "spanmutex.session.read"     // a read of the session that holds a row read outside a transaction
 )
 
 // rw runs f in a read-write transaction tagged tag, retried by the client
