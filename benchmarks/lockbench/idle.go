@@ -137,6 +137,8 @@ type IdleRun struct {
 	// returned (waiters); FirstErr the first one's error.
 	Broken   int
 	FirstErr string
+	// Warnings counts the measured process's library warnings, by message.
+	Warnings map[string]int
 	// Arrival (waiters): what was sent from just before the Lock calls
 	// started, for the IdleConfig's Arrival (Span: as the measured process
 	// timed it); zero if not measured.
@@ -296,7 +298,7 @@ func measureRun(ctx context.Context, c *child, out string, window, extra time.Du
 		return run, err
 	}
 	run.Window, run.Calls, run.Sent, run.Broken, run.FirstErr = res.Window, res.Calls, res.Sent, res.Broken, res.FirstErr
-	run.Arrival = res.Arrival
+	run.Arrival, run.Warnings = res.Arrival, res.Warnings
 	return run, nil
 }
 

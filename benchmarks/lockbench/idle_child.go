@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"sync"
 	"time"
@@ -42,6 +43,9 @@ type idleResult struct {
 	FirstErr string
 	// Arrival: what the client sent in the idleSpec's Arrival span.
 	Arrival spanCount
+	// Warnings counts the library's warnings, by message, from the start
+	// to the window's end.
+	Warnings map[string]int `json:",omitempty"`
 }
 
 // spanCount is what a client sent in a span, by method, and the span as
@@ -54,6 +58,7 @@ type spanCount struct {
 // idleSide is an idle child's locks, of one kind, on one client.
 type idleSide struct {
 	counter *msgCounter
+	warns   *warnCounter                    // nil: the side logs nothing
 	start   func(ctx context.Context) error // holder: acquire every lock; waiter: start the Lock calls
 	broken  func() (int, string)
 	close   func()
@@ -150,6 +155,9 @@ func measureIdle(ctx context.Context, side *idleSide, start, end int64) (idleRes
 	calls1, sent1 := side.counter.snapshot()
 	res := idleResult{Window: time.Duration(mono() - t0), Calls: bench.RPCsSince(calls1, calls0), Sent: bench.RPCsSince(sent1, sent0)}
 	res.Broken, res.FirstErr = side.broken()
+	if side.warns != nil {
+		res.Warnings = side.warns.snapshot()
+	}
 	return res, nil
 }
 
@@ -217,11 +225,12 @@ func spanmutexIdle(ctx context.Context, sp spec) (*idleSide, error) {
 		scopeOpts = append(scopeOpts, spanmutex.WithSessions())
 	}
 	scope := spanmutex.NewScope(scopeOpts...)
-	side := &idleSide{counter: counter, close: func() { scope.Close(); client.Close() }}
+	side := &idleSide{counter: counter, warns: newWarnCounter(), close: func() { scope.Close(); client.Close() }}
 	locks := make([]*spanmutex.Lock, sp.Idle.Locks)
 	for i := range locks {
 		locks[i], err = spanmutex.NewLock(client, idleLockName(sp.Name, i), spanmutex.WithScope(scope),
-			spanmutex.WithLease(sp.Idle.Lease), spanmutex.WithOwner(fmt.Sprintf("p%d-%d", sp.Proc, i)))
+			spanmutex.WithLease(sp.Idle.Lease), spanmutex.WithOwner(fmt.Sprintf("p%d-%d", sp.Proc, i)),
+			spanmutex.WithLogger(slog.New(side.warns)))
 		if err != nil {
 			side.close()
 			return nil, err

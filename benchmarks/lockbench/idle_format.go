@@ -34,6 +34,9 @@ func FormatIdle(w io.Writer, rep IdleReport) error {
 		if r.Broken > 0 {
 			fmt.Fprintf(&b, "\n%s: %d %s; the first: %s\n", runName(r), r.Broken, brokenNoun(r), r.FirstErr)
 		}
+		if len(r.Warnings) > 0 {
+			fmt.Fprintf(&b, "\n%s: the library warned (by the window's end): %s\n", runName(r), warningList(r.Warnings))
+		}
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
@@ -225,6 +228,15 @@ func brokenNoun(r IdleRun) string {
 		return "Lock calls returned before the window ended"
 	}
 	return "leases lost by the window's end"
+}
+
+// warningList formats warnings counted by message, as "msg ×2; other ×1".
+func warningList(warnings map[string]int) string {
+	var parts []string
+	for _, m := range slices.Sorted(maps.Keys(warnings)) {
+		parts = append(parts, fmt.Sprintf("%q ×%d", m, warnings[m]))
+	}
+	return strings.Join(parts, "; ")
 }
 
 // writeMarkdown writes a markdown table.

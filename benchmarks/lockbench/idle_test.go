@@ -41,7 +41,7 @@ func TestFormatIdle(t *testing.T) {
 		{Kind: Spanmutex, Waiting: true, Count: 10, Window: w, Calls: map[string]int64{"StreamingRead": 20}},
 		{Kind: SpanmutexPoll, Waiting: true, Count: 10, Window: w, Calls: map[string]int64{"StreamingRead": 300, "Commit (spanmutex.lock.entry-renew)": 10}},
 		{Kind: SpanmutexSessionsPoll, Waiting: true, Count: 2, Window: w, Arrival: first,
-			Calls: map[string]int64{"StreamingRead": 60, "Commit (spanmutex.session)": 5}},
+			Calls: map[string]int64{"StreamingRead": 60, "Commit (spanmutex.session)": 5}, Warnings: map[string]int{"session lost": 1, "lock: renewing": 2}},
 		{Kind: Etcd, Waiting: true, Count: 10, Window: w, Sent: map[string]int64{}},
 	}}
 	var b strings.Builder
@@ -63,6 +63,7 @@ func TestFormatIdle(t *testing.T) {
 		"| spanmutex-sessions holding 1 | Commit (spanmutex.session) 0.50 |",
 		"| etcd holding 1 | LeaseKeepAlive 0.50 |",
 		"spanmutex holding 100: 2 leases lost by the window's end; the first: lease lost",
+		`spanmutex-sessions-poll waiting 2: the library warned (by the window's end): "lock: renewing" ×2; "session lost" ×1`,
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
