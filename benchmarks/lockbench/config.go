@@ -23,9 +23,15 @@ const (
 	// waiters behind other processes poll.
 	SpanmutexPoll Kind = "spanmutex-poll"
 	// SpanmutexSessions is spanmutex.Lock with a Scope made WithSessions:
-	// the locks it holds are kept alive by the Scope's one session. Only
-	// the idle benchmark measures it (its holders).
+	// the locks it holds, and its waiting calls' queue entries, are kept
+	// alive by the Scope's one session. Only the idle benchmark measures
+	// it.
 	SpanmutexSessions Kind = "spanmutex-sessions"
+	// SpanmutexSessionsPoll is spanmutex.Lock with a Scope made
+	// WithSessions and WithoutWakeUps: waiters poll, and their entries are
+	// kept alive by the session. Only the idle benchmark measures it (its
+	// waiters).
+	SpanmutexSessionsPoll Kind = "spanmutex-sessions-poll"
 	// Etcd is etcd's client/v3/concurrency.Mutex on an etcd 3.4 server, one
 	// session (lease) per goroutine and one client per process.
 	Etcd Kind = "etcd"

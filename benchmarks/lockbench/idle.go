@@ -28,6 +28,11 @@ const (
 	DefaultIdleWindow = 20 * time.Second
 	DefaultIdleLease  = 6 * time.Second
 	DefaultIdleWarmup = 5 * time.Second
+	// DefaultIdleArrival is the span, from just before the Lock calls
+	// start, over which a waiter run also counts: issue 44's hold of 10 s,
+	// over which a waiting call without wake-ups costs at most 5 reads a
+	// second, its join and fastest polls included.
+	DefaultIdleArrival = 10 * time.Second
 	// MaxIdleLocks bounds N and W.
 	MaxIdleLocks = 10000
 )
@@ -46,6 +51,14 @@ type IdleConfig struct {
 	Window  time.Duration // how long the process is measured, idle
 	Lease   time.Duration // spanmutex's WithLease; etcd's TTL, rounded up to whole seconds
 	Warmup  time.Duration // from the last acquisition (or Lock call) to the window
+	// Arrival is a waiter run's other span: from just before its Lock
+	// calls start, counted whatever the warm-up and window.
+	Arrival time.Duration
+	// PlainHolder makes the process that holds the locks spanmutex's
+	// waiters wait on a NewScope() without sessions whatever the waiters'
+	// Scope (by default it has their WithSessions), to tell what a
+	// waiter's own session costs from what its holder's does.
+	PlainHolder bool
 	// SkipEtcd measures spanmutex alone.
 	SkipEtcd bool
 	Dialect  ddl.Dialect
@@ -69,11 +82,14 @@ func (c IdleConfig) withDefaults() (IdleConfig, error) {
 	if c.Warmup == 0 {
 		c.Warmup = DefaultIdleWarmup
 	}
+	if c.Arrival == 0 {
+		c.Arrival = DefaultIdleArrival
+	}
 	if c.Progress == nil {
 		c.Progress = io.Discard
 	}
-	if c.Window < 0 || c.Warmup < 0 || c.Lease < time.Second {
-		return c, errors.New("lockbench: the idle window and warm-up must be positive and the lease at least 1s")
+	if c.Window < 0 || c.Warmup < 0 || c.Arrival < 0 || c.Lease < time.Second {
+		return c, errors.New("lockbench: the idle window, warm-up and arrival span must be positive and the lease at least 1s")
 	}
 	for _, n := range append(append([]int(nil), c.Holders...), c.Waiters...) {
 		if n < 1 || n > MaxIdleLocks {
@@ -84,10 +100,11 @@ func (c IdleConfig) withDefaults() (IdleConfig, error) {
 }
 
 // kinds returns the locks of the holder runs and of the waiter runs.
-// Waiters are not run WithSessions: a waiting entry renews itself, with
-// sessions or without.
+// Waiters run with and without wake-ups, each with and without sessions:
+// through a session, a waiting entry needs no renewals of its own.
 func (c IdleConfig) kinds() (holders, waiters []Kind) {
-	holders, waiters = []Kind{Spanmutex, SpanmutexSessions}, []Kind{Spanmutex, SpanmutexPoll}
+	holders = []Kind{Spanmutex, SpanmutexSessions}
+	waiters = []Kind{Spanmutex, SpanmutexPoll, SpanmutexSessions, SpanmutexSessionsPoll}
 	if !c.SkipEtcd {
 		holders, waiters = append(holders, Etcd), append(waiters, Etcd)
 	}
@@ -120,6 +137,12 @@ type IdleRun struct {
 	// returned (waiters); FirstErr the first one's error.
 	Broken   int
 	FirstErr string
+	// Warnings counts the measured process's library warnings, by message.
+	Warnings map[string]int
+	// Arrival (waiters): what was sent from just before the Lock calls
+	// started, for the IdleConfig's Arrival (Span: as the measured process
+	// timed it); zero if not measured.
+	Arrival spanCount
 }
 
 // Counted returns what the tables compare, by method: RPCs started for
@@ -130,6 +153,14 @@ func (r IdleRun) Counted() map[string]int64 {
 		return r.Sent
 	}
 	return r.Calls
+}
+
+// ArrivalCounted is Counted, over the arrival span (nil if not measured).
+func (r IdleRun) ArrivalCounted() map[string]int64 {
+	if r.Kind == Etcd {
+		return r.Arrival.Sent
+	}
+	return r.Arrival.Calls
 }
 
 // PerSecond returns Counted's total per second of the window.
@@ -144,6 +175,8 @@ func (r IdleRun) PerLock() float64 { return r.PerSecond() / float64(r.Count) }
 type IdleReport struct {
 	Dialect               ddl.Dialect
 	Lease, Window, Warmup time.Duration
+	Arrival               time.Duration
+	PlainHolder           bool // IdleConfig's
 	Runs                  []IdleRun
 	EtcdVersion, Emulator string
 }
@@ -154,7 +187,7 @@ type IdleReport struct {
 // measured so far with any error.
 func RunIdle(ctx context.Context, cfg IdleConfig) (IdleReport, error) {
 	cfg, err := cfg.withDefaults()
-	rep := IdleReport{Dialect: cfg.Dialect, Lease: cfg.Lease, Window: cfg.Window, Warmup: cfg.Warmup}
+	rep := IdleReport{Dialect: cfg.Dialect, Lease: cfg.Lease, Window: cfg.Window, Warmup: cfg.Warmup, Arrival: cfg.Arrival, PlainHolder: cfg.PlainHolder}
 	if err != nil {
 		return rep, err
 	}
@@ -226,8 +259,9 @@ func runIdle(ctx context.Context, b backends, cfg IdleConfig, kind Kind, n int, 
 	if wait {
 		blocker := base
 		blocker.Proc = 1
-		if kind == SpanmutexPoll {
-			blocker.Kind = Spanmutex // holding does not listen for wake-ups
+		blocker.Kind = holdingKind(kind)
+		if cfg.PlainHolder && kind != Etcd {
+			blocker.Kind = Spanmutex
 		}
 		c, err := startIdleChild(ctx, blocker)
 		if err != nil {
@@ -237,22 +271,26 @@ func runIdle(ctx context.Context, b backends, cfg IdleConfig, kind Kind, n int, 
 	}
 	measured := base
 	measured.Idle.Wait, measured.Idle.Warmup = wait, cfg.Warmup
+	if wait {
+		measured.Idle.Arrival = cfg.Arrival
+	}
 	measured.Out = filepath.Join(dir, "result.json")
 	c, err := startIdleChild(ctx, measured)
 	if err != nil {
 		return run, err
 	}
 	cs = append(cs, c)
-	return measureRun(ctx, c, measured.Out, cfg.Window, run)
+	return measureRun(ctx, c, measured.Out, cfg.Window, measured.Idle.Arrival, run)
 }
 
 // measureRun tells the measured child c the window, waits for its result
-// in out and adds it to run.
-func measureRun(ctx context.Context, c *child, out string, window time.Duration, run IdleRun) (IdleRun, error) {
+// in out (for the window, or past it for up to extra, its arrival span)
+// and adds it to run.
+func measureRun(ctx context.Context, c *child, out string, window, extra time.Duration, run IdleRun) (IdleRun, error) {
 	if _, _, err := goAll([]*child{c}, window); err != nil {
 		return run, err
 	}
-	if _, err := c.expect(ctx, "done", startLead+window+time.Minute); err != nil {
+	if _, err := c.expect(ctx, "done", startLead+window+extra+time.Minute); err != nil {
 		return run, err
 	}
 	var res idleResult
@@ -260,7 +298,21 @@ func measureRun(ctx context.Context, c *child, out string, window time.Duration,
 		return run, err
 	}
 	run.Window, run.Calls, run.Sent, run.Broken, run.FirstErr = res.Window, res.Calls, res.Sent, res.Broken, res.FirstErr
+	run.Arrival, run.Warnings = res.Arrival, res.Warnings
 	return run, nil
+}
+
+// holdingKind returns the kind of the process that holds the locks a
+// waiter run of kind waits on: kind itself, less WithoutWakeUps (holding
+// does not listen for wake-ups).
+func holdingKind(kind Kind) Kind {
+	switch kind {
+	case SpanmutexPoll:
+		return Spanmutex
+	case SpanmutexSessionsPoll:
+		return SpanmutexSessions
+	}
+	return kind
 }
 
 // startIdleChild starts an idle child of sp and waits until it is ready.

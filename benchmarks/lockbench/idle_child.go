@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"sync"
 	"time"
@@ -25,6 +26,9 @@ type idleSpec struct {
 	Lease  time.Duration // spanmutex's WithLease; etcd's session TTL (whole seconds, rounded up)
 	Wait   bool          // a waiter: its Lock calls wait on locks another child holds
 	Warmup time.Duration // from the last acquisition (or Lock call) to "ready"
+	// Arrival, if not 0: also count from just before the Lock calls (or
+	// acquisitions) start, for this long.
+	Arrival time.Duration
 }
 
 // idleResult is an idle child's result: what its client sent in the
@@ -37,11 +41,24 @@ type idleResult struct {
 	// holder's leases lost, a waiter's Lock calls that returned.
 	Broken   int
 	FirstErr string
+	// Arrival: what the client sent in the idleSpec's Arrival span.
+	Arrival spanCount
+	// Warnings counts the library's warnings, by message, from the start
+	// to the window's end.
+	Warnings map[string]int `json:",omitempty"`
+}
+
+// spanCount is what a client sent in a span, by method, and the span as
+// the child measured it.
+type spanCount struct {
+	Span        time.Duration
+	Calls, Sent map[string]int64
 }
 
 // idleSide is an idle child's locks, of one kind, on one client.
 type idleSide struct {
 	counter *msgCounter
+	warns   *warnCounter                    // nil: the side logs nothing
 	start   func(ctx context.Context) error // holder: acquire every lock; waiter: start the Lock calls
 	broken  func() (int, string)
 	close   func()
@@ -84,6 +101,7 @@ func runIdleChild(sp spec, cmds <-chan string, say func(string)) error {
 		return err
 	}
 	defer side.close()
+	arrival := countSpan(ctx, side.counter, sp.Idle.Arrival)
 	if err := side.start(ctx); err != nil {
 		return err
 	}
@@ -101,6 +119,9 @@ func runIdleChild(sp spec, cmds <-chan string, say func(string)) error {
 	}
 	res, err := measureIdle(ctx, side, start, end)
 	if err != nil {
+		return err
+	}
+	if res.Arrival, err = arrival(); err != nil {
 		return err
 	}
 	if err := writeJSON(sp.Out, res); err != nil {
@@ -134,13 +155,44 @@ func measureIdle(ctx context.Context, side *idleSide, start, end int64) (idleRes
 	calls1, sent1 := side.counter.snapshot()
 	res := idleResult{Window: time.Duration(mono() - t0), Calls: bench.RPCsSince(calls1, calls0), Sent: bench.RPCsSince(sent1, sent0)}
 	res.Broken, res.FirstErr = side.broken()
+	if side.warns != nil {
+		res.Warnings = side.warns.snapshot()
+	}
 	return res, nil
+}
+
+// countSpan counts what counter sees sent from now for span, in a
+// goroutine of its own, and returns what waits for that count (a zero
+// count at once if span is 0), or for ctx's error if ctx ends first.
+func countSpan(ctx context.Context, counter *msgCounter, span time.Duration) func() (spanCount, error) {
+	if span == 0 {
+		return func() (spanCount, error) { return spanCount{}, nil }
+	}
+	type counted struct {
+		c   spanCount
+		err error
+	}
+	done := make(chan counted, 1)
+	calls0, sent0 := counter.snapshot()
+	t0 := mono()
+	go func() {
+		if err := sleepUntil(ctx, t0+int64(span)); err != nil {
+			done <- counted{err: err}
+			return
+		}
+		calls1, sent1 := counter.snapshot()
+		done <- counted{c: spanCount{Span: time.Duration(mono() - t0), Calls: bench.RPCsSince(calls1, calls0), Sent: bench.RPCsSince(sent1, sent0)}}
+	}()
+	return func() (spanCount, error) {
+		c := <-done
+		return c.c, c.err
+	}
 }
 
 // newIdleSide makes the locks of sp.Kind.
 func newIdleSide(ctx context.Context, sp spec) (*idleSide, error) {
 	switch sp.Kind {
-	case Spanmutex, SpanmutexPoll, SpanmutexSessions:
+	case Spanmutex, SpanmutexPoll, SpanmutexSessions, SpanmutexSessionsPoll:
 		return spanmutexIdle(ctx, sp)
 	case Etcd:
 		return etcdIdle(ctx, sp)
@@ -153,7 +205,8 @@ func idleLockName(base string, i int) string { return fmt.Sprintf("%s-%04d", bas
 
 // spanmutexIdle makes sp.Idle.Locks spanmutex Locks of one Scope on one
 // client: NewScope(), NewScope(WithoutWakeUps()) for spanmutex-poll,
-// NewScope(WithSessions()) for spanmutex-sessions.
+// NewScope(WithSessions()) for spanmutex-sessions, and both options for
+// spanmutex-sessions-poll.
 func spanmutexIdle(ctx context.Context, sp spec) (*idleSide, error) {
 	counter := newMsgCounter()
 	var opts []option.ClientOption
@@ -165,18 +218,19 @@ func spanmutexIdle(ctx context.Context, sp spec) (*idleSide, error) {
 		return nil, err
 	}
 	var scopeOpts []spanmutex.ScopeOption
-	switch sp.Kind {
-	case SpanmutexPoll:
+	if sp.Kind == SpanmutexPoll || sp.Kind == SpanmutexSessionsPoll {
 		scopeOpts = append(scopeOpts, spanmutex.WithoutWakeUps())
-	case SpanmutexSessions:
+	}
+	if sp.Kind == SpanmutexSessions || sp.Kind == SpanmutexSessionsPoll {
 		scopeOpts = append(scopeOpts, spanmutex.WithSessions())
 	}
 	scope := spanmutex.NewScope(scopeOpts...)
-	side := &idleSide{counter: counter, close: func() { scope.Close(); client.Close() }}
+	side := &idleSide{counter: counter, warns: newWarnCounter(), close: func() { scope.Close(); client.Close() }}
 	locks := make([]*spanmutex.Lock, sp.Idle.Locks)
 	for i := range locks {
 		locks[i], err = spanmutex.NewLock(client, idleLockName(sp.Name, i), spanmutex.WithScope(scope),
-			spanmutex.WithLease(sp.Idle.Lease), spanmutex.WithOwner(fmt.Sprintf("p%d-%d", sp.Proc, i)))
+			spanmutex.WithLease(sp.Idle.Lease), spanmutex.WithOwner(fmt.Sprintf("p%d-%d", sp.Proc, i)),
+			spanmutex.WithLogger(slog.New(side.warns)))
 		if err != nil {
 			side.close()
 			return nil, err

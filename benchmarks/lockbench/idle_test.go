@@ -27,17 +27,21 @@ func TestIdleRunCounted(t *testing.T) {
 }
 
 // TestFormatIdle: a row per N (each lock on its own, through a session,
-// etcd) and per W, the ratios to etcd, "–" where a run is missing or etcd
-// sent nothing, methods per second, broken runs.
+// etcd) and per W and lock measured, the ratios to etcd, "–" where a run
+// is missing or etcd sent nothing, a waiter's own Commits and reads in the
+// window and its first span, methods per second, broken runs.
 func TestFormatIdle(t *testing.T) {
 	w := 10 * time.Second
-	rep := IdleReport{Dialect: ddl.PostgreSQL, Lease: 6 * time.Second, Window: w, Warmup: time.Second, Runs: []IdleRun{
+	first := spanCount{Span: 4 * time.Second, Calls: map[string]int64{"StreamingRead": 30, "ExecuteStreamingSql": 10, "Commit (spanmutex.lock.acquire)": 2, "Commit (spanmutex.session)": 2}}
+	rep := IdleReport{Dialect: ddl.PostgreSQL, Lease: 6 * time.Second, Window: w, Warmup: time.Second, Arrival: 4 * time.Second, Runs: []IdleRun{
 		{Kind: Spanmutex, Count: 1, Window: w, Calls: map[string]int64{"Commit": 5, "StreamingRead": 5}},
 		{Kind: SpanmutexSessions, Count: 1, Window: w, Calls: map[string]int64{"Commit (spanmutex.session)": 5}},
 		{Kind: Etcd, Count: 1, Window: w, Sent: map[string]int64{"LeaseKeepAlive": 5}},
 		{Kind: Spanmutex, Count: 100, Window: w, Calls: map[string]int64{"Commit": 500, "StreamingRead": 500}, Broken: 2, FirstErr: "lease lost"},
 		{Kind: Spanmutex, Waiting: true, Count: 10, Window: w, Calls: map[string]int64{"StreamingRead": 20}},
-		{Kind: SpanmutexPoll, Waiting: true, Count: 10, Window: w, Calls: map[string]int64{"StreamingRead": 300}},
+		{Kind: SpanmutexPoll, Waiting: true, Count: 10, Window: w, Calls: map[string]int64{"StreamingRead": 300, "Commit (spanmutex.lock.entry-renew)": 10}},
+		{Kind: SpanmutexSessionsPoll, Waiting: true, Count: 2, Window: w, Arrival: first,
+			Calls: map[string]int64{"StreamingRead": 60, "Commit (spanmutex.session)": 5}, Warnings: map[string]int{"session lost": 1, "lock: renewing": 2}},
 		{Kind: Etcd, Waiting: true, Count: 10, Window: w, Sent: map[string]int64{}},
 	}}
 	var b strings.Builder
@@ -49,11 +53,17 @@ func TestFormatIdle(t *testing.T) {
 		"### Idle cost, postgresql: lease 6s, window 10s",
 		"| 1 | 1.00 | 1.000 | 0.50 | 0.500 | 0.50 | 0.500 | 2.0× | 1.0× |",
 		"| 100 | 100.00 | 1.000 | – | – | – | – | – | – |",
-		"| 10 | 2.00 | 0.200 | 30.00 | 3.000 | 0.00 | 0.000 | – | – |",
+		"| W waiting | lock | RPCs/s | per waiter | ÷ etcd | own Commits/s | reads/s per waiter | first 4s: RPCs/s per waiter | first 4s: reads/s per waiter |",
+		"| 10 | spanmutex | 2.00 | 0.200 | – | 0.000 | 0.200 | – | – |",
+		"| 10 | spanmutex WithoutWakeUps | 31.00 | 3.100 | – | 1.000 | 3.000 | – | – |",
+		"| 2 | spanmutex WithSessions, WithoutWakeUps | 6.50 | 3.250 | – | 0.000 | 3.000 | 5.500 | 5.000 |",
+		"| 10 | etcd | 0.00 | 0.000 | – | – | – | – | – |",
+		"| spanmutex-sessions-poll waiting 2, first 4s | Commit (spanmutex.lock.acquire) 0.50, Commit (spanmutex.session) 0.50, ExecuteStreamingSql 2.50, StreamingRead 7.50 |",
 		"| spanmutex holding 1 | Commit 0.50, StreamingRead 0.50 |",
 		"| spanmutex-sessions holding 1 | Commit (spanmutex.session) 0.50 |",
 		"| etcd holding 1 | LeaseKeepAlive 0.50 |",
 		"spanmutex holding 100: 2 leases lost by the window's end; the first: lease lost",
+		`spanmutex-sessions-poll waiting 2: the library warned (by the window's end): "lock: renewing" ×2; "session lost" ×1`,
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)

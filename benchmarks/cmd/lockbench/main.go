@@ -49,6 +49,8 @@ func run() int {
 	flag.DurationVar(&idle.Window, "idle-window", lockbench.DefaultIdleWindow, "with --idle: how long each process is measured, idle")
 	flag.DurationVar(&idle.Lease, "idle-lease", lockbench.DefaultIdleLease, "with --idle: spanmutex's lease and etcd's session TTL (whole seconds, rounded up)")
 	flag.DurationVar(&idle.Warmup, "idle-warmup", lockbench.DefaultIdleWarmup, "with --idle: from the last acquisition (or Lock call) to the window")
+	flag.BoolVar(&idle.PlainHolder, "idle-plain-holder", false, "with --idle: the locks spanmutex's waiters wait on are held by a Scope without sessions, whatever the waiters' (default: with WithSessions if theirs has it)")
+	flag.DurationVar(&idle.Arrival, "idle-arrival", lockbench.DefaultIdleArrival, "with --idle: a waiter run also counts this long from just before its Lock calls start")
 	latency := flag.String("rpc-latency", "", "make each Spanner RPC take at least as long as on production: `production` (doc/benchmarks.md's figures) or METHOD=DURATION pairs, e.g. Commit=8ms,Read=2ms")
 	flag.Parse()
 
