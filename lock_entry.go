@@ -67,8 +67,14 @@ func (w *waiter) join(ctx context.Context) error {
 	l := w.lock
 	w.touched, w.joined, w.resent = true, true, true
 	sent := w.now()
-	entry := queueInsert{id: w.id, owner: l.cfg.owner, lease: l.cfg.lease, wakeAddr: l.scope.wakeAddr(l.cfg.logger), session: w.liveSession()}
-	res := w.local.join(ctx, w.st, l.name, entry, l.cfg.finishTimeout)
+	entry := queueInsert{id: w.id, owner: l.cfg.owner, lease: l.cfg.lease, wakeAddr: l.scope.wakeAddr(l.cfg.logger)}
+	var written func(time.Time, error)
+	if w.sess != nil {
+		// The entry names the Scope's session, and starts it if need be.
+		entry.session, entry.start = w.sess.next()
+		written = func(at time.Time, err error) { sessionWritten(w.sess, entry.session, entry.start, sent, at, err) }
+	}
+	res := w.local.join(ctx, w.st, l.name, entry, l.cfg.finishTimeout, written)
 	if res.err != nil {
 		w.strays = w.strays || spanerr.UnknownOutcome(res.err)
 		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.finishTimeout)

@@ -21,9 +21,11 @@ const maxJoinBatch = 256
 // outcome, for every entry of the batch.
 //
 // Its result also says, when known, about how many live entries are before
-// ours: one read after the commit places the whole batch.
-func (ll *localLock) join(ctx context.Context, st lockStore, name string, entry queueInsert, timeout time.Duration) joinResult {
-	req := &joinRequest{entry: entry, done: make(chan joinResult, 1)}
+// ours: one read after the commit places the whole batch. written, if not
+// nil, is told the commit's outcome before the lock's gate opens (an entry
+// that starts its Scope's session: sessionWritten).
+func (ll *localLock) join(ctx context.Context, st lockStore, name string, entry queueInsert, timeout time.Duration, written func(time.Time, error)) joinResult {
+	req := &joinRequest{entry: entry, done: make(chan joinResult, 1), written: written}
 	ll.mu.Lock()
 	ll.joins = append(ll.joins, req)
 	lead := !ll.joining
@@ -54,7 +56,15 @@ func (ll *localLock) commitJoins(ctx context.Context, st lockStore, name string,
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
-	ts, err := gated(cctx, ll, func() (time.Time, error) { return st.enqueue(cctx, name, entries) })
+	ts, err := gated(cctx, ll, func() (time.Time, error) {
+		ts, err := st.enqueue(cctx, name, entries)
+		for _, r := range batch {
+			if r.written != nil {
+				r.written(ts, err)
+			}
+		}
+		return ts, err
+	})
 	// The batch's entries share the commit timestamp, and are queued by
 	// their ids: the first one's place gives every one's. Waiters behind a
 	// holder of this Scope need no place (they do not poll).

@@ -128,7 +128,7 @@ func TestLocalLockGroupCommitsJoins(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			results[i] = ll.join(ctx, s, "group", queueInsert{id: ids[i], owner: fmt.Sprintf("w%02d", i), lease: time.Minute}, time.Minute)
+			results[i] = ll.join(ctx, s, "group", queueInsert{id: ids[i], owner: fmt.Sprintf("w%02d", i), lease: time.Minute}, time.Minute, nil)
 		}()
 	}
 	start(0)

@@ -49,6 +49,20 @@ var endOfQueue = queueKey{at: time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)}
 type queueInsert struct {
 	id, owner, wakeAddr, session string
 	lease                        time.Duration
+	// start is the session's row if the insert starts the session
+	// (session.next): the commit inserts it too.
+	start *sessionRow
+}
+
+// startsSessions returns the distinct session rows that entries start.
+func startsSessions(entries []queueInsert) []*sessionRow {
+	var rows []*sessionRow
+	for _, e := range entries {
+		if e.start != nil && !slices.ContainsFunc(rows, func(r *sessionRow) bool { return r.id == e.start.id }) {
+			rows = append(rows, e.start)
+		}
+	}
+	return rows
 }
 
 // handOff is the waiter an unlock handed the lock to: its owner identity,
@@ -72,6 +86,10 @@ func (s *spannerStore) insertEntries(ctx context.Context, name string, entries [
 	for i, e := range entries {
 		ms[i] = s.enqueueMutation(name, e)
 	}
+	for _, r := range startsSessions(entries) {
+		ms = append(ms, s.sessionInsert(r))
+	}
+	inserts := len(ms)
 	marked := mark && s.marks(ctx)
 	if marked {
 		// Blind: the row's Queued is not read, so it is set whatever it
@@ -82,7 +100,7 @@ func (s *spannerStore) insertEntries(ctx context.Context, name string, entries [
 	if marked && spanner.ErrCode(err) == codes.NotFound {
 		// No lock row yet (its first acquisition is under way): insert
 		// the entries reading the row, which marks it if it now exists.
-		ts, err = s.enqueueReading(ctx, name, ms[:len(entries)])
+		ts, err = s.enqueueReading(ctx, name, ms[:inserts])
 	}
 	if err != nil {
 		return ts, s.explain(ctx, err)

@@ -3,6 +3,7 @@ package spanmutex
 import (
 	"context"
 	"sync"
+	"time"
 )
 
 // What a Scope keeps for each lock its Locks are using (Scope.locks): the
@@ -98,6 +99,9 @@ type localKey struct{ database, table, name string }
 type joinRequest struct {
 	entry queueInsert
 	done  chan joinResult // buffered: whoever commits never blocks
+	// written, if not nil, is told the commit's outcome (its timestamp,
+	// or its error) by whoever commits, before the lock's gate opens.
+	written func(at time.Time, err error)
 }
 
 // joinResult is the outcome of a join: the entry's key or the commit's

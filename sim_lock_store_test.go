@@ -533,6 +533,9 @@ func (c *simConn) enqueue(ctx context.Context, name string, entries []queueInser
 					lease: e.lease.Truncate(time.Microsecond), wakeAddr: e.wakeAddr, session: e.session})
 				c.p.h.event(c.p.name, "enqueue %s at %s", short(e.id), c.p.h.ts(ts))
 			}
+			for _, r := range startsSessions(entries) {
+				c.startsSession(r.id, r, ts)
+			}
 			return nil
 		})
 		if status.Code(err) != codes.Unavailable || errors.Is(err, errSimCrashed) || ctx.Err() != nil {
