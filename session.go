@@ -184,7 +184,7 @@ func (s *session) started(id string, sent, at time.Time) {
 }
 
 // unstarted reports that a write that would have started session id (it
-// inserted its row) failed, its outcome perhaps unknown: unless another
+// inserted its row) failed, its outcome unknown: unless another
 // write started it, the id is not named again (the next write begins
 // another), so that no later write revives a row that may have been
 // written long before.

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"log/slog"
 	"time"
+
+	"github.com/spanmutex/spanmutex/internal/spanerr"
 )
 
 // What a primitive needs to hold through its Scope's session beside
@@ -76,13 +78,17 @@ func (j *sessionJoin) renew(ctx context.Context, l *Lease) error {
 
 // sessionWritten tells session sess how a write that named session id
 // and, with start, inserted its row, ended: committed at Spanner time at
-// (zero: it wrote nothing), sent at local time sent, or failed with err,
-// its outcome perhaps unknown. A write that started nothing tells nothing.
+// (zero: it wrote nothing), sent at local time sent, or failed with err.
+// Only a failure whose outcome may be unknown retires the id (unstarted):
+// one that surely committed nothing (aborted, refused) leaves it to the
+// next write. A write that started nothing tells nothing.
 func sessionWritten(sess *session, id string, start *sessionRow, sent, at time.Time, err error) {
 	switch {
 	case start == nil:
 	case err != nil:
-		sess.unstarted(id)
+		if spanerr.UnknownOutcome(err) {
+			sess.unstarted(id)
+		}
 	case !at.IsZero():
 		sess.started(id, sent, at)
 	}

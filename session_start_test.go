@@ -11,6 +11,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // countedRenewals is a sessionStore whose renewals always commit, at the
@@ -117,5 +119,22 @@ func TestSessionStartAnsweredALeaseLateIsLetGo(t *testing.T) {
 		next, row := s.next()
 		assert.NotEqual(t, id, next, "another session")
 		assert.NotNil(t, row)
+	})
+}
+
+// A write that would have started the session retires its id only if its
+// outcome may be unknown: an aborted one surely committed nothing, and the
+// next write carries the same session's row.
+func TestSessionWrittenRetiresOnlyOnAnUnknownOutcome(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, _, done := newStartTestSession(t)
+		defer done()
+		id, row := s.next()
+		sessionWritten(s, id, row, time.Now(), time.Time{}, status.Error(codes.Aborted, "aborted"))
+		again, row := s.next()
+		assert.Equal(t, id, again, "aborted: the same session")
+		sessionWritten(s, again, row, time.Now(), time.Time{}, status.Error(codes.Unavailable, "no answer"))
+		next, _ := s.next()
+		assert.NotEqual(t, id, next, "outcome unknown: another session")
 	})
 }
