@@ -97,7 +97,9 @@ func TestMutexScenariosOnTheEmulator(t *testing.T) {
 }
 
 // mutexWatch wraps a Mutex's store: it counts the leases' own renewals,
-// and watches the session (sessionTap).
+// and watches the session (sessionTap). A Mutex on it keys its Scope's
+// session by database "", as in the simulation (Mutex.database): the same
+// for every Mutex of a scenario's Scope.
 type mutexWatch struct {
 	mutexStore
 	sessionTap
