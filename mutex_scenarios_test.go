@@ -171,7 +171,7 @@ func mutexScenarioSessionCutOffLosesEverySection(t *testing.T, e mutexEnv, name 
 	ctx := context.Background()
 	st := &mutexWatch{mutexStore: e.store(t)}
 	holders, leases := sectionsThroughSession(t, e, name, 3, st)
-	st.silent.Store(true)
+	st.cutOff(t)
 	lostAt, last := requireLostInTime(t, &st.sessionTap, leases, scenarioLease)
 	for i, h := range holders {
 		select {

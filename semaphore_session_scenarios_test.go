@@ -28,9 +28,9 @@ func (s *semWatch) renewEntry(ctx context.Context, name string, key queueKey) (t
 	return s.semStore.renewEntry(ctx, name, key)
 }
 
-func (s *semWatch) renewEntryThrough(ctx context.Context, name string, key queueKey, id string, lease time.Duration) (time.Time, error) {
+func (s *semWatch) renewEntryThrough(ctx context.Context, name string, key queueKey, id string, lease time.Duration, start *sessionRow) (time.Time, error) {
 	s.entryRenewals.Add(1)
-	return s.semStore.renewEntryThrough(ctx, name, key, id, lease)
+	return s.semStore.renewEntryThrough(ctx, name, key, id, lease, start)
 }
 
 func (s *semWatch) sessionStore(ctx context.Context) sessionStore {
@@ -91,7 +91,7 @@ func semScenarioSessionCutOffLosesEveryLease(t *testing.T, e semEnv, name string
 	ctx := context.Background()
 	st := &semWatch{semStore: e.store(t)}
 	sems, leases := holdPermitsThroughSession(t, e, name, 3, st)
-	st.silent.Store(true)
+	st.cutOff(t)
 	lostAt, last := requireLostInTime(t, &st.sessionTap, leases, scenarioLease)
 	b := e.process(t, name, "b", 3, nil)
 	lb, err := b.Acquire(ctx, 3)

@@ -175,7 +175,7 @@ func scenarioSessionLostDuringUnlockRetry(t *testing.T, e lockEnv, name string) 
 		tookAt = time.Now()
 		got <- lb
 	}()
-	st.silent.Store(true)
+	st.cutOff(t)
 
 	lostAt, last := requireLostInTime(t, &st.sessionTap, leases[1:], scenarioLease)
 	var lb1 *Lease

@@ -39,9 +39,11 @@ func (s *sessionWatch) sessionStore(ctx context.Context) sessionStore {
 
 // sessionTap watches the session of a process's store, whatever the
 // primitive: it counts the session's acknowledged renewals, notes the
-// local send time of its last acknowledged write (the anchor from which
-// the session's holder counts its lease), and can make its renewals fail
-// (silent), as if the process were cut off from Spanner.
+// local send time of the last (acked), and can make them fail (silent),
+// as if the process were cut off from Spanner. The write that starts a
+// session is the first that names it (a lock's, an entry's), which it
+// does not see: the anchor from which the session's holder counts its
+// lease is the last renewal's send once one is acknowledged (cutOff).
 type sessionTap struct {
 	silent          atomic.Bool
 	sessionRenewals atomic.Int64
@@ -58,34 +60,34 @@ func (w *sessionTap) tap(inner sessionStore) sessionStore {
 	return watchedSession{sessionStore: inner, w: w}
 }
 
-// acked notes an acknowledged session write sent at sent.
+// acked notes an acknowledged renewal sent at sent.
 func (w *sessionTap) acked(sent time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.lastAck = latest(w.lastAck, sent)
 }
 
-// lastAckSent returns when the last acknowledged write of the session
-// (its start or a renewal) was sent, by the local clock.
+// lastAckSent returns when the last acknowledged renewal of the session
+// was sent, by the local clock.
 func (w *sessionTap) lastAckSent() time.Time {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.lastAck
 }
 
+// cutOff waits until a renewal of the session is acknowledged (the
+// session's anchor is then a renewal's send, which the tap sees) and
+// makes every later one fail.
+func (w *sessionTap) cutOff(t *testing.T) {
+	t.Helper()
+	waitFor(t, time.Minute, "a session renewal acknowledged", func() bool { return w.sessionRenewals.Load() > 0 })
+	w.silent.Store(true)
+}
+
 // watchedSession is the session store of a sessionTap.
 type watchedSession struct {
 	sessionStore
 	w *sessionTap
-}
-
-func (s watchedSession) startSession(ctx context.Context, id, owner string, lease time.Duration) (time.Time, error) {
-	sent := time.Now()
-	at, err := s.sessionStore.startSession(ctx, id, owner, lease)
-	if err == nil {
-		s.w.acked(sent)
-	}
-	return at, err
 }
 
 func (s watchedSession) renewSession(ctx context.Context, id string) (time.Time, error) {
@@ -109,13 +111,14 @@ const lossSlack = 100 * time.Millisecond
 
 // requireLostInTime requires each of leases lost with their session
 // (requireLostWithSession) no later than a lease (plus lossSlack) after
-// the send of the session's last acknowledged write (tap's); it returns
-// when each was seen lost and that send time.
+// the send of the session's last acknowledged renewal (tap's, cut off
+// after one: cutOff); it returns when each was seen lost and that send
+// time.
 func requireLostInTime(t *testing.T, tap *sessionTap, leases []*Lease, lease time.Duration) ([]time.Time, time.Time) {
 	t.Helper()
 	lostAt := requireLostWithSession(t, leases, 2*lease)
 	last := tap.lastAckSent()
-	require.False(t, last.IsZero(), "the session wrote something acknowledged")
+	require.False(t, last.IsZero(), "a renewal of the session was acknowledged")
 	for i, at := range lostAt {
 		assert.LessOrEqual(t, at.Sub(last), lease+lossSlack, "lease %d: given up within a lease of the last acknowledged renewal's send", i)
 	}
@@ -181,7 +184,7 @@ func scenarioSessionCutOffLosesEveryLease(t *testing.T, e lockEnv, name string) 
 	ctx := context.Background()
 	st := &sessionWatch{lockStore: e.store(t)}
 	locks, leases := holdThroughSession(t, e, name, 3, st)
-	st.silent.Store(true)
+	st.cutOff(t)
 	cut := time.Now()
 	lostAt, last := requireLostInTime(t, &st.sessionTap, leases, scenarioLease)
 	for i, at := range lostAt {
