@@ -8,6 +8,7 @@ package spanmutex
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -19,13 +20,12 @@ import (
 )
 
 // sessionWatch wraps a store: it counts its lock renewals and its
-// session's, and can make the session's renewals fail, as if the process
-// were cut off from Spanner.
+// session's (sessionTap), and can make the session's renewals fail, as if
+// the process were cut off from Spanner.
 type sessionWatch struct {
 	lockStore
-	silent          atomic.Bool
-	lockRenewals    atomic.Int64
-	sessionRenewals atomic.Int64
+	sessionTap
+	lockRenewals atomic.Int64
 }
 
 func (s *sessionWatch) renew(ctx context.Context, l *Lease) error {
@@ -34,25 +34,95 @@ func (s *sessionWatch) renew(ctx context.Context, l *Lease) error {
 }
 
 func (s *sessionWatch) sessionStore(ctx context.Context) sessionStore {
-	inner := s.lockStore.(sessionStores).sessionStore(ctx)
+	return s.tap(s.lockStore.(sessionStores).sessionStore(ctx))
+}
+
+// sessionTap watches the session of a process's store, whatever the
+// primitive: it counts the session's acknowledged renewals, notes the
+// local send time of the last (acked), and can make them fail (silent),
+// as if the process were cut off from Spanner. The write that starts a
+// session is the first that names it (a lock's, an entry's), which it
+// does not see: the anchor from which the session's holder counts its
+// lease is the last renewal's send once one is acknowledged (cutOff).
+type sessionTap struct {
+	silent          atomic.Bool
+	sessionRenewals atomic.Int64
+	mu              sync.Mutex
+	lastAck         time.Time
+}
+
+// tap returns inner, the store of a session, watched by w (nil if inner
+// is nil: the table has no sessions).
+func (w *sessionTap) tap(inner sessionStore) sessionStore {
 	if inner == nil {
 		return nil
 	}
-	return watchedSession{sessionStore: inner, w: s}
+	return watchedSession{sessionStore: inner, w: w}
 }
 
-// watchedSession is the session store of a sessionWatch.
+// acked notes an acknowledged renewal sent at sent.
+func (w *sessionTap) acked(sent time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.lastAck = latest(w.lastAck, sent)
+}
+
+// lastAckSent returns when the last acknowledged renewal of the session
+// was sent, by the local clock.
+func (w *sessionTap) lastAckSent() time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.lastAck
+}
+
+// cutOff waits until a renewal of the session is acknowledged (the
+// session's anchor is then a renewal's send, which the tap sees) and
+// makes every later one fail.
+func (w *sessionTap) cutOff(t *testing.T) {
+	t.Helper()
+	waitFor(t, time.Minute, "a session renewal acknowledged", func() bool { return w.sessionRenewals.Load() > 0 })
+	w.silent.Store(true)
+}
+
+// watchedSession is the session store of a sessionTap.
 type watchedSession struct {
 	sessionStore
-	w *sessionWatch
+	w *sessionTap
 }
 
 func (s watchedSession) renewSession(ctx context.Context, id string) (time.Time, error) {
 	if s.w.silent.Load() {
 		return time.Time{}, status.Error(codes.Unavailable, "silenced")
 	}
-	s.w.sessionRenewals.Add(1)
-	return s.sessionStore.renewSession(ctx, id)
+	sent := time.Now()
+	at, err := s.sessionStore.renewSession(ctx, id)
+	if err == nil {
+		s.w.sessionRenewals.Add(1)
+		s.w.acked(sent)
+	}
+	return at, err
+}
+
+// lossSlack is how late, past a lease after the session's last
+// acknowledged write was sent, a scenario may see a lease lost with it:
+// the wake-up of the session's loop and of the test's goroutine on a
+// loaded machine (none in virtual time).
+const lossSlack = 100 * time.Millisecond
+
+// requireLostInTime requires each of leases lost with their session
+// (requireLostWithSession) no later than a lease (plus lossSlack) after
+// the send of the session's last acknowledged renewal (tap's, cut off
+// after one: cutOff); it returns when each was seen lost and that send
+// time.
+func requireLostInTime(t *testing.T, tap *sessionTap, leases []*Lease, lease time.Duration) ([]time.Time, time.Time) {
+	t.Helper()
+	lostAt := requireLostWithSession(t, leases, 2*lease)
+	last := tap.lastAckSent()
+	require.False(t, last.IsZero(), "a renewal of the session was acknowledged")
+	for i, at := range lostAt {
+		assert.LessOrEqual(t, at.Sub(last), lease+lossSlack, "lease %d: given up within a lease of the last acknowledged renewal's send", i)
+	}
+	return lostAt, last
 }
 
 // holdThroughSession takes n locks named name-i in one Scope made
@@ -114,9 +184,9 @@ func scenarioSessionCutOffLosesEveryLease(t *testing.T, e lockEnv, name string) 
 	ctx := context.Background()
 	st := &sessionWatch{lockStore: e.store(t)}
 	locks, leases := holdThroughSession(t, e, name, 3, st)
-	st.silent.Store(true)
+	st.cutOff(t)
 	cut := time.Now()
-	lostAt := requireLostWithSession(t, leases, 2*scenarioLease)
+	lostAt, last := requireLostInTime(t, &st.sessionTap, leases, scenarioLease)
 	for i, at := range lostAt {
 		assert.Less(t, at.Sub(cut), scenarioLease, "lease %d: given up within a lease of the cut", i)
 	}
@@ -128,6 +198,7 @@ func scenarioSessionCutOffLosesEveryLease(t *testing.T, e lockEnv, name string) 
 		assert.True(t, lb.TookOver(), "%s taken over", l.name)
 		assert.Equal(t, leases[i].Token()+1, lb.Token())
 		assert.GreaterOrEqual(t, took.Sub(cut), scenarioLease-scenarioLease/3, "%s: no takeover before a lease passed unrenewed", l.name)
+		assert.GreaterOrEqual(t, took.Sub(last), scenarioLease, "%s: no takeover within a lease of the last acknowledged renewal's send", l.name)
 		assert.False(t, took.Before(lostAt[i]), "%s: taken after the old holder gave it up", l.name)
 		require.ErrorIs(t, l.Unlock(ctx), ErrLeaseLost, "the old holder's Unlock is fenced")
 		require.NoError(t, b.Unlock(ctx))

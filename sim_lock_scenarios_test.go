@@ -147,6 +147,8 @@ var lockScenarios = []struct {
 	{"UnlockFailsThroughTheWindow", scenarioUnlockFailsThroughTheWindow},
 	{"SessionRenewsOnce", scenarioSessionRenewsOnce},
 	{"SessionCutOffLosesEveryLease", scenarioSessionCutOffLosesEveryLease},
+	{"SessionUnlockRetried", scenarioSessionUnlockRetried},
+	{"SessionLostDuringUnlockRetry", scenarioSessionLostDuringUnlockRetry},
 }
 
 // failingUnlock wraps a store whose Unlocks can be made to fail before

@@ -344,7 +344,7 @@ func (mh *simMutexHarness) crashedHolderLocked(ts time.Time, prev row) {
 // failedSince reports whether the row was FAILED at some instant since t
 // (call with the database's mu held).
 func (mh *simMutexHarness) failedSince(t time.Time) bool {
-	rows := mh.db.rows
+	rows := mh.db.rows[simMutexName]
 	for i, v := range rows {
 		if v.r.State == StateFailed && (i+1 == len(rows) || !rows[i+1].ts.Before(t)) {
 			return true
@@ -436,7 +436,7 @@ func (mh *simMutexHarness) returned(run *simMutexRun, out Outcome, err error) {
 	if run.p.isCrashed() {
 		return // nobody is there to see it
 	}
-	r := mh.db.current(time.Time{})
+	r := mh.db.current(simMutexName, time.Time{})
 	ran := run.section != nil
 	if ran != (out == Executed) {
 		h.violateLocked("inv7: %s's Run returned %v, but fn ran in it: %v", run.who, out, ran)
@@ -513,7 +513,7 @@ func (mh *simMutexHarness) settled() {
 	defer mh.db.mu.Unlock()
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if r := mh.db.current(time.Time{}); r.State != StateDone {
+	if r := mh.db.current(simMutexName, time.Time{}); r.State != StateDone {
 		h.violateLocked("inv4: calm schedule settled with the row %v, not DONE", mrow(r))
 	}
 	if mh.fnCalls != 1 || mh.fnNil != 1 {
@@ -859,7 +859,8 @@ func (mh *simMutexHarness) host(rules simMutexRules, parts *rand.Rand, full *[]s
 	h.start = time.Now()
 	h.db = newSimDB(h, mh.par.lease)
 	mh.h = h
-	mh.db = &simMutexDB{mh: mh, rules: rules, counts: map[string]int{}, lostIDs: map[string]bool{}, sessions: map[string][]simSession{}}
+	mh.db = &simMutexDB{mh: mh, rules: rules, rows: map[string][]simMutexVersion{}, counts: map[string]int{}, lostIDs: map[string]bool{},
+		sessions: map[string][]simSession{}}
 	h.event("sim", "params %+v", mh.par)
 }
 

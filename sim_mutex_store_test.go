@@ -27,7 +27,9 @@ import (
 	"time"
 )
 
-// simMutexName is the section every Run of a schedule runs.
+// simMutexName is the section every Run of a schedule runs; the
+// scenarios' Mutexes (mutexScenarios) run sections of other names, each a
+// row of its own that the checker does not follow.
 const simMutexName = "simsection"
 
 // simMutexRules are deliberate defects of the simulated store, to show
@@ -61,8 +63,9 @@ type simMutexDB struct {
 	mh         *simMutexHarness
 	rules      simMutexRules
 	simClockTS // the latest commit timestamp, and the reads and commits of now
-	rows       []simMutexVersion
-	steps      int
+	// rows holds the committed versions of each section's row, by name.
+	rows  map[string][]simMutexVersion
+	steps int
 	// counts counts the writes by kind, and the answers lost ("lost").
 	counts map[string]int
 	// losing is set while a call whose answer will be lost is applied;
@@ -77,22 +80,23 @@ type simMutexDB struct {
 	sessions map[string][]simSession
 }
 
-// current returns the row as of now, with Now set to now; call with d.mu
-// held.
-func (d *simMutexDB) current(now time.Time) row {
+// current returns the row of section name as of now, with Now set to
+// now; call with d.mu held.
+func (d *simMutexDB) current(name string, now time.Time) row {
 	var r row
-	if n := len(d.rows); n > 0 {
-		r = d.rows[n-1].r
+	if vs := d.rows[name]; len(vs) > 0 {
+		r = vs[len(vs)-1].r
 	}
 	r.Now = now
 	return r
 }
 
-// write commits r at ts, by op of lease l (nil: not a lease's write), over
-// prev; call with d.mu held.
-func (d *simMutexDB) write(ts time.Time, op string, l *Lease, prev, r row) {
+// write commits r, the row of section name, at ts, by op of lease l (nil:
+// not a lease's write), over prev; the checker follows simMutexName's
+// writes only. Call with d.mu held.
+func (d *simMutexDB) write(name string, ts time.Time, op string, l *Lease, prev, r row) {
 	r.Now = time.Time{}
-	d.rows = append(d.rows, simMutexVersion{ts: ts, r: r})
+	d.rows[name] = append(d.rows[name], simMutexVersion{ts: ts, r: r})
 	kind := op
 	switch {
 	case op == "acquire" && prev.State == StateStarted:
@@ -101,16 +105,19 @@ func (d *simMutexDB) write(ts time.Time, op string, l *Lease, prev, r row) {
 		kind = "finish " + string(r.State)
 	}
 	d.counts[kind]++
-	d.mh.rowWritten(ts, op, l, prev, r)
+	if name == simMutexName {
+		d.mh.rowWritten(ts, op, l, prev, r)
+	}
 }
 
-// written reports whether some committed version had l's id and token,
-// STARTED, and whether the version before it was STARTED too (the
-// acquisition took over); call with d.mu held.
+// written reports whether some committed version of l's row had l's id
+// and token, STARTED, and whether the version before it was STARTED too
+// (the acquisition took over); call with d.mu held.
 func (d *simMutexDB) written(l *Lease) (ok, tookOver bool) {
-	for i, v := range d.rows {
+	vs := d.rows[l.name]
+	for i, v := range vs {
 		if v.r.State == StateStarted && v.r.LeaseID == l.id && v.r.Token == l.token {
-			return true, i > 0 && d.rows[i-1].r.State == StateStarted
+			return true, i > 0 && vs[i-1].r.State == StateStarted
 		}
 	}
 	return false, false
@@ -136,10 +143,10 @@ func (d *simMutexDB) skew(r row, own time.Duration) row {
 	return r
 }
 
-// ever reports whether some committed version satisfies f; call with d.mu
-// held.
+// ever reports whether some committed version of the schedule's section
+// (simMutexName) satisfies f; call with d.mu held.
 func (d *simMutexDB) ever(f func(row) bool) bool {
-	for _, v := range d.rows {
+	for _, v := range d.rows[simMutexName] {
 		if f(v.r) {
 			return true
 		}
@@ -233,7 +240,7 @@ func (c *simMutexConn) read(ctx context.Context, name string) (row, error) {
 	var r row
 	err := c.call(ctx, "read", false, func() error {
 		now := c.db.readTS()
-		r = c.db.skew(c.db.forget(c.db.judged(c.db.current(now), now)), c.p.lease)
+		r = c.db.skew(c.db.forget(c.db.judged(c.db.current(name, now), now)), c.p.lease)
 		c.p.h.event(c.p.name, "read: %v", mrow(r))
 		return nil
 	})
@@ -253,7 +260,7 @@ func (c *simMutexConn) readAt(ctx context.Context, name string, at time.Time) (r
 			c.p.h.event(c.p.name, "readAt %v: refused, older than the version retention", c.p.h.ts(at))
 			return err
 		}
-		for _, v := range c.db.rows {
+		for _, v := range c.db.rows[name] {
 			if v.ts.After(at) {
 				break
 			}
@@ -281,7 +288,7 @@ func (c *simMutexConn) acquire(ctx context.Context, name string, p policy, cl cl
 	)
 	err := c.call(ctx, "acquire", true, func() error {
 		now := d.readTS()
-		r := d.current(now)
+		r := d.current(name, now)
 		judged := d.judged(r, now)
 		dec = decide(d.skew(d.forget(judged), p.lease), p)
 		if d.rules.abandonEarly && dec.action == actTakeOver {
@@ -323,14 +330,14 @@ func (c *simMutexConn) acquire(ctx context.Context, name string, p policy, cl cl
 			if d.losing {
 				d.lostIDs[cl.leaseID] = true
 			}
-			d.write(ts, "acquire", lease, r, w)
+			d.write(name, ts, "acquire", lease, r, w)
 			c.p.h.event(c.p.name, "acquire %v: %v token %d attempt %d (was %v)", simID(cl.leaseID), dec.action, token, attempts, mrow(r))
 		case actAbandon:
 			ts := d.commitTS()
 			w := r
 			w.State, w.LeaseID, w.FinishedAt, w.UpdatedAt = StateFailed, cl.leaseID, ts, ts
 			w.LastError = fmt.Sprintf("abandoned: holder %q (token %d) went silent on attempt %d of %d", r.Owner, r.Token, r.Attempts, p.maxAttempts)
-			d.write(ts, "abandon", nil, r, w)
+			d.write(name, ts, "abandon", nil, r, w)
 			c.p.h.event(c.p.name, "acquire %v: abandon token %d attempt %d", simID(cl.leaseID), r.Token, r.Attempts)
 		default:
 			c.p.h.event(c.p.name, "acquire %v: %v (row %v)", simID(cl.leaseID), dec.action, mrow(r))
@@ -371,7 +378,7 @@ func (c *simMutexConn) fenced(ctx context.Context, op string, l *Lease, committe
 	d := c.db
 	var ts time.Time
 	err := c.call(ctx, op, true, func() error {
-		r := d.current(d.readTS())
+		r := d.current(l.name, d.readTS())
 		if lost := d.guard(l, r); lost != nil {
 			if committed != nil && committed(lost) {
 				c.p.h.event(c.p.name, "%s token %d: found committed (row %v)", op, l.token, mrow(r))
@@ -407,7 +414,7 @@ func (c *simMutexConn) finish(ctx context.Context, l *Lease, to State, lastError
 		if to == StateFailed {
 			w.LastError = truncate(lastError, maxErrorText)
 		}
-		c.db.write(ts, "finish", l, r, w)
+		c.db.write(l.name, ts, "finish", l, r, w)
 		c.p.h.event(c.p.name, "finish token %d: %s", l.token, to)
 	})
 	return err
@@ -417,7 +424,7 @@ func (c *simMutexConn) renew(ctx context.Context, l *Lease) error {
 	ts, err := c.fenced(ctx, "renew", l, nil, func(r row, ts time.Time) {
 		w := r
 		w.RenewedAt = ts
-		c.db.write(ts, "renew", l, r, w)
+		c.db.write(l.name, ts, "renew", l, r, w)
 	})
 	if err == nil {
 		l.setRenewedAt(ts)
@@ -428,7 +435,7 @@ func (c *simMutexConn) renew(ctx context.Context, l *Lease) error {
 func (c *simMutexConn) release(ctx context.Context, l *Lease) error {
 	d := c.db
 	return c.call(ctx, "release", true, func() error {
-		r := d.current(d.readTS())
+		r := d.current(l.name, d.readTS())
 		if r.State != StateStarted || r.LeaseID != l.id {
 			c.p.h.event(c.p.name, "release token %d: not ours (row %v)", l.token, mrow(r))
 			return nil // no longer ours: nothing to give back
@@ -436,7 +443,7 @@ func (c *simMutexConn) release(ctx context.Context, l *Lease) error {
 		ts := d.commitTS()
 		w := r
 		w.State, w.Attempts, w.UpdatedAt = StateNeeded, max(r.Attempts-1, 0), ts
-		d.write(ts, "release", l, r, w)
+		d.write(l.name, ts, "release", l, r, w)
 		c.p.h.event(c.p.name, "release token %d: NEEDED attempts %d", l.token, w.Attempts)
 		return nil
 	})
@@ -448,7 +455,7 @@ func (c *simMutexConn) interrupt(ctx context.Context, l *Lease, reason string) e
 	}, func(r row, ts time.Time) {
 		w := r
 		w.State, w.Attempts, w.LastError, w.FinishedAt, w.UpdatedAt = StateNeeded, max(r.Attempts-1, 0), truncate(reason, maxErrorText), ts, ts
-		c.db.write(ts, "interrupt", l, r, w)
+		c.db.write(l.name, ts, "interrupt", l, r, w)
 		c.p.h.event(c.p.name, "interrupt token %d: NEEDED attempts %d", l.token, w.Attempts)
 	})
 	return err
@@ -461,7 +468,7 @@ func (c *simMutexConn) reset(ctx context.Context, name string, lease time.Durati
 	var res ResetResult
 	err := c.call(ctx, "reset", true, func() error {
 		now := d.readTS()
-		raw := d.current(now)
+		raw := d.current(name, now)
 		r := d.skew(d.forget(d.judged(raw, now)), lease)
 		w, planned, err := planReset(name, r, lease, leaseID, force || d.rules.resetLive)
 		if err != nil { // a *resetRefusedError
@@ -474,13 +481,13 @@ func (c *simMutexConn) reset(ctx context.Context, name string, lease time.Durati
 			w.Token = r.Token
 		}
 		ts := d.commitTS()
-		prev := d.current(ts)
+		prev := d.current(name, ts)
 		w.UpdatedAt = ts
 		op := "reset"
 		if force {
 			op = "forcereset"
 		}
-		d.write(ts, op, nil, prev, w)
+		d.write(name, ts, op, nil, prev, w)
 		c.p.h.event(c.p.name, "%s from %s: NEEDED token %d", strings.ToUpper(op), prev.State, w.Token)
 		return nil
 	})

@@ -99,6 +99,8 @@ var semScenarios = []struct {
 	{"ReleaseAnswerLostPastTheLease", semScenarioReleaseAnswerLost(scenarioLease)},
 	{"WaiterWithoutWakeUpsReadsSparingly", semScenarioWaiterReadsSparingly},
 	{"ReleaseFailsThroughTheWindow", semScenarioReleaseFailsThroughTheWindow},
+	{"SessionRenewsOnce", semScenarioSessionRenewsOnce},
+	{"SessionCutOffLosesEveryLease", semScenarioSessionCutOffLosesEveryLease},
 }
 
 // semScenarioReleaseFailsThroughTheWindow: every try of a holder's Release
@@ -237,7 +239,8 @@ func TestSemScenariosInTheSimulation(t *testing.T) {
 	for _, sc := range semScenarios {
 		t.Run(sc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				h := &semSim{rules: semSimRules{}, tokens: map[int64]bool{}, takenOver: map[int64]bool{}, grantSize: map[int64]int64{}, start: time.Now(), idOf: map[string]*semProc{}}
+				h := &semSim{rules: semSimRules{}, tokens: map[int64]bool{}, takenOver: map[int64]bool{}, grantSize: map[int64]int64{}, start: time.Now(), idOf: map[string]*semProc{},
+					sessions: map[string][]simSession{}}
 				h.par.lease = scenarioLease
 				h.rng = rand.New(rand.NewPCG(1, 2))
 				slot := 0

@@ -662,6 +662,8 @@ func (p *semProc) renewEntryThrough(ctx context.Context, name string, key queueK
 	return p.conn().renewEntryThrough(ctx, name, key, id, lease, start)
 }
 
+func (p *semProc) sessionStore(ctx context.Context) sessionStore { return p.conn().sessionStore(ctx) }
+
 func (c semConn) look(ctx context.Context, name string) (semView, error) {
 	p := c.p
 	var v semView
