@@ -136,5 +136,6 @@ func defaultBackOff() backoff.BackOff {
 	b.Multiplier = 1.6
 	b.RandomizationFactor = 0.5
 	b.MaxElapsedTime = 0 // Run's ctx and MaxAttempts bound the waiting
+	b.Reset()            // NewExponentialBackOff reset to its own 500 ms first interval
 	return b
 }

@@ -49,6 +49,7 @@ func (c *Capture) newAttempts(what string) *captureAttempts {
 	b.RandomizationFactor = 0.5
 	b.Multiplier = 1.6
 	b.MaxElapsedTime = 0 // the count bounds the retries
+	b.Reset()            // NewExponentialBackOff reset to its own 500 ms first interval
 	n := c.cfg.maxFails
 	if n <= 0 { // a Capture not made by NewCapture (the simulation's)
 		n = DefaultCaptureMaxFailures
