@@ -153,6 +153,7 @@ func (s *spannerStore) queryLock(ctx context.Context, q querier, d ddl.Dialect, 
 	}
 	v.ahead, v.row.Queued = int(ahead), queueMarkOf(queued)
 	v.row = sess.judge(v.row)
+	s.sawSession(&sess)
 	return v, nil
 }
 

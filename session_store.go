@@ -99,6 +99,16 @@ func (s *spannerStore) sessionOf(ctx context.Context, rd keyReader, r row) (row,
 	return r.withSession(seen.renewedAt, seen.lease, true), nil
 }
 
+// sawSession remembers the session a statement read beside its row
+// (sessionSelect), as sessionOf does one it reads by key: a waiter's
+// statement reads (its joins', its full reads) spare its polls' key reads
+// of the session.
+func (s *spannerStore) sawSession(c *scannedSession) {
+	if c.id.Valid && c.at.Valid {
+		s.seenSession.Store(&seenSession{id: c.id.StringVal, renewedAt: c.at.Time, lease: time.Duration(c.micros.Int64) * time.Microsecond})
+	}
+}
+
 // seenSession is a session's row as a read of the store last found it.
 type seenSession struct {
 	id        string

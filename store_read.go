@@ -66,6 +66,7 @@ func (s *spannerStore) queryRow(ctx context.Context, q querier, d ddl.Dialect, n
 	}
 	out.Version = version.StringVal
 	out = sess.judge(out)
+	s.sawSession(&sess)
 	if out.Exists && !out.State.valid() {
 		return row{}, s.unknownState(name, out.State)
 	}
