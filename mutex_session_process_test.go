@@ -34,14 +34,25 @@ func TestMutexProcessesKilledSectionsThroughSession(t *testing.T) {
 	sessionDialects(t, killedSections)
 }
 
-func killedSections(t *testing.T, db string) {
-	const wm = 2 * time.Second
+// sectionsLease is the lease of the sections the process tests run.
+const sectionsLease = 2 * time.Second
+
+// sectionsInAProcess starts a process running 3 sections through its
+// Scope's session, checks that their rows name it, and makes a Run of each
+// here that waits for it: the process, a client, the names, the session,
+// and what the Runs here report.
+func sectionsInAProcess(t *testing.T, db string) (*contender, *spanner.Client, []string, string, <-chan ranSection) {
 	names := lockNames("section", 3)
-	a := startContender(t, procSpec{Role: "sections", ID: "a", Database: db, Holds: names, Lease: wm, Sessions: true})
+	a := startContender(t, procSpec{Role: "sections", ID: "a", Database: db, Holds: names, Lease: sectionsLease, Sessions: true})
 	a.await(t, time.Minute, 0, "holding", nil)
 	check := newClient(t, db)
 	session := requireHeldThroughSessions(t, check, names, true)
-	got := runSectionsHere(t, check, names, wm)
+	return a, check, names, session, runSectionsHere(t, check, names, sectionsLease)
+}
+
+func killedSections(t *testing.T, db string) {
+	const wm = sectionsLease
+	a, check, names, session, got := sectionsInAProcess(t, db)
 
 	a.signal(syscall.SIGKILL)
 	killed := time.Now()
@@ -68,13 +79,8 @@ func TestMutexProcessesPausedSectionsThroughSession(t *testing.T) {
 }
 
 func pausedSections(t *testing.T, db string) {
-	const wm = 2 * time.Second
-	names := lockNames("section", 3)
-	a := startContender(t, procSpec{Role: "sections", ID: "a", Database: db, Holds: names, Lease: wm, Sessions: true})
-	a.await(t, time.Minute, 0, "holding", nil)
-	check := newClient(t, db)
-	session := requireHeldThroughSessions(t, check, names, true)
-	got := runSectionsHere(t, check, names, wm)
+	const wm = sectionsLease
+	a, check, names, session, got := sectionsInAProcess(t, db)
 
 	a.signal(syscall.SIGSTOP)
 	stopped := time.Now()
