@@ -33,12 +33,10 @@ func (w *waiter) sessionNow() {
 }
 
 // sessionWritten tells the session how an attempt that was to start it,
-// sent at local time sent, ended: res.started is the commit timestamp of
-// a write that named it (an acquisition, or an entry queued).
+// sent at local time sent, ended: with the lease it took, or the entry it
+// queued, it wrote the session's id (acquireResult.wroteAt).
 func (w *waiter) sessionWritten(res acquireResult, sent time.Time, err error) {
-	if w.startSession != nil {
-		sessionWritten(w.sess, w.session, w.startSession, sent, res.started, err)
-	}
+	sessionWritten(w.sess, w.session, w.startSession, sent, res.wroteAt(), err)
 }
 
 // admit is the grant rule's last step for a lease held through a session

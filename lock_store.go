@@ -243,16 +243,12 @@ func (s *spannerStore) acquireLock(ctx context.Context, name string, key queueKe
 		res.decision, res.key, res.handed.at = d, endOfQueue, commitTS
 		return res, nil
 	}
-	var started time.Time
-	if c.session != "" {
-		started = commitTS
-	}
 	if d.action == lockWait || d.action == lockPassOn {
-		return acquireResult{decision: lockDecision{action: lockWait}, key: queueKey{at: commitTS, id: c.leaseID}, view: v, started: started}, nil
+		return acquireResult{decision: lockDecision{action: lockWait}, key: queueKey{at: commitTS, id: c.leaseID}, view: v}, nil
 	}
 	lease := newLease(name, c.owner, c.leaseID, res.token, d.action == lockTakeOver, s.table)
 	lease.acquiredAt, lease.session = commitTS, c.session
-	return acquireResult{decision: d, lease: lease, key: endOfQueue, started: started}, nil
+	return acquireResult{decision: d, lease: lease, key: endOfQueue}, nil
 }
 
 // passOn hands the lock, read in tx as r, free or held by a holder silent
@@ -414,8 +410,18 @@ type acquireResult struct {
 	key      queueKey
 	sent     bool
 	token    int64 // the token the acquisition wrote (holderMutation)
-	// started is the commit timestamp of an acquisition that wrote the
-	// claim's session into a row or entry (and, if it started the
-	// session, its row); zero otherwise.
-	started time.Time
+}
+
+// wroteAt is the commit timestamp of an acquisition that wrote the
+// claim's holder or entry (and with it the claim's session, and the
+// session's row if it started it): the lease's acquisition, or the entry's
+// key; zero if it wrote neither.
+func (r acquireResult) wroteAt() time.Time {
+	switch {
+	case r.lease != nil:
+		return r.lease.acquiredAt
+	case r.key != endOfQueue:
+		return r.key.at
+	}
+	return time.Time{}
 }

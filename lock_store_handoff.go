@@ -263,11 +263,9 @@ func (s *spannerStore) headPage(ctx context.Context, tx headReader, d ddl.Dialec
 	if err != nil || !s.sessioned() {
 		return page, err
 	}
-	for _, e := range page {
-		if e.Session.Valid {
-			s.sawEntrySessions.Store(true)
-			return s.headPageSQL(ctx, tx, d, name, after)
-		}
+	if slices.ContainsFunc(page, func(e *queueEntry) bool { return e.Session.Valid }) {
+		s.sawEntrySessions.Store(true)
+		return s.headPageSQL(ctx, tx, d, name, after)
 	}
 	return page, nil
 }

@@ -44,10 +44,7 @@ func (e mutexEnv) process(t *testing.T, name, owner string) *Mutex {
 }
 
 // mutexScenarios run on any mutexEnv. Each leaves no section running.
-var mutexScenarios = []struct {
-	name string
-	run  func(t *testing.T, e mutexEnv, name string)
-}{
+var mutexScenarios = []scenario[mutexEnv]{
 	{"SessionRenewsOnce", mutexScenarioSessionRenewsOnce},
 	{"SessionCutOffLosesEverySection", mutexScenarioSessionCutOffLosesEverySection},
 }
@@ -70,7 +67,7 @@ func TestMutexScenariosInTheSimulation(t *testing.T) {
 					return &simMutexConn{db: mh.db, p: p}
 				}}
 				sc.run(t, e, "scenario")
-				time.Sleep(3*scenarioLease + 2*time.Second) // let every session loop and detached call end
+				settleBubble()
 				mh.h.mu.Lock()
 				defer mh.h.mu.Unlock()
 				assert.Empty(t, mh.h.violations)
@@ -84,15 +81,10 @@ func TestMutexScenariosInTheSimulation(t *testing.T) {
 func TestMutexScenariosOnTheEmulator(t *testing.T) {
 	needEmulator(t)
 	t.Parallel()
-	names := make([]string, len(mutexScenarios))
-	for i, sc := range mutexScenarios {
-		names[i] = sc.name
-	}
-	scenariosOnTheEmulator(t, names, func(t *testing.T, i int, db string) {
+	scenariosOnTheEmulator(t, mutexScenarios, func(t *testing.T, db string) mutexEnv {
 		cfg, err := configure[MutexOption]("scenario", nil)
 		require.NoError(t, err)
-		e := mutexEnv{store: func(t *testing.T) mutexStore { return cfg.newStore(newClient(t, db)) }}
-		mutexScenarios[i].run(t, e, "scenario")
+		return mutexEnv{store: func(t *testing.T) mutexStore { return cfg.newStore(newClient(t, db)) }}
 	})
 }
 

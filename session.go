@@ -133,7 +133,8 @@ func (s *session) next() (string, *sessionRow) {
 // members' renewals failed for a whole lease (s.mu held); it returns the
 // onLost calls to make once s.mu is released.
 func (s *session) expireLocked() []func(error) {
-	if s.id == "" || s.pending || s.clk.Now().Sub(s.anchor) < s.interval {
+	since := s.clk.Now().Sub(s.anchor)
+	if s.id == "" || s.pending || since < s.interval {
 		return nil
 	}
 	if len(s.members) == 0 {
@@ -141,7 +142,7 @@ func (s *session) expireLocked() []func(error) {
 		s.id = ""
 		return nil
 	}
-	if s.clk.Now().Sub(s.anchor) >= s.lease {
+	if since >= s.lease {
 		return s.loseLocked("renewals failed for a whole lease (" + s.lease.String() + ")")
 	}
 	return nil
@@ -152,9 +153,10 @@ func (s *session) expireLocked() []func(error) {
 // the session is started, anchored at sent, and its renewal loop runs,
 // unless the answer came a lease or more after sent (the session is then
 // let go unstarted). If another write started it first, this one counts
-// as a renewal of it (renew's acknowledgement). A session lost or let go since (id no longer
-// the session's) is not taken up again: the write's leases are refused
-// (admit: errSessionChanged), and its row lapses after a lease.
+// as a renewal of it (renew's acknowledgement). A session lost or let go
+// since (id no longer the session's) is not taken up again: the write's
+// leases are refused (admit: errSessionChanged), and its row lapses after
+// a lease.
 func (s *session) started(id string, sent, at time.Time) {
 	s.mu.Lock()
 	if s.id != id {
@@ -229,9 +231,9 @@ func (s *session) live() (string, time.Time) {
 // older than a renewal interval by the local clock is renewed first. It
 // returns errSessionChanged if id is no longer the session's, or is not
 // started (the write's caller reports its acknowledgement first:
-// started), or the error
-// of a renewal, made through st (the caller's: the loop may be renewing
-// at the same time). The returned leave ends the membership.
+// started), or the error of a renewal, made through st (the caller's: the
+// loop may be renewing at the same time). The returned leave ends the
+// membership.
 func (s *session) admit(ctx context.Context, st sessionStore, l *Lease, id string, onLost func(error)) (leave func(), err error) {
 	for range maxFreshen {
 		s.mu.Lock()

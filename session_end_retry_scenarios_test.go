@@ -128,8 +128,8 @@ func scenarioSessionUnlockRetried(t *testing.T, e lockEnv, name string) {
 	require.NoError(t, last.err, "the last try landed")
 	t.Logf("the unlock of token %d: %d tries, the last landed %v after the outage ended", token, len(tries), last.at.Sub(healed))
 	// The try under way when the outage ends pauses before its next
-	// attempt: up to 750ms after a first failure (defaultBackOff's first
-	// pause is backoff's default 500ms, randomised by half).
+	// attempt (defaultBackOff: 50-150ms after a first failure, growing),
+	// and the next try comes a renewal interval after the last.
 	assert.LessOrEqual(t, last.at.Sub(healed), 4*every, "the retry frees the lock within a few renewal intervals")
 	for i, u := range tries[:len(tries)-1] {
 		assert.Error(t, u.err, "try %d: only the last lands", i)

@@ -74,35 +74,31 @@ func (s *spannerStore) renewSession(ctx context.Context, id string) (time.Time, 
 
 // sessionOf reads, in rd, the session that row r names, and returns r
 // judged by it (row.withSession); r as it is if it names none. A session
-// found is remembered (seenSession) for the store's later single-use
-// reads (sessionRead).
+// found is remembered (sawSession) for the store's later single-use reads
+// (sessionRead).
 func (s *spannerStore) sessionOf(ctx context.Context, rd keyReader, r row) (row, error) {
 	if r.Session == "" {
 		return r, nil
 	}
+	c := scannedSession{id: spanner.NullString{StringVal: r.Session, Valid: true}}
 	got, err := rd.ReadRow(ctx, s.sessionsTable(), spanner.Key{r.Session}, []string{"RenewedAt", "LeaseMicros"})
 	switch {
 	case errors.Is(err, spanner.ErrRowNotFound):
-		return r.withSession(time.Time{}, 0, false), nil
+		return c.judge(r), nil // gone: judged by the row alone
 	case err != nil:
 		return row{}, err
 	}
-	var (
-		at     time.Time
-		micros int64
-	)
-	if err := got.Columns(&at, &micros); err != nil {
+	if err := got.Columns(&c.at, &c.micros); err != nil {
 		return row{}, fmt.Errorf("spanmutex: decode session %s of %s: %w", r.Session, s.sessionsTable(), err)
 	}
-	seen := seenSession{id: r.Session, renewedAt: at, lease: time.Duration(micros) * time.Microsecond}
-	s.seenSession.Store(&seen)
-	return r.withSession(seen.renewedAt, seen.lease, true), nil
+	s.sawSession(&c)
+	return c.judge(r), nil
 }
 
-// sawSession remembers the session a statement read beside its row
-// (sessionSelect), as sessionOf does one it reads by key: a waiter's
-// statement reads (its joins', its full reads) spare its polls' key reads
-// of the session.
+// sawSession remembers session c, read beside a row by a statement
+// (sessionSelect) or by key (sessionOf), if it was found: a waiter's
+// statement reads (its joins', its full reads) and key reads of the
+// session spare its polls' next key reads of it (sessionRead).
 func (s *spannerStore) sawSession(c *scannedSession) {
 	if c.id.Valid && c.at.Valid {
 		s.seenSession.Store(&seenSession{id: c.id.StringVal, renewedAt: c.at.Time, lease: time.Duration(c.micros.Int64) * time.Microsecond})

@@ -346,8 +346,8 @@ func TestOrphanHandOffAnchorsAtItsSend(t *testing.T) {
 			require.NotNil(t, lw)
 			assert.Greater(t, lw.Token(), lc.Token(), "w waited again")
 		}
-		_ = w.Unlock(ctx)                           // fenced if w was granted the lease c took over
-		time.Sleep(3*scenarioLease + 2*time.Second) // let detached calls end in the bubble
+		_ = w.Unlock(ctx) // fenced if w was granted the lease c took over
+		settleBubble()
 	})
 }
 
@@ -405,6 +405,6 @@ func TestSimObserveAfterAGapLongerThanTheRetention(t *testing.T) {
 		assert.Equal(t, la.Token(), got[len(got)-1])
 		require.NoError(t, a.Unlock(ctx))
 		cancel()
-		time.Sleep(3*scenarioLease + 2*time.Second)
+		settleBubble()
 	})
 }

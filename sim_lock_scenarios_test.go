@@ -130,10 +130,7 @@ func lockAsync(t *testing.T, l *Lock) <-chan *Lease {
 }
 
 // lockScenarios run on any lockEnv. Each leaves no lease held.
-var lockScenarios = []struct {
-	name string
-	run  func(t *testing.T, e lockEnv, name string)
-}{
+var lockScenarios = []scenario[lockEnv]{
 	{"FIFO", scenarioFIFO},
 	{"CancelledWaiterPassesOn", scenarioCancelledWaiterPassesOn},
 	{"TryLockHeld", scenarioTryLockHeld},
@@ -539,6 +536,12 @@ func TestHeadPollChoosesPromptness(t *testing.T) {
 	})
 }
 
+// settleBubble lets a scenario's renewal loops, session loops and
+// detached calls end in its synctest bubble before the bubble does: the
+// bubble's clock runs on past the longest of them (a sleep in virtual
+// time, which moves only once every goroutine of the bubble is blocked).
+func settleBubble() { time.Sleep(3*scenarioLease + 2*time.Second) }
+
 // TestSimScenarios runs lockScenarios on the simulated Spanner.
 func TestSimScenarios(t *testing.T) {
 	for _, sc := range lockScenarios {
@@ -546,8 +549,7 @@ func TestSimScenarios(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				e, _ := newSimEnv()
 				sc.run(t, e, "scenario")
-				// Let every renewal loop and detached call end.
-				time.Sleep(3*scenarioLease + 2*time.Second)
+				settleBubble()
 			})
 		})
 	}

@@ -472,7 +472,7 @@ func (c *simConn) acquireLock(ctx context.Context, name string, key queueKey, p 
 				}
 			}
 			r := d.holder(name, v.row, cl.owner, cl.leaseID, p.lease, cl.session, ts)
-			res.started = c.startsSession(cl.session, cl.startSession, ts)
+			c.startsSession(cl.startSession, ts)
 			if v.queued {
 				d.removeEntries(name, func(e *simEntry) bool { return e.key == key })
 			}
@@ -497,7 +497,7 @@ func (c *simConn) acquireLock(ctx context.Context, name string, key queueKey, p 
 			ts := d.commitTS()
 			d.insert(name, &simEntry{key: queueKey{at: ts, id: cl.leaseID}, owner: cl.owner, renewed: ts,
 				lease: p.lease.Truncate(time.Microsecond), wakeAddr: cl.wakeAddr, session: cl.session})
-			res.started = c.startsSession(cl.session, cl.startSession, ts)
+			c.startsSession(cl.startSession, ts)
 			res.key, res.view = queueKey{at: ts, id: cl.leaseID}, v
 			c.p.h.event(c.p.name, "acquireLock %s: queued at %s (ahead %d, row %s)", short(cl.leaseID), c.p.h.ts(ts), v.ahead, simRow(v.row))
 		default:
@@ -534,7 +534,7 @@ func (c *simConn) enqueue(ctx context.Context, name string, entries []queueInser
 				c.p.h.event(c.p.name, "enqueue %s at %s", short(e.id), c.p.h.ts(ts))
 			}
 			for _, r := range startsSessions(entries) {
-				c.startsSession(r.id, r, ts)
+				c.startsSession(r, ts)
 			}
 			return nil
 		})
@@ -681,7 +681,7 @@ var _ sessionRenewer = (*simConn)(nil)
 // and inserts the session's row if it starts the session (start).
 func (c *simConn) renewThrough(ctx context.Context, l *Lease, id string, start *sessionRow) error {
 	return c.renewRow(ctx, "renewThrough", l, func(v *row, ts time.Time) {
-		c.startsSession(id, start, ts)
+		c.startsSession(start, ts)
 		v.Session, v.Lease = id, c.p.lease.Truncate(time.Microsecond)
 		if id != "" {
 			v.Lease = sessionHeldLease
@@ -727,19 +727,13 @@ func (c *simConn) sessionStore(context.Context) sessionStore {
 	return &simConn{db: c.db, p: c.p, who: c.who + "/session"}
 }
 
-// startsSession is a write's part in its session (committed at ts, in
-// the write's call): if it names session id and starts it (start), the
-// insert of its row. It returns ts if the write names a session, zero
-// otherwise (acquireResult.started).
-func (c *simConn) startsSession(id string, start *sessionRow, ts time.Time) time.Time {
-	if id == "" {
-		return time.Time{}
-	}
+// startsSession inserts, at commit timestamp ts, the row of the session
+// a write starts (start; nil: none), in the write's call.
+func (c *simConn) startsSession(start *sessionRow, ts time.Time) {
 	if start != nil {
 		c.db.writeSession(start.id, ts, start.lease)
-		c.p.h.event(c.p.name, "startSession %s at %s", short(id), c.p.h.ts(ts))
+		c.p.h.event(c.p.name, "startSession %s at %s", short(start.id), c.p.h.ts(ts))
 	}
-	return ts
 }
 
 // renewSession is the session's blind update: a single-use commit that

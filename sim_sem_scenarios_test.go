@@ -83,10 +83,7 @@ func (e semEnv) waitQueued(t *testing.T, name string, n int) {
 }
 
 // semScenarios run on any semEnv. Each leaves no lease held.
-var semScenarios = []struct {
-	name string
-	run  func(t *testing.T, e semEnv, name string)
-}{
+var semScenarios = []scenario[semEnv]{
 	{"NoBarging", semScenarioNoBarging},
 	{"SilentHolderCostsOneLease", semScenarioSilentHolder},
 	{"DeadEntryAtFreeSemaphore", semScenarioDeadEntryAtFree},
@@ -253,7 +250,7 @@ func TestSemScenariosInTheSimulation(t *testing.T) {
 					},
 				}
 				sc.run(t, e, "scenario")
-				time.Sleep(3*scenarioLease + 2*time.Second)
+				settleBubble()
 				assert.Empty(t, h.violations)
 			})
 		})
@@ -265,15 +262,11 @@ func TestSemScenariosInTheSimulation(t *testing.T) {
 func TestSemScenariosOnTheEmulator(t *testing.T) {
 	needEmulator(t)
 	t.Parallel()
-	names := make([]string, len(semScenarios))
-	for i, sc := range semScenarios {
-		names[i] = sc.name
-	}
-	scenariosOnTheEmulator(t, names, func(t *testing.T, i int, db string) {
+	scenariosOnTheEmulator(t, semScenarios, func(t *testing.T, db string) semEnv {
 		cfg, err := configure[LockOption]("scenario", nil)
 		require.NoError(t, err)
 		reader := newClient(t, db)
-		e := semEnv{
+		return semEnv{
 			store: func(t *testing.T) semStore {
 				st := cfg.newStore(newClient(t, db))
 				st.needsQueue, st.semaphore = true, true
@@ -281,6 +274,5 @@ func TestSemScenariosOnTheEmulator(t *testing.T) {
 			},
 			queued: func(t *testing.T, name string) int { return len(queuedIDs(t, reader, name)) },
 		}
-		semScenarios[i].run(t, e, "scenario")
 	})
 }
